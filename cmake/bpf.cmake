@@ -1,0 +1,48 @@
+# BPF build helpers, in the manner of libbpf-bootstrap's bpf_object().
+#
+# vmlinux.h comes from the build host's BTF (/sys/kernel/btf/vmlinux) unless
+# PRESSURED_VMLINUX_H points at a file (for example a checked-in copy, or a
+# header generated from another kernel's BTF).
+set(PRESSURED_VMLINUX_H "" CACHE FILEPATH "Use this vmlinux.h instead of generating one from the host's BTF")
+find_program(BPFTOOL bpftool PATHS /usr/sbin /sbin REQUIRED)
+find_program(BPF_CLANG clang REQUIRED)
+
+set(PRESSURED_BPF_GEN ${CMAKE_BINARY_DIR}/bpf)
+file(MAKE_DIRECTORY ${PRESSURED_BPF_GEN})
+
+if(PRESSURED_VMLINUX_H)
+  set(PRESSURED_VMLINUX ${PRESSURED_VMLINUX_H})
+elseif(EXISTS /sys/kernel/btf/vmlinux)
+  set(PRESSURED_VMLINUX ${PRESSURED_BPF_GEN}/vmlinux.h)
+  add_custom_command(OUTPUT ${PRESSURED_VMLINUX}
+    COMMAND ${BPFTOOL} btf dump file /sys/kernel/btf/vmlinux format c > ${PRESSURED_VMLINUX}
+    COMMENT "Generating vmlinux.h from the host's BTF")
+elseif(EXISTS ${CMAKE_SOURCE_DIR}/bpf/vmlinux/vmlinux.h)
+  set(PRESSURED_VMLINUX ${CMAKE_SOURCE_DIR}/bpf/vmlinux/vmlinux.h)
+else()
+  message(FATAL_ERROR "No BTF at /sys/kernel/btf/vmlinux: set PRESSURED_VMLINUX_H or PRESSURED_BUILD_BPF=OFF")
+endif()
+
+# bpf_object(NAME SRC): compiles bpf/<SRC> with clang -target bpf and generates
+# <NAME>.skel.h with bpftool; the header is reachable through target <NAME>_skel.
+function(bpf_object name src)
+  set(obj ${PRESSURED_BPF_GEN}/${name}.bpf.o)
+  set(skel ${PRESSURED_BPF_GEN}/${name}.skel.h)
+  get_filename_component(vmlinux_dir ${PRESSURED_VMLINUX} DIRECTORY)
+  add_custom_command(OUTPUT ${obj}
+    COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_x86
+            -Wall -Werror -Wno-unused-function
+            -I${vmlinux_dir} -I${CMAKE_SOURCE_DIR}/bpf -I${CMAKE_SOURCE_DIR}/include
+            -c ${CMAKE_CURRENT_SOURCE_DIR}/${src} -o ${obj}
+    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${src} ${PRESSURED_VMLINUX}
+    IMPLICIT_DEPENDS C ${CMAKE_CURRENT_SOURCE_DIR}/${src}
+    COMMENT "BPF ${src}")
+  add_custom_command(OUTPUT ${skel}
+    COMMAND ${BPFTOOL} gen skeleton ${obj} name ${name} > ${skel}
+    DEPENDS ${obj}
+    COMMENT "Skeleton ${name}.skel.h")
+  add_custom_target(${name}_skel_gen DEPENDS ${skel})
+  add_library(${name}_skel INTERFACE)
+  add_dependencies(${name}_skel ${name}_skel_gen)
+  target_include_directories(${name}_skel INTERFACE ${PRESSURED_BPF_GEN})
+endfunction()

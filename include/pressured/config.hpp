@@ -1,0 +1,143 @@
+#pragma once
+// The effective configuration, after the YAML file and the flags are merged.
+// Eviction settings carry the KubeletConfiguration names and meaning
+// (shared/seeds/002). Each concern owns its section; the loader in
+// userspace/config fills all of them and validates them.
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pressured/clock.hpp"
+#include "pressured/signals.hpp"
+
+namespace pressured {
+
+/// A threshold or minimum-reclaim amount: an absolute quantity in the signal's
+/// base unit (bytes, inodes, pids; for PSI signals a percentage 0-100), or a
+/// percentage of the signal's capacity.
+struct ThresholdValue {
+  enum class Kind : uint8_t { Quantity, Percent };
+  Kind kind = Kind::Quantity;
+  double quantity = 0;  // base units, when kind == Quantity
+  double percent = 0;   // 0..100, when kind == Percent
+
+  /// The value in base units for a signal with the given capacity.
+  double resolve(double capacity) const { return kind == Kind::Percent ? capacity * percent / 100.0 : quantity; }
+  bool operator==(const ThresholdValue&) const = default;
+};
+
+enum class ThresholdKind : uint8_t { Hard, Soft };
+
+/// One eviction threshold: `<signal><op><value>`, with its grace period (soft
+/// only) and minimum reclaim.
+struct Threshold {
+  Signal signal = Signal::MemoryAvailable;
+  ThresholdKind kind = ThresholdKind::Hard;
+  ThresholdValue value;
+  Duration grace_period{0};  // soft thresholds only
+  ThresholdValue min_reclaim;  // evictionMinimumReclaim for the signal; 0 when unset
+  bool operator==(const Threshold&) const = default;
+};
+
+/// What to do with pods owned by a DaemonSet (they come straight back).
+enum class DaemonSetPolicy : uint8_t { EvictLast, Normal, Never };
+
+struct EvictionConfig {
+  std::vector<Threshold> thresholds;  // hard and soft
+  Duration pressure_transition_period = std::chrono::minutes(5);
+  int64_t max_pod_grace_period_seconds = 0;  // 0: no cap
+  bool merge_default_eviction_settings = false;
+  DaemonSetPolicy daemonset_pods = DaemonSetPolicy::EvictLast;
+};
+
+/// How memory.available is computed (issue 3). Kubelet is the default.
+enum class MemoryAvailableMode : uint8_t {
+  Kubelet,            // capacity - (usage - inactive_file)
+  ExcludeReserved,    // also subtract reserved hugepages and the min watermark
+  ReclaimableActive,  // also count a share of active_file as reclaimable
+};
+
+enum class CgroupDriver : uint8_t { Auto, Cgroupfs, Systemd };
+enum class PodSourceKind : uint8_t { None, Kubelet, File };
+
+struct PodSourceConfig {
+  PodSourceKind kind = PodSourceKind::None;
+  std::string path;  // File: a Pod/PodList JSON or YAML file, or a directory of them
+  std::string kubelet_url = "https://127.0.0.1:10250/pods";
+  std::string token_file = "/var/run/secrets/kubernetes.io/serviceaccount/token";
+  std::string ca_file;
+  bool insecure_skip_verify = false;
+  Duration refresh_interval = std::chrono::seconds(30);
+  Duration timeout = std::chrono::seconds(2);
+};
+
+struct ObserveConfig {
+  std::string cgroup_mount = "/sys/fs/cgroup";  // where cgroupfs is mounted
+  std::string cgroup_root = "/";                // kubelet --cgroup-root
+  std::string kubepods_name = "kubepods";       // kubepods (cgroupfs) / kubepods.slice (systemd)
+  CgroupDriver driver = CgroupDriver::Auto;
+  std::string proc_root = "/proc";
+  std::string nodefs_path = "/var/lib/kubelet";
+  std::string imagefs_path = "/var/lib/containerd";
+  std::string pod_logs_path = "/var/log/pods";
+  MemoryAvailableMode memory_available_mode = MemoryAvailableMode::Kubelet;
+  std::optional<uint64_t> allocatable_memory_bytes;  // default: kubepods memory limit
+  PodSourceConfig pods;
+  Duration disk_walk_interval = std::chrono::seconds(60);
+};
+
+enum class BpfMode : uint8_t { Auto, On, Off };
+
+struct EventsConfig {
+  BpfMode bpf = BpfMode::Auto;
+  bool psi_triggers = true;
+  bool memcg_notifications = true;   // v1 threshold eventfd, v2 memory.events
+  Duration safety_net_interval = std::chrono::seconds(1);
+  std::optional<Duration> forced_poll_interval;  // baseline mode: poll only, no events
+  uint32_t ring_buffer_bytes = 256 * 1024;
+  uint32_t charge_sample_every = 64;  // BPF charge hook: look at 1 charge in N
+  Duration psi_window = std::chrono::milliseconds(500);
+  Duration psi_stall = std::chrono::milliseconds(50);
+};
+
+struct K8sConfig {
+  bool enabled = false;
+  std::string kubeconfig;  // empty: in-cluster config when KUBERNETES_SERVICE_HOST is set
+  std::string node_name;   // default: hostname
+  Duration request_timeout = std::chrono::seconds(5);
+  std::string condition_prefix = "Pressured";
+};
+
+struct MetricsConfig {
+  std::string listen = "0.0.0.0:9847";
+  uint32_t top_pods = 20;  // per-pod series are exported for this many pods only
+};
+
+struct LogConfig {
+  std::string level = "info";
+  std::string format = "text";  // text | json
+};
+
+struct DaemonConfig {
+  bool dry_run = false;
+  std::string state_file = "/var/lib/pressured/state.json";
+  std::vector<std::string> disk_reclaim_command;  // run before evicting for disk signals
+  Duration disk_reclaim_timeout = std::chrono::seconds(60);
+  Duration release_wait_timeout = std::chrono::seconds(10);  // wait for a victim's memory to come back
+  Duration soft_kill_margin = std::chrono::seconds(15);      // soft: API eviction, local kill after grace + margin
+};
+
+struct Config {
+  EvictionConfig eviction;
+  ObserveConfig observe;
+  EventsConfig events;
+  K8sConfig kubernetes;
+  MetricsConfig metrics;
+  LogConfig log;
+  DaemonConfig daemon;
+};
+
+}  // namespace pressured

@@ -1,0 +1,105 @@
+#pragma once
+// The eviction engine: kubelet eviction semantics as a pure function of
+// snapshots and time (shared/seeds/002). It does no I/O and reads no clock:
+// the daemon and `simulate` feed it observations and the current time, and
+// act on the decisions it returns.
+
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pressured/clock.hpp"
+#include "pressured/config.hpp"
+#include "pressured/snapshot.hpp"
+
+namespace pressured {
+
+/// Where one threshold stands at one evaluation.
+struct ThresholdStatus {
+  Threshold threshold;
+  double observed = 0;         // the signal's value
+  double threshold_value = 0;  // the threshold in base units (percent resolved)
+  bool met = false;            // met now, min-reclaim hysteresis included
+  bool grace_elapsed = false;  // hard: == met; soft: met for its whole grace period
+  std::optional<TimePoint> first_observed;  // when it started being met
+};
+
+struct ConditionChange {
+  Condition condition;
+  bool status;
+};
+
+/// One pod to evict, and why.
+struct EvictionDecision {
+  std::string uid;
+  std::string name;
+  std::string namespace_;
+  QosClass qos = QosClass::BestEffort;
+  Signal signal = Signal::MemoryAvailable;
+  ThresholdKind kind = ThresholdKind::Hard;
+  double observed = 0;
+  double threshold_value = 0;
+  int64_t grace_period_seconds = 0;
+  std::string cgroup_path;
+};
+
+struct Decisions {
+  std::array<bool, kConditionCount> conditions{};  // node conditions after this evaluation
+  std::vector<ConditionChange> changes;            // flips since the previous evaluation
+  std::vector<ThresholdStatus> thresholds;         // every configured threshold
+  std::optional<EvictionDecision> eviction;        // at most one per evaluation
+  std::vector<Signal> no_candidates;               // signals that wanted a victim and found none
+};
+
+/// The engine's memory between evaluations; checkpointed by the daemon so a
+/// restart neither resets soft grace periods nor flips conditions nor evicts twice.
+struct EngineState {
+  // Index into EvictionConfig::thresholds -> when it was first observed met.
+  std::map<std::size_t, TimePoint> threshold_first_observed;
+  // Index into EvictionConfig::thresholds -> met (for min-reclaim hysteresis).
+  std::map<std::size_t, bool> threshold_met;
+  std::array<bool, kConditionCount> conditions{};
+  std::array<std::optional<TimePoint>, kConditionCount> condition_last_met{};
+  std::vector<std::string> terminating_pods;  // uids evicted and not yet gone
+};
+
+/// Ranking and decisions per the kubelet's eviction policy, see docs/engine.md.
+class Engine {
+ public:
+  explicit Engine(EvictionConfig config);
+
+  /// Evaluates every threshold against `snapshot` at time `now` and returns the
+  /// node conditions and at most one eviction. `now` must not go backwards.
+  Decisions evaluate(const NodeSnapshot& snapshot, TimePoint now);
+
+  /// The pod is gone (its cgroup was removed or the API deleted it): it is no
+  /// longer terminating and its uid may be forgotten.
+  void pod_gone(const std::string& uid);
+
+  /// Pods evicted and not yet reported gone.
+  const std::vector<std::string>& terminating() const { return state_.terminating_pods; }
+
+  const EvictionConfig& config() const { return config_; }
+
+  /// Replaces the configuration (SIGHUP). State for thresholds that still
+  /// exist (same signal and kind) is kept.
+  void reconfigure(EvictionConfig config);
+
+  EngineState state() const { return state_; }
+  void restore(EngineState state) { state_ = std::move(state); }
+
+ private:
+  EvictionConfig config_;
+  EngineState state_;
+};
+
+/// Orders candidate pods for a starved resource, first to evict first. Pods
+/// that may never be evicted (critical, static/mirror, DaemonSet under
+/// `never`) and terminating pods are left out. Exposed for `top` and tests.
+std::vector<const Pod*> rank_pods(const std::vector<Pod>& pods, StarvedResource resource,
+                                  const EvictionConfig& config,
+                                  const std::vector<std::string>& terminating = {});
+
+}  // namespace pressured

@@ -1,0 +1,182 @@
+#include "fakes/sandbox_cgroup.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace fs = std::filesystem;
+
+namespace pressured::testing {
+
+namespace {
+
+bool write_file(const std::string& path, const std::string& value) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = ::write(fd, value.data(), value.size());
+  ::close(fd);
+  return n == static_cast<ssize_t>(value.size());
+}
+
+std::vector<pid_t> procs_of(const std::string& dir) {
+  std::vector<pid_t> out;
+  std::ifstream in(dir + "/cgroup.procs");
+  pid_t p;
+  while (in >> p) out.push_back(p);
+  return out;
+}
+
+}  // namespace
+
+SandboxCgroup::SandboxCgroup(std::string mount, std::string tag) {
+  root_ = mount + "/pressured-test-" + std::to_string(::getpid()) + "-" + tag;
+  std::error_code ec;
+  if (fs::exists(root_, ec)) {
+    kill_all();
+    fs::remove(root_, ec);
+  }
+  if (::mkdir(root_.c_str(), 0755) != 0) {
+    error_ = "mkdir " + root_ + ": " + std::strerror(errno);
+    return;
+  }
+  ok_ = true;
+}
+
+SandboxCgroup::~SandboxCgroup() {
+  if (!ok_) return;
+  kill_all();
+  // Remove bottom-up: deepest directories first.
+  std::vector<std::string> dirs;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root_, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_directory(ec) && !it->is_symlink(ec)) dirs.push_back(it->path().string());
+  }
+  std::sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    bool all = true;
+    for (const auto& d : dirs) {
+      if (::rmdir(d.c_str()) != 0 && errno != ENOENT) all = false;
+    }
+    if (::rmdir(root_.c_str()) != 0 && errno != ENOENT) all = false;
+    if (all) return;
+    kill_all();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::string SandboxCgroup::path(const std::string& rel) const { return rel.empty() ? root_ : root_ + "/" + rel; }
+
+bool SandboxCgroup::make(const std::string& rel) {
+  std::error_code ec;
+  fs::create_directories(path(rel), ec);
+  return !ec;
+}
+
+bool SandboxCgroup::write(const std::string& rel, const std::string& file, const std::string& value) {
+  return write_file(path(rel) + "/" + file, value);
+}
+
+std::string SandboxCgroup::read(const std::string& rel, const std::string& file) const {
+  std::ifstream in(path(rel) + "/" + file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+pid_t SandboxCgroup::spawn(const std::string& rel, const std::vector<std::string>& argv) {
+  if (argv.empty()) return -1;
+  std::string procs = path(rel) + "/cgroup.procs";
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return -1;
+  pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    // Child: join the cgroup first, then exec; report failure via the pipe.
+    ::close(pipefd[0]);
+    std::string me = std::to_string(::getpid());
+    int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ::write(fd, me.data(), me.size()) < 0) {
+      char c = 'c';
+      (void)!::write(pipefd[1], &c, 1);
+      ::_exit(126);
+    }
+    ::close(fd);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    char c = 'e';
+    (void)!::write(pipefd[1], &c, 1);
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  char c;
+  ssize_t n = ::read(pipefd[0], &c, 1);
+  ::close(pipefd[0]);
+  if (n > 0) {
+    ::waitpid(pid, nullptr, 0);
+    return -1;
+  }
+  children_.push_back(pid);
+  return pid;
+}
+
+void SandboxCgroup::kill_all() {
+  std::error_code ec;
+  std::vector<std::string> dirs{root_};
+  for (auto it = fs::recursive_directory_iterator(root_, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_directory(ec) && !it->is_symlink(ec)) dirs.push_back(it->path().string());
+  }
+  for (int round = 0; round < 20; ++round) {
+    bool any = false;
+    for (const auto& d : dirs) {
+      for (pid_t p : procs_of(d)) {
+        if (p > 1 && p != ::getpid()) {
+          ::kill(p, SIGKILL);
+          any = true;
+        }
+      }
+    }
+    for (pid_t c : children_) ::waitpid(c, nullptr, WNOHANG);
+    if (!any) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (pid_t c : children_) {
+    ::kill(c, SIGKILL);
+    ::waitpid(c, nullptr, 0);
+  }
+  children_.clear();
+}
+
+bool SandboxCgroup::memory_controller_available(const std::string& mount) {
+  if (::geteuid() != 0 || mount.empty()) return false;
+  std::error_code ec;
+  return fs::exists(mount + "/memory.usage_in_bytes", ec) || fs::exists(mount + "/memory.stat", ec) ||
+         fs::exists(mount + "/cgroup.subtree_control", ec);
+}
+
+std::string SandboxCgroup::find_memory_mount() {
+  std::error_code ec;
+  if (fs::exists("/sys/fs/cgroup/memory/memory.usage_in_bytes", ec)) return "/sys/fs/cgroup/memory";
+  std::ifstream in("/sys/fs/cgroup/cgroup.controllers");
+  std::string word;
+  while (in >> word) {
+    if (word == "memory") return "/sys/fs/cgroup";
+  }
+  return {};
+}
+
+}  // namespace pressured::testing
