@@ -24,6 +24,8 @@ struct ThresholdStatus {
   bool met = false;            // met now, min-reclaim hysteresis included
   bool grace_elapsed = false;  // hard: == met; soft: met for its whole grace period
   std::optional<TimePoint> first_observed;  // when it started being met
+  bool signal_observed = false;  // false: the signal is not observed, so the threshold cannot be met
+  bool stale = false;            // the observation is stale (last good value); still evaluated
 };
 
 struct ConditionChange {
@@ -43,6 +45,7 @@ struct EvictionDecision {
   double threshold_value = 0;
   int64_t grace_period_seconds = 0;
   std::string cgroup_path;
+  bool signal_stale = false;  // the deciding observation was stale
 };
 
 struct Decisions {
@@ -64,6 +67,24 @@ struct EngineState {
   std::array<std::optional<TimePoint>, kConditionCount> condition_last_met{};
   std::vector<std::string> terminating_pods;  // uids evicted and not yet gone
 };
+
+/// Pods at or above this priority are critical and never evicted (the
+/// kubelet's system-cluster-critical / system-node-critical classes).
+inline constexpr int32_t kCriticalPodPriority = 2000000000;
+
+/// True when `pod` may never be evicted: critical, static/mirror, or a
+/// DaemonSet pod under `daemonSetPods: never`.
+bool never_evicted(const Pod& pod, const EvictionConfig& config);
+
+/// The pod's usage of a starved resource (working set, ephemeral storage,
+/// inodes, pids) and its request for it (0 when it has none: inodes, pids).
+uint64_t pod_usage(const Pod& pod, StarvedResource resource);
+uint64_t pod_request(const Pod& pod, StarvedResource resource);
+
+/// Grace period for evicting `pod` for a threshold of `kind`: 0 for hard; for
+/// soft, the pod's terminationGracePeriodSeconds capped by
+/// evictionMaxPodGracePeriod when that is above 0.
+int64_t eviction_grace_period(const Pod& pod, ThresholdKind kind, const EvictionConfig& config);
 
 /// Ranking and decisions per the kubelet's eviction policy, see docs/engine.md.
 class Engine {
@@ -91,8 +112,12 @@ class Engine {
   void restore(EngineState state) { state_ = std::move(state); }
 
  private:
+  bool is_terminating(const std::string& uid) const;
+  void compute_eviction_order();
+
   EvictionConfig config_;
   EngineState state_;
+  std::vector<std::size_t> eviction_order_;  // threshold indexes, most urgent first
 };
 
 /// Orders candidate pods for a starved resource, first to evict first. Pods

@@ -1,16 +1,54 @@
-// Scaffold: replaced by the real command.
+// `pressured simulate --config FILE [flags] [--input timeline.jsonl]`: replay
+// a JSON Lines timeline through the eviction engine and print its decisions
+// as JSON Lines (format: docs/engine.md). Exit 0 when the whole timeline was
+// processed, 1 on a configuration or input error (with the line number).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
+#include "config/load.hpp"
+#include "engine/simulator.hpp"
 
 namespace pressured::cli {
 
 Command add_simulate(CLI::App& app) {
   Command c;
   c.sub = app.add_subcommand("simulate", "Replay a JSON Lines timeline through the eviction engine");
-  c.run = [] {
-    std::fprintf(stderr, "pressured simulate: not implemented yet\n");
-    return 70;
+  auto opts = add_config_flags(c.sub);
+  auto input = std::make_shared<std::string>("-");
+  c.sub->add_option("--input", *input, "Timeline file (JSON Lines); - or absent: stdin")->type_name("FILE");
+  c.run = [opts, input] {
+    std::vector<std::string> warnings;
+    auto cfg = load_config(*opts, &warnings);
+    for (const auto& w : warnings) std::fprintf(stderr, "pressured simulate: warning: %s\n", w.c_str());
+    if (!cfg) {
+      std::fprintf(stderr, "pressured simulate: error: %s\n", cfg.error().message.c_str());
+      return 1;
+    }
+    std::ifstream file;
+    std::istream* in = &std::cin;
+    std::string label = "stdin";
+    if (*input != "-") {
+      file.open(*input);
+      if (!file) {
+        std::fprintf(stderr, "pressured simulate: error: cannot read %s: %s\n", input->c_str(), std::strerror(errno));
+        return 1;
+      }
+      in = &file;
+      label = *input;
+    }
+    auto r = simulate_stream(*in, std::cout, cfg->eviction);
+    std::cout.flush();
+    if (!r) {
+      std::fprintf(stderr, "pressured simulate: error: %s: %s\n", label.c_str(), r.error().message.c_str());
+      return 1;
+    }
+    return 0;
   };
   return c;
 }

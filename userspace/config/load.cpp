@@ -1,0 +1,1081 @@
+// The configuration loader: YAML file + kubelet-style flags -> Config.
+//
+// Layout of this file, so that adding a field is one line:
+//   1. codecs: how one YAML scalar becomes one C++ field and back;
+//   2. section tables: one line per field (key, member, codec);
+//   3. the flag table: one line per command-line flag (flag, YAML path);
+//   4. eviction: the KubeletConfiguration-named top-level keys;
+//   5. validation across fields.
+// Flags are applied by writing them into the YAML tree before it is decoded,
+// so a flag and a file key share one parser and one set of error messages;
+// errors name the flag when the value came from one.
+
+#include "config/load.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
+
+#include "config/quantity.hpp"
+
+namespace pressured {
+namespace {
+
+using YAML::Node;
+
+// ---------------------------------------------------------------------------
+// Parse context: where values came from (for error messages) and warnings.
+
+struct Ctx {
+  std::map<std::string, std::string> origin;  // YAML path -> flag it came from
+  std::vector<std::string> warnings;
+
+  // "cgroup.cgroupRoot" or "cgroup.cgroupRoot (--cgroup-root)".
+  std::string where(const std::string& origin_key, const std::string& path) const {
+    auto it = origin.find(origin_key);
+    return it == origin.end() ? path : path + " (" + it->second + ")";
+  }
+};
+
+std::string scalar_text(const Node& n) {
+  if (n.IsScalar()) return n.Scalar();
+  if (n.IsNull()) return "null";
+  if (n.IsSequence()) return "a list";
+  return "a mapping";
+}
+
+Error field_error(const std::string& where, const std::string& message) {
+  return Error{EINVAL, where + ": " + message};
+}
+
+Error value_error(const std::string& where, const Node& n, const std::string& why) {
+  std::string shown = n.IsScalar() ? "'" + n.Scalar() + "'" : scalar_text(n);
+  return field_error(where, shown + " " + why);
+}
+
+// ---------------------------------------------------------------------------
+// 1. Codecs. Each decodes one YAML node (already known to exist) or encodes a
+// value back into a node for dump_config().
+
+Result<std::string> decode_string(const Node& n, const std::string& where) {
+  if (!n.IsScalar()) return value_error(where, n, "is not a string");
+  return n.Scalar();
+}
+
+Result<bool> decode_bool(const Node& n, const std::string& where) {
+  if (n.IsScalar()) {
+    const std::string& s = n.Scalar();
+    if (s == "true" || s == "True" || s == "TRUE") return true;
+    if (s == "false" || s == "False" || s == "FALSE") return false;
+  }
+  return value_error(where, n, "is not a boolean (true or false)");
+}
+
+Result<Duration> decode_duration(const Node& n, const std::string& where) {
+  if (!n.IsScalar()) return value_error(where, n, "is not a duration");
+  auto d = parse_duration(n.Scalar());
+  if (!d) return field_error(where, d.error().message);
+  if (d->count() < 0) return value_error(where, n, "is negative; durations must not be negative");
+  return *d;
+}
+
+Result<uint64_t> decode_count(const Node& n, const std::string& where, uint64_t max) {
+  if (!n.IsScalar()) return value_error(where, n, "is not a quantity");
+  auto q = parse_quantity(n.Scalar());
+  if (!q) return field_error(where, q.error().message);
+  if (*q < 0) return value_error(where, n, "is negative");
+  if (*q != std::floor(*q)) return value_error(where, n, "is not a whole number");
+  if (*q > static_cast<double>(max)) return value_error(where, n, "is too large (at most " + std::to_string(max) + ")");
+  return static_cast<uint64_t>(*q);
+}
+
+template <typename S>
+struct Field {
+  std::string key;
+  std::function<Result<void>(const Node&, S&, const std::string& where)> decode;
+  std::function<Node(const S&)> encode;
+};
+
+template <typename S>
+Field<S> string_field(std::string key, std::string S::*m) {
+  return {std::move(key),
+          [m](const Node& n, S& s, const std::string& w) -> Result<void> {
+            auto v = decode_string(n, w);
+            if (!v) return v.error();
+            s.*m = *v;
+            return {};
+          },
+          [m](const S& s) { return Node(s.*m); }};
+}
+
+template <typename S>
+Field<S> bool_field(std::string key, bool S::*m) {
+  return {std::move(key),
+          [m](const Node& n, S& s, const std::string& w) -> Result<void> {
+            auto v = decode_bool(n, w);
+            if (!v) return v.error();
+            s.*m = *v;
+            return {};
+          },
+          [m](const S& s) { return Node(s.*m); }};
+}
+
+template <typename S>
+Field<S> duration_field(std::string key, Duration S::*m) {
+  return {std::move(key),
+          [m](const Node& n, S& s, const std::string& w) -> Result<void> {
+            auto v = decode_duration(n, w);
+            if (!v) return v.error();
+            s.*m = *v;
+            return {};
+          },
+          [m](const S& s) { return Node(format_duration(s.*m)); }};
+}
+
+// null or "" means "not set".
+template <typename S>
+Field<S> optional_duration_field(std::string key, std::optional<Duration> S::*m) {
+  return {std::move(key),
+          [m](const Node& n, S& s, const std::string& w) -> Result<void> {
+            if (n.IsNull() || (n.IsScalar() && n.Scalar().empty())) {
+              s.*m = std::nullopt;
+              return {};
+            }
+            auto v = decode_duration(n, w);
+            if (!v) return v.error();
+            s.*m = *v;
+            return {};
+          },
+          [m](const S& s) { return (s.*m) ? Node(format_duration(*(s.*m))) : Node(YAML::NodeType::Null); }};
+}
+
+// Whole numbers, Kubernetes quantity syntax allowed ("256Ki").
+template <typename S, typename U>
+Field<S> count_field(std::string key, U S::*m) {
+  return {std::move(key),
+          [m](const Node& n, S& s, const std::string& w) -> Result<void> {
+            auto v = decode_count(n, w, std::numeric_limits<U>::max());
+            if (!v) return v.error();
+            s.*m = static_cast<U>(*v);
+            return {};
+          },
+          [m](const S& s) { return Node(format_quantity(static_cast<double>(s.*m))); }};
+}
+
+template <typename S, typename U>
+Field<S> optional_count_field(std::string key, std::optional<U> S::*m) {
+  return {std::move(key),
+          [m](const Node& n, S& s, const std::string& w) -> Result<void> {
+            if (n.IsNull() || (n.IsScalar() && n.Scalar().empty())) {
+              s.*m = std::nullopt;
+              return {};
+            }
+            auto v = decode_count(n, w, std::numeric_limits<U>::max());
+            if (!v) return v.error();
+            s.*m = static_cast<U>(*v);
+            return {};
+          },
+          [m](const S& s) {
+            return (s.*m) ? Node(format_quantity(static_cast<double>(*(s.*m)))) : Node(YAML::NodeType::Null);
+          }};
+}
+
+// A plain number ("12.5"); the range is checked in validate_config().
+template <typename S>
+Field<S> number_field(std::string key, double S::*m) {
+  return {std::move(key),
+          [m](const Node& n, S& s, const std::string& w) -> Result<void> {
+            double v = 0;
+            if (n.IsScalar()) {
+              const std::string& t = n.Scalar();
+              auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+              if (!t.empty() && ec == std::errc() && p == t.data() + t.size() && std::isfinite(v)) {
+                s.*m = v;
+                return {};
+              }
+            }
+            return value_error(w, n, "is not a number");
+          },
+          [m](const S& s) { return Node(format_quantity(s.*m)); }};
+}
+
+// A signed whole number ("-10"); the range is checked in validate_config().
+template <typename S>
+Field<S> int_field(std::string key, int S::*m) {
+  return {std::move(key),
+          [m](const Node& n, S& s, const std::string& w) -> Result<void> {
+            int v = 0;
+            if (n.IsScalar()) {
+              const std::string& t = n.Scalar();
+              const char* b = t.data() + (!t.empty() && t[0] == '+' ? 1 : 0);
+              auto [p, ec] = std::from_chars(b, t.data() + t.size(), v);
+              if (b != t.data() + t.size() && ec == std::errc() && p == t.data() + t.size()) {
+                s.*m = v;
+                return {};
+              }
+            }
+            return value_error(w, n, "is not a whole number");
+          },
+          [m](const S& s) { return Node(s.*m); }};
+}
+
+template <typename E>
+using EnumNames = std::vector<std::pair<std::string, E>>;
+
+template <typename E>
+std::string enum_choices(const EnumNames<E>& names) {
+  std::string out;
+  for (const auto& [n, v] : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+template <typename S, typename E>
+Field<S> enum_field(std::string key, E S::*m, EnumNames<E> names) {
+  return {std::move(key),
+          [m, names](const Node& n, S& s, const std::string& w) -> Result<void> {
+            if (n.IsScalar()) {
+              for (const auto& [text, value] : names) {
+                if (text == n.Scalar()) {
+                  s.*m = value;
+                  return {};
+                }
+              }
+            }
+            return value_error(w, n, "is not one of " + enum_choices(names));
+          },
+          [m, names](const S& s) {
+            for (const auto& [text, value] : names) {
+              if (value == s.*m) return Node(text);
+            }
+            return Node("?");
+          }};
+}
+
+template <typename S>
+Field<S> string_list_field(std::string key, std::vector<std::string> S::*m) {
+  return {std::move(key),
+          [m](const Node& n, S& s, const std::string& w) -> Result<void> {
+            if (n.IsNull()) {
+              (s.*m).clear();
+              return {};
+            }
+            if (!n.IsSequence()) return value_error(w, n, "is not a list of strings");
+            std::vector<std::string> out;
+            for (std::size_t i = 0; i < n.size(); ++i) {
+              auto v = decode_string(n[i], w + "[" + std::to_string(i) + "]");
+              if (!v) return v.error();
+              out.push_back(*v);
+            }
+            s.*m = std::move(out);
+            return {};
+          },
+          [m](const S& s) {
+            Node list(YAML::NodeType::Sequence);
+            for (const auto& v : s.*m) list.push_back(v);
+            return list;
+          }};
+}
+
+// ---------------------------------------------------------------------------
+// 2. Section tables: one YAML mapping per Config section, one line per field.
+
+const EnumNames<CgroupDriver> kDrivers{
+    {"auto", CgroupDriver::Auto}, {"cgroupfs", CgroupDriver::Cgroupfs}, {"systemd", CgroupDriver::Systemd}};
+const EnumNames<MemoryAvailableMode> kMemoryModes{{"kubelet", MemoryAvailableMode::Kubelet},
+                                                  {"excludeReserved", MemoryAvailableMode::ExcludeReserved},
+                                                  {"reclaimableActive", MemoryAvailableMode::ReclaimableActive}};
+const EnumNames<PodSourceKind> kPodSources{
+    {"none", PodSourceKind::None}, {"kubelet", PodSourceKind::Kubelet}, {"file", PodSourceKind::File}};
+const EnumNames<BpfMode> kBpfModes{{"auto", BpfMode::Auto}, {"on", BpfMode::On}, {"off", BpfMode::Off}};
+const EnumNames<DaemonSetPolicy> kDaemonSetPolicies{
+    {"evictLast", DaemonSetPolicy::EvictLast}, {"normal", DaemonSetPolicy::Normal}, {"never", DaemonSetPolicy::Never}};
+
+struct Section {
+  std::string name;
+  std::vector<Field<Config>> fields;
+};
+
+// Lifts a sub-struct's fields onto Config through an accessor.
+template <typename S>
+Section section(std::string name, S& (*get)(Config&), std::vector<Field<S>> fields) {
+  Section out{std::move(name), {}};
+  for (auto& f : fields) {
+    out.fields.push_back(Field<Config>{
+        f.key,
+        [get, d = f.decode](const Node& n, Config& c, const std::string& w) { return d(n, get(c), w); },
+        // encode only reads; the accessor is shared with decode, hence the cast.
+        [get, e = f.encode](const Config& c) { return e(get(const_cast<Config&>(c))); }});
+  }
+  return out;
+}
+
+ObserveConfig& observe_of(Config& c) { return c.observe; }
+PodSourceConfig& pods_of(Config& c) { return c.observe.pods; }
+EventsConfig& events_of(Config& c) { return c.events; }
+K8sConfig& k8s_of(Config& c) { return c.kubernetes; }
+MetricsConfig& metrics_of(Config& c) { return c.metrics; }
+LogConfig& log_of(Config& c) { return c.log; }
+DaemonConfig& daemon_of(Config& c) { return c.daemon; }
+
+const std::vector<Section>& sections() {
+  static const std::vector<Section> kSections{
+      section<ObserveConfig>("cgroup", observe_of,
+                             {
+                                 string_field("cgroupMount", &ObserveConfig::cgroup_mount),
+                                 string_field("cgroupRoot", &ObserveConfig::cgroup_root),
+                                 string_field("kubepodsName", &ObserveConfig::kubepods_name),
+                                 enum_field("driver", &ObserveConfig::driver, kDrivers),
+                                 string_field("procRoot", &ObserveConfig::proc_root),
+                                 string_field("nodefsPath", &ObserveConfig::nodefs_path),
+                                 string_field("imagefsPath", &ObserveConfig::imagefs_path),
+                                 string_field("podLogsPath", &ObserveConfig::pod_logs_path),
+                                 enum_field("memoryAvailableMode", &ObserveConfig::memory_available_mode, kMemoryModes),
+                                 optional_count_field("allocatableMemoryBytes", &ObserveConfig::allocatable_memory_bytes),
+                                 duration_field("diskWalkInterval", &ObserveConfig::disk_walk_interval),
+                                 string_field("mountinfoPath", &ObserveConfig::mountinfo_path),
+                                 number_field("reclaimableActiveFilePercent", &ObserveConfig::reclaimable_active_file_percent),
+                                 duration_field("diskWalkBudget", &ObserveConfig::disk_walk_budget),
+                                 count_field("diskWalkMaxEntries", &ObserveConfig::disk_walk_max_entries),
+                             }),
+      section<PodSourceConfig>("pods", pods_of,
+                               {
+                                   enum_field("kind", &PodSourceConfig::kind, kPodSources),
+                                   string_field("path", &PodSourceConfig::path),
+                                   string_field("kubeletUrl", &PodSourceConfig::kubelet_url),
+                                   string_field("tokenFile", &PodSourceConfig::token_file),
+                                   string_field("caFile", &PodSourceConfig::ca_file),
+                                   bool_field("insecureSkipVerify", &PodSourceConfig::insecure_skip_verify),
+                                   duration_field("refreshInterval", &PodSourceConfig::refresh_interval),
+                                   duration_field("timeout", &PodSourceConfig::timeout),
+                               }),
+      section<EventsConfig>("events", events_of,
+                            {
+                                enum_field("bpf", &EventsConfig::bpf, kBpfModes),
+                                bool_field("psiTriggers", &EventsConfig::psi_triggers),
+                                bool_field("memcgNotifications", &EventsConfig::memcg_notifications),
+                                duration_field("safetyNetInterval", &EventsConfig::safety_net_interval),
+                                optional_duration_field("forcedPollInterval", &EventsConfig::forced_poll_interval),
+                                count_field("ringBufferBytes", &EventsConfig::ring_buffer_bytes),
+                                count_field("chargeSampleEvery", &EventsConfig::charge_sample_every),
+                                duration_field("psiWindow", &EventsConfig::psi_window),
+                                duration_field("psiStall", &EventsConfig::psi_stall),
+                                int_field("reactorNice", &EventsConfig::reactor_nice),
+                                int_field("reactorRtPriority", &EventsConfig::reactor_rt_priority),
+                            }),
+      section<K8sConfig>("kubernetes", k8s_of,
+                         {
+                             bool_field("enabled", &K8sConfig::enabled),
+                             string_field("kubeconfig", &K8sConfig::kubeconfig),
+                             string_field("nodeName", &K8sConfig::node_name),
+                             duration_field("requestTimeout", &K8sConfig::request_timeout),
+                             string_field("conditionPrefix", &K8sConfig::condition_prefix),
+                         }),
+      section<MetricsConfig>("metrics", metrics_of,
+                             {
+                                 string_field("listen", &MetricsConfig::listen),
+                                 count_field("topPods", &MetricsConfig::top_pods),
+                             }),
+      section<LogConfig>("log", log_of,
+                         {
+                             string_field("level", &LogConfig::level),
+                             string_field("format", &LogConfig::format),
+                         }),
+      section<DaemonConfig>("daemon", daemon_of,
+                            {
+                                bool_field("dryRun", &DaemonConfig::dry_run),
+                                string_field("stateFile", &DaemonConfig::state_file),
+                                string_list_field("diskReclaimCommand", &DaemonConfig::disk_reclaim_command),
+                                duration_field("diskReclaimTimeout", &DaemonConfig::disk_reclaim_timeout),
+                                duration_field("releaseWaitTimeout", &DaemonConfig::release_wait_timeout),
+                                duration_field("softKillMargin", &DaemonConfig::soft_kill_margin),
+                            }),
+  };
+  return kSections;
+}
+
+// ---------------------------------------------------------------------------
+// 3. The flag table. Scalar flags overwrite `section.key` in the YAML tree;
+// the eviction flags use the kubelet's list syntax and replace the whole map.
+
+enum class FlagSyntax : uint8_t { Scalar, ThresholdList, AssignList };
+
+struct FlagSpec {
+  const char* flag;
+  std::optional<std::string> ConfigOptions::*member;
+  const char* section;  // "" for top-level (eviction) keys
+  const char* key;
+  FlagSyntax syntax;
+  const char* help;
+};
+
+const FlagSpec kFlags[] = {
+    {"--eviction-hard", &ConfigOptions::eviction_hard, "", "evictionHard", FlagSyntax::ThresholdList,
+     "Hard thresholds, e.g. \"memory.available<100Mi,nodefs.available<10%\" (replaces evictionHard)"},
+    {"--eviction-soft", &ConfigOptions::eviction_soft, "", "evictionSoft", FlagSyntax::ThresholdList,
+     "Soft thresholds, e.g. \"memory.available<1.5Gi\" (each needs a grace period)"},
+    {"--eviction-soft-grace-period", &ConfigOptions::eviction_soft_grace_period, "", "evictionSoftGracePeriod",
+     FlagSyntax::AssignList, "Soft grace periods, e.g. \"memory.available=1m30s\""},
+    {"--eviction-minimum-reclaim", &ConfigOptions::eviction_minimum_reclaim, "", "evictionMinimumReclaim",
+     FlagSyntax::AssignList, "Minimum reclaim, e.g. \"memory.available=0Mi,nodefs.available=500Mi\""},
+    {"--eviction-max-pod-grace-period", &ConfigOptions::eviction_max_pod_grace_period, "",
+     "evictionMaxPodGracePeriod", FlagSyntax::Scalar,
+     "Max grace period (seconds) for soft evictions; 0: the pod's own terminationGracePeriodSeconds"},
+    {"--eviction-pressure-transition-period", &ConfigOptions::eviction_pressure_transition_period, "",
+     "evictionPressureTransitionPeriod", FlagSyntax::Scalar,
+     "How long a condition stays true after its last met threshold (Go duration, default 5m)"},
+    {"--cgroup-root", &ConfigOptions::cgroup_root, "cgroup", "cgroupRoot", FlagSyntax::Scalar,
+     "The kubelet's --cgroup-root (default /)"},
+    {"--cgroup-mount", &ConfigOptions::cgroup_mount, "cgroup", "cgroupMount", FlagSyntax::Scalar,
+     "Where cgroupfs is mounted (default /sys/fs/cgroup)"},
+    {"--kubepods-name", &ConfigOptions::kubepods_name, "cgroup", "kubepodsName", FlagSyntax::Scalar,
+     "Name of the pods cgroup (kubepods, kubepods.slice)"},
+    {"--cgroup-driver", &ConfigOptions::cgroup_driver, "cgroup", "driver", FlagSyntax::Scalar,
+     "auto|cgroupfs|systemd"},
+    {"--memory-available-mode", &ConfigOptions::memory_available_mode, "cgroup", "memoryAvailableMode",
+     FlagSyntax::Scalar, "kubelet|excludeReserved|reclaimableActive"},
+    {"--pod-source", &ConfigOptions::pod_source, "pods", "kind", FlagSyntax::Scalar, "none|kubelet|file"},
+    {"--pod-file", &ConfigOptions::pod_file, "pods", "path", FlagSyntax::Scalar,
+     "Pod/PodList file or directory (implies --pod-source=file)"},
+    {"--bpf", &ConfigOptions::bpf, "events", "bpf", FlagSyntax::Scalar, "auto|on|off"},
+    {"--poll-interval", &ConfigOptions::poll_interval, "events", "forcedPollInterval", FlagSyntax::Scalar,
+     "Baseline mode: poll at this interval and disable event sources"},
+    {"--safety-net-interval", &ConfigOptions::safety_net_interval, "events", "safetyNetInterval",
+     FlagSyntax::Scalar, "Re-evaluate at least this often even without events (default 1s)"},
+    {"--metrics-listen", &ConfigOptions::metrics_listen, "metrics", "listen", FlagSyntax::Scalar,
+     "Prometheus endpoint address (default 0.0.0.0:9847; empty disables)"},
+    {"--log-level", &ConfigOptions::log_level, "log", "level", FlagSyntax::Scalar,
+     "trace|debug|info|warn|error|critical|off"},
+    {"--log-format", &ConfigOptions::log_format, "log", "format", FlagSyntax::Scalar, "text|json"},
+    {"--state-file", &ConfigOptions::state_file, "daemon", "stateFile", FlagSyntax::Scalar,
+     "Engine checkpoint file"},
+    {"--node-name", &ConfigOptions::node_name, "kubernetes", "nodeName", FlagSyntax::Scalar,
+     "This node's name (default: hostname)"},
+    {"--kubeconfig", &ConfigOptions::kubeconfig, "kubernetes", "kubeconfig", FlagSyntax::Scalar,
+     "kubeconfig for the API server (turns kubernetes.enabled on)"},
+};
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+std::string known_signals() {
+  std::string out;
+  for (const auto& s : kSignals) out += (out.empty() ? "" : ", ") + std::string(s.name);
+  return out;
+}
+
+// "memory.available<100Mi,nodefs.available<10%" or "memory.available=1m30s,...".
+Result<Node> parse_flag_list(const FlagSpec& spec, const std::string& text) {
+  Node map(YAML::NodeType::Map);
+  std::set<std::string> seen;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::string stmt = trim(item);
+    if (stmt.empty()) continue;
+    std::size_t pos = spec.syntax == FlagSyntax::ThresholdList ? stmt.find_first_of("<>") : stmt.find('=');
+    auto fail = [&](const std::string& why) {
+      return Error{EINVAL, std::string(spec.flag) + ": '" + stmt + "' " + why};
+    };
+    if (pos == std::string::npos || pos == 0) {
+      return fail(spec.syntax == FlagSyntax::ThresholdList ? "is not <signal><operator><quantity>, e.g. memory.available<100Mi"
+                                                           : "is not <signal>=<value>, e.g. memory.available=1m30s");
+    }
+    std::string sig_name = trim(std::string_view(stmt).substr(0, pos));
+    std::string value = trim(std::string_view(stmt).substr(pos + 1));
+    auto sig = parse_signal(sig_name);
+    if (!sig) return fail("names an unknown signal '" + sig_name + "' (known: " + known_signals() + ")");
+    if (spec.syntax == FlagSyntax::ThresholdList) {
+      char want = info(*sig).op == Operator::LessThan ? '<' : '>';
+      if (stmt[pos] != want) {
+        return fail("uses operator '" + std::string(1, stmt[pos]) + "'; " + sig_name + " takes '" + std::string(1, want) + "'");
+      }
+    }
+    if (value.empty()) return fail("has no value");
+    if (!seen.insert(sig_name).second) return fail("repeats signal " + sig_name);
+    map[sig_name] = value;
+  }
+  return map;
+}
+
+Result<void> apply_flags(Node& root, const ConfigOptions& o, Ctx& ctx) {
+  auto set_scalar = [&](const char* section, const char* key, const std::string& value, const std::string& flag) -> Result<void> {
+    if (section[0] == '\0') {
+      root[key] = value;
+      ctx.origin[key] = flag;
+      return {};
+    }
+    Node sec = root[section];
+    if (sec && !sec.IsMap() && !sec.IsNull()) return Error{EINVAL, std::string(section) + ": is not a mapping"};
+    if (!sec || sec.IsNull()) {
+      root[section] = Node(YAML::NodeType::Map);
+      sec = root[section];
+    }
+    sec[key] = value;
+    ctx.origin[std::string(section) + "." + key] = flag;
+    return {};
+  };
+  for (const auto& spec : kFlags) {
+    const auto& v = o.*spec.member;
+    if (!v) continue;
+    if (spec.syntax == FlagSyntax::Scalar) {
+      auto r = set_scalar(spec.section, spec.key, *v, spec.flag);
+      if (!r) return r;
+    } else {
+      auto list = parse_flag_list(spec, *v);
+      if (!list) return list.error();
+      root[spec.key] = *list;
+      ctx.origin[spec.key] = spec.flag;
+    }
+  }
+  // Flags that imply a second setting.
+  if (o.pod_file && !o.pod_source) {
+    auto r = set_scalar("pods", "kind", "file", "--pod-file");
+    if (!r) return r;
+  }
+  if (o.kubeconfig) {
+    auto r = set_scalar("kubernetes", "enabled", "true", "--kubeconfig");
+    if (!r) return r;
+  }
+  if (o.dry_run) {
+    auto r = set_scalar("daemon", "dryRun", *o.dry_run ? "true" : "false", "--dry-run");
+    if (!r) return r;
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------
+// 4. Eviction: the KubeletConfiguration-named top-level keys.
+
+constexpr const char* kEvictionKeys[] = {
+    "evictionHard",
+    "evictionSoft",
+    "evictionSoftGracePeriod",
+    "evictionMinimumReclaim",
+    "evictionMaxPodGracePeriod",
+    "evictionPressureTransitionPeriod",
+    "mergeDefaultEvictionSettings",
+    "daemonSetPods",
+};
+
+bool is_eviction_key(const std::string& k) {
+  return std::any_of(std::begin(kEvictionKeys), std::end(kEvictionKeys), [&](const char* e) { return k == e; });
+}
+
+// A signal -> text map (evictionHard and friends), in signal order.
+Result<std::map<Signal, std::string>> decode_signal_map(const Node& n, const std::string& key, const Ctx& ctx) {
+  std::map<Signal, std::string> out;
+  if (n.IsNull()) return out;
+  if (!n.IsMap()) return value_error(ctx.where(key, key), n, "is not a mapping of signal to value");
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    std::string sig_name = it->first.as<std::string>();
+    auto sig = parse_signal(sig_name);
+    if (!sig) {
+      return field_error(ctx.where(key, key), "unknown signal '" + sig_name + "' (known: " + known_signals() + ")");
+    }
+    std::string path = key + "." + sig_name;
+    if (!it->second.IsScalar()) return value_error(ctx.where(key, path), it->second, "is not a quantity");
+    out[*sig] = it->second.Scalar();
+  }
+  return out;
+}
+
+// Checks a threshold value; nullopt means "ignored" (0% and 100%, as the kubelet).
+Result<std::optional<ThresholdValue>> check_threshold(Signal sig, const std::string& text, const std::string& where,
+                                                      Ctx& ctx) {
+  auto v = parse_threshold_value(text);
+  if (!v) return field_error(where, v.error().message);
+  const bool psi = info(sig).is_psi;
+  if (v->kind == ThresholdValue::Kind::Percent) {
+    if (v->percent < 0) return field_error(where, "'" + text + "' is negative; thresholds must be positive");
+    if (v->percent > 100) return field_error(where, "'" + text + "' is over 100%");
+    if (v->percent == 0 || v->percent == 100) {
+      ctx.warnings.push_back(where + ": '" + text + "' is ignored (0% and 100% thresholds have no effect, as in the kubelet)");
+      return std::optional<ThresholdValue>{};
+    }
+    return std::optional<ThresholdValue>{*v};
+  }
+  if (v->quantity <= 0) return field_error(where, "'" + text + "' must be positive");
+  if (psi && v->quantity >= 100) {
+    if (v->quantity > 100) return field_error(where, "'" + text + "' is over 100; PSI thresholds are a stall percentage 0-100");
+    ctx.warnings.push_back(where + ": '" + text + "' is ignored (a PSI average never exceeds 100)");
+    return std::optional<ThresholdValue>{};
+  }
+  return std::optional<ThresholdValue>{*v};
+}
+
+Result<ThresholdValue> check_min_reclaim(Signal sig, const std::string& text, const std::string& where) {
+  auto v = parse_threshold_value(text);
+  if (!v) return field_error(where, v.error().message);
+  if (v->kind == ThresholdValue::Kind::Percent) {
+    if (v->percent < 0) return field_error(where, "'" + text + "' is negative");
+    if (v->percent > 100) return field_error(where, "'" + text + "' is over 100%");
+  } else {
+    if (v->quantity < 0) return field_error(where, "'" + text + "' is negative");
+    if (info(sig).is_psi && v->quantity > 100) return field_error(where, "'" + text + "' is over 100 (PSI is a percentage)");
+  }
+  return *v;
+}
+
+Result<int64_t> decode_seconds(const Node& n, const std::string& where) {
+  if (n.IsScalar()) {
+    const std::string& s = n.Scalar();
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc() && p == s.data() + s.size() && !s.empty()) {
+      if (v < 0) return value_error(where, n, "is negative; use 0 for no cap");
+      return v;
+    }
+  }
+  return value_error(where, n, "is not a whole number of seconds");
+}
+
+Result<void> decode_eviction(const std::map<std::string, Node>& keys, EvictionConfig& ev, Ctx& ctx) {
+  auto get = [&](const char* k) -> const Node* {
+    auto it = keys.find(k);
+    return it == keys.end() ? nullptr : &it->second;
+  };
+  if (const Node* n = get("mergeDefaultEvictionSettings")) {
+    auto v = decode_bool(*n, ctx.where("mergeDefaultEvictionSettings", "mergeDefaultEvictionSettings"));
+    if (!v) return v.error();
+    ev.merge_default_eviction_settings = *v;
+  }
+  if (const Node* n = get("daemonSetPods")) {
+    bool found = false;
+    for (const auto& [text, value] : kDaemonSetPolicies) {
+      if (n->IsScalar() && n->Scalar() == text) {
+        ev.daemonset_pods = value;
+        found = true;
+      }
+    }
+    if (!found) return value_error("daemonSetPods", *n, "is not one of " + enum_choices(kDaemonSetPolicies));
+  }
+  if (const Node* n = get("evictionMaxPodGracePeriod")) {
+    auto v = decode_seconds(*n, ctx.where("evictionMaxPodGracePeriod", "evictionMaxPodGracePeriod"));
+    if (!v) return v.error();
+    ev.max_pod_grace_period_seconds = *v;
+  }
+  if (const Node* n = get("evictionPressureTransitionPeriod")) {
+    auto v = decode_duration(*n, ctx.where("evictionPressureTransitionPeriod", "evictionPressureTransitionPeriod"));
+    if (!v) return v.error();
+    ev.pressure_transition_period = *v;
+  }
+
+  std::map<Signal, std::string> hard, soft, grace, reclaim;
+  const Node null_node(YAML::NodeType::Null);
+  struct MapKey {
+    const char* key;
+    std::map<Signal, std::string>* out;
+  };
+  for (auto [key, out] : {MapKey{"evictionHard", &hard}, MapKey{"evictionSoft", &soft},
+                          MapKey{"evictionSoftGracePeriod", &grace}, MapKey{"evictionMinimumReclaim", &reclaim}}) {
+    if (const Node* n = get(key)) {
+      auto m = decode_signal_map(*n, key, ctx);
+      if (!m) return m.error();
+      *out = std::move(*m);
+    }
+  }
+
+  // Kubelet defaults: used when evictionHard is not set at all; setting any
+  // entry drops the others unless mergeDefaultEvictionSettings is true.
+  std::vector<Threshold> defaults = default_hard_thresholds();
+  const bool hard_given = get("evictionHard") != nullptr;
+
+  // Minimum reclaim per signal.
+  std::map<Signal, ThresholdValue> reclaim_values;
+  for (const auto& [sig, text] : reclaim) {
+    std::string path = "evictionMinimumReclaim." + std::string(name(sig));
+    auto v = check_min_reclaim(sig, text, ctx.where("evictionMinimumReclaim", path));
+    if (!v) return v.error();
+    reclaim_values[sig] = *v;
+  }
+
+  std::vector<Threshold> out;
+  std::set<Signal> hard_signals, soft_signals, soft_ignored;
+  for (const auto& [sig, text] : hard) {
+    std::string path = "evictionHard." + std::string(name(sig));
+    auto v = check_threshold(sig, text, ctx.where("evictionHard", path), ctx);
+    if (!v) return v.error();
+    if (!*v) continue;
+    Threshold t;
+    t.signal = sig;
+    t.kind = ThresholdKind::Hard;
+    t.value = **v;
+    out.push_back(t);
+    hard_signals.insert(sig);
+  }
+  if (!hard_given || ev.merge_default_eviction_settings) {
+    for (const auto& d : defaults) {
+      if (!hard.count(d.signal)) {
+        out.push_back(d);
+        hard_signals.insert(d.signal);
+      }
+    }
+  }
+  for (const auto& [sig, text] : soft) {
+    std::string path = "evictionSoft." + std::string(name(sig));
+    auto v = check_threshold(sig, text, ctx.where("evictionSoft", path), ctx);
+    if (!v) return v.error();
+    if (!*v) {
+      soft_ignored.insert(sig);
+      continue;
+    }
+    auto g = grace.find(sig);
+    if (g == grace.end()) {
+      return field_error(ctx.where("evictionSoft", path),
+                         "'" + text + "' has no grace period; set evictionSoftGracePeriod." + std::string(name(sig)) +
+                             " (the kubelet refuses to start without one)");
+    }
+    std::string gpath = "evictionSoftGracePeriod." + std::string(name(sig));
+    auto d = parse_duration(g->second);
+    if (!d) return field_error(ctx.where("evictionSoftGracePeriod", gpath), d.error().message);
+    if (d->count() < 0) {
+      return field_error(ctx.where("evictionSoftGracePeriod", gpath),
+                         "'" + g->second + "' is negative; durations must not be negative");
+    }
+    Threshold t;
+    t.signal = sig;
+    t.kind = ThresholdKind::Soft;
+    t.value = **v;
+    t.grace_period = *d;
+    out.push_back(t);
+    soft_signals.insert(sig);
+  }
+  for (const auto& [sig, text] : grace) {
+    if (soft.count(sig)) continue;
+    std::string gpath = "evictionSoftGracePeriod." + std::string(name(sig));
+    std::string why = "'" + text + "' is a grace period for a signal with no soft threshold (evictionSoft." +
+                      std::string(name(sig)) + ")";
+    if (auto o = ctx.origin.find("evictionSoft"); o != ctx.origin.end() && !ctx.origin.count("evictionSoftGracePeriod")) {
+      why += "; " + o->second + " replaced the file's evictionSoft, give --eviction-soft-grace-period too";
+    }
+    return field_error(ctx.where("evictionSoftGracePeriod", gpath), why);
+  }
+  for (const auto& [sig, value] : reclaim_values) {
+    if (!hard_signals.count(sig) && !soft_signals.count(sig)) {
+      ctx.warnings.push_back("evictionMinimumReclaim." + std::string(name(sig)) +
+                             ": no threshold is set for this signal; the minimum reclaim has no effect");
+    }
+  }
+  for (auto& t : out) {
+    auto r = reclaim_values.find(t.signal);
+    if (r != reclaim_values.end()) t.min_reclaim = r->second;
+    if (info(t.signal).resource == StarvedResource::None) {
+      ctx.warnings.push_back(std::string(name(t.signal)) +
+                             ": no per-pod usage ranks pods for this signal; it sets its node condition but never evicts");
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const Threshold& a, const Threshold& b) {
+    if (a.kind != b.kind) return a.kind < b.kind;
+    return a.signal < b.signal;
+  });
+  ev.thresholds = std::move(out);
+  return {};
+}
+
+// ---------------------------------------------------------------------------
+// 5. Validation across fields.
+
+Error invalid(const std::string& where, const std::string& value, const std::string& why) {
+  return Error{EINVAL, where + ": '" + value + "' " + why};
+}
+
+Result<void> require_positive(Duration d, const char* where) {
+  if (d.count() <= 0) return invalid(where, format_duration(d), "must be positive");
+  return {};
+}
+
+std::string threshold_path(const Threshold& t) {
+  return std::string(t.kind == ThresholdKind::Hard ? "evictionHard." : "evictionSoft.") + std::string(name(t.signal));
+}
+
+Result<Config> parse_tree(Node root, const std::string& source, const ConfigOptions& o,
+                          std::vector<std::string>* warnings);
+
+Result<Config> parse_impl(const std::string& text, const std::string& source, const ConfigOptions& o,
+                          std::vector<std::string>* warnings) {
+  Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return Error{EINVAL, source + ": line " + std::to_string(e.mark.line + 1) + ", column " +
+                             std::to_string(e.mark.column + 1) + ": " + e.msg};
+  }
+  // Decoding only throws on shapes the checks above do not expect (a list
+  // used as a key, ...): report it rather than crash.
+  try {
+    return parse_tree(root, source, o, warnings);
+  } catch (const YAML::Exception& e) {
+    return Error{EINVAL, source + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg};
+  }
+}
+
+Result<Config> parse_tree(Node root, const std::string& source, const ConfigOptions& o,
+                          std::vector<std::string>* warnings) {
+  if (!root || root.IsNull()) root = Node(YAML::NodeType::Map);
+  if (!root.IsMap()) return Error{EINVAL, source + ": the top level must be a mapping of keys to values"};
+
+  Ctx ctx;
+  if (auto r = apply_flags(root, o, ctx); !r) return r.error();
+
+  Config cfg;
+  std::map<std::string, Node> eviction_keys;
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const std::string key = it->first.as<std::string>();
+    if (is_eviction_key(key)) {
+      eviction_keys[key] = it->second;
+      continue;
+    }
+    const auto& secs = sections();
+    auto sec = std::find_if(secs.begin(), secs.end(), [&](const Section& s) { return s.name == key; });
+    if (sec == secs.end()) {
+      std::string known;
+      for (const char* k : kEvictionKeys) known += std::string(known.empty() ? "" : ", ") + k;
+      for (const auto& s : secs) known += ", " + s.name;
+      return Error{EINVAL, key + ": unknown key (known top-level keys: " + known + ")"};
+    }
+    if (it->second.IsNull()) continue;
+    if (!it->second.IsMap()) return value_error(key, it->second, "is not a mapping");
+    for (auto f = it->second.begin(); f != it->second.end(); ++f) {
+      const std::string fkey = f->first.as<std::string>();
+      const std::string path = key + "." + fkey;
+      auto field = std::find_if(sec->fields.begin(), sec->fields.end(), [&](const auto& x) { return x.key == fkey; });
+      if (field == sec->fields.end()) {
+        std::string known;
+        for (const auto& x : sec->fields) known += (known.empty() ? "" : ", ") + x.key;
+        return Error{EINVAL, path + ": unknown key (known keys in " + key + ": " + known + ")"};
+      }
+      if (auto r = field->decode(f->second, cfg, ctx.where(path, path)); !r) return r.error();
+    }
+  }
+  if (auto r = decode_eviction(eviction_keys, cfg.eviction, ctx); !r) return r.error();
+  if (auto r = validate_config(cfg); !r) return r.error();
+
+  for (auto& w : ctx.warnings) {
+    if (warnings) {
+      warnings->push_back(w);
+    } else {
+      spdlog::warn("config: {}", w);
+    }
+  }
+  return cfg;
+}
+
+}  // namespace
+
+std::vector<Threshold> default_hard_thresholds() {
+  auto make = [](Signal s, ThresholdValue v) {
+    Threshold t;
+    t.signal = s;
+    t.kind = ThresholdKind::Hard;
+    t.value = v;
+    return t;
+  };
+  auto pct = [](double p) { return ThresholdValue{ThresholdValue::Kind::Percent, 0, p}; };
+  return {
+      make(Signal::MemoryAvailable, ThresholdValue{ThresholdValue::Kind::Quantity, 100.0 * 1024 * 1024, 0}),
+      make(Signal::NodefsAvailable, pct(10)),
+      make(Signal::NodefsInodesFree, pct(5)),
+      make(Signal::ImagefsAvailable, pct(15)),
+      make(Signal::ImagefsInodesFree, pct(5)),
+  };
+}
+
+std::shared_ptr<ConfigOptions> add_config_flags(CLI::App* sub) {
+  auto opts = std::make_shared<ConfigOptions>();
+  sub->add_option("--config", opts->config_path, "YAML configuration file (see docs/configuration.md)")
+      ->type_name("FILE");
+  for (const auto& spec : kFlags) {
+    auto member = spec.member;
+    sub->add_option(spec.flag, spec.help)
+        ->type_name(spec.syntax == FlagSyntax::Scalar ? "VALUE" : "LIST")
+        ->each([opts, member](const std::string& v) { (*opts).*member = v; })
+        ->group("Configuration (overrides the file)");
+  }
+  sub->add_flag_callback("--dry-run", [opts] { opts->dry_run = true; }, "Decide and log, never evict")
+      ->group("Configuration (overrides the file)");
+  return opts;
+}
+
+Result<Config> parse_config_yaml(const std::string& text, const ConfigOptions& overrides,
+                                 std::vector<std::string>* warnings) {
+  return parse_impl(text, "config", overrides, warnings);
+}
+
+Result<Config> load_config(const ConfigOptions& options, std::vector<std::string>* warnings) {
+  std::string text;
+  std::string source = "config";
+  if (!options.config_path.empty()) {
+    std::ifstream in(options.config_path);
+    if (!in) return Error::from_errno(errno, "cannot read config file " + options.config_path);
+    std::stringstream buf;
+    buf << in.rdbuf();
+    if (in.bad()) return Error::from_errno(errno, "cannot read config file " + options.config_path);
+    text = buf.str();
+    source = options.config_path;
+  }
+  auto r = parse_impl(text, source, options, warnings);
+  if (!r && !options.config_path.empty() && r.error().message.rfind(source, 0) != 0) {
+    return Error{r.error().code, options.config_path + ": " + r.error().message};
+  }
+  return r;
+}
+
+Result<void> validate_config(const Config& c) {
+  // Eviction (the loader already checks these; a hand-built Config may not be).
+  const auto& ev = c.eviction;
+  if (ev.max_pod_grace_period_seconds < 0) {
+    return invalid("evictionMaxPodGracePeriod", std::to_string(ev.max_pod_grace_period_seconds), "is negative");
+  }
+  if (ev.pressure_transition_period.count() < 0) {
+    return invalid("evictionPressureTransitionPeriod", format_duration(ev.pressure_transition_period), "is negative");
+  }
+  for (const auto& t : ev.thresholds) {
+    const std::string where = threshold_path(t);
+    const std::string text = format_threshold_value(t.value);
+    if (t.value.kind == ThresholdValue::Kind::Percent && (t.value.percent <= 0 || t.value.percent > 100)) {
+      return invalid(where, text, "must be a percentage above 0% and at most 100%");
+    }
+    if (t.value.kind == ThresholdValue::Kind::Quantity && t.value.quantity <= 0) {
+      return invalid(where, text, "must be positive");
+    }
+    if (t.kind == ThresholdKind::Soft && t.grace_period.count() < 0) {
+      return invalid("evictionSoftGracePeriod." + std::string(name(t.signal)), format_duration(t.grace_period),
+                     "is negative");
+    }
+    if (t.min_reclaim.quantity < 0 || t.min_reclaim.percent < 0 || t.min_reclaim.percent > 100) {
+      return invalid("evictionMinimumReclaim." + std::string(name(t.signal)), format_threshold_value(t.min_reclaim),
+                     "is out of range");
+    }
+  }
+
+  const auto& ob = c.observe;
+  auto absolute = [](const std::string& p) { return !p.empty() && p[0] == '/'; };
+  if (!absolute(ob.cgroup_mount)) return invalid("cgroup.cgroupMount", ob.cgroup_mount, "must be an absolute path");
+  if (!absolute(ob.cgroup_root)) return invalid("cgroup.cgroupRoot", ob.cgroup_root, "must be an absolute path");
+  if (ob.kubepods_name.empty() || ob.kubepods_name.find('/') != std::string::npos) {
+    return invalid("cgroup.kubepodsName", ob.kubepods_name, "must be a single cgroup name");
+  }
+  if (!absolute(ob.proc_root)) return invalid("cgroup.procRoot", ob.proc_root, "must be an absolute path");
+  if (auto r = require_positive(ob.disk_walk_interval, "cgroup.diskWalkInterval"); !r) return r;
+  if (auto r = require_positive(ob.disk_walk_budget, "cgroup.diskWalkBudget"); !r) return r;
+  if (ob.disk_walk_max_entries == 0) return invalid("cgroup.diskWalkMaxEntries", "0", "must be at least 1");
+  if (!(ob.reclaimable_active_file_percent >= 0 && ob.reclaimable_active_file_percent <= 100)) {
+    return invalid("cgroup.reclaimableActiveFilePercent", format_quantity(ob.reclaimable_active_file_percent),
+                   "must be a percentage 0-100");
+  }
+  if (ob.pods.kind == PodSourceKind::File && ob.pods.path.empty()) {
+    return invalid("pods.path", ob.pods.path, "must be set when pods.kind is file (--pod-file)");
+  }
+  if (ob.pods.kind == PodSourceKind::Kubelet && ob.pods.kubelet_url.empty()) {
+    return invalid("pods.kubeletUrl", ob.pods.kubelet_url, "must be set when pods.kind is kubelet");
+  }
+  if (auto r = require_positive(ob.pods.refresh_interval, "pods.refreshInterval"); !r) return r;
+  if (auto r = require_positive(ob.pods.timeout, "pods.timeout"); !r) return r;
+
+  const auto& e = c.events;
+  if (auto r = require_positive(e.safety_net_interval, "events.safetyNetInterval"); !r) return r;
+  if (e.forced_poll_interval) {
+    if (auto r = require_positive(*e.forced_poll_interval, "events.forcedPollInterval"); !r) return r;
+  }
+  if (e.ring_buffer_bytes < 4096 || (e.ring_buffer_bytes & (e.ring_buffer_bytes - 1)) != 0) {
+    return invalid("events.ringBufferBytes", format_quantity(e.ring_buffer_bytes),
+                   "must be a power of two of at least 4Ki (a BPF ring buffer requirement)");
+  }
+  if (e.charge_sample_every == 0) return invalid("events.chargeSampleEvery", "0", "must be at least 1");
+  if (e.reactor_nice < -20 || e.reactor_nice > 19) {
+    return invalid("events.reactorNice", std::to_string(e.reactor_nice), "must be a nice value -20..19");
+  }
+  if (e.reactor_rt_priority < 0 || e.reactor_rt_priority > 99) {
+    return invalid("events.reactorRtPriority", std::to_string(e.reactor_rt_priority), "must be 0 (off) or 1..99");
+  }
+  // The kernel accepts PSI trigger windows of 500ms..10s and a stall within the window.
+  if (e.psi_window < std::chrono::milliseconds(500) || e.psi_window > std::chrono::seconds(10)) {
+    return invalid("events.psiWindow", format_duration(e.psi_window), "must be between 500ms and 10s (kernel PSI trigger limits)");
+  }
+  if (e.psi_stall.count() <= 0 || e.psi_stall > e.psi_window) {
+    return invalid("events.psiStall", format_duration(e.psi_stall), "must be positive and at most events.psiWindow");
+  }
+
+  if (auto r = require_positive(c.kubernetes.request_timeout, "kubernetes.requestTimeout"); !r) return r;
+  if (c.kubernetes.condition_prefix.empty()) return invalid("kubernetes.conditionPrefix", "", "must not be empty");
+
+  const std::string& listen = c.metrics.listen;
+  if (!listen.empty()) {
+    auto colon = listen.rfind(':');
+    unsigned port = 0;
+    const char* b = listen.data() + (colon == std::string::npos ? 0 : colon + 1);
+    const char* end = listen.data() + listen.size();
+    auto [p, ec] = std::from_chars(b, end, port);
+    if (colon == std::string::npos || b == end || ec != std::errc() || p != end || port > 65535) {
+      return invalid("metrics.listen", listen, "is not host:port (e.g. 0.0.0.0:9847; empty disables)");
+    }
+  }
+
+  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  if (std::none_of(std::begin(kLevels), std::end(kLevels), [&](const char* l) { return c.log.level == l; })) {
+    return invalid("log.level", c.log.level, "is not one of trace, debug, info, warn, error, critical, off");
+  }
+  if (c.log.format != "text" && c.log.format != "json") {
+    return invalid("log.format", c.log.format, "is not one of text, json");
+  }
+
+  if (c.daemon.state_file.empty()) return invalid("daemon.stateFile", "", "must not be empty");
+  if (auto r = require_positive(c.daemon.disk_reclaim_timeout, "daemon.diskReclaimTimeout"); !r) return r;
+  if (c.daemon.release_wait_timeout.count() < 0) {
+    return invalid("daemon.releaseWaitTimeout", format_duration(c.daemon.release_wait_timeout), "is negative");
+  }
+  if (c.daemon.soft_kill_margin.count() < 0) {
+    return invalid("daemon.softKillMargin", format_duration(c.daemon.soft_kill_margin), "is negative");
+  }
+  return {};
+}
+
+std::string dump_config(const Config& c) {
+  Node root(YAML::NodeType::Map);
+  const auto& ev = c.eviction;
+  Node hard(YAML::NodeType::Map), soft(YAML::NodeType::Map), grace(YAML::NodeType::Map), reclaim(YAML::NodeType::Map);
+  for (const auto& t : ev.thresholds) {
+    const std::string sig(name(t.signal));
+    if (t.kind == ThresholdKind::Hard) {
+      hard[sig] = format_threshold_value(t.value);
+    } else {
+      soft[sig] = format_threshold_value(t.value);
+      grace[sig] = format_duration(t.grace_period);
+    }
+    if (t.min_reclaim.quantity != 0 || t.min_reclaim.percent != 0) reclaim[sig] = format_threshold_value(t.min_reclaim);
+  }
+  root["evictionHard"] = hard;
+  root["evictionSoft"] = soft;
+  root["evictionSoftGracePeriod"] = grace;
+  root["evictionMinimumReclaim"] = reclaim;
+  root["evictionMaxPodGracePeriod"] = ev.max_pod_grace_period_seconds;
+  root["evictionPressureTransitionPeriod"] = format_duration(ev.pressure_transition_period);
+  // The thresholds above are already the merged result.
+  root["mergeDefaultEvictionSettings"] = false;
+  for (const auto& [text, value] : kDaemonSetPolicies) {
+    if (value == ev.daemonset_pods) root["daemonSetPods"] = text;
+  }
+  for (const auto& sec : sections()) {
+    Node s(YAML::NodeType::Map);
+    for (const auto& f : sec.fields) s[f.key] = f.encode(c);
+    root[sec.name] = s;
+  }
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace pressured

@@ -1,0 +1,89 @@
+#pragma once
+// Loading the effective configuration: defaults, then the YAML file, then the
+// command-line flags (flags win), then validation. Every subcommand that needs
+// a Config registers the shared flags with add_config_flags() and calls
+// load_config() in its run function. See docs/configuration.md.
+//
+// Adding a field: add it to include/pressured/config.hpp, then add one line to
+// the section's table in userspace/config/load.cpp (key, member, codec) and,
+// when operators need it on the command line, one flag in add_config_flags()
+// plus one line in apply_flags(). Validation rules go in validate_config().
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "pressured/config.hpp"
+#include "pressured/result.hpp"
+
+namespace pressured {
+
+/// The --config path and every configuration flag given on the command line.
+/// An unset optional means "not given": the file's value (or the default) stays.
+struct ConfigOptions {
+  std::string config_path;  // empty: no file, defaults plus flags
+
+  // Eviction (kubelet flag syntax, e.g. "memory.available<100Mi,nodefs.available<10%").
+  std::optional<std::string> eviction_hard;
+  std::optional<std::string> eviction_soft;
+  std::optional<std::string> eviction_soft_grace_period;  // "memory.available=1m30s,..."
+  std::optional<std::string> eviction_minimum_reclaim;    // "memory.available=500Mi,..."
+  std::optional<std::string> eviction_max_pod_grace_period;  // seconds
+  std::optional<std::string> eviction_pressure_transition_period;  // Go duration
+
+  // Observation (cgroup:, pods:).
+  std::optional<std::string> cgroup_root;
+  std::optional<std::string> cgroup_mount;
+  std::optional<std::string> kubepods_name;
+  std::optional<std::string> cgroup_driver;  // auto|cgroupfs|systemd
+  std::optional<std::string> pod_source;     // none|kubelet|file
+  std::optional<std::string> pod_file;       // implies --pod-source=file unless that is given
+  std::optional<std::string> memory_available_mode;  // kubelet|excludeReserved|reclaimableActive
+
+  // Events (events:).
+  std::optional<std::string> bpf;  // auto|on|off
+  std::optional<std::string> poll_interval;  // forced polling baseline (disables events)
+  std::optional<std::string> safety_net_interval;
+
+  // Metrics, logs, daemon, kubernetes.
+  std::optional<std::string> metrics_listen;
+  std::optional<std::string> log_level;
+  std::optional<std::string> log_format;
+  std::optional<bool> dry_run;
+  std::optional<std::string> state_file;
+  std::optional<std::string> node_name;
+  std::optional<std::string> kubeconfig;  // also turns kubernetes.enabled on
+};
+
+/// Registers --config and the configuration flags on `sub`. The returned
+/// options are filled when the command line is parsed; pass them to
+/// load_config() from the subcommand's run function.
+std::shared_ptr<ConfigOptions> add_config_flags(CLI::App* sub);
+
+/// Reads options.config_path (when set), applies the flags, validates, and
+/// returns the effective configuration. Warnings (ignored 0%/100% thresholds,
+/// unused settings) go to `warnings` when given, else to the log at warn.
+Result<Config> load_config(const ConfigOptions& options, std::vector<std::string>* warnings = nullptr);
+
+/// Same as load_config() with the YAML text given directly (tests, reloads).
+Result<Config> parse_config_yaml(const std::string& text, const ConfigOptions& overrides = {},
+                                 std::vector<std::string>* warnings = nullptr);
+
+/// Checks cross-field rules that the parser cannot see field by field (a file
+/// pod source needs a path, intervals must be positive, ...). load_config()
+/// calls it; call it again after editing a Config by hand.
+Result<void> validate_config(const Config& config);
+
+/// The effective configuration as YAML in the config-file schema; feeding it
+/// back to parse_config_yaml() yields the same Config. Used by check-config.
+std::string dump_config(const Config& config);
+
+/// The kubelet's default hard thresholds (memory.available<100Mi,
+/// nodefs.available<10%, nodefs.inodesFree<5%, imagefs.available<15%,
+/// imagefs.inodesFree<5%).
+std::vector<Threshold> default_hard_thresholds();
+
+}  // namespace pressured

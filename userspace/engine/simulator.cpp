@@ -1,0 +1,320 @@
+#include "engine/simulator.hpp"
+
+#include <cmath>
+#include <istream>
+#include <ostream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "config/quantity.hpp"
+
+namespace pressured {
+namespace {
+
+using nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+Error err(const std::string& msg) { return Error{EINVAL, msg}; }
+
+// Rejects keys outside `allowed`, naming the first unknown one.
+Result<void> check_keys(const json& obj, std::initializer_list<std::string_view> allowed, const std::string& where) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (std::find(allowed.begin(), allowed.end(), it.key()) == allowed.end()) {
+      std::string known;
+      for (auto a : allowed) known += (known.empty() ? "" : ", ") + std::string(a);
+      return err(where + "unknown key \"" + it.key() + "\" (expected " + known + ")");
+    }
+  }
+  return {};
+}
+
+// A quantity given as a JSON number or a Kubernetes quantity string.
+Result<double> quantity_of(const json& v, const std::string& where) {
+  if (v.is_number()) {
+    double d = v.get<double>();
+    if (!std::isfinite(d)) return err(where + " is not a finite number");
+    return d;
+  }
+  if (v.is_string()) {
+    auto q = parse_quantity(v.get<std::string>());
+    if (!q) return err(where + ": " + q.error().message);
+    return *q;
+  }
+  return err(where + " must be a quantity (a number or a string such as \"1Gi\")");
+}
+
+Result<uint64_t> count_of(const json& v, const std::string& where) {
+  auto q = quantity_of(v, where);
+  if (!q) return q.error();
+  if (*q < 0) return err(where + " must not be negative");
+  if (*q > 1.8e19) return err(where + " is too large");
+  return static_cast<uint64_t>(std::ceil(*q));  // fractional bytes round up, as Quantity.Value()
+}
+
+Result<bool> bool_of(const json& v, const std::string& where) {
+  if (!v.is_boolean()) return err(where + " must be true or false");
+  return v.get<bool>();
+}
+
+Result<int64_t> int_of(const json& v, const std::string& where) {
+  if (!v.is_number_integer()) return err(where + " must be an integer");
+  return v.get<int64_t>();
+}
+
+Result<std::string> string_of(const json& v, const std::string& where) {
+  if (!v.is_string()) return err(where + " must be a string");
+  return v.get<std::string>();
+}
+
+// "t" is echoed as given: 5 stays 5, 5.5 stays 5.5.
+ordered_json echo_t(const json& t) {
+  if (t.is_number_unsigned()) return t.get<uint64_t>();
+  if (t.is_number_integer()) return t.get<int64_t>();
+  return t.get<double>();
+}
+
+}  // namespace
+
+QosClass derive_qos(std::optional<double> request_cpu, std::optional<double> request_memory,
+                    std::optional<double> limit_cpu, std::optional<double> limit_memory) {
+  auto set = [](const std::optional<double>& v) { return v && *v != 0; };
+  if (!set(request_cpu) && !set(request_memory) && !set(limit_cpu) && !set(limit_memory)) return QosClass::BestEffort;
+  // Guaranteed: CPU and memory limits set, and requests (defaulted to the
+  // limits when absent) equal to them.
+  if (set(limit_cpu) && set(limit_memory) && (!set(request_cpu) || *request_cpu == *limit_cpu) &&
+      (!set(request_memory) || *request_memory == *limit_memory)) {
+    return QosClass::Guaranteed;
+  }
+  return QosClass::Burstable;
+}
+
+Simulator::Simulator(EvictionConfig config) : engine_(std::move(config)) {}
+
+Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& out) {
+  std::size_t first = line.find_first_not_of(" \t\r");
+  if (first == std::string_view::npos || line[first] == '#') return {};
+
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::parse_error& e) {
+    return err(std::string("malformed JSON: ") + e.what());
+  }
+  if (!j.is_object()) return err("each line must be a JSON object");
+  if (!j.contains("t")) return err("missing \"t\" (seconds)");
+  const json& tj = j["t"];
+  if (!tj.is_number() || !std::isfinite(tj.get<double>())) return err("\"t\" must be a number of seconds");
+  const double t = tj.get<double>();
+  if (t < 0) return err("\"t\" must not be negative");
+  if (t > 9e9) return err("\"t\" is too large (at most 9e9 seconds)");
+  if (last_t_ && t < *last_t_) {
+    return err("\"t\" goes backwards (" + tj.dump() + " after " + format_quantity(*last_t_) + ")");
+  }
+  if (!j.contains("kind") || !j["kind"].is_string()) return err("missing \"kind\" (observe, pod, podDeleted or tick)");
+  const std::string kind = j["kind"].get<std::string>();
+  const TimePoint now{std::chrono::duration_cast<Duration>(std::chrono::duration<double>(t))};
+
+  if (kind == "observe") {
+    if (auto r = check_keys(j, {"t", "kind", "signals"}, ""); !r) return r;
+    if (!j.contains("signals") || !j["signals"].is_object()) return err("observe needs a \"signals\" object");
+    // Decode everything first, so a bad entry leaves the snapshot untouched.
+    SignalSet next = snapshot_.signals;
+    for (auto it = j["signals"].begin(); it != j["signals"].end(); ++it) {
+      auto sig = parse_signal(it.key());
+      if (!sig) return err("unknown signal \"" + it.key() + "\"");
+      auto& slot = next[static_cast<std::size_t>(*sig)];
+      const std::string where = "signals." + it.key();
+      if (it.value().is_null()) {  // no longer observed
+        slot.reset();
+        continue;
+      }
+      if (!it.value().is_object()) return err(where + " must be an object such as {\"available\":\"900Mi\",\"capacity\":\"10Gi\"}");
+      const json& o = it.value();
+      if (auto r = check_keys(o, {"available", "value", "capacity", "stale"}, where + ": "); !r) return r;
+      SignalObservation obs = slot.value_or(SignalObservation{});
+      const bool psi = info(*sig).is_psi;
+      if (o.contains("available") && o.contains("value")) return err(where + " has both \"available\" and \"value\"");
+      const char* value_key = o.contains("available") ? "available" : "value";
+      if (o.contains(value_key)) {
+        auto v = quantity_of(o[value_key], where + "." + value_key);
+        if (!v) return v.error();
+        if (*v < 0) return err(where + "." + value_key + " must not be negative");
+        if (psi && *v > 100) return err(where + "." + value_key + " is a PSI percentage and must be at most 100");
+        obs.value = *v;
+      } else if (!slot) {
+        return err(where + " needs \"" + (psi ? "value" : "available") + "\" the first time it is observed");
+      }
+      if (o.contains("capacity")) {
+        auto c = quantity_of(o["capacity"], where + ".capacity");
+        if (!c) return c.error();
+        if (*c < 0) return err(where + ".capacity must not be negative");
+        obs.capacity = *c;
+      }
+      if (psi) obs.capacity = 100;
+      obs.stale = false;
+      if (o.contains("stale")) {
+        auto s = bool_of(o["stale"], where + ".stale");
+        if (!s) return s.error();
+        obs.stale = *s;
+      }
+      obs.observed_at = now;
+      slot = obs;
+    }
+    snapshot_.signals = next;
+  } else if (kind == "pod") {
+    if (auto r = check_keys(j,
+                            {"t", "kind", "uid", "name", "namespace", "qosClass", "priority", "critical", "static",
+                             "daemonSet", "terminationGracePeriodSeconds", "requests", "limits", "usage"},
+                            "");
+        !r) {
+      return r;
+    }
+    if (!j.contains("uid") || !j["uid"].is_string() || j["uid"].get<std::string>().empty()) {
+      return err("pod needs a non-empty \"uid\"");
+    }
+    const std::string uid = j["uid"].get<std::string>();
+    auto existing = pods_.find(uid);
+    SimPod sp = existing != pods_.end() ? existing->second : SimPod{};
+    Pod& p = sp.pod;
+    p.uid = uid;
+    p.metadata_known = true;
+    if (j.contains("name")) {
+      auto v = string_of(j["name"], "name");
+      if (!v) return v.error();
+      p.name = *v;
+    }
+    if (j.contains("namespace")) {
+      auto v = string_of(j["namespace"], "namespace");
+      if (!v) return v.error();
+      p.namespace_ = *v;
+    }
+    if (j.contains("qosClass")) {
+      auto v = string_of(j["qosClass"], "qosClass");
+      if (!v) return v.error();
+      auto q = parse_qos(*v);
+      if (!q) return err("qosClass \"" + *v + "\" is not one of BestEffort, Burstable, Guaranteed");
+      sp.explicit_qos = q;
+    }
+    if (j.contains("priority")) {
+      auto v = int_of(j["priority"], "priority");
+      if (!v) return v.error();
+      if (*v < INT32_MIN || *v > INT32_MAX) return err("priority is out of the int32 range");
+      p.priority = static_cast<int32_t>(*v);
+    }
+    for (auto [key, member] : {std::pair{"critical", &Pod::critical}, std::pair{"static", &Pod::static_pod},
+                               std::pair{"daemonSet", &Pod::daemonset}}) {
+      if (!j.contains(key)) continue;
+      auto v = bool_of(j[key], key);
+      if (!v) return v.error();
+      p.*member = *v;
+    }
+    if (j.contains("terminationGracePeriodSeconds")) {
+      auto v = int_of(j["terminationGracePeriodSeconds"], "terminationGracePeriodSeconds");
+      if (!v) return v.error();
+      if (*v < 0) return err("terminationGracePeriodSeconds must not be negative");
+      p.termination_grace_period_seconds = *v;
+    }
+    for (const char* section : {"requests", "limits"}) {
+      if (!j.contains(section)) continue;
+      const json& r = j[section];
+      if (!r.is_object()) return err(std::string(section) + " must be an object");
+      if (auto c = check_keys(r, {"memory", "cpu", "ephemeral-storage"}, std::string(section) + ": "); !c) return c;
+      const bool req = std::string_view(section) == "requests";
+      for (auto [key, slot] : {std::pair{"memory", req ? &sp.request_memory : &sp.limit_memory},
+                               std::pair{"cpu", req ? &sp.request_cpu : &sp.limit_cpu},
+                               std::pair{"ephemeral-storage", req ? &sp.request_storage : &sp.limit_storage}}) {
+        if (!r.contains(key)) continue;
+        auto v = quantity_of(r[key], std::string(section) + "." + key);
+        if (!v) return v.error();
+        if (*v < 0) return err(std::string(section) + "." + key + " must not be negative");
+        *slot = *v;
+      }
+    }
+    if (j.contains("usage")) {
+      const json& u = j["usage"];
+      if (!u.is_object()) return err("usage must be an object");
+      if (auto c = check_keys(u, {"memory", "ephemeral-storage", "inodes", "pids"}, "usage: "); !c) return c;
+      for (auto [key, member] : {std::pair{"memory", &PodUsage::memory_working_set_bytes},
+                                 std::pair{"ephemeral-storage", &PodUsage::ephemeral_storage_bytes},
+                                 std::pair{"inodes", &PodUsage::inodes}, std::pair{"pids", &PodUsage::pids}}) {
+        if (!u.contains(key)) continue;
+        auto v = count_of(u[key], std::string("usage.") + key);
+        if (!v) return v.error();
+        p.usage.*member = *v;
+      }
+    }
+    // API defaulting: a request left out defaults to the limit.
+    auto bytes = [](const std::optional<double>& v) { return v ? static_cast<uint64_t>(std::ceil(*v)) : 0; };
+    p.requests.memory_bytes = bytes(sp.request_memory ? sp.request_memory : sp.limit_memory);
+    p.requests.ephemeral_storage_bytes = bytes(sp.request_storage ? sp.request_storage : sp.limit_storage);
+    p.limits.memory_bytes = bytes(sp.limit_memory);
+    p.limits.ephemeral_storage_bytes = bytes(sp.limit_storage);
+    p.qos = sp.explicit_qos ? *sp.explicit_qos
+                            : derive_qos(sp.request_cpu, sp.request_memory, sp.limit_cpu, sp.limit_memory);
+    if (existing == pods_.end()) pod_order_.push_back(uid);
+    pods_[uid] = std::move(sp);
+  } else if (kind == "podDeleted") {
+    if (auto r = check_keys(j, {"t", "kind", "uid"}, ""); !r) return r;
+    if (!j.contains("uid") || !j["uid"].is_string()) return err("podDeleted needs a \"uid\"");
+    const std::string uid = j["uid"].get<std::string>();
+    if (!pods_.erase(uid)) return err("podDeleted for unknown pod uid \"" + uid + "\"");
+    pod_order_.erase(std::find(pod_order_.begin(), pod_order_.end(), uid));
+    engine_.pod_gone(uid);
+  } else if (kind == "tick") {
+    if (auto r = check_keys(j, {"t", "kind"}, ""); !r) return r;
+    snapshot_.taken_at = now;
+    snapshot_.pods.clear();
+    for (const auto& uid : pod_order_) snapshot_.pods.push_back(pods_.at(uid).pod);
+    Decisions d = engine_.evaluate(snapshot_, now);
+    for (const auto& c : d.changes) {
+      ordered_json o;
+      o["t"] = echo_t(tj);
+      o["kind"] = "condition";
+      o["condition"] = std::string(name(c.condition));
+      o["status"] = c.status;
+      out.push_back(o.dump());
+    }
+    for (Signal s : d.no_candidates) {
+      ordered_json o;
+      o["t"] = echo_t(tj);
+      o["kind"] = "noCandidates";
+      o["signal"] = std::string(name(s));
+      out.push_back(o.dump());
+    }
+    if (d.eviction) {
+      const auto& e = *d.eviction;
+      ordered_json o;
+      o["t"] = echo_t(tj);
+      o["kind"] = "evict";
+      o["uid"] = e.uid;
+      o["name"] = e.name;
+      o["namespace"] = e.namespace_;
+      o["signal"] = std::string(name(e.signal));
+      o["threshold"] = e.kind == ThresholdKind::Hard ? "hard" : "soft";
+      o["gracePeriodSeconds"] = e.grace_period_seconds;
+      out.push_back(o.dump());
+    }
+  } else {
+    return err("unknown kind \"" + kind + "\" (expected observe, pod, podDeleted or tick)");
+  }
+  last_t_ = t;
+  return {};
+}
+
+Result<void> simulate_stream(std::istream& in, std::ostream& out, const EvictionConfig& config) {
+  Simulator sim(config);
+  std::string line;
+  std::vector<std::string> lines;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    lines.clear();
+    auto r = sim.feed(line, lines);
+    if (!r) return Error{r.error().code, "line " + std::to_string(number) + ": " + r.error().message};
+    for (const auto& l : lines) out << l << '\n';
+    out.flush();
+  }
+  if (in.bad()) return Error{EIO, "reading the timeline failed"};
+  return {};
+}
+
+}  // namespace pressured
