@@ -44,6 +44,35 @@ struct PodUsage {
   bool operator==(const PodUsage&) const = default;
 };
 
+/// One line of a PSI file ("some ..." or "full ..."): percentages and the
+/// total stall time in microseconds.
+struct PsiLine {
+  double avg10 = 0;
+  double avg60 = 0;
+  double avg300 = 0;
+  uint64_t total_us = 0;
+  bool operator==(const PsiLine&) const = default;
+};
+
+/// A PSI file (/proc/pressure/<r> or <cgroup>/<r>.pressure). `full` is absent
+/// for system-wide cpu on kernels before 5.13.
+struct PsiStats {
+  PsiLine some;
+  std::optional<PsiLine> full;
+  bool operator==(const PsiStats&) const = default;
+};
+
+/// cgroup v2 memory.events of a pod cgroup (hierarchical counts).
+struct MemoryEvents {
+  uint64_t low = 0;
+  uint64_t high = 0;
+  uint64_t max = 0;
+  uint64_t oom = 0;
+  uint64_t oom_kill = 0;
+  uint64_t oom_group_kill = 0;
+  bool operator==(const MemoryEvents&) const = default;
+};
+
 struct Pod {
   std::string uid;
   std::string name;        // empty when metadata is unknown
@@ -61,12 +90,24 @@ struct Pod {
   bool stale = false;           // a usage read failed
   std::string cgroup_path;      // absolute path of the pod cgroup (memory hierarchy)
   uint64_t cgroup_id = 0;       // kernfs inode id, as BPF sees it
+  // Added by the observation layer (issue 3):
+  uint64_t unified_cgroup_id = 0;              // inode in the unified hierarchy (v2/hybrid), 0 if none
+  uint64_t memory_usage_bytes = 0;             // memory.usage_in_bytes (v1) / memory.current (v2)
+  std::optional<uint64_t> memory_limit_bytes;  // the pod cgroup's limit; nullopt when unlimited
+  std::optional<MemoryEvents> memory_events;   // v2 only
+  std::optional<PsiStats> memory_pressure;     // v2 (or hybrid with a unified pod cgroup) only
+  std::optional<TimePoint> usage_observed_at;  // when `usage` was last read successfully
+  std::optional<TimePoint> storage_measured_at;  // when ephemeral storage was last walked
 };
 
 struct NodeSnapshot {
   TimePoint taken_at{};
   SignalSet signals{};
   std::vector<Pod> pods;
+  // Added by the observation layer (issue 3): system PSI, full detail.
+  std::optional<PsiStats> psi_memory;
+  std::optional<PsiStats> psi_io;
+  std::optional<PsiStats> psi_cpu;
 
   const std::optional<SignalObservation>& signal(Signal s) const { return signals[static_cast<std::size_t>(s)]; }
   std::optional<SignalObservation>& signal(Signal s) { return signals[static_cast<std::size_t>(s)]; }

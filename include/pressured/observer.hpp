@@ -1,0 +1,264 @@
+#pragma once
+// The observation layer's contract (issue 3, docs/observation.md): where the
+// cgroups are (CgroupLayout), which pods exist (PodCgroup), and how the rest of
+// pressured reads signals and pod usage fresh from the kernel (NodeObserver),
+// plus where pod metadata comes from (PodMetadataSource) and the off-hot-path
+// ephemeral storage walker (PodStorageSource). Kernel and network I/O stay
+// behind these interfaces; every path is rooted at the injected
+// ObserveConfig::cgroup_mount / proc_root so tests can use fake trees.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "pressured/clock.hpp"
+#include "pressured/config.hpp"
+#include "pressured/result.hpp"
+#include "pressured/signals.hpp"
+#include "pressured/snapshot.hpp"
+
+namespace pressured {
+
+// ---------------------------------------------------------------------------
+// Cgroup layout
+// ---------------------------------------------------------------------------
+
+/// v1: only legacy hierarchies; v2: pure unified hierarchy; Hybrid: legacy
+/// controller hierarchies plus a cgroup2 mount (usually <mount>/unified).
+enum class CgroupVersion : uint8_t { V1, V2, Hybrid };
+
+/// Where everything is. All paths are absolute; empty when absent.
+struct CgroupLayout {
+  CgroupVersion version = CgroupVersion::V1;
+  std::string mount;          // cgroupfs mount point, e.g. /sys/fs/cgroup
+  std::string memory_mount;   // hierarchy holding the memory controller (v1: <mount>/memory, v2: <mount>)
+  bool memory_on_v2 = false;  // memory controller lives in the unified hierarchy
+  std::string unified_mount;  // cgroup2 mount (v2: <mount>; hybrid: <mount>/unified; v1: empty)
+  std::string pids_mount;     // pids controller hierarchy (v1 mount or the unified mount); empty if none
+  std::string freezer_mount;  // v1 freezer hierarchy; empty on v2 (cgroup.freeze is used there)
+  CgroupDriver driver = CgroupDriver::Cgroupfs;  // resolved, never Auto
+  std::string kubepods_memory_path;   // <memory_mount>/<cgroup_root>/<kubepods>
+  std::string kubepods_unified_path;  // same in the unified hierarchy, if it exists there
+  std::string kubepods_pids_path;     // same in the pids hierarchy, if it exists there
+  std::string kubepods_freezer_path;  // same in the v1 freezer hierarchy, if it exists there
+};
+
+/// Detects the cgroup version like the kubelet (statfs magic of
+/// `cgroup_mount`: CGROUP2_SUPER_MAGIC means v2), finds the controller mounts
+/// from the mount table (<proc_root>/self/mountinfo, or
+/// ObserveConfig::mountinfo_path; so a fake tree with a fake mountinfo works),
+/// resolves the driver (Auto: whichever kubepods name exists) and the kubepods
+/// cgroup paths. Fails with a clear message when there is no memory controller
+/// or the kubepods cgroup does not exist.
+Result<CgroupLayout> detect_layout(const ObserveConfig& config);
+
+std::string_view name(CgroupVersion v);
+std::string_view name(CgroupDriver d);
+
+// ---------------------------------------------------------------------------
+// Pod cgroups
+// ---------------------------------------------------------------------------
+
+/// A container cgroup below a pod cgroup.
+struct ContainerCgroup {
+  std::string id;           // directory name, runtime prefix stripped (cri-containerd-<id>.scope -> <id>)
+  std::string memory_path;  // absolute, memory hierarchy
+  uint64_t cgroup_id = 0;   // inode of the directory in the memory hierarchy
+};
+
+/// A pod as found in the cgroup tree: QoS from the parent, uid from the name.
+struct PodCgroup {
+  std::string uid;  // dashes restored for the systemd driver
+  QosClass qos = QosClass::BestEffort;
+  std::string memory_path;   // absolute path of the pod cgroup, memory hierarchy
+  std::string unified_path;  // the pod cgroup in the unified hierarchy (v2: == memory_path; hybrid: if present)
+  std::string pids_path;     // the pod cgroup in the pids hierarchy, if present
+  std::string freezer_path;  // the pod cgroup in the v1 freezer hierarchy, if present
+  std::vector<ContainerCgroup> containers;
+  uint64_t cgroup_id = 0;          // inode of memory_path: the memcg's id as BPF sees it
+  uint64_t unified_cgroup_id = 0;  // inode of unified_path: bpf_get_current_cgroup_id() on v2/hybrid
+};
+
+/// Parses a pod cgroup directory name for a driver: "pod<uid>" (cgroupfs) or
+/// "kubepods-<qos>-pod<uid_with_underscores>.slice" / "kubepods-pod<...>.slice"
+/// (systemd). Returns the uid with dashes, or nullopt when the name is not a pod.
+std::optional<std::string> pod_uid_from_cgroup_name(std::string_view dir_name, CgroupDriver driver);
+
+// ---------------------------------------------------------------------------
+// Pod metadata (names, requests, priority, ...)
+// ---------------------------------------------------------------------------
+
+/// What the kubelet's /pods or a local Pod/PodList file says about one pod.
+struct PodMetadata {
+  std::string uid;
+  std::string name;
+  std::string namespace_;
+  QosClass qos = QosClass::BestEffort;  // status.qosClass, else derived from requests/limits
+  int32_t priority = 0;
+  bool critical = false;    // priority >= 2000000000 (system-*-critical)
+  bool static_pod = false;  // kubernetes.io/config.mirror or config.source != "api"
+  bool daemonset = false;   // an ownerReference of kind DaemonSet
+  int64_t termination_grace_period_seconds = 30;
+  PodResources requests;  // sum over containers (init containers: max), as the scheduler sees them
+  PodResources limits;    // 0 when any container has no limit
+  std::string phase;      // status.phase, may be empty
+};
+
+using PodMetadataMap = std::unordered_map<std::string, PodMetadata>;  // by uid
+
+struct PodMetadataStats {
+  uint64_t refreshes = 0;         // successful fetches
+  uint64_t refresh_failures = 0;  // fetches or parses that failed (previous map kept)
+  uint64_t pods = 0;              // pods in the current map
+  uint64_t skipped_objects = 0;   // documents that were not a Pod/PodList or lacked a uid
+  std::optional<TimePoint> last_success;
+  std::string last_error;
+};
+
+/// A pluggable source of pod metadata (kubelet /pods, local file/dir, none).
+/// Fetching happens off the pressure path: either on the source's own thread
+/// (start) or by an explicit refresh() from a slow thread. current() never
+/// blocks on I/O.
+class PodMetadataSource {
+ public:
+  virtual ~PodMetadataSource() = default;
+
+  /// Fetches and parses now, replacing the map on success and keeping the
+  /// previous one on failure. Blocking (bounded by the configured timeout):
+  /// never call it on the pressure path.
+  virtual Result<void> refresh() = 0;
+
+  /// The most recent successfully fetched map (empty before the first
+  /// success). Cheap: returns a shared pointer to an immutable map.
+  virtual std::shared_ptr<const PodMetadataMap> current() const = 0;
+
+  /// Starts a background thread that refreshes every `interval` and soon after
+  /// request_refresh(). Idempotent.
+  virtual void start(Duration interval) = 0;
+
+  /// Stops the background thread (joins it). Idempotent; the destructor calls it.
+  virtual void stop() = 0;
+
+  /// Asks the background thread to refresh soon (e.g. the pod cgroup set
+  /// changed). Never blocks.
+  virtual void request_refresh() = 0;
+
+  virtual PodMetadataStats stats() const = 0;
+
+  /// "none", "file:<path>", "kubelet:<url>": for logs and `top`.
+  virtual std::string describe() const = 0;
+};
+
+/// Builds the source named by the config. Fails on a bad config (File with no
+/// path, unreadable token file, ...), not on an unreachable kubelet.
+Result<std::unique_ptr<PodMetadataSource>> make_pod_metadata_source(const PodSourceConfig& config);
+
+// ---------------------------------------------------------------------------
+// Per-pod ephemeral storage (off the hot path)
+// ---------------------------------------------------------------------------
+
+/// One pod's ephemeral storage as of the last walk.
+struct PodDiskUsage {
+  uint64_t bytes = 0;   // allocated bytes (st_blocks * 512)
+  uint64_t inodes = 0;  // files, directories and symlinks counted once
+  TimePoint measured_at{};
+  bool complete = true;  // false: the walk hit its time or entry budget
+};
+
+struct PodStorageStats {
+  uint64_t walks = 0;
+  uint64_t incomplete_walks = 0;   // budget exhausted
+  uint64_t entries = 0;            // entries visited in the last walk
+  uint64_t errors = 0;             // unreadable directories/entries (skipped)
+  Duration last_walk_duration{0};
+};
+
+/// Measures pod logs (<pod_logs_path>/<ns>_<name>_<uid>) and emptyDir
+/// volumes (<nodefs_path>/pods/<uid>/volumes/kubernetes.io~empty-dir) by an
+/// iterative walk that never follows symlinks nor crosses filesystems and is
+/// bounded in time and entries. Results are cached; lookup() never does I/O.
+class PodStorageSource {
+ public:
+  virtual ~PodStorageSource() = default;
+
+  /// Walks every pod directory now (blocking, bounded). Call off the hot path.
+  virtual void walk_now(TimePoint now) = 0;
+
+  /// The cached usage of a pod, nullopt when never measured.
+  virtual std::optional<PodDiskUsage> lookup(const std::string& uid) const = 0;
+
+  /// Starts a background thread walking every `interval`; `clock` must
+  /// outlive the thread (stop() or destruction). Idempotent.
+  virtual void start(Duration interval, const Clock& clock) = 0;
+
+  /// Stops the background thread. Idempotent; the destructor calls it.
+  virtual void stop() = 0;
+
+  virtual PodStorageStats stats() const = 0;
+};
+
+std::unique_ptr<PodStorageSource> make_pod_storage_source(const ObserveConfig& config);
+
+// ---------------------------------------------------------------------------
+// The node observer
+// ---------------------------------------------------------------------------
+
+/// Counters of degraded reads (exported as metrics; tests assert on them).
+struct ObserverCounters {
+  uint64_t observations = 0;        // observe() calls
+  uint64_t stale_signal_reads = 0;  // a signal's read failed; last good value kept and marked stale
+  uint64_t stale_pod_reads = 0;     // a pod's read failed (truncated, EACCES, ...); pod marked stale
+  uint64_t vanished_pods = 0;       // a pod cgroup disappeared between listing and reading
+  uint64_t reopened_cgroups = 0;    // a pod cgroup was recreated (new inode): fds reopened
+  uint64_t pods_without_metadata = 0;  // in cgroups, not in metadata (last observation)
+  uint64_t metadata_without_cgroup = 0;  // in metadata (Running), not in cgroups (last observation)
+};
+
+/// Reads the node's signals and every pod's usage straight from the kernel's
+/// files, fresh on every call, through fds kept open per file (pread).
+/// Not thread-safe: one owner thread (the reactor) calls it.
+class NodeObserver {
+ public:
+  virtual ~NodeObserver() = default;
+
+  /// The layout the observer was built for.
+  virtual const CgroupLayout& layout() const = 0;
+
+  /// A full observation: every signal and every pod (rescanning the pod cgroup
+  /// set, merging metadata and the cached disk usage). Signals that cannot be
+  /// read are stale (last good value) or absent; pods that cannot be read are
+  /// stale; only a failure to read anything at all is an error.
+  virtual Result<NodeSnapshot> observe(TimePoint now) = 0;
+
+  /// One signal, freshly read (for the decision right after a kernel event).
+  /// Error when the signal is not observed on this node or the read failed.
+  virtual Result<SignalObservation> refresh_signal(Signal signal, TimePoint now) = 0;
+
+  /// Re-reads one pod's usage (and v2 events/pressure) in place, by
+  /// pod.cgroup_path/uid. Error, with pod.stale set, when the pod's cgroup is
+  /// gone or unreadable.
+  virtual Result<void> refresh_pod(Pod& pod, TimePoint now) = 0;
+
+  /// The pod cgroups currently present (a directory scan; no usage reads).
+  virtual std::vector<PodCgroup> list_pods() = 0;
+
+  virtual ObserverCounters counters() const = 0;
+};
+
+/// Builds the observer for `config`: detects the layout, and takes the
+/// metadata and storage sources to merge (either may be null: pods are then
+/// known from cgroups only / without ephemeral storage). The sources are
+/// shared with whoever refreshes them off the hot path.
+Result<std::unique_ptr<NodeObserver>> make_node_observer(const ObserveConfig& config,
+                                                         std::shared_ptr<PodMetadataSource> metadata = nullptr,
+                                                         std::shared_ptr<PodStorageSource> storage = nullptr);
+
+/// Same, for a layout already detected (tests, the demo's sandbox).
+Result<std::unique_ptr<NodeObserver>> make_node_observer(const ObserveConfig& config, CgroupLayout layout,
+                                                         std::shared_ptr<PodMetadataSource> metadata = nullptr,
+                                                         std::shared_ptr<PodStorageSource> storage = nullptr);
+
+}  // namespace pressured

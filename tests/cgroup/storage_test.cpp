@@ -1,0 +1,74 @@
+// The ephemeral storage walker: logs + emptyDir per pod, no symlinks
+// followed, bounded by its entry budget.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cgroup/fake_node.hpp"
+#include "pressured/observer.hpp"
+
+namespace pressured {
+namespace {
+
+uint64_t allocated(const std::string& p) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+TEST(Storage, LogsAndEmptyDirPerPod) {
+  testing::FakeNode node(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+  const std::string logs = node.root() + "/var/log/pods/shop_web-1_u-web";
+  const std::string ed = node.root() + "/var/lib/kubelet/pods/u-web/volumes/kubernetes.io~empty-dir/cache";
+  testing::write_text(logs + "/app/0.log", std::string(100000, 'x'));
+  testing::write_text(ed + "/data.bin", std::string(300000, 'y'));
+  testing::write_text(ed + "/sub/more.bin", std::string(50000, 'z'));
+  // A symlink to a big file elsewhere must not be followed.
+  testing::write_text(node.root() + "/outside/big.bin", std::string(2000000, 'o'));
+  ASSERT_EQ(::symlink((node.root() + "/outside").c_str(), (ed + "/link").c_str()), 0);
+  testing::write_text(node.root() + "/var/lib/kubelet/pods/u-other/volumes/kubernetes.io~empty-dir/e/f", "1");
+
+  auto src = make_pod_storage_source(node.config());
+  src->walk_now(TimePoint(std::chrono::seconds(5)));
+  auto u = src->lookup("u-web");
+  ASSERT_TRUE(u);
+  EXPECT_TRUE(u->complete);
+  EXPECT_EQ(u->measured_at, TimePoint(std::chrono::seconds(5)));
+  uint64_t files = allocated(logs + "/app/0.log") + allocated(ed + "/data.bin") + allocated(ed + "/sub/more.bin");
+  EXPECT_GE(u->bytes, files);
+  EXPECT_LT(u->bytes, files + allocated(node.root() + "/outside/big.bin")) << "symlink target not counted";
+  // logs dir, app, 0.log; empty-dir root, cache, data.bin, sub, more.bin, link
+  EXPECT_EQ(u->inodes, 9u);
+  EXPECT_TRUE(src->lookup("u-other"));
+  EXPECT_FALSE(src->lookup("u-none"));
+
+  // Merged into the snapshot.
+  node.add_pod("u-web", QosClass::Burstable, testing::FakePodMemory{1 << 20, 1 << 20, 0, 0, 0});
+  std::shared_ptr<PodStorageSource> shared = std::move(src);
+  auto obs = make_node_observer(node.config(), nullptr, shared);
+  ASSERT_TRUE(obs);
+  auto snap = (*obs)->observe(TimePoint(std::chrono::seconds(6)));
+  ASSERT_TRUE(snap);
+  ASSERT_EQ(snap->pods.size(), 1u);
+  EXPECT_EQ(snap->pods[0].usage.ephemeral_storage_bytes, u->bytes);
+  EXPECT_EQ(snap->pods[0].usage.inodes, 9u);
+}
+
+TEST(Storage, EntryBudgetStopsTheWalk) {
+  testing::FakeNode node(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+  for (int i = 0; i < 200; ++i) {
+    testing::write_text(node.root() + "/var/lib/kubelet/pods/u1/volumes/kubernetes.io~empty-dir/v/f" + std::to_string(i), "x");
+  }
+  ObserveConfig c = node.config();
+  c.disk_walk_max_entries = 50;
+  auto src = make_pod_storage_source(c);
+  src->walk_now(TimePoint{});
+  auto u = src->lookup("u1");
+  ASSERT_TRUE(u);
+  EXPECT_FALSE(u->complete);
+  EXPECT_LE(u->inodes, 52u);
+  EXPECT_EQ(src->stats().incomplete_walks, 1u);
+}
+
+}  // namespace
+}  // namespace pressured

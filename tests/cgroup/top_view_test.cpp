@@ -1,0 +1,75 @@
+// `pressured top` rendering from a fake node: signals against thresholds and
+// pods in the engine's eviction order, as text and JSON.
+#include <gtest/gtest.h>
+
+#include "cgroup/fake_node.hpp"
+#include "node/top_view.hpp"
+#include "pressured/observer.hpp"
+
+namespace pressured {
+namespace {
+
+constexpr uint64_t MiB = 1ULL << 20;
+
+TEST(TopView, TextAndJsonShowSignalsAndEvictionOrder) {
+  testing::FakeNode node(CgroupVersion::V2, CgroupDriver::Systemd);
+  node.add_pod("u-guar", QosClass::Guaranteed, testing::FakePodMemory{500 * MiB, 500 * MiB, 0, 0, 0});
+  node.add_pod("u-burst", QosClass::Burstable, testing::FakePodMemory{300 * MiB, 300 * MiB, 0, 0, 0});
+  node.add_pod("u-be", QosClass::BestEffort, testing::FakePodMemory{10 * MiB, 10 * MiB, 0, 0, 0});
+  testing::write_text(node.root() + "/pods.yaml", R"(kind: Pod
+metadata: {name: burst, namespace: app, uid: u-burst}
+spec:
+  containers:
+  - name: c
+    resources: {requests: {memory: 100Mi}}
+)");
+  PodSourceConfig pc;
+  pc.kind = PodSourceKind::File;
+  pc.path = node.root() + "/pods.yaml";
+  std::shared_ptr<PodMetadataSource> md = std::move(*make_pod_metadata_source(pc));
+  ASSERT_TRUE(md->refresh());
+  auto obs = make_node_observer(node.config(), md);
+  ASSERT_TRUE(obs);
+  auto snap = (*obs)->observe(TimePoint{});
+  ASSERT_TRUE(snap);
+  EvictionConfig ev;
+  Threshold th;
+  th.signal = Signal::MemoryAvailable;
+  th.value.kind = ThresholdValue::Kind::Percent;
+  th.value.percent = 90;  // 7.2 GiB of 8 GiB: met (available is 6.5 GiB)
+  ev.thresholds.push_back(th);
+  node::TopInput in;
+  in.snapshot = &*snap;
+  in.layout = &(*obs)->layout();
+  in.eviction = &ev;
+  in.counters = (*obs)->counters();
+  in.metadata_source = md->describe();
+  std::string text = node::render_top_text(in);
+  EXPECT_NE(text.find("cgroup v2 (systemd driver)"), std::string::npos) << text;
+  EXPECT_NE(text.find("memory.available"), std::string::npos);
+  EXPECT_NE(text.find("hard<90% (7.2Gi) MET"), std::string::npos) << text;
+  // BestEffort first, then Burstable (usage over request 3.00), Guaranteed last.
+  auto be = text.find("<u-be>"), burst = text.find("app/burst"), guar = text.find("<u-guar>");
+  ASSERT_NE(be, std::string::npos) << text;
+  ASSERT_NE(burst, std::string::npos) << text;
+  ASSERT_NE(guar, std::string::npos) << text;
+  EXPECT_LT(be, burst);
+  EXPECT_LT(burst, guar);
+  EXPECT_NE(text.find("3.00"), std::string::npos) << "usage over request";
+
+  auto j = node::render_top_json(in);
+  ASSERT_EQ(j["pods"].size(), 3u);
+  EXPECT_EQ(j["pods"][0]["uid"], "u-be");
+  EXPECT_EQ(j["pods"][0]["rank"], 1);
+  EXPECT_EQ(j["pods"][1]["name"], "burst");
+  EXPECT_DOUBLE_EQ(j["pods"][1]["usage_over_request"].get<double>(), 3.0);
+  EXPECT_EQ(j["signals"][0]["signal"], "memory.available");
+  EXPECT_EQ(j["signals"][0]["thresholds"][0]["met"], true);
+  EXPECT_EQ(j["layout"]["version"], "v2");
+  EXPECT_EQ(j["counters"]["pods_without_metadata"], 2);
+  EXPECT_EQ(node::human_bytes(1536.0 * MiB), "1.5Gi");
+  EXPECT_EQ(node::human_bytes(512), "512");
+}
+
+}  // namespace
+}  // namespace pressured

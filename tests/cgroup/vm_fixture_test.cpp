@@ -1,0 +1,65 @@
+// End to end on the real 6.1 files: a node assembled from
+// tests/fixtures/v2-6.1 (root cgroup files, the pod cgroup captured in the
+// VM, /proc), observed as a whole. Numbers are the captured ones.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "cgroup/fake_node.hpp"
+#include "pressured/observer.hpp"
+
+namespace pressured {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(GoldenV2_61, WholeNodeFromCapturedFiles) {
+  const fs::path fx = fs::path(PRESSURED_FIXTURES_DIR) / "v2-6.1";
+  ASSERT_TRUE(fs::exists(fx / "root/memory.stat")) << "fixtures from the vm engineer are missing";
+  testing::TempDir dir;
+  const fs::path cg = fs::path(dir.path()) / "cgroup";
+  const fs::path pod = cg / "kubepods/burstable/pod7d3e1c2a-1111-4222-8333-444455556666";
+  fs::create_directories(pod);
+  fs::copy(fx / "root", cg, fs::copy_options::recursive);
+  fs::copy(fx / "child", pod, fs::copy_options::recursive);
+  fs::copy(fx / "proc", fs::path(dir.path()) / "proc", fs::copy_options::recursive);
+  testing::write_text(dir.path() + "/proc/loadavg", "1.00 0.50 0.20 2/57 321\n");  // not captured
+
+  ObserveConfig c;
+  c.cgroup_mount = cg.string();
+  c.proc_root = dir.path() + "/proc";
+  c.mountinfo_path = dir.path() + "/none";  // the captured mountinfo names /sys/fs/cgroup: probe instead
+  c.nodefs_path = dir.path();
+  auto obs = make_node_observer(c);
+  ASSERT_TRUE(obs) << obs.error().message;
+  EXPECT_EQ((*obs)->layout().version, CgroupVersion::V2);
+  auto snap = (*obs)->observe(TimePoint{});
+  ASSERT_TRUE(snap) << snap.error().message;
+
+  // memory.available = MemTotal - (anon + file - inactive_file) of the root memory.stat.
+  const double mem_total = 995360.0 * 1024;
+  const double usage = 67354624.0 + 7213056.0;
+  ASSERT_TRUE(snap->signal(Signal::MemoryAvailable));
+  EXPECT_DOUBLE_EQ(snap->signal(Signal::MemoryAvailable)->value, mem_total - (usage - 0));
+  EXPECT_DOUBLE_EQ(snap->signal(Signal::MemoryAvailable)->capacity, mem_total);
+  EXPECT_DOUBLE_EQ(snap->signal(Signal::MemoryPressureSomeAvg10)->value, 71.40);
+  EXPECT_DOUBLE_EQ(snap->signal(Signal::MemoryPressureFullAvg60)->value, 30.28);
+
+  ASSERT_EQ(snap->pods.size(), 1u);
+  const Pod& p = snap->pods[0];
+  EXPECT_EQ(p.uid, "7d3e1c2a-1111-4222-8333-444455556666");
+  EXPECT_EQ(p.qos, QosClass::Burstable);
+  EXPECT_EQ(p.memory_usage_bytes, 67674112u);
+  EXPECT_EQ(p.usage.memory_working_set_bytes, 67674112u);  // inactive_file 0
+  EXPECT_EQ(p.usage.memory_rss_bytes, 67162112u);
+  EXPECT_EQ(p.memory_limit_bytes, std::optional<uint64_t>(209715200u));
+  ASSERT_TRUE(p.memory_events);
+  EXPECT_EQ(p.memory_events->high, 262u);
+  ASSERT_TRUE(p.memory_pressure);
+  EXPECT_DOUBLE_EQ(p.memory_pressure->some.avg10, 71.53);
+  EXPECT_EQ(p.usage.pids, 1u);
+  EXPECT_FALSE(p.stale);
+}
+
+}  // namespace
+}  // namespace pressured

@@ -1,0 +1,104 @@
+#include "cgroup/hot_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+
+namespace pressured::cgroup {
+namespace {
+
+std::atomic<uint64_t> g_transient_reads{0};
+
+// Reads from offset 0 until a short read. The files read here are regular
+// files (fake trees) or single-record seq_files (memory.stat, meminfo, PSI),
+// for which a short read means the end; when the buffer fills up it is
+// doubled and the file re-read from 0, so the content is one consistent
+// generation.
+Result<std::string_view> pread_all(int fd, std::string& buf, const std::string& path) {
+  if (buf.size() < 4096) buf.resize(4096);
+  for (;;) {
+    ssize_t n = ::pread(fd, buf.data(), buf.size(), 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno(errno, "read " + path);
+    }
+    if (static_cast<std::size_t>(n) < buf.size()) return std::string_view(buf.data(), static_cast<std::size_t>(n));
+    if (buf.size() >= (64u << 20)) return Error{EFBIG, "read " + path + ": file larger than 64 MiB"};
+    buf.resize(buf.size() * 2);
+  }
+}
+
+}  // namespace
+
+HotFile& HotFile::operator=(HotFile&& o) noexcept {
+  if (this != &o) {
+    close();
+    path_ = std::move(o.path_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void HotFile::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void HotFile::reset(std::string path) {
+  close();
+  path_ = std::move(path);
+}
+
+uint64_t HotFile::transient_reads() { return g_transient_reads.load(std::memory_order_relaxed); }
+
+Result<std::string_view> HotFile::read(std::string& buf) {
+  if (fd_ < 0) {
+    int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      int err = errno;
+      if (err != EMFILE && err != ENFILE) return Error::from_errno(err, "open " + path_);
+      // Out of fds: read this once without keeping it.
+      g_transient_reads.fetch_add(1, std::memory_order_relaxed);
+      auto text = read_file(path_);
+      if (!text) return text.error();
+      buf = std::move(*text);
+      return std::string_view(buf);
+    }
+    fd_ = fd;
+  }
+  auto r = pread_all(fd_, buf, path_);
+  if (!r) {
+    // A removed kernfs node answers ENODEV; make the next read start over.
+    close();
+  }
+  return r;
+}
+
+Result<std::string> read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Error::from_errno(errno, "open " + path);
+  std::string out;
+  char chunk[8192];
+  for (;;) {
+    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return Error::from_errno(err, "read " + path);
+    }
+    if (n == 0) break;
+    out.append(chunk, static_cast<std::size_t>(n));
+    if (out.size() > (64u << 20)) {
+      ::close(fd);
+      return Error{EFBIG, "read " + path + ": file larger than 64 MiB"};
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace pressured::cgroup

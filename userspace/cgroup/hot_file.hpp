@@ -1,0 +1,48 @@
+#pragma once
+// A kernel file read over and over through one kept-open fd with pread(2):
+// no open/close per read and no path walk. Opened lazily; on EMFILE/ENFILE it
+// degrades to open-read-close for that read (counted by the caller via
+// transient_reads()).
+
+#include <string>
+#include <string_view>
+
+#include "pressured/result.hpp"
+
+namespace pressured::cgroup {
+
+class HotFile {
+ public:
+  HotFile() = default;
+  explicit HotFile(std::string path) : path_(std::move(path)) {}
+  ~HotFile() { close(); }
+  HotFile(HotFile&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_) { o.fd_ = -1; }
+  HotFile& operator=(HotFile&& o) noexcept;
+  HotFile(const HotFile&) = delete;
+  HotFile& operator=(const HotFile&) = delete;
+
+  /// Reads the whole file into `buf` (resized to fit) and returns a view of it.
+  /// Errors carry the errno: ENOENT/ENODEV when the cgroup is gone, EACCES, ...
+  Result<std::string_view> read(std::string& buf);
+
+  /// Closes the fd (the next read reopens the path).
+  void close();
+  /// Changes the path and closes the fd.
+  void reset(std::string path);
+
+  const std::string& path() const { return path_; }
+  bool is_open() const { return fd_ >= 0; }
+
+  /// Reads done with a temporary fd because the fd table was full (process-wide).
+  static uint64_t transient_reads();
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+/// Reads a whole file once (open, read, close): for cold files (mountinfo,
+/// cgroup.controllers, pid_max, pod metadata files).
+Result<std::string> read_file(const std::string& path);
+
+}  // namespace pressured::cgroup

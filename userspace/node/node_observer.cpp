@@ -1,0 +1,599 @@
+// NodeObserver over the kernel's files: signals per docs/observation.md and
+// every pod's usage, read through kept-open fds.
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "cgroup/discovery.hpp"
+#include "cgroup/hot_file.hpp"
+#include "cgroup/parse.hpp"
+#include "node/formulas.hpp"
+#include "pressured/observer.hpp"
+
+namespace pressured {
+namespace {
+
+using cgroup::HotFile;
+
+enum class Group : uint8_t { Memory, Allocatable, Nodefs, Imagefs, Pid, PsiMemory, PsiIo, Count };
+
+Group group_of(Signal s) {
+  switch (s) {
+    case Signal::MemoryAvailable: return Group::Memory;
+    case Signal::AllocatableMemoryAvailable: return Group::Allocatable;
+    case Signal::NodefsAvailable:
+    case Signal::NodefsInodesFree: return Group::Nodefs;
+    case Signal::ImagefsAvailable:
+    case Signal::ImagefsInodesFree: return Group::Imagefs;
+    case Signal::PidAvailable: return Group::Pid;
+    case Signal::MemoryPressureSomeAvg10:
+    case Signal::MemoryPressureFullAvg10:
+    case Signal::MemoryPressureSomeAvg60:
+    case Signal::MemoryPressureFullAvg60: return Group::PsiMemory;
+    case Signal::IoPressureFullAvg10: return Group::PsiIo;
+  }
+  return Group::Memory;
+}
+
+constexpr std::array<std::string_view, static_cast<std::size_t>(Group::Count)> kGroupNames{
+    "memory", "allocatable memory", "nodefs", "imagefs", "pid", "memory PSI", "io PSI"};
+
+bool is_gone(int code) { return code == ENOENT || code == ENODEV; }
+bool not_supported(int code) { return code == ENOENT || code == EOPNOTSUPP || code == ENOTSUP; }
+
+struct PodState {
+  PodCgroup cg;
+  HotFile usage, stat, limit, events, pressure, pids;
+  std::optional<uint64_t> limit_cache;
+  bool limit_read = false;
+  bool pids_file_missing = false;
+  PodUsage last_usage;
+  uint64_t last_pids = 0;
+  uint64_t seen_gen = 0;
+
+  void open_paths(const CgroupLayout& l) {
+    const std::string& m = cg.memory_path;
+    bool v2 = l.memory_on_v2;
+    usage.reset(m + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));
+    stat.reset(m + "/memory.stat");
+    limit.reset(m + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+    events.reset(v2 ? m + "/memory.events" : std::string());
+    pressure.reset(cg.unified_path.empty() ? std::string() : cg.unified_path + "/memory.pressure");
+    pids.reset(cg.pids_path.empty() ? std::string() : cg.pids_path + "/pids.current");
+    limit_read = false;
+    pids_file_missing = cg.pids_path.empty();
+  }
+};
+
+class KernelNodeObserver final : public NodeObserver {
+ public:
+  KernelNodeObserver(ObserveConfig config, CgroupLayout layout, std::shared_ptr<PodMetadataSource> metadata,
+                     std::shared_ptr<PodStorageSource> storage)
+      : cfg_(std::move(config)), layout_(std::move(layout)), metadata_(std::move(metadata)), storage_(std::move(storage)) {
+    v2_ = layout_.memory_on_v2;
+    const std::string& proc = cfg_.proc_root;
+    meminfo_.reset(proc + "/meminfo");
+    root_stat_.reset(layout_.memory_mount + "/memory.stat");
+    if (!v2_) root_usage_.reset(layout_.memory_mount + "/memory.usage_in_bytes");
+    const std::string& kp = layout_.kubepods_memory_path;
+    kp_usage_.reset(kp + (v2_ ? "/memory.current" : "/memory.usage_in_bytes"));
+    kp_stat_.reset(kp + "/memory.stat");
+    kp_limit_.reset(kp + (v2_ ? "/memory.max" : "/memory.limit_in_bytes"));
+    psi_memory_.reset(proc + "/pressure/memory");
+    psi_io_.reset(proc + "/pressure/io");
+    psi_cpu_.reset(proc + "/pressure/cpu");
+    loadavg_.reset(proc + "/loadavg");
+    buf_.reserve(8192);
+  }
+
+  const CgroupLayout& layout() const override { return layout_; }
+
+  Result<NodeSnapshot> observe(TimePoint now) override {
+    ++counters_.observations;
+    NodeSnapshot snap;
+    snap.taken_at = now;
+    refresh_static();
+    for (std::size_t g = 0; g < static_cast<std::size_t>(Group::Count); ++g) {
+      auto r = read_group(static_cast<Group>(g), now, snap.signals);
+      if (!r) {
+        ++counters_.stale_signal_reads;
+        warn_once(warned_groups_[g], "{} signals: read failed, keeping the last good value (stale): {}",
+                  kGroupNames[g], r.error().message);
+        for (const auto& si : kSignals) {
+          if (group_of(si.signal) != static_cast<Group>(g)) continue;
+          auto& last = last_good_[static_cast<std::size_t>(si.signal)];
+          if (last) {
+            SignalObservation o = *last;
+            o.stale = true;
+            snap.signal(si.signal) = o;
+          }
+        }
+      }
+    }
+    snap.psi_memory = psi_memory_detail_;
+    snap.psi_io = psi_io_detail_;
+    if (auto t = psi_cpu_.read(buf_)) {
+      if (auto p = cgroup::parse_psi(*t)) snap.psi_cpu = *p;
+    }
+    if (!snap.signal(Signal::MemoryAvailable)) {
+      return Error{EIO, "memory.available could not be read: " + memory_error_};
+    }
+    observe_pods(now, snap.pods);
+    return snap;
+  }
+
+  Result<SignalObservation> refresh_signal(Signal signal, TimePoint now) override {
+    if (!static_loaded_) refresh_static();
+    SignalSet set{};
+    auto r = read_group(group_of(signal), now, set);
+    if (!r) {
+      ++counters_.stale_signal_reads;
+      return r.error();
+    }
+    const auto& o = set[static_cast<std::size_t>(signal)];
+    if (!o) return Error{ENOTSUP, std::string(name(signal)) + " is not observed on this node"};
+    return *o;
+  }
+
+  Result<void> refresh_pod(Pod& pod, TimePoint now) override {
+    auto it = pods_.find(pod.cgroup_path);
+    if (it == pods_.end()) {
+      if (pod.cgroup_path.empty()) {
+        pod.stale = true;
+        return Error{EINVAL, "pod " + pod.uid + " has no cgroup path"};
+      }
+      cgroup::PodDir d{pod.uid, pod.qos, pod.cgroup_path, cgroup::dir_inode(pod.cgroup_path)};
+      if (d.ino == 0) {
+        pod.stale = true;
+        ++counters_.vanished_pods;
+        return Error{ENOENT, "pod cgroup " + pod.cgroup_path + " is gone"};
+      }
+      it = add_state(d);
+    }
+    PodState& st = it->second;
+    uint64_t ino = cgroup::dir_inode(st.cg.memory_path);
+    if (ino == 0) {
+      pod.stale = true;
+      ++counters_.vanished_pods;
+      pods_.erase(it);
+      return Error{ENOENT, "pod cgroup " + pod.cgroup_path + " is gone"};
+    }
+    if (ino != st.cg.cgroup_id) recreate(st, ino);
+    auto r = read_pod(st, pod, false);
+    if (!r) {
+      pod.stale = true;
+      if (is_gone(r.error().code) && cgroup::dir_inode(st.cg.memory_path) == 0) {
+        ++counters_.vanished_pods;
+        pods_.erase(it);
+      } else {
+        ++counters_.stale_pod_reads;
+      }
+      return r;
+    }
+    pod.stale = false;
+    pod.usage_observed_at = now;
+    pod.cgroup_id = st.cg.cgroup_id;
+    pod.unified_cgroup_id = st.cg.unified_cgroup_id;
+    return {};
+  }
+
+  std::vector<PodCgroup> list_pods() override {
+    std::vector<PodCgroup> out;
+    for (const auto& d : cgroup::scan_pods(layout_)) out.push_back(cgroup::describe_pod(layout_, d, true));
+    std::sort(out.begin(), out.end(), [](const PodCgroup& a, const PodCgroup& b) { return a.memory_path < b.memory_path; });
+    return out;
+  }
+
+  ObserverCounters counters() const override { return counters_; }
+
+ private:
+  template <typename... Args>
+  void warn_once(bool& flag, spdlog::format_string_t<Args...> fmt, Args&&... args) {
+    if (flag) return;
+    flag = true;
+    spdlog::warn(fmt, std::forward<Args>(args)...);
+  }
+
+  // Values that change only with hotplug or sysctl writes: read on every full
+  // observation, reused by refresh_signal().
+  void refresh_static() {
+    if (auto t = meminfo_.read(buf_)) {
+      if (auto mi = cgroup::parse_meminfo(*t)) meminfo_cache_ = *mi;
+    }
+    if (auto t = cgroup::read_file(cfg_.proc_root + "/sys/vm/min_free_kbytes")) {
+      if (auto v = cgroup::parse_single_value(*t); v && *v) min_free_bytes_ = **v * 1024;
+    }
+    if (auto t = cgroup::read_file(cfg_.proc_root + "/sys/kernel/pid_max")) {
+      if (auto v = cgroup::parse_single_value(*t); v && *v) pid_max_ = **v;
+    }
+    if (auto t = cgroup::read_file(cfg_.proc_root + "/sys/kernel/threads-max")) {
+      if (auto v = cgroup::parse_single_value(*t); v && *v) threads_max_ = **v;
+    }
+    kp_limit_read_ = false;
+    static_loaded_ = true;
+  }
+
+  void set(SignalSet& out, Signal s, double value, double capacity, TimePoint now) {
+    SignalObservation o{value, capacity, now, false};
+    out[static_cast<std::size_t>(s)] = o;
+    last_good_[static_cast<std::size_t>(s)] = o;
+  }
+
+  Result<uint64_t> read_number(HotFile& f) {
+    auto t = f.read(buf_);
+    if (!t) return t.error();
+    auto v = cgroup::parse_single_value(*t);
+    if (!v) return Error{v.error().code, f.path() + ": " + v.error().message};
+    if (!*v) return Error{EINVAL, f.path() + ": unexpected 'max'"};
+    return **v;
+  }
+
+  Result<cgroup::MemoryStat> read_stat(HotFile& f) {
+    auto t = f.read(buf_);
+    if (!t) return t.error();
+    auto st = cgroup::parse_memory_stat(*t, v2_);
+    if (!st) return Error{st.error().code, f.path() + ": " + st.error().message};
+    return *st;
+  }
+
+  // Ok(true): observed; Ok(false): not observed on this node; Error: read failed.
+  Result<bool> read_group(Group g, TimePoint now, SignalSet& out) {
+    switch (g) {
+      case Group::Memory: {
+        if (!meminfo_cache_) {
+          auto t = meminfo_.read(buf_);
+          if (!t) return fail_memory(t.error());
+          auto mi = cgroup::parse_meminfo(*t);
+          if (!mi) return fail_memory(Error{mi.error().code, meminfo_.path() + ": " + mi.error().message});
+          meminfo_cache_ = *mi;
+        }
+        node::MemoryInputs in;
+        in.meminfo = *meminfo_cache_;
+        in.min_free_bytes = min_free_bytes_;
+        auto st = read_stat(root_stat_);
+        if (!st) return fail_memory(st.error());
+        in.root_stat = *st;
+        if (v2_) {
+          in.root_usage = st->anon + st->file;  // runc/cadvisor: the v2 root has no memory.current
+        } else {
+          auto u = read_number(root_usage_);
+          if (!u) return fail_memory(u.error());
+          in.root_usage = *u;
+        }
+        auto r = node::memory_available(in, cfg_.memory_available_mode, cfg_.reclaimable_active_file_percent);
+        set(out, Signal::MemoryAvailable, r.available, r.capacity, now);
+        return true;
+      }
+      case Group::Allocatable: {
+        if (cgroup::dir_inode(layout_.kubepods_memory_path) == 0) return false;
+        if (!cfg_.allocatable_memory_bytes && !kp_limit_read_) {
+          auto t = kp_limit_.read(buf_);
+          if (!t) return t.error();
+          auto v = cgroup::parse_single_value(*t);
+          if (!v) return Error{v.error().code, kp_limit_.path() + ": " + v.error().message};
+          kp_limit_value_ = (*v && !node::is_unlimited_v1(**v)) ? **v : 0;  // 0: unlimited
+          kp_limit_read_ = true;
+        }
+        uint64_t allocatable = cfg_.allocatable_memory_bytes.value_or(kp_limit_value_);
+        if (allocatable == 0) {
+          if (!meminfo_cache_) return false;
+          allocatable = meminfo_cache_->mem_total;
+        }
+        auto u = read_number(kp_usage_);
+        if (!u) return u.error();
+        auto st = read_stat(kp_stat_);
+        if (!st) return st.error();
+        auto r = node::allocatable_memory_available(allocatable, *u, st->inactive_file);
+        set(out, Signal::AllocatableMemoryAvailable, r.available, r.capacity, now);
+        return true;
+      }
+      case Group::Nodefs:
+      case Group::Imagefs: {
+        const bool image = g == Group::Imagefs;
+        struct statvfs vfs {};
+        const std::string& path = image ? cfg_.imagefs_path : cfg_.nodefs_path;
+        int rc = path.empty() ? -1 : ::statvfs(path.c_str(), &vfs);
+        if (rc != 0) {
+          int err = path.empty() ? ENOENT : errno;
+          if (err != ENOENT) return Error::from_errno(err, "statvfs " + path);
+          if (!image) return false;
+          // No separate imagefs: it is the nodefs, as the kubelet sees it.
+          if (cfg_.nodefs_path.empty() || ::statvfs(cfg_.nodefs_path.c_str(), &vfs) != 0) return false;
+        }
+        const double frsize = static_cast<double>(vfs.f_frsize != 0 ? vfs.f_frsize : vfs.f_bsize);
+        set(out, image ? Signal::ImagefsAvailable : Signal::NodefsAvailable, static_cast<double>(vfs.f_bavail) * frsize,
+            static_cast<double>(vfs.f_blocks) * frsize, now);
+        if (vfs.f_files != 0) {  // filesystems without inode limits (btrfs) report 0
+          set(out, image ? Signal::ImagefsInodesFree : Signal::NodefsInodesFree, static_cast<double>(vfs.f_ffree),
+              static_cast<double>(vfs.f_files), now);
+        }
+        return true;
+      }
+      case Group::Pid: {
+        if (pid_max_ == 0) {
+          auto t = cgroup::read_file(cfg_.proc_root + "/sys/kernel/pid_max");
+          if (!t) return t.error();
+          auto v = cgroup::parse_single_value(*t);
+          if (!v || !*v) return Error{EINVAL, "malformed kernel.pid_max"};
+          pid_max_ = **v;
+        }
+        auto t = loadavg_.read(buf_);
+        if (!t) return t.error();
+        auto tasks = cgroup::parse_loadavg_tasks(*t);
+        if (!tasks) return tasks.error();
+        uint64_t max = node::max_pids(pid_max_, threads_max_);
+        double avail = *tasks < max ? static_cast<double>(max - *tasks) : 0.0;
+        set(out, Signal::PidAvailable, avail, static_cast<double>(max), now);
+        return true;
+      }
+      case Group::PsiMemory:
+      case Group::PsiIo: {
+        const bool mem = g == Group::PsiMemory;
+        HotFile& f = mem ? psi_memory_ : psi_io_;
+        auto t = f.read(buf_);
+        if (!t) {
+          if (not_supported(t.error().code)) return false;
+          return t.error();
+        }
+        auto p = cgroup::parse_psi(*t);
+        if (!p) return Error{p.error().code, f.path() + ": " + p.error().message};
+        (mem ? psi_memory_detail_ : psi_io_detail_) = *p;
+        if (mem) {
+          set(out, Signal::MemoryPressureSomeAvg10, p->some.avg10, 100, now);
+          set(out, Signal::MemoryPressureSomeAvg60, p->some.avg60, 100, now);
+          if (p->full) {
+            set(out, Signal::MemoryPressureFullAvg10, p->full->avg10, 100, now);
+            set(out, Signal::MemoryPressureFullAvg60, p->full->avg60, 100, now);
+          }
+        } else if (p->full) {
+          set(out, Signal::IoPressureFullAvg10, p->full->avg10, 100, now);
+        }
+        return true;
+      }
+      case Group::Count: break;
+    }
+    return false;
+  }
+
+  Result<bool> fail_memory(const Error& e) {
+    memory_error_ = e.message;
+    return e;
+  }
+
+  std::unordered_map<std::string, PodState>::iterator add_state(const cgroup::PodDir& d) {
+    PodState st;
+    st.cg = cgroup::describe_pod(layout_, d, false);
+    st.open_paths(layout_);
+    return pods_.emplace(d.memory_path, std::move(st)).first;
+  }
+
+  // The pod cgroup was removed and created again under the same name: the
+  // old fds read the dead cgroup, so reopen everything.
+  void recreate(PodState& st, uint64_t ino) {
+    ++counters_.reopened_cgroups;
+    cgroup::PodDir d{st.cg.uid, st.cg.qos, st.cg.memory_path, ino};
+    st.cg = cgroup::describe_pod(layout_, d, false);
+    st.open_paths(layout_);
+    st.limit_cache.reset();
+  }
+
+  // Reads one pod's usage into `pod` (usage, limit, events, pressure, pids).
+  Result<void> read_pod(PodState& st, Pod& pod, bool full) {
+    auto u = read_number(st.usage);
+    if (!u) return u.error();
+    auto ms = read_stat(st.stat);
+    if (!ms) return ms.error();
+    PodUsage usage = pod.usage;
+    usage.memory_working_set_bytes = node::working_set(*u, ms->inactive_file);
+    usage.memory_rss_bytes = ms->anon;
+    usage.memory_cache_bytes = ms->file;
+    pod.memory_usage_bytes = *u;
+    if (full || !st.limit_read) {
+      auto t = st.limit.read(buf_);
+      if (t) {
+        if (auto v = cgroup::parse_single_value(*t)) {
+          st.limit_cache = (*v && !(!v2_ && node::is_unlimited_v1(**v))) ? *v : std::nullopt;
+          st.limit_read = true;
+        }
+      } else if (!is_gone(t.error().code)) {
+        return t.error();
+      }
+    }
+    pod.memory_limit_bytes = st.limit_cache;
+    if (!st.events.path().empty()) {
+      auto t = st.events.read(buf_);
+      if (t) {
+        auto ev = cgroup::parse_memory_events(*t);
+        if (!ev) return Error{ev.error().code, st.events.path() + ": " + ev.error().message};
+        pod.memory_events = *ev;
+      } else if (!is_gone(t.error().code)) {
+        return t.error();
+      }
+    }
+    if (!st.pressure.path().empty()) {
+      auto t = st.pressure.read(buf_);
+      if (t) {
+        if (auto p = cgroup::parse_psi(*t)) pod.memory_pressure = *p;
+      } else if (!not_supported(t.error().code) && t.error().code != ENODEV) {
+        return t.error();
+      }
+    }
+    if (!st.pids_file_missing) {
+      auto n = read_number(st.pids);
+      if (n) {
+        usage.pids = *n;
+      } else if (is_gone(n.error().code)) {
+        st.pids_file_missing = true;  // pids controller not enabled here: count cgroup.procs instead
+      } else {
+        return n.error();
+      }
+    }
+    if (st.pids_file_missing) {
+      if (full) {
+        uint64_t n = 0;
+        auto count = [&](const std::string& dir) {
+          if (auto t = cgroup::read_file(dir + "/cgroup.procs")) n += cgroup::count_lines(*t);
+        };
+        count(st.cg.memory_path);
+        for (const auto& c : cgroup::scan_containers(st.cg.memory_path)) count(c.memory_path);
+        st.last_pids = n;
+      }
+      usage.pids = st.last_pids;
+    }
+    pod.usage = usage;
+    st.last_usage = usage;
+    return {};
+  }
+
+  void observe_pods(TimePoint now, std::vector<Pod>& out) {
+    ++gen_;
+    int err = 0;
+    auto dirs = cgroup::scan_pods(layout_, &err);
+    if (err != 0 && err != ENOENT) {
+      warn_once(warned_kubepods_, "cannot list pods under {}: {}", layout_.kubepods_memory_path, std::strerror(err));
+    } else if (err == ENOENT) {
+      warn_once(warned_kubepods_, "no kubepods cgroup at {} yet: no pods observed", layout_.kubepods_memory_path);
+    }
+    std::sort(dirs.begin(), dirs.end(), [](const cgroup::PodDir& a, const cgroup::PodDir& b) { return a.memory_path < b.memory_path; });
+    std::shared_ptr<const PodMetadataMap> meta = metadata_ ? metadata_->current() : nullptr;
+    std::unordered_set<std::string> seen_uids;
+    uint64_t without_meta = 0;
+    bool new_unknown = false;
+    out.reserve(dirs.size());
+    for (const auto& d : dirs) {
+      auto it = pods_.find(d.memory_path);
+      if (it == pods_.end()) {
+        it = add_state(d);
+      } else if (it->second.cg.cgroup_id != d.ino) {
+        recreate(it->second, d.ino);
+      }
+      PodState& st = it->second;
+      st.seen_gen = gen_;
+      Pod p;
+      p.uid = st.cg.uid;
+      p.qos = st.cg.qos;
+      p.cgroup_path = st.cg.memory_path;
+      p.cgroup_id = st.cg.cgroup_id;
+      p.unified_cgroup_id = st.cg.unified_cgroup_id;
+      auto r = read_pod(st, p, true);
+      if (!r) {
+        if (is_gone(r.error().code) && cgroup::dir_inode(st.cg.memory_path) == 0) {
+          ++counters_.vanished_pods;  // deleted between the scan and the read
+          continue;
+        }
+        ++counters_.stale_pod_reads;
+        warn_once(warned_pod_read_, "pod {} marked stale: {}", p.uid, r.error().message);
+        p.stale = true;
+        p.usage = st.last_usage;
+      } else {
+        p.usage_observed_at = now;
+      }
+      seen_uids.insert(p.uid);
+      if (meta) {
+        auto m = meta->find(p.uid);
+        if (m != meta->end()) {
+          const PodMetadata& md = m->second;
+          p.name = md.name;
+          p.namespace_ = md.namespace_;
+          p.priority = md.priority;
+          p.critical = md.critical;
+          p.static_pod = md.static_pod;
+          p.daemonset = md.daemonset;
+          p.termination_grace_period_seconds = md.termination_grace_period_seconds;
+          p.requests = md.requests;
+          p.limits = md.limits;
+          p.metadata_known = true;
+        } else {
+          ++without_meta;
+          if (!known_unknown_.count(p.uid)) new_unknown = true;
+        }
+      }
+      if (storage_) {
+        if (auto du = storage_->lookup(p.uid)) {
+          p.usage.ephemeral_storage_bytes = du->bytes;
+          p.usage.inodes = du->inodes;
+          p.storage_measured_at = du->measured_at;
+        }
+      }
+      out.push_back(std::move(p));
+    }
+    for (auto it = pods_.begin(); it != pods_.end();) {
+      if (it->second.seen_gen != gen_) it = pods_.erase(it);
+      else ++it;
+    }
+    counters_.pods_without_metadata = without_meta;
+    uint64_t orphans = 0;
+    if (meta) {
+      for (const auto& [uid, md] : *meta) {
+        if ((md.phase.empty() || md.phase == "Running") && !seen_uids.count(uid)) ++orphans;
+      }
+    }
+    counters_.metadata_without_cgroup = orphans;
+    if (metadata_ && new_unknown) {
+      metadata_->request_refresh();  // the pod set changed: fetch metadata soon (never blocks)
+      known_unknown_.clear();
+      for (const auto& p : out) {
+        if (!p.metadata_known) known_unknown_.insert(p.uid);
+      }
+    }
+  }
+
+  ObserveConfig cfg_;
+  CgroupLayout layout_;
+  std::shared_ptr<PodMetadataSource> metadata_;
+  std::shared_ptr<PodStorageSource> storage_;
+  bool v2_ = false;
+
+  HotFile meminfo_, root_usage_, root_stat_, kp_usage_, kp_stat_, kp_limit_, psi_memory_, psi_io_, psi_cpu_, loadavg_;
+  std::string buf_;
+  std::optional<cgroup::MemInfo> meminfo_cache_;
+  uint64_t min_free_bytes_ = 0, pid_max_ = 0, threads_max_ = 0, kp_limit_value_ = 0;
+  bool kp_limit_read_ = false;
+  bool static_loaded_ = false;
+  std::optional<PsiStats> psi_memory_detail_, psi_io_detail_;
+  std::string memory_error_;
+
+  std::array<std::optional<SignalObservation>, kSignalCount> last_good_{};
+  std::unordered_map<std::string, PodState> pods_;
+  std::unordered_set<std::string> known_unknown_;
+  uint64_t gen_ = 0;
+  ObserverCounters counters_;
+  std::array<bool, static_cast<std::size_t>(Group::Count)> warned_groups_{};
+  bool warned_kubepods_ = false, warned_pod_read_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<NodeObserver>> make_node_observer(const ObserveConfig& config, CgroupLayout layout,
+                                                         std::shared_ptr<PodMetadataSource> metadata,
+                                                         std::shared_ptr<PodStorageSource> storage) {
+  // Up to six kept-open fds per pod: lift the soft fd limit to the hard one
+  // (reads fall back to open-read-close when the table is full anyway).
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  std::unique_ptr<NodeObserver> o =
+      std::make_unique<KernelNodeObserver>(config, std::move(layout), std::move(metadata), std::move(storage));
+  return o;
+}
+
+Result<std::unique_ptr<NodeObserver>> make_node_observer(const ObserveConfig& config,
+                                                         std::shared_ptr<PodMetadataSource> metadata,
+                                                         std::shared_ptr<PodStorageSource> storage) {
+  auto layout = detect_layout(config);
+  if (!layout) return layout.error();
+  return make_node_observer(config, std::move(*layout), std::move(metadata), std::move(storage));
+}
+
+}  // namespace pressured

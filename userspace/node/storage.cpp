@@ -1,0 +1,234 @@
+// Per-pod ephemeral storage: an iterative, bounded walk of pod log and
+// emptyDir directories that never follows symlinks nor crosses filesystems.
+#include <dirent.h>
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "pressured/observer.hpp"
+
+namespace pressured {
+namespace {
+
+struct WalkBudget {
+  std::chrono::steady_clock::time_point deadline;
+  uint64_t entries_left = 0;
+  bool exhausted = false;
+  uint64_t errors = 0;
+  uint64_t entries = 0;
+
+  bool spend() {
+    if (exhausted) return false;
+    if (entries_left == 0 || ((entries & 255) == 0 && std::chrono::steady_clock::now() > deadline)) {
+      exhausted = true;
+      return false;
+    }
+    --entries_left;
+    ++entries;
+    return true;
+  }
+};
+
+constexpr std::size_t kMaxDepth = 128;
+
+// Adds the usage of the tree at `root` (a directory) to `out`. Hard links are
+// counted once per walk via `seen` (only for nlink > 1).
+void walk_tree(const std::string& root, PodDiskUsage& out, WalkBudget& budget, std::set<std::pair<dev_t, ino_t>>& seen) {
+  int rfd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (rfd < 0) {
+    if (errno != ENOENT) ++budget.errors;
+    return;
+  }
+  struct stat rst {};
+  if (::fstat(rfd, &rst) != 0) {
+    ::close(rfd);
+    ++budget.errors;
+    return;
+  }
+  const dev_t dev = rst.st_dev;
+  out.bytes += static_cast<uint64_t>(rst.st_blocks) * 512;
+  out.inodes += 1;
+  DIR* top = ::fdopendir(rfd);
+  if (top == nullptr) {
+    ::close(rfd);
+    ++budget.errors;
+    return;
+  }
+  std::vector<DIR*> stack{top};
+  while (!stack.empty()) {
+    DIR* d = stack.back();
+    struct dirent* e = ::readdir(d);
+    if (e == nullptr) {
+      ::closedir(d);
+      stack.pop_back();
+      continue;
+    }
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    if (!budget.spend()) {
+      out.complete = false;
+      break;
+    }
+    struct stat st {};
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      ++budget.errors;
+      continue;
+    }
+    if (st.st_dev != dev) continue;  // a mount point below: another filesystem
+    if (st.st_nlink > 1 && !S_ISDIR(st.st_mode)) {
+      if (!seen.emplace(st.st_dev, st.st_ino).second) continue;
+    }
+    out.bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+    out.inodes += 1;
+    if (S_ISDIR(st.st_mode)) {
+      if (stack.size() >= kMaxDepth) {
+        out.complete = false;
+        continue;
+      }
+      int fd = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) {
+        ++budget.errors;
+        continue;
+      }
+      DIR* sub = ::fdopendir(fd);
+      if (sub == nullptr) {
+        ::close(fd);
+        ++budget.errors;
+        continue;
+      }
+      stack.push_back(sub);
+    }
+  }
+  for (DIR* d : stack) ::closedir(d);
+}
+
+std::vector<std::string> list_dir(const std::string& path) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(path.c_str());
+  if (d == nullptr) return out;
+  while (struct dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') out.emplace_back(e->d_name);
+  }
+  ::closedir(d);
+  return out;
+}
+
+class WalkingStorageSource final : public PodStorageSource {
+ public:
+  explicit WalkingStorageSource(const ObserveConfig& c)
+      : logs_(c.pod_logs_path), pods_dir_(c.nodefs_path + "/pods"), budget_(c.disk_walk_budget),
+        max_entries_(c.disk_walk_max_entries) {}
+  ~WalkingStorageSource() override { stop(); }
+
+  void walk_now(TimePoint now) override {
+    auto t0 = std::chrono::steady_clock::now();
+    WalkBudget b;
+    b.deadline = t0 + budget_;
+    b.entries_left = max_entries_;
+    std::set<std::pair<dev_t, ino_t>> seen;
+    std::unordered_map<std::string, PodDiskUsage> result;
+    auto usage_for = [&](const std::string& uid) -> PodDiskUsage& {
+      auto [it, inserted] = result.try_emplace(uid);
+      if (inserted) it->second.measured_at = now;
+      return it->second;
+    };
+    // Logs: <logs>/<namespace>_<name>_<uid>
+    for (const auto& n : list_dir(logs_)) {
+      auto us = n.rfind('_');
+      if (us == std::string::npos || us + 1 >= n.size()) continue;
+      walk_tree(logs_ + "/" + n, usage_for(n.substr(us + 1)), b, seen);
+    }
+    // emptyDir volumes: <nodefs>/pods/<uid>/volumes/kubernetes.io~empty-dir
+    for (const auto& uid : list_dir(pods_dir_)) {
+      std::string ed = pods_dir_ + "/" + uid + "/volumes/kubernetes.io~empty-dir";
+      PodDiskUsage& u = usage_for(uid);
+      walk_tree(ed, u, b, seen);
+    }
+    if (b.exhausted) {
+      for (auto& [uid, u] : result) u.complete = u.complete && !b.exhausted;
+    }
+    auto dt = std::chrono::steady_clock::now() - t0;
+    std::lock_guard<std::mutex> lock(mu_);
+    // Pods the walk did not reach keep their previous value.
+    for (auto& [uid, u] : result) cache_[uid] = u;
+    for (auto it = cache_.begin(); it != cache_.end();) {
+      if (!result.count(it->first) && !b.exhausted) it = cache_.erase(it);
+      else ++it;
+    }
+    ++stats_.walks;
+    if (b.exhausted) {
+      ++stats_.incomplete_walks;
+      spdlog::warn("ephemeral storage walk stopped at its budget ({} entries, {} ms)", b.entries,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(dt).count());
+    }
+    stats_.entries = b.entries;
+    stats_.errors += b.errors;
+    stats_.last_walk_duration = std::chrono::duration_cast<Duration>(dt);
+  }
+
+  std::optional<PodDiskUsage> lookup(const std::string& uid) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(uid);
+    if (it == cache_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  void start(Duration interval, const Clock& clock) override {
+    std::lock_guard<std::mutex> lock(thread_mu_);
+    if (thread_.joinable()) return;
+    stopping_ = false;
+    thread_ = std::thread([this, interval, &clock] {
+      for (;;) {
+        walk_now(clock.now());
+        std::unique_lock<std::mutex> l(wake_mu_);
+        if (wake_.wait_for(l, interval, [&] { return stopping_; })) return;
+      }
+    });
+  }
+
+  void stop() override {
+    std::lock_guard<std::mutex> lock(thread_mu_);
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> l(wake_mu_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  PodStorageStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+ private:
+  std::string logs_, pods_dir_;
+  Duration budget_;
+  uint64_t max_entries_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, PodDiskUsage> cache_;
+  PodStorageStats stats_;
+  std::mutex thread_mu_;
+  std::thread thread_;
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<PodStorageSource> make_pod_storage_source(const ObserveConfig& config) {
+  return std::make_unique<WalkingStorageSource>(config);
+}
+
+}  // namespace pressured

@@ -1,0 +1,222 @@
+#include "node/top_view.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <unordered_set>
+
+#include "pressured/engine.hpp"
+
+namespace pressured::node {
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+std::string value_text(Signal s, double v) {
+  const auto& si = info(s);
+  if (si.is_psi) return fmt("%.2f%%", v);
+  if (si.resource == StarvedResource::Memory || si.resource == StarvedResource::EphemeralStorage) return human_bytes(v);
+  return fmt("%.0f", v);
+}
+
+std::string threshold_text(const Threshold& t, std::optional<double> capacity) {
+  std::string op = info(t.signal).op == Operator::LessThan ? "<" : ">";
+  std::string v = t.value.kind == ThresholdValue::Kind::Percent ? fmt("%g%%", t.value.percent)
+                                                                : value_text(t.signal, t.value.quantity);
+  std::string res = t.value.kind == ThresholdValue::Kind::Percent && capacity
+                        ? " (" + value_text(t.signal, t.value.resolve(*capacity)) + ")"
+                        : "";
+  return (t.kind == ThresholdKind::Hard ? "hard" : "soft") + op + v + res;
+}
+
+bool met(const Threshold& t, const SignalObservation& o) {
+  double thr = t.value.resolve(o.capacity);
+  return info(t.signal).op == Operator::LessThan ? o.value < thr : o.value > thr;
+}
+
+std::string pod_name(const Pod& p) {
+  if (!p.metadata_known) return "<" + p.uid + ">";
+  return p.namespace_ + "/" + p.name;
+}
+
+double usage_over_request(const Pod& p) {
+  if (p.requests.memory_bytes == 0) return std::nan("");
+  return static_cast<double>(p.usage.memory_working_set_bytes) / static_cast<double>(p.requests.memory_bytes);
+}
+
+std::string flags(const Pod& p) {
+  std::string f;
+  if (p.critical) f += "critical,";
+  if (p.static_pod) f += "static,";
+  if (p.daemonset) f += "daemonset,";
+  if (p.stale) f += "STALE,";
+  if (!p.metadata_known) f += "no-metadata,";
+  if (!f.empty()) f.pop_back();
+  return f;
+}
+
+// Pods in memory eviction order, followed by those rank_pods leaves out.
+std::vector<std::pair<int, const Pod*>> ordered(const TopInput& in) {
+  std::vector<std::pair<int, const Pod*>> out;
+  auto ranked = rank_pods(in.snapshot->pods, StarvedResource::Memory, *in.eviction);
+  std::unordered_set<const Pod*> in_rank(ranked.begin(), ranked.end());
+  int i = 1;
+  for (const Pod* p : ranked) out.emplace_back(i++, p);
+  for (const auto& p : in.snapshot->pods) {
+    if (!in_rank.count(&p)) out.emplace_back(0, &p);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string human_bytes(double b) {
+  const char* units[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi"};
+  int u = 0;
+  double v = b;
+  while (std::fabs(v) >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  if (u == 0) return fmt("%.0f", v);
+  return fmt(v >= 100 ? "%.0f" : "%.1f", v) + units[u];
+}
+
+std::string render_top_text(const TopInput& in) {
+  const NodeSnapshot& s = *in.snapshot;
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line, "pressured top   cgroup %s (%s driver)   kubepods %s   pod metadata: %s\n",
+                std::string(name(in.layout->version)).c_str(), std::string(name(in.layout->driver)).c_str(),
+                in.layout->kubepods_memory_path.c_str(), in.metadata_source.c_str());
+  out += line;
+  std::snprintf(line, sizeof line, "%-30s %12s %12s %7s  %s\n", "SIGNAL", "VALUE", "CAPACITY", "STATE", "THRESHOLDS");
+  out += line;
+  for (const auto& si : kSignals) {
+    const auto& o = s.signal(si.signal);
+    std::string thr;
+    bool any_met = false;
+    for (const auto& t : in.eviction->thresholds) {
+      if (t.signal != si.signal) continue;
+      if (!thr.empty()) thr += "  ";
+      thr += threshold_text(t, o ? std::optional<double>(o->capacity) : std::nullopt);
+      if (o && met(t, *o)) {
+        thr += " MET";
+        any_met = true;
+      }
+    }
+    if (!o) {
+      std::snprintf(line, sizeof line, "%-30s %12s %12s %7s  %s\n", std::string(si.name).c_str(), "-", "-", "n/a", thr.c_str());
+    } else {
+      std::snprintf(line, sizeof line, "%-30s %12s %12s %7s  %s\n", std::string(si.name).c_str(),
+                    value_text(si.signal, o->value).c_str(), value_text(si.signal, o->capacity).c_str(),
+                    o->stale ? "STALE" : any_met ? "MET" : "ok", thr.c_str());
+    }
+    out += line;
+  }
+  auto pods = ordered(in);
+  std::snprintf(line, sizeof line, "\nPODS (%zu, memory eviction order)\n%-4s %-44s %-10s %10s %10s %8s %10s %7s  %s\n",
+                s.pods.size(), "RANK", "POD", "QOS", "REQUEST", "WORKSET", "USE/REQ", "RSS", "PSI10", "FLAGS");
+  out += line;
+  std::size_t n = 0;
+  for (const auto& [rank, p] : pods) {
+    if (in.max_pods != 0 && n++ >= in.max_pods) {
+      out += "... " + std::to_string(pods.size() - in.max_pods) + " more\n";
+      break;
+    }
+    double ur = usage_over_request(*p);
+    std::string name = pod_name(*p);
+    if (name.size() > 44) name = name.substr(0, 43) + "~";
+    std::snprintf(line, sizeof line, "%-4s %-44s %-10s %10s %10s %8s %10s %7s  %s\n",
+                  rank == 0 ? "-" : std::to_string(rank).c_str(), name.c_str(), std::string(pressured::name(p->qos)).c_str(),
+                  p->requests.memory_bytes ? human_bytes(static_cast<double>(p->requests.memory_bytes)).c_str() : "-",
+                  human_bytes(static_cast<double>(p->usage.memory_working_set_bytes)).c_str(),
+                  std::isnan(ur) ? "-" : fmt("%.2f", ur).c_str(), human_bytes(static_cast<double>(p->usage.memory_rss_bytes)).c_str(),
+                  p->memory_pressure ? fmt("%.2f", p->memory_pressure->some.avg10).c_str() : "-", flags(*p).c_str());
+    out += line;
+  }
+  const auto& c = in.counters;
+  std::snprintf(line, sizeof line,
+                "\nstale signal reads %llu  stale pod reads %llu  vanished pods %llu  reopened %llu  "
+                "pods without metadata %llu  metadata without cgroup %llu\n",
+                static_cast<unsigned long long>(c.stale_signal_reads), static_cast<unsigned long long>(c.stale_pod_reads),
+                static_cast<unsigned long long>(c.vanished_pods), static_cast<unsigned long long>(c.reopened_cgroups),
+                static_cast<unsigned long long>(c.pods_without_metadata),
+                static_cast<unsigned long long>(c.metadata_without_cgroup));
+  out += line;
+  return out;
+}
+
+nlohmann::json render_top_json(const TopInput& in) {
+  using nlohmann::json;
+  const NodeSnapshot& s = *in.snapshot;
+  json j;
+  j["layout"] = {{"version", name(in.layout->version)},
+                 {"driver", name(in.layout->driver)},
+                 {"memory_mount", in.layout->memory_mount},
+                 {"unified_mount", in.layout->unified_mount},
+                 {"kubepods", in.layout->kubepods_memory_path}};
+  j["metadata_source"] = in.metadata_source;
+  json sigs = json::array();
+  for (const auto& si : kSignals) {
+    const auto& o = s.signal(si.signal);
+    json e{{"signal", si.name}, {"observed", o.has_value()}};
+    if (o) {
+      e["value"] = o->value;
+      e["capacity"] = o->capacity;
+      e["stale"] = o->stale;
+    }
+    json thr = json::array();
+    for (const auto& t : in.eviction->thresholds) {
+      if (t.signal != si.signal) continue;
+      thr.push_back({{"kind", t.kind == ThresholdKind::Hard ? "hard" : "soft"},
+                     {"value", o ? t.value.resolve(o->capacity) : t.value.quantity},
+                     {"met", o ? met(t, *o) : false}});
+    }
+    e["thresholds"] = thr;
+    sigs.push_back(e);
+  }
+  j["signals"] = sigs;
+  json pods = json::array();
+  for (const auto& [rank, p] : ordered(in)) {
+    json e{{"rank", rank == 0 ? json(nullptr) : json(rank)},
+           {"uid", p->uid},
+           {"name", p->name},
+           {"namespace", p->namespace_},
+           {"qos", name(p->qos)},
+           {"metadata_known", p->metadata_known},
+           {"critical", p->critical},
+           {"static", p->static_pod},
+           {"daemonset", p->daemonset},
+           {"stale", p->stale},
+           {"priority", p->priority},
+           {"memory_request_bytes", p->requests.memory_bytes},
+           {"memory_limit_bytes", p->limits.memory_bytes},
+           {"working_set_bytes", p->usage.memory_working_set_bytes},
+           {"rss_bytes", p->usage.memory_rss_bytes},
+           {"cache_bytes", p->usage.memory_cache_bytes},
+           {"pids", p->usage.pids},
+           {"ephemeral_storage_bytes", p->usage.ephemeral_storage_bytes},
+           {"cgroup_path", p->cgroup_path},
+           {"cgroup_id", p->cgroup_id}};
+    double ur = usage_over_request(*p);
+    e["usage_over_request"] = std::isnan(ur) ? json(nullptr) : json(ur);
+    if (p->memory_pressure) e["memory_pressure_some_avg10"] = p->memory_pressure->some.avg10;
+    if (p->memory_events) e["memory_events"] = {{"high", p->memory_events->high}, {"max", p->memory_events->max},
+                                                {"oom", p->memory_events->oom}, {"oom_kill", p->memory_events->oom_kill}};
+    pods.push_back(e);
+  }
+  j["pods"] = pods;
+  const auto& c = in.counters;
+  j["counters"] = {{"observations", c.observations},        {"stale_signal_reads", c.stale_signal_reads},
+                   {"stale_pod_reads", c.stale_pod_reads},  {"vanished_pods", c.vanished_pods},
+                   {"reopened_cgroups", c.reopened_cgroups}, {"pods_without_metadata", c.pods_without_metadata},
+                   {"metadata_without_cgroup", c.metadata_without_cgroup}};
+  return j;
+}
+
+}  // namespace pressured::node

@@ -1,0 +1,33 @@
+#pragma once
+// `pressured top` rendering: pure functions from a snapshot (+ config) to
+// text or JSON, so tests can check them without a terminal.
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "pressured/config.hpp"
+#include "pressured/observer.hpp"
+#include "pressured/snapshot.hpp"
+
+namespace pressured::node {
+
+struct TopInput {
+  const NodeSnapshot* snapshot = nullptr;
+  const CgroupLayout* layout = nullptr;
+  const EvictionConfig* eviction = nullptr;
+  ObserverCounters counters;
+  std::string metadata_source;  // describe() of the metadata source
+  std::size_t max_pods = 0;     // 0: all
+};
+
+/// "1.5Gi", "512Mi", "37Ki", "12" (bytes) for humans.
+std::string human_bytes(double bytes);
+
+/// The text frame: signals against thresholds, then pods in eviction order.
+std::string render_top_text(const TopInput& in);
+
+/// The same as JSON (one object per frame).
+nlohmann::json render_top_json(const TopInput& in);
+
+}  // namespace pressured::node

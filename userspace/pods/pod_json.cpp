@@ -1,0 +1,255 @@
+#include "pods/pod_json.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "config/quantity.hpp"
+
+namespace pressured::pods {
+namespace {
+
+using nlohmann::json;
+
+struct BadDocument {
+  std::string what;
+};
+
+json yaml_to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      json o = json::object();
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Sequence: {
+      json a = json::array();
+      for (const auto& v : n) a.push_back(yaml_to_json(v));
+      return a;
+    }
+    case YAML::NodeType::Scalar: return n.Scalar();  // typed on use (numbers may be strings)
+    default: return nullptr;
+  }
+}
+
+const json* get(const json& o, std::string_view key) {
+  if (!o.is_object()) return nullptr;
+  auto it = o.find(key);
+  return it == o.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string get_string(const json& o, std::string_view key) {
+  const json* v = get(o, key);
+  if (v == nullptr) return {};
+  if (v->is_string()) return v->get<std::string>();
+  return v->dump();
+}
+
+std::optional<int64_t> get_int(const json& o, std::string_view key, std::string_view where) {
+  const json* v = get(o, key);
+  if (v == nullptr) return std::nullopt;
+  if (v->is_number_integer()) return v->get<int64_t>();
+  if (v->is_number()) return static_cast<int64_t>(v->get<double>());
+  if (v->is_string()) {
+    const std::string& s = v->get_ref<const std::string&>();
+    int64_t n = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec == std::errc() && p == s.data() + s.size()) return n;
+  }
+  throw BadDocument{std::string(where) + "." + std::string(key) + ": not an integer"};
+}
+
+// A resource quantity (string "128Mi" or a bare number) in base units.
+std::optional<double> get_quantity(const json& resources, std::string_view name, std::string_view where) {
+  const json* v = get(resources, name);
+  if (v == nullptr) return std::nullopt;
+  if (v->is_number()) return v->get<double>();
+  if (!v->is_string()) throw BadDocument{std::string(where) + "." + std::string(name) + ": not a quantity"};
+  auto q = parse_quantity(v->get_ref<const std::string&>());
+  if (!q) throw BadDocument{std::string(where) + "." + std::string(name) + ": " + q.error().message};
+  return *q;
+}
+
+struct ContainerResources {
+  std::optional<double> req_mem, req_cpu, req_eph, lim_mem, lim_cpu, lim_eph;
+};
+
+ContainerResources container_resources(const json& c, const std::string& where) {
+  ContainerResources r;
+  const json* res = get(c, "resources");
+  if (res == nullptr) return r;
+  if (const json* req = get(*res, "requests")) {
+    r.req_mem = get_quantity(*req, "memory", where + ".requests");
+    r.req_cpu = get_quantity(*req, "cpu", where + ".requests");
+    r.req_eph = get_quantity(*req, "ephemeral-storage", where + ".requests");
+  }
+  if (const json* lim = get(*res, "limits")) {
+    r.lim_mem = get_quantity(*lim, "memory", where + ".limits");
+    r.lim_cpu = get_quantity(*lim, "cpu", where + ".limits");
+    r.lim_eph = get_quantity(*lim, "ephemeral-storage", where + ".limits");
+  }
+  // API defaulting: a request left unset takes the limit's value.
+  if (!r.req_mem && r.lim_mem) r.req_mem = r.lim_mem;
+  if (!r.req_cpu && r.lim_cpu) r.req_cpu = r.lim_cpu;
+  if (!r.req_eph && r.lim_eph) r.req_eph = r.lim_eph;
+  return r;
+}
+
+uint64_t to_bytes(double v) { return v <= 0 ? 0 : static_cast<uint64_t>(v); }
+
+PodMetadata parse_pod(const json& pod) {
+  PodMetadata m;
+  const json* meta = get(pod, "metadata");
+  if (meta == nullptr) throw BadDocument{"Pod without metadata"};
+  m.uid = get_string(*meta, "uid");
+  m.name = get_string(*meta, "name");
+  m.namespace_ = get_string(*meta, "namespace");
+  if (m.namespace_.empty()) m.namespace_ = "default";
+  const std::string where = "pod " + (m.name.empty() ? m.uid : m.namespace_ + "/" + m.name);
+
+  if (const json* ann = get(*meta, "annotations")) {
+    bool mirror = get(*ann, "kubernetes.io/config.mirror") != nullptr;
+    std::string source = get_string(*ann, "kubernetes.io/config.source");
+    m.static_pod = mirror || (!source.empty() && source != "api");
+  }
+  if (const json* owners = get(*meta, "ownerReferences"); owners != nullptr && owners->is_array()) {
+    for (const auto& o : *owners) {
+      if (get_string(o, "kind") == "DaemonSet") m.daemonset = true;
+    }
+  }
+
+  const json empty = json::object();
+  const json* spec = get(pod, "spec");
+  if (spec == nullptr) spec = &empty;
+  std::optional<int64_t> prio = get_int(*spec, "priority", where + ".spec");
+  if (!prio) {
+    std::string pc = get_string(*spec, "priorityClassName");
+    if (pc == "system-node-critical") prio = kSystemCriticalPriority + 1000;
+    else if (pc == "system-cluster-critical") prio = kSystemCriticalPriority;
+  }
+  m.priority = static_cast<int32_t>(std::clamp<int64_t>(prio.value_or(0), INT32_MIN, INT32_MAX));
+  m.critical = m.static_pod || prio.value_or(0) >= kSystemCriticalPriority;
+  m.termination_grace_period_seconds = get_int(*spec, "terminationGracePeriodSeconds", where + ".spec").value_or(30);
+
+  // Requests and limits as the scheduler/kubelet add them up.
+  double sum_req_mem = 0, sum_req_eph = 0, sum_lim_mem = 0, sum_lim_eph = 0;
+  double sum_req_cpu = 0, sum_lim_cpu = 0;
+  bool all_mem_limited = true, all_eph_limited = true, any_container = false;
+  bool any_set = false, guaranteed = true;
+  auto qos_account = [&](const ContainerResources& r) {
+    if (r.req_mem.value_or(0) > 0 || r.req_cpu.value_or(0) > 0 || r.lim_mem.value_or(0) > 0 || r.lim_cpu.value_or(0) > 0) {
+      any_set = true;
+    }
+    if (!r.lim_mem || !r.lim_cpu || r.req_mem.value_or(0) != *r.lim_mem || r.req_cpu.value_or(0) != *r.lim_cpu) {
+      guaranteed = false;
+    }
+  };
+  if (const json* cs = get(*spec, "containers"); cs != nullptr && cs->is_array()) {
+    for (const auto& c : *cs) {
+      any_container = true;
+      auto r = container_resources(c, where + " container " + get_string(c, "name"));
+      qos_account(r);
+      sum_req_mem += r.req_mem.value_or(0);
+      sum_req_cpu += r.req_cpu.value_or(0);
+      sum_req_eph += r.req_eph.value_or(0);
+      sum_lim_cpu += r.lim_cpu.value_or(0);
+      if (r.lim_mem) sum_lim_mem += *r.lim_mem; else all_mem_limited = false;
+      if (r.lim_eph) sum_lim_eph += *r.lim_eph; else all_eph_limited = false;
+    }
+  }
+  double max_init_req_mem = 0, max_init_req_eph = 0, max_init_lim_mem = 0, max_init_lim_eph = 0;
+  if (const json* ics = get(*spec, "initContainers"); ics != nullptr && ics->is_array()) {
+    for (const auto& c : *ics) {
+      auto r = container_resources(c, where + " init container " + get_string(c, "name"));
+      qos_account(r);
+      if (get_string(c, "restartPolicy") == "Always") {  // sidecar: runs alongside the containers
+        sum_req_mem += r.req_mem.value_or(0);
+        sum_req_eph += r.req_eph.value_or(0);
+        if (r.lim_mem) sum_lim_mem += *r.lim_mem; else all_mem_limited = false;
+        if (r.lim_eph) sum_lim_eph += *r.lim_eph; else all_eph_limited = false;
+        continue;
+      }
+      max_init_req_mem = std::max(max_init_req_mem, r.req_mem.value_or(0));
+      max_init_req_eph = std::max(max_init_req_eph, r.req_eph.value_or(0));
+      max_init_lim_mem = std::max(max_init_lim_mem, r.lim_mem.value_or(0));
+      max_init_lim_eph = std::max(max_init_lim_eph, r.lim_eph.value_or(0));
+    }
+  }
+  (void)sum_req_cpu;
+  (void)sum_lim_cpu;
+  double overhead_mem = 0;
+  if (const json* oh = get(*spec, "overhead")) overhead_mem = get_quantity(*oh, "memory", where + ".spec.overhead").value_or(0);
+  m.requests.memory_bytes = to_bytes(std::max(sum_req_mem, max_init_req_mem) + overhead_mem);
+  m.requests.ephemeral_storage_bytes = to_bytes(std::max(sum_req_eph, max_init_req_eph));
+  m.limits.memory_bytes =
+      any_container && all_mem_limited ? to_bytes(std::max(sum_lim_mem, max_init_lim_mem) + overhead_mem) : 0;
+  m.limits.ephemeral_storage_bytes = any_container && all_eph_limited ? to_bytes(std::max(sum_lim_eph, max_init_lim_eph)) : 0;
+
+  QosClass derived = !any_set ? QosClass::BestEffort : guaranteed ? QosClass::Guaranteed : QosClass::Burstable;
+  m.qos = derived;
+  if (const json* status = get(pod, "status")) {
+    if (auto q = parse_qos(get_string(*status, "qosClass"))) m.qos = *q;
+    m.phase = get_string(*status, "phase");
+  }
+  return m;
+}
+
+void collect(const json& doc, ParsedPods& out) {
+  if (!doc.is_object()) {
+    ++out.skipped;
+    return;
+  }
+  std::string kind = get_string(doc, "kind");
+  const json* items = get(doc, "items");
+  if (kind == "PodList" || kind == "List" || (kind.empty() && items != nullptr)) {
+    if (items == nullptr) return;  // an empty list
+    if (!items->is_array()) throw BadDocument{kind + ".items is not a list"};
+    for (const auto& it : *items) collect(it, out);
+    return;
+  }
+  if (kind != "Pod" && !(kind.empty() && get(doc, "metadata") && get(doc, "spec"))) {
+    ++out.skipped;
+    return;
+  }
+  PodMetadata m = parse_pod(doc);
+  if (m.uid.empty()) {
+    ++out.skipped;
+    return;
+  }
+  out.pods.push_back(std::move(m));
+}
+
+}  // namespace
+
+Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat format) {
+  ParsedPods out;
+  if (format == DocumentFormat::Auto) {
+    auto first = text.find_first_not_of(" \t\r\n");
+    format = first != std::string_view::npos && (text[first] == '{' || text[first] == '[') ? DocumentFormat::Json
+                                                                                            : DocumentFormat::Yaml;
+  }
+  try {
+    if (format == DocumentFormat::Json) {
+      json doc = json::parse(text);
+      if (doc.is_array()) {
+        for (const auto& d : doc) collect(d, out);
+      } else {
+        collect(doc, out);
+      }
+    } else {
+      for (const auto& n : YAML::LoadAll(std::string(text))) {
+        if (n.IsNull()) continue;
+        collect(yaml_to_json(n), out);
+      }
+    }
+  } catch (const BadDocument& e) {
+    return Error{EINVAL, e.what};
+  } catch (const std::exception& e) {
+    return Error{EINVAL, std::string("syntax error: ") + e.what()};
+  }
+  return out;
+}
+
+}  // namespace pressured::pods

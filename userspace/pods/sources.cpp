@@ -1,0 +1,269 @@
+// Pod metadata sources: none, local file/directory, kubelet /pods (libcurl).
+// Fetches run on the source's own thread (or an explicit refresh()); readers
+// only copy a shared_ptr under a short lock.
+#include <curl/curl.h>
+#include <dirent.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "cgroup/hot_file.hpp"
+#include "pods/pod_json.hpp"
+#include "pressured/observer.hpp"
+
+namespace pressured {
+namespace {
+
+/// The shared part: the current map, stats and the refresh thread.
+class SourceBase : public PodMetadataSource {
+ public:
+  SourceBase() : map_(std::make_shared<const PodMetadataMap>()) {}
+  ~SourceBase() override { stop(); }
+
+  Result<void> refresh() final {
+    std::lock_guard<std::mutex> fetch_lock(fetch_mu_);  // one fetch at a time
+    auto r = fetch();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!r) {
+      ++stats_.refresh_failures;
+      if (stats_.last_error != r.error().message) {
+        spdlog::warn("pod metadata ({}): {}; keeping the previous {} pods", describe(), r.error().message, stats_.pods);
+      }
+      stats_.last_error = r.error().message;
+      return r.error();
+    }
+    auto map = std::make_shared<PodMetadataMap>();
+    for (auto& p : r->pods) {
+      std::string uid = p.uid;
+      (*map)[uid] = std::move(p);
+    }
+    ++stats_.refreshes;
+    stats_.pods = map->size();
+    stats_.skipped_objects = r->skipped;
+    stats_.last_success = TimePoint(std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch()));
+    if (!stats_.last_error.empty()) spdlog::info("pod metadata ({}): recovered, {} pods", describe(), map->size());
+    stats_.last_error.clear();
+    map_ = std::move(map);
+    return {};
+  }
+
+  std::shared_ptr<const PodMetadataMap> current() const final {
+    std::lock_guard<std::mutex> lock(mu_);
+    return map_;
+  }
+
+  void start(Duration interval) final {
+    std::lock_guard<std::mutex> lock(thread_mu_);
+    if (thread_.joinable()) return;
+    stopping_ = false;
+    thread_ = std::thread([this, interval] { loop(interval); });
+  }
+
+  void stop() final {
+    std::lock_guard<std::mutex> lock(thread_mu_);
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> l(wake_mu_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  void request_refresh() final {
+    {
+      std::lock_guard<std::mutex> l(wake_mu_);
+      requested_ = true;
+    }
+    wake_.notify_all();
+  }
+
+  PodMetadataStats stats() const final {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+ protected:
+  virtual Result<pods::ParsedPods> fetch() = 0;
+
+ private:
+  void loop(Duration interval) {
+    for (;;) {
+      (void)refresh();
+      std::unique_lock<std::mutex> l(wake_mu_);
+      wake_.wait_for(l, interval, [&] { return stopping_ || requested_; });
+      if (stopping_) return;
+      if (requested_) {
+        // Coalesce bursts of pod starts: at most one fetch per second on request.
+        requested_ = false;
+        if (wake_.wait_for(l, std::chrono::seconds(1), [&] { return stopping_; })) return;
+        requested_ = false;
+      }
+    }
+  }
+
+  mutable std::mutex mu_;
+  std::shared_ptr<const PodMetadataMap> map_;
+  PodMetadataStats stats_;
+  std::mutex fetch_mu_;
+  std::mutex thread_mu_;
+  std::thread thread_;
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  bool requested_ = false;
+};
+
+class NoneSource final : public SourceBase {
+ public:
+  ~NoneSource() override { stop(); }
+  std::string describe() const override { return "none"; }
+
+ protected:
+  Result<pods::ParsedPods> fetch() override { return pods::ParsedPods{}; }
+};
+
+class FileSource final : public SourceBase {
+ public:
+  explicit FileSource(std::string path) : path_(std::move(path)) {}
+  ~FileSource() override { stop(); }
+  std::string describe() const override { return "file:" + path_; }
+
+ protected:
+  Result<pods::ParsedPods> fetch() override {
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0) return Error::from_errno(errno, "pod metadata " + path_);
+    std::vector<std::string> files;
+    if (S_ISDIR(st.st_mode)) {
+      DIR* d = ::opendir(path_.c_str());
+      if (d == nullptr) return Error::from_errno(errno, "open directory " + path_);
+      while (struct dirent* e = ::readdir(d)) {
+        std::string n = e->d_name;
+        if (n.ends_with(".json") || n.ends_with(".yaml") || n.ends_with(".yml")) files.push_back(path_ + "/" + n);
+      }
+      ::closedir(d);
+      std::sort(files.begin(), files.end());
+    } else {
+      files.push_back(path_);
+    }
+    pods::ParsedPods all;
+    for (const auto& f : files) {
+      auto text = cgroup::read_file(f);
+      if (!text) return text.error();
+      auto fmt = f.ends_with(".json") ? pods::DocumentFormat::Json
+                 : (f.ends_with(".yaml") || f.ends_with(".yml")) ? pods::DocumentFormat::Yaml
+                                                                   : pods::DocumentFormat::Auto;
+      auto parsed = pods::parse_pod_documents(*text, fmt);
+      if (!parsed) return Error{parsed.error().code, f + ": " + parsed.error().message};
+      all.skipped += parsed->skipped;
+      for (auto& p : parsed->pods) all.pods.push_back(std::move(p));
+    }
+    return all;
+  }
+
+ private:
+  std::string path_;
+};
+
+size_t curl_write(char* data, size_t size, size_t n, void* user) {
+  auto* out = static_cast<std::string*>(user);
+  if (out->size() + size * n > (256u << 20)) return 0;  // refuse absurd answers
+  out->append(data, size * n);
+  return size * n;
+}
+
+class KubeletSource final : public SourceBase {
+ public:
+  explicit KubeletSource(PodSourceConfig c) : cfg_(std::move(c)) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+  ~KubeletSource() override { stop(); }
+  std::string describe() const override { return "kubelet:" + cfg_.kubelet_url; }
+
+ protected:
+  Result<pods::ParsedPods> fetch() override {
+    std::string token;
+    if (!cfg_.token_file.empty() && cfg_.kubelet_url.starts_with("https://")) {
+      auto t = cgroup::read_file(cfg_.token_file);  // re-read: projected tokens rotate
+      if (!t) return Error{t.error().code, "kubelet token: " + t.error().message};
+      token = *t;
+      while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.pop_back();
+    }
+    CURL* h = curl_easy_init();
+    if (h == nullptr) return Error{ENOMEM, "curl_easy_init failed"};
+    std::string body;
+    char errbuf[CURL_ERROR_SIZE] = {0};
+    struct curl_slist* headers = nullptr;
+    headers = curl_slist_append(headers, "Accept: application/json");
+    std::string auth;
+    if (!token.empty()) {
+      auth = "Authorization: Bearer " + token;
+      headers = curl_slist_append(headers, auth.c_str());
+    }
+    const long timeout_ms = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.timeout).count());
+    curl_easy_setopt(h, CURLOPT_URL, cfg_.kubelet_url.c_str());
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, curl_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+    if (!cfg_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, cfg_.ca_file.c_str());
+    if (cfg_.insecure_skip_verify) {
+      curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+      curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    CURLcode rc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(h);
+    if (rc != CURLE_OK) {
+      return Error{EIO, "GET " + cfg_.kubelet_url + ": " + (errbuf[0] != 0 ? std::string(errbuf) : curl_easy_strerror(rc))};
+    }
+    if (status != 200) {
+      return Error{EIO, "GET " + cfg_.kubelet_url + ": HTTP " + std::to_string(status) + " " + body.substr(0, 200)};
+    }
+    auto parsed = pods::parse_pod_documents(body, pods::DocumentFormat::Json);
+    if (!parsed) return Error{parsed.error().code, cfg_.kubelet_url + ": " + parsed.error().message};
+    return parsed;
+  }
+
+ private:
+  PodSourceConfig cfg_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PodMetadataSource>> make_pod_metadata_source(const PodSourceConfig& config) {
+  switch (config.kind) {
+    case PodSourceKind::None: return std::unique_ptr<PodMetadataSource>(std::make_unique<NoneSource>());
+    case PodSourceKind::File:
+      if (config.path.empty()) return Error{EINVAL, "pod source 'file' needs a path (pods.path / --pod-file)"};
+      return std::unique_ptr<PodMetadataSource>(std::make_unique<FileSource>(config.path));
+    case PodSourceKind::Kubelet: {
+      if (config.kubelet_url.empty()) return Error{EINVAL, "pod source 'kubelet' needs a URL"};
+      if (!config.kubelet_url.starts_with("https://") && !config.kubelet_url.starts_with("http://")) {
+        return Error{EINVAL, "kubelet URL must start with https:// or http://: " + config.kubelet_url};
+      }
+      if (config.kubelet_url.starts_with("https://") && !config.token_file.empty() &&
+          ::access(config.token_file.c_str(), R_OK) != 0) {
+        return Error::from_errno(errno, "kubelet token file " + config.token_file);
+      }
+      if (!config.ca_file.empty() && ::access(config.ca_file.c_str(), R_OK) != 0) {
+        return Error::from_errno(errno, "kubelet CA file " + config.ca_file);
+      }
+      if (config.timeout <= Duration::zero()) return Error{EINVAL, "kubelet timeout must be positive"};
+      return std::unique_ptr<PodMetadataSource>(std::make_unique<KubeletSource>(config));
+    }
+  }
+  return Error{EINVAL, "unknown pod source kind"};
+}
+
+}  // namespace pressured
