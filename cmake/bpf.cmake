@@ -10,17 +10,24 @@ find_program(BPF_CLANG clang REQUIRED)
 set(PRESSURED_BPF_GEN ${CMAKE_BINARY_DIR}/bpf)
 file(MAKE_DIRECTORY ${PRESSURED_BPF_GEN})
 
+# PRESSURED_VMLINUX_DEP is what bpf_object() depends on: the file itself, or
+# (when generated here) the target that generates it, because a custom
+# command's output is only visible to rules in the directory that declares it.
 if(PRESSURED_VMLINUX_H)
   set(PRESSURED_VMLINUX ${PRESSURED_VMLINUX_H})
+  set(PRESSURED_VMLINUX_DEP ${PRESSURED_VMLINUX})
 elseif(EXISTS /sys/kernel/btf/vmlinux)
   set(PRESSURED_VMLINUX ${PRESSURED_BPF_GEN}/vmlinux.h)
   add_custom_command(OUTPUT ${PRESSURED_VMLINUX}
     COMMAND ${BPFTOOL} btf dump file /sys/kernel/btf/vmlinux format c > ${PRESSURED_VMLINUX}
     COMMENT "Generating vmlinux.h from the host's BTF")
+  add_custom_target(pressured_vmlinux_h DEPENDS ${PRESSURED_VMLINUX})
+  set(PRESSURED_VMLINUX_DEP pressured_vmlinux_h)
 elseif(EXISTS ${CMAKE_SOURCE_DIR}/bpf/vmlinux/vmlinux.h)
   set(PRESSURED_VMLINUX ${CMAKE_SOURCE_DIR}/bpf/vmlinux/vmlinux.h)
+  set(PRESSURED_VMLINUX_DEP ${PRESSURED_VMLINUX})
 else()
-  message(FATAL_ERROR "No BTF at /sys/kernel/btf/vmlinux: set PRESSURED_VMLINUX_H or PRESSURED_BUILD_BPF=OFF")
+  message(FATAL_ERROR "No BTF at /sys/kernel/btf/vmlinux: set PRESSURED_VMLINUX_H to a vmlinux.h (e.g. bpftool btf dump of another kernel)")
 endif()
 
 # bpf_object(NAME SRC): compiles bpf/<SRC> with clang -target bpf and generates
@@ -30,11 +37,11 @@ function(bpf_object name src)
   set(skel ${PRESSURED_BPF_GEN}/${name}.skel.h)
   get_filename_component(vmlinux_dir ${PRESSURED_VMLINUX} DIRECTORY)
   add_custom_command(OUTPUT ${obj}
-    COMMAND ${BPF_CLANG} -g -O2 -target bpf -D__TARGET_ARCH_x86
+    COMMAND ${BPF_CLANG} -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_x86
             -Wall -Werror -Wno-unused-function
             -I${vmlinux_dir} -I${CMAKE_SOURCE_DIR}/bpf -I${CMAKE_SOURCE_DIR}/include
             -c ${CMAKE_CURRENT_SOURCE_DIR}/${src} -o ${obj}
-    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${src} ${PRESSURED_VMLINUX}
+    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${src} ${CMAKE_SOURCE_DIR}/bpf/pressured_events.h ${PRESSURED_VMLINUX_DEP}
     IMPLICIT_DEPENDS C ${CMAKE_CURRENT_SOURCE_DIR}/${src}
     COMMENT "BPF ${src}")
   add_custom_command(OUTPUT ${skel}

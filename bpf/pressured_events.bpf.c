@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* pressured's kernel side: memcg threshold crossings on the charge path,
+ * reclaim begin/end, kswapd wakeups, OOM victims and cgroup lifecycle, streamed
+ * into one ring buffer.
+ *
+ * Every hook has several flavours (tp_btf / raw_tp, fentry / kprobe) as thin
+ * wrappers over one __always_inline handler; userspace (userspace/bpf) keeps
+ * the flavour its probe chose and disables autoload on the others. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "pressured_events.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* Set by userspace before load. */
+const volatile __u32 sample_every = 64;        /* charge hook: look at 1 charge in N per CPU */
+const volatile __s32 target_hierarchy = -1;    /* cgroup lifecycle: hierarchy id to keep; -1 all */
+const volatile __u32 victim_has_task = 1;      /* mark_victim(task, uid) (6.7+) vs mark_victim(pid) */
+const volatile __u32 page_shift = 12;
+const volatile __u64 wake_bytes = 64 * 1024;   /* non-edge records: wake when this much is pending */
+const volatile __u64 min_wake_gap_ns = 5000000;/* ... or when this CPU has not woken for this long */
+
+/* Written by userspace at runtime: skip the charge path when nothing is watched. */
+__u32 nr_watches = 0;
+
+/* Node task count and PID alarm (see pressured_events.h). */
+__s64 pid_delta = 0;   /* forks - frees since load (atomic) */
+__s64 pid_base = 0;    /* userspace: tasks read from /proc minus pid_delta at that moment */
+__u64 pid_alarm = 0;   /* tasks; 0: off */
+__u64 pid_rearm = 0;   /* count must fall below this for a down edge */
+__u32 pid_above = 0;   /* 0: armed for an up edge */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH); /* preallocated: no allocation on the charge path */
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct pressured_watch);
+} watches SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, PRESSURED_CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} last_wake SEC(".maps");
+
+static __always_inline __u64 *counter(__u32 idx)
+{
+	return bpf_map_lookup_elem(&counters, &idx);
+}
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *c = counter(idx);
+	if (c)
+		(*c)++;
+}
+
+/* Wake userspace on real edges; otherwise only when enough has piled up or
+ * this CPU has been quiet for min_wake_gap_ns, so nothing can starve. */
+static __always_inline __u64 wake_flags(bool edge, __u64 now)
+{
+	__u32 zero = 0;
+	__u64 *last = bpf_map_lookup_elem(&last_wake, &zero);
+	if (!edge) {
+		if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < wake_bytes &&
+		    last && now - *last < min_wake_gap_ns)
+			return BPF_RB_NO_WAKEUP;
+	}
+	if (last)
+		*last = now;
+	return BPF_RB_FORCE_WAKEUP;
+}
+
+static __always_inline void emit(__u32 type, __u64 cgroup_id, __s64 value, __u32 pid, __u32 flags, bool edge)
+{
+	struct pressured_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count(PRESSURED_CNT_DROPS);
+		return;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	e->ts_ns = now;
+	e->cgroup_id = cgroup_id;
+	e->value = value;
+	e->pid = pid ? pid : (__u32)(bpf_get_current_pid_tgid() >> 32);
+	e->cpu = bpf_get_smp_processor_id();
+	e->type = type;
+	__u64 wf = wake_flags(edge, now);
+	e->flags = flags | (wf == BPF_RB_FORCE_WAKEUP ? PRESSURED_F_WOKE : 0);
+	bpf_ringbuf_submit(e, wf);
+}
+
+static __always_inline __u64 memcg_id(struct mem_cgroup *memcg)
+{
+	return BPF_CORE_READ(memcg, css.cgroup, kn, id);
+}
+
+/* The memory cgroup of the current task (v1 and v2 alike: the memory
+ * controller's css, not the default hierarchy's cgroup). */
+static __always_inline struct mem_cgroup *current_memcg(struct task_struct *task)
+{
+	int idx = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+	struct css_set *cs = BPF_CORE_READ(task, cgroups);
+	struct cgroup_subsys_state *css = NULL;
+
+	if (!cs || idx < 0 || idx >= CGROUP_SUBSYS_COUNT)
+		return NULL;
+	bpf_core_read(&css, sizeof(css), &cs->subsys[idx]);
+	return (struct mem_cgroup *)css; /* css is the first member of mem_cgroup */
+}
+
+static __always_inline __u64 current_memcg_id(void)
+{
+	struct mem_cgroup *m = current_memcg((struct task_struct *)bpf_get_current_task());
+	return m ? memcg_id(m) : 0;
+}
+
+/* ---- memcg threshold crossing ------------------------------------------ */
+
+static __always_inline void check_watch(struct mem_cgroup *memcg, __u64 id, struct pressured_watch *w)
+{
+	__u64 usage = (__u64)BPF_CORE_READ(memcg, memory.usage.counter);
+
+	if (usage >= w->alarm_pages) {
+		if (__sync_val_compare_and_swap(&w->above, 0, 1) == 0) {
+			count(PRESSURED_CNT_EDGES);
+			emit(PRESSURED_EV_THRESHOLD_UP, id, (__s64)(usage << page_shift), 0, 0, true);
+		}
+	} else if (usage < w->rearm_pages) {
+		if (__sync_val_compare_and_swap(&w->above, 1, 0) == 1) {
+			count(PRESSURED_CNT_EDGES);
+			emit(PRESSURED_EV_THRESHOLD_DOWN, id, (__s64)(usage << page_shift), 0, 0, true);
+		}
+	}
+}
+
+static __always_inline void handle_charge(struct mem_cgroup *memcg)
+{
+	if (!nr_watches || !memcg)
+		return;
+	__u64 *seen = counter(PRESSURED_CNT_CHARGE_SEEN);
+	if (!seen)
+		return;
+	(*seen)++;
+	if (sample_every > 1 && (*seen % sample_every) != 0)
+		return;
+	count(PRESSURED_CNT_CHARGE_SAMPLED);
+
+	for (int i = 0; i < PRESSURED_MAX_DEPTH; i++) {
+		__u64 id = memcg_id(memcg);
+		struct pressured_watch *w = bpf_map_lookup_elem(&watches, &id);
+		if (w)
+			check_watch(memcg, id, w);
+		struct cgroup_subsys_state *parent = BPF_CORE_READ(memcg, css.parent);
+		if (!parent)
+			break;
+		memcg = (struct mem_cgroup *)parent;
+	}
+}
+
+/* 6.14+: the memcg stat tracepoints fire on every charge-side stat update with
+ * the memcg as first argument. */
+SEC("tp_btf/mod_memcg_lruvec_state")
+int BPF_PROG(btf_memcg_lruvec, struct mem_cgroup *memcg, int item, int val)
+{
+	handle_charge(memcg);
+	return 0;
+}
+
+SEC("raw_tp/mod_memcg_lruvec_state")
+int BPF_PROG(raw_memcg_lruvec, struct mem_cgroup *memcg, int item, int val)
+{
+	handle_charge(memcg);
+	return 0;
+}
+
+SEC("raw_tp/count_memcg_events")
+int BPF_PROG(raw_memcg_count_events, struct mem_cgroup *memcg, int item, unsigned long val)
+{
+	handle_charge(memcg);
+	return 0;
+}
+
+/* Older kernels: the page counter charge itself. The counter may be memsw or
+ * swap; container_of then yields an id that is not in the watch map. */
+static __always_inline struct mem_cgroup *memcg_of_counter(struct page_counter *counter)
+{
+	return (struct mem_cgroup *)((void *)counter - bpf_core_field_offset(struct mem_cgroup, memory));
+}
+
+SEC("fentry/page_counter_try_charge")
+int BPF_PROG(fentry_try_charge, struct page_counter *counter, unsigned long nr_pages)
+{
+	handle_charge(memcg_of_counter(counter));
+	return 0;
+}
+
+SEC("kprobe/page_counter_try_charge")
+int BPF_KPROBE(kprobe_try_charge, struct page_counter *counter, unsigned long nr_pages)
+{
+	handle_charge(memcg_of_counter(counter));
+	return 0;
+}
+
+/* ---- reclaim ------------------------------------------------------------ */
+
+#define DUAL_TP(tp, fn_btf, fn_raw, body_args, ...)                      \
+	SEC("tp_btf/" #tp) int BPF_PROG(fn_btf, __VA_ARGS__) { body_args; return 0; } \
+	SEC("raw_tp/" #tp) int BPF_PROG(fn_raw, __VA_ARGS__) { body_args; return 0; }
+
+DUAL_TP(mm_vmscan_memcg_reclaim_begin, btf_memcg_reclaim_begin, raw_memcg_reclaim_begin,
+	emit(PRESSURED_EV_MEMCG_RECLAIM_BEGIN, current_memcg_id(), gfp, 0, 0, false), int order, gfp_t gfp)
+DUAL_TP(mm_vmscan_memcg_reclaim_end, btf_memcg_reclaim_end, raw_memcg_reclaim_end,
+	emit(PRESSURED_EV_MEMCG_RECLAIM_END, current_memcg_id(), (__s64)nr, 0, 0, false), unsigned long nr)
+DUAL_TP(mm_vmscan_direct_reclaim_begin, btf_direct_reclaim_begin, raw_direct_reclaim_begin,
+	emit(PRESSURED_EV_DIRECT_RECLAIM_BEGIN, current_memcg_id(), gfp, 0, 0, false), int order, gfp_t gfp)
+DUAL_TP(mm_vmscan_direct_reclaim_end, btf_direct_reclaim_end, raw_direct_reclaim_end,
+	emit(PRESSURED_EV_DIRECT_RECLAIM_END, current_memcg_id(), (__s64)nr, 0, 0, false), unsigned long nr)
+DUAL_TP(mm_vmscan_wakeup_kswapd, btf_kswapd_wakeup, raw_kswapd_wakeup,
+	emit(PRESSURED_EV_KSWAPD_WAKEUP, 0, order, 0, 0, false), int nid, int zid, int order, gfp_t gfp)
+
+/* ---- OOM victims ---------------------------------------------------------- */
+
+static __always_inline void handle_victim(__u64 arg0)
+{
+	if (victim_has_task) {
+		struct task_struct *t = (struct task_struct *)arg0;
+		struct mem_cgroup *m = current_memcg(t);
+		emit(PRESSURED_EV_OOM_VICTIM, m ? memcg_id(m) : 0, 0, BPF_CORE_READ(t, tgid), 0, true);
+	} else {
+		emit(PRESSURED_EV_OOM_VICTIM, current_memcg_id(), 0, (__u32)arg0, PRESSURED_F_PID_ONLY, true);
+	}
+}
+
+SEC("tp_btf/mark_victim")
+int BPF_PROG(btf_mark_victim)
+{
+	handle_victim(ctx[0]);
+	return 0;
+}
+
+SEC("raw_tp/mark_victim")
+int BPF_PROG(raw_mark_victim)
+{
+	handle_victim(ctx[0]);
+	return 0;
+}
+
+/* ---- cgroup lifecycle ----------------------------------------------------- */
+
+static __always_inline void handle_cgroup(__u32 type, struct cgroup *cgrp, __s64 value)
+{
+	if (target_hierarchy >= 0 && BPF_CORE_READ(cgrp, root, hierarchy_id) != target_hierarchy)
+		return;
+	emit(type, BPF_CORE_READ(cgrp, kn, id), value, 0, 0, true);
+}
+
+DUAL_TP(cgroup_mkdir, btf_cgroup_mkdir, raw_cgroup_mkdir,
+	handle_cgroup(PRESSURED_EV_CGROUP_MKDIR, cgrp, BPF_CORE_READ(cgrp, level)), struct cgroup *cgrp, const char *path)
+DUAL_TP(cgroup_rmdir, btf_cgroup_rmdir, raw_cgroup_rmdir,
+	handle_cgroup(PRESSURED_EV_CGROUP_RMDIR, cgrp, BPF_CORE_READ(cgrp, level)), struct cgroup *cgrp, const char *path)
+DUAL_TP(cgroup_notify_populated, btf_cgroup_populated, raw_cgroup_populated,
+	handle_cgroup(PRESSURED_EV_CGROUP_POPULATED, cgrp, val), struct cgroup *cgrp, const char *path, int val)
+
+/* ---- node task count (PID pressure) --------------------------------------- */
+
+static __always_inline void handle_tasks(__s64 step)
+{
+	__s64 delta = __sync_fetch_and_add(&pid_delta, step) + step;
+	__u64 alarm = pid_alarm;
+	if (!alarm)
+		return;
+	__s64 tasks = pid_base + delta;
+	if (tasks < 0)
+		tasks = 0;
+	if ((__u64)tasks >= alarm) {
+		if (__sync_val_compare_and_swap(&pid_above, 0, 1) == 0) {
+			count(PRESSURED_CNT_EDGES);
+			emit(PRESSURED_EV_PID_UP, 0, tasks, 0, 0, true);
+		}
+	} else if ((__u64)tasks < pid_rearm) {
+		if (__sync_val_compare_and_swap(&pid_above, 1, 0) == 1) {
+			count(PRESSURED_CNT_EDGES);
+			emit(PRESSURED_EV_PID_DOWN, 0, tasks, 0, 0, true);
+		}
+	}
+}
+
+/* Every clone (processes and threads, kernel threads too) passes
+ * sched_process_fork; every task_struct freed passes sched_process_free. */
+DUAL_TP(sched_process_fork, btf_task_fork, raw_task_fork,
+	handle_tasks(1), struct task_struct *parent, struct task_struct *child)
+DUAL_TP(sched_process_free, btf_task_free, raw_task_free,
+	handle_tasks(-1), struct task_struct *p)

@@ -1,0 +1,300 @@
+#pragma once
+// Real-time pressure events (issue 4): what the kernel tells pressured, and the
+// one reactor thread that hears it.
+//
+// Sources: BPF programs (ring buffer), PSI triggers, cgroup v1 memcg threshold
+// eventfds, cgroup v2 memory.events notifications, a safety-net timer, and
+// resynchronisation after a lost event. Everything arrives as PressureEvent on
+// the reactor thread and is handed to the daemon's ReactorHandler in batches.
+//
+// Threading: every Reactor method except post(), wake() and stop() must be
+// called on the reactor thread (inside a handler callback) or before run().
+// Slow work (disk walks, API calls) runs elsewhere and hands its results back
+// with post(), through a bounded lock-free queue (pressured/bounded_queue.hpp)
+// and an eventfd wakeup. Scheduling: EventsConfig::reactor_nice /
+// reactor_rt_priority apply to the thread that calls run(). See docs/events.md.
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pressured/clock.hpp"
+#include "pressured/config.hpp"
+#include "pressured/result.hpp"
+
+namespace pressured {
+
+// ---------------------------------------------------------------------------
+// Events
+
+/// Where an event came from.
+enum class EventSource : uint8_t {
+  Bpf,               // a BPF program, through the ring buffer
+  Psi,               // a PSI trigger fired (EPOLLPRI)
+  MemcgV1Threshold,  // cgroup v1 memory.usage_in_bytes threshold eventfd
+  MemoryEventsV2,    // cgroup v2 memory.events changed
+  Timer,             // safety-net / forced poll
+  Resync,            // events were lost: re-read everything from cgroup files
+};
+inline constexpr std::size_t kEventSourceCount = 6;
+
+/// What happened. Values below 64 match PRESSURED_EV_* in bpf/pressured_events.h.
+enum class EventType : uint8_t {
+  ThresholdUp = 1,          // usage rose to/above a watch's alarm level
+  ThresholdDown = 2,        // usage fell back below it
+  MemcgReclaimBegin = 3,    // a cgroup hit its limit and reclaims (value: gfp flags)
+  MemcgReclaimEnd = 4,      // value: pages reclaimed
+  DirectReclaimBegin = 5,   // node-level direct reclaim (allocation stalls)
+  DirectReclaimEnd = 6,     // value: pages reclaimed
+  KswapdWakeup = 7,         // value: order; node pressure building
+  OomVictim = 8,            // kernel OOM killer chose pid (a failure of pressured)
+  CgroupMkdir = 9,          // value: cgroup level
+  CgroupRmdir = 10,         // value: cgroup level
+  CgroupPopulated = 11,     // value: 1 populated, 0 empty
+  PidAlarmUp = 12,          // node task count reached the PID alarm (value: tasks)
+  PidAlarmDown = 13,        // node task count fell back below it (value: tasks)
+  PsiTrigger = 32,          // value: trigger id (see add_psi_trigger)
+  MemoryEventHigh = 33,     // value: new count - old count
+  MemoryEventMax = 34,
+  MemoryEventOom = 35,
+  MemoryEventOomKill = 36,
+  RingBufferOverflow = 48,  // value: records lost since the last check
+  Resync = 49,              // full re-read requested (after an overflow)
+};
+inline constexpr std::size_t kEventTypeCount = 64;  // array size for per-type counters
+
+std::string_view name(EventSource s);
+std::string_view name(EventType t);
+
+/// One pressure event, as handed to the daemon.
+struct PressureEvent {
+  EventSource source = EventSource::Bpf;
+  EventType type = EventType::ThresholdUp;
+  uint64_t cgroup_id = 0;  // kernfs id (= inode of the cgroup dir) of the memcg; 0 = node/unknown
+  uint32_t pid = 0;        // task that triggered it (OOM: the victim)
+  uint32_t cpu = 0;
+  int64_t value = 0;       // type-specific, see EventType; threshold events: usage bytes
+  uint64_t kernel_ns = 0;  // CLOCK_MONOTONIC ns: bpf_ktime_get_ns(), or the wakeup time for fd sources
+  uint64_t watch_id = 0;   // threshold / PSI / memory.events events: the id returned when it was armed
+
+  TimePoint kernel_time() const { return TimePoint(Duration(static_cast<int64_t>(kernel_ns))); }
+};
+
+// ---------------------------------------------------------------------------
+// Statistics read by the daemon and metrics (plain atomics; no metrics library)
+
+/// The BPF programs pressured attaches. Order indexes EventStats::attach.
+enum class BpfProgram : uint8_t {
+  MemcgCharge,         // threshold crossing on the charge path
+  MemcgReclaimBegin,
+  MemcgReclaimEnd,
+  DirectReclaimBegin,
+  DirectReclaimEnd,
+  KswapdWakeup,
+  OomVictim,
+  CgroupMkdir,
+  CgroupRmdir,
+  CgroupPopulated,
+  TaskFork,            // node task count up (sched_process_fork): PID alarm
+  TaskFree,            // node task count down (sched_process_free)
+};
+inline constexpr std::size_t kBpfProgramCount = 12;
+std::string_view name(BpfProgram p);
+
+/// How a program is attached. Off: not attached (reason says why).
+enum class AttachKind : uint8_t { Off, TpBtf, RawTp, Fentry, Kprobe, Tracepoint };
+std::string_view name(AttachKind k);
+
+/// Latency histogram bucket upper bounds (µs) for kernel event -> handler.
+inline constexpr std::array<uint32_t, 12> kLatencyBucketsUs{10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 100000, 1000000};
+
+struct EventStats {
+  std::array<std::atomic<uint64_t>, kEventSourceCount> events_by_source{};
+  std::array<std::atomic<uint64_t>, kEventTypeCount> events_by_type{};
+  std::atomic<uint64_t> ringbuf_drops{0};           // records the BPF side failed to reserve
+  std::atomic<uint64_t> resyncs{0};                 // full re-reads triggered by lost events
+  std::atomic<uint64_t> safety_net_ticks{0};
+  std::atomic<uint64_t> safety_net_detections{0};   // incremented by the handler when a tick found a missed event
+  std::atomic<uint64_t> wakeups{0};                 // epoll_wait returns
+  std::atomic<uint64_t> posted{0};                  // cross-thread tasks run
+  std::atomic<uint64_t> post_rejected{0};           // post() refused: queue full
+  std::atomic<bool> bpf_active{false};              // at least one BPF program attached
+  /// Kernel timestamp -> handler dispatch latency; last bucket is +Inf.
+  std::array<std::atomic<uint64_t>, kLatencyBucketsUs.size() + 1> latency_buckets{};
+  std::atomic<uint64_t> latency_sum_ns{0};
+  std::atomic<uint64_t> latency_count{0};
+  /// Attach mode per program (AttachKind as uint8_t).
+  std::array<std::atomic<uint8_t>, kBpfProgramCount> attach{};
+
+  /// Why each program got its mode ("raw_tp: tp_btf refused: EPERM"); thread-safe.
+  void set_attach(BpfProgram p, AttachKind k, std::string reason);
+  std::string attach_reason(BpfProgram p) const;
+  /// Free-form note on the BPF state ("BPF disabled by config", ...).
+  void set_bpf_status(std::string s);
+  std::string bpf_status() const;
+  void record_latency(Duration d);
+
+ private:
+  mutable std::mutex mu_;
+  std::array<std::string, kBpfProgramCount> reasons_;
+  std::string bpf_status_;
+};
+
+// ---------------------------------------------------------------------------
+// BPF feature probing and attach-mode selection
+
+/// What the running kernel supports, probed once in main() and passed down.
+/// Probes really attach (a load-only probe lies: kprobe programs load where
+/// kprobes are compiled out).
+class BpfFeatures {
+ public:
+  virtual ~BpfFeatures() = default;
+  /// BPF usable at all (bpf() syscall, ring buffer map).
+  virtual bool bpf_available() const = 0;
+  /// Whether the kernel's BTF (/sys/kernel/btf/vmlinux) has a type of this name
+  /// ("btf_trace_mark_victim", "page_counter_try_charge").
+  virtual bool has_btf_type(std::string_view name) const = 0;
+  /// Whether a program of `kind` can be loaded AND attached to `target`;
+  /// on false, `why` (if given) receives the reason ("EPERM on load").
+  virtual bool can_attach(AttachKind kind, std::string_view target, std::string* why = nullptr) const = 0;
+  /// Number of parameters (without the leading ctx) of btf_trace_<tp>; -1 if unknown.
+  virtual int tracepoint_arity(std::string_view tp) const = 0;
+};
+
+/// The real prober (userspace/bpf/features.cpp). Results are cached.
+std::unique_ptr<BpfFeatures> make_kernel_bpf_features();
+
+struct AttachCandidate {
+  AttachKind kind;
+  std::string target;  // tracepoint or kernel function
+};
+
+struct AttachChoice {
+  AttachKind kind = AttachKind::Off;
+  std::string target;
+  std::string reason;  // why this one, and why the better ones were refused
+};
+
+/// The fallback chain of each program, best first (tp_btf -> raw_tp;
+/// fentry -> kprobe -> nearby tracepoint).
+std::vector<AttachCandidate> attach_chain(BpfProgram p);
+
+/// Pure: picks the first candidate whose BTF entry exists and that can attach.
+AttachChoice choose_attach(const std::vector<AttachCandidate>& chain, const BpfFeatures& features);
+
+// ---------------------------------------------------------------------------
+// The reactor
+
+/// Implemented by the daemon. All calls happen on the reactor thread.
+class ReactorHandler {
+ public:
+  virtual ~ReactorHandler() = default;
+  /// A batch of events from one wakeup, in arrival order. Take fresh reads of
+  /// what they concern and run the engine. `now` is the wakeup time.
+  virtual void on_events(std::span<const PressureEvent> events, TimePoint now) = 0;
+  /// Periodic poll: safety_net=true every safety_net_interval even when events
+  /// flow; false in baseline mode (forced_poll_interval, events ignored). If the
+  /// poll finds a crossing no event reported, increment stats.safety_net_detections.
+  virtual void on_tick(TimePoint now, bool safety_net) = 0;
+  /// SIGTERM / SIGINT / SIGHUP arrived (blocked and read through a signalfd).
+  virtual void on_signal(int signo) = 0;
+};
+
+/// Anything the reactor can wait on: implemented by the BPF ring buffer, PSI
+/// triggers, eventfds; tests plug in fakes.
+class ReactorSource {
+ public:
+  virtual ~ReactorSource() = default;
+  /// The fd to wait on.
+  virtual int fd() const = 0;
+  /// EPOLLIN or EPOLLPRI (level-triggered).
+  virtual uint32_t epoll_events() const = 0;
+  /// Called when ready (and on every tick when drain_on_tick()): append what
+  /// arrived to `out`. `now` is the wakeup time.
+  virtual void drain(std::vector<PressureEvent>& out, TimePoint now) = 0;
+  /// Whether the safety-net tick should also drain this source (the BPF ring
+  /// buffer: records written with BPF_RB_NO_WAKEUP are picked up at the latest then).
+  virtual bool drain_on_tick() const { return false; }
+};
+
+using WatchId = uint64_t;
+
+struct ReactorOptions {
+  std::string memory_mount = "/sys/fs/cgroup/memory";  // memory controller hierarchy (v1 or v2 root)
+  bool cgroup_v2 = false;                               // memory on the unified hierarchy
+  std::string proc_root = "/proc";
+  bool handle_signals = true;                           // block SIGTERM/INT/HUP, read them via signalfd
+  uint32_t post_queue_capacity = 1024;
+};
+
+/// One thread, one epoll: BPF ring buffer, PSI, memcg notifications, timerfd,
+/// signalfd, eventfd.
+class Reactor {
+ public:
+  virtual ~Reactor() = default;
+
+  /// Builds the reactor: epoll, timerfd, eventfd, signalfd (blocks the signals
+  /// in the calling thread: create it in main() before other threads start),
+  /// and, per config, the BPF programs (chosen through `features`). A BPF
+  /// failure is not an error: it is logged, recorded in stats, and the reactor
+  /// runs on notifications and polling.
+  static Result<std::unique_ptr<Reactor>> create(const EventsConfig& config, const ReactorOptions& options,
+                                                 const BpfFeatures& features, EventStats& stats);
+
+  /// Runs the loop on the calling thread until stop(). Errors: epoll failure.
+  virtual Result<void> run(ReactorHandler& handler) = 0;
+  /// Thread-safe: makes run() return after the current wakeup.
+  virtual void stop() = 0;
+  /// Thread-safe, lock-free, never blocks: runs `task` on the reactor thread.
+  /// False when the bounded queue is full (counted in stats.post_rejected).
+  virtual bool post(std::function<void()> task) = 0;
+
+  /// Arms (or re-arms) an alarm on a memory cgroup: usage crossing `alarm_bytes`
+  /// upward yields ThresholdUp, falling back ThresholdDown. Updates the BPF
+  /// watch map AND (v1) the memory.usage_in_bytes threshold eventfd. Path is
+  /// absolute or relative to memory_mount. Re-arming a path replaces its level.
+  virtual Result<WatchId> set_watch(const std::string& cgroup_path, uint64_t alarm_bytes) = 0;
+  /// Removes an alarm.
+  virtual Result<void> clear_watch(WatchId id) = 0;
+
+  /// Node PID alarm: the BPF fork/free hooks keep a node-wide task count
+  /// (seeded from <proc>/loadavg, the count pid.available uses, and re-seeded
+  /// on every safety-net tick) and report PidAlarmUp when it reaches `tasks`,
+  /// PidAlarmDown when it falls back. 0 disables it. Re-setting keeps the
+  /// current up/down side. Error (ENOTSUP) when the hooks are not attached.
+  virtual Result<void> set_pid_alarm(uint64_t tasks) {
+    (void)tasks;
+    return Error{ENOTSUP, "no PID alarm in this reactor"};
+  }
+
+  /// PSI trigger on a pressure file (/proc/pressure/memory, or a v2 cgroup's
+  /// memory.pressure): fires when `stall` of stalled time accrues within
+  /// `window` (500 ms .. 10 s). cgroup_id tags the events.
+  virtual Result<WatchId> add_psi_trigger(const std::string& pressure_file, bool full, Duration stall,
+                                          Duration window, uint64_t cgroup_id = 0) = 0;
+  virtual Result<void> remove_psi_trigger(WatchId id) = 0;
+
+  /// cgroup v2: watch <cgroup>/memory.events; each increase of high/max/oom/
+  /// oom_kill yields one MemoryEvent* event (value = increase).
+  virtual Result<WatchId> add_memory_events_watch(const std::string& cgroup_path) = 0;
+  virtual Result<void> remove_memory_events_watch(WatchId id) = 0;
+
+  /// Adds a custom source (tests, future sources). The reactor owns it.
+  virtual Result<void> add_source(std::unique_ptr<ReactorSource> source) = 0;
+
+  /// Whether BPF programs are attached and feeding the ring buffer.
+  virtual bool bpf_active() const = 0;
+};
+
+/// The cgroup id BPF reports for a cgroup directory (its kernfs inode number).
+Result<uint64_t> cgroup_id_of(const std::string& path);
+
+}  // namespace pressured

@@ -1,0 +1,64 @@
+/* A bounded memory workload for the events host tests and benchmark.
+ *   events_alloc <total MiB> <step MiB> <step pause ms> <hold ms> [free-and-hold ms]
+ * Maps and touches <total> MiB in <step> MiB chunks, holds, then (optionally)
+ * unmaps everything and holds again. Hard caps: 2048 MiB, 60 s (alarm).
+ * PRESSURED_ALLOC_JOIN=<cgroup.procs path> first joins one more cgroup (e.g. a
+ * cgroup v2 sandbox beside the v1 memory one, for PSI accounting). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0)
+		;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 5) {
+		fprintf(stderr, "usage: %s total_mib step_mib step_pause_ms hold_ms [free_hold_ms]\n", argv[0]);
+		return 2;
+	}
+	long total = atol(argv[1]), step = atol(argv[2]), pause = atol(argv[3]), hold = atol(argv[4]);
+	long free_hold = argc > 5 ? atol(argv[5]) : -1;
+	if (total <= 0 || total > 2048 || step <= 0 || step > total || pause < 0 || hold < 0) {
+		fprintf(stderr, "bad arguments (total <= 2048 MiB)\n");
+		return 2;
+	}
+	alarm(60);
+	const char *join = getenv("PRESSURED_ALLOC_JOIN");
+	if (join && *join) {
+		FILE *f = fopen(join, "w");
+		if (!f || fprintf(f, "0\n") < 0 || fclose(f) != 0) {
+			perror("join cgroup");
+			return 3;
+		}
+	}
+	long chunks = (total + step - 1) / step;
+	void **maps = calloc((size_t)chunks, sizeof(void *));
+	if (!maps)
+		return 1;
+	for (long i = 0; i < chunks; i++) {
+		size_t len = (size_t)step << 20;
+		maps[i] = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (maps[i] == MAP_FAILED)
+			return 1;
+		memset(maps[i], 0x5a, len);
+		if (pause)
+			sleep_ms(pause);
+	}
+	sleep_ms(hold);
+	if (free_hold >= 0) {
+		for (long i = 0; i < chunks; i++)
+			munmap(maps[i], (size_t)step << 20);
+		sleep_ms(free_hold);
+	}
+	free(maps);
+	return 0;
+}

@@ -1,0 +1,438 @@
+// Host integration (root): the BPF programs on this kernel, a sandbox v1/v2
+// memory cgroup with a 64 MiB limit, a bounded allocation workload inside it.
+// The OOM kill in the OOM test is the workload exceeding its own sandbox limit.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "bpf/bpf_events.hpp"
+#include "fakes/privilege.hpp"
+#include "fakes/sandbox_cgroup.hpp"
+#include "pressured/events.hpp"
+
+namespace pressured {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::SandboxCgroup;
+
+struct Collector final : public ReactorHandler {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<PressureEvent> events;
+  void on_events(std::span<const PressureEvent> evs, TimePoint) override {
+    std::lock_guard l(mu);
+    events.insert(events.end(), evs.begin(), evs.end());
+    cv.notify_all();
+  }
+  void on_tick(TimePoint, bool) override {}
+  void on_signal(int) override {}
+  template <typename Pred>
+  bool wait(Pred pred, std::chrono::milliseconds timeout) {
+    std::unique_lock l(mu);
+    return cv.wait_for(l, timeout, [&] { return pred(events); });
+  }
+  std::vector<PressureEvent> snapshot() {
+    std::lock_guard l(mu);
+    return events;
+  }
+};
+
+using Events = std::vector<PressureEvent>;
+
+auto find_event(EventType t, uint64_t cg, EventSource src = EventSource::Bpf) {
+  return [=](const Events& evs) {
+    return std::any_of(evs.begin(), evs.end(),
+                       [&](const PressureEvent& e) { return e.type == t && e.cgroup_id == cg && e.source == src; });
+  };
+}
+
+long index_of(const Events& evs, EventType t, uint64_t cg, EventSource src = EventSource::Bpf) {
+  for (std::size_t i = 0; i < evs.size(); ++i)
+    if (evs[i].type == t && evs[i].cgroup_id == cg && evs[i].source == src) return static_cast<long>(i);
+  return -1;
+}
+
+std::string describe(const Events& evs) {
+  std::string s;
+  for (const auto& e : evs) {
+    s += std::string(name(e.source)) + "/" + std::string(name(e.type)) + " cg=" + std::to_string(e.cgroup_id) +
+         " pid=" + std::to_string(e.pid) + " v=" + std::to_string(e.value) + "\n";
+    if (s.size() > 4000) return s + "...";
+  }
+  return s;
+}
+
+struct RunningReactor {
+  std::unique_ptr<Reactor> reactor;
+  std::thread thread;
+  ~RunningReactor() { stop(); }
+  void start(ReactorHandler& h) {
+    thread = std::thread([this, &h] { (void)reactor->run(h); });
+  }
+  void stop() {
+    if (thread.joinable()) {
+      reactor->stop();
+      thread.join();
+    }
+  }
+};
+
+int wait_exit(pid_t pid, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    std::this_thread::sleep_for(10ms);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+// The real prober, with some attach kinds refused: exercises the fallbacks on this kernel.
+class DenyKinds final : public BpfFeatures {
+ public:
+  DenyKinds(const BpfFeatures& real, std::set<AttachKind> deny) : real_(real), deny_(std::move(deny)) {}
+  bool bpf_available() const override { return real_.bpf_available(); }
+  bool has_btf_type(std::string_view n) const override { return real_.has_btf_type(n); }
+  bool can_attach(AttachKind k, std::string_view t, std::string* why) const override {
+    if (deny_.count(k)) {
+      if (why) *why = "denied by test";
+      return false;
+    }
+    return real_.can_attach(k, t, why);
+  }
+  int tracepoint_arity(std::string_view tp) const override { return real_.tracepoint_arity(tp); }
+
+ private:
+  const BpfFeatures& real_;
+  std::set<AttachKind> deny_;
+};
+
+class HostEvents : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PRESSURED_REQUIRE_ROOT();
+    mount_ = SandboxCgroup::find_memory_mount();
+    PRESSURED_REQUIRE(SandboxCgroup::memory_controller_available(mount_), "a memory cgroup controller");
+    v2_ = mount_ == "/sys/fs/cgroup";
+    PRESSURED_REQUIRE(::access(PRESSURED_EVENTS_ALLOC, X_OK) == 0, "tests/events_alloc built");
+  }
+
+  // The sandbox: <root> limited to 64 MiB, workload in <root>/pod1.
+  bool limit(SandboxCgroup& sb) {
+    if (v2_) {
+      return sb.write("", "cgroup.subtree_control", "+memory") && sb.make("pod1") &&
+             sb.write("", "memory.max", std::to_string(64 << 20)) && sb.write("", "memory.swap.max", "0");
+    }
+    return sb.write("", "memory.limit_in_bytes", std::to_string(64 << 20)) && sb.write("", "memory.swappiness", "0") &&
+           sb.write("", "memory.use_hierarchy", "1") && sb.make("pod1") && sb.write("pod1", "memory.swappiness", "0");
+  }
+
+  ReactorOptions options() const {
+    ReactorOptions o;
+    o.memory_mount = mount_;
+    o.cgroup_v2 = v2_;
+    o.handle_signals = false;
+    return o;
+  }
+
+  std::string mount_;
+  bool v2_ = false;
+};
+
+TEST_F(HostEvents, BpfLoadsWithRecordedAttachModes) {
+  auto features = make_kernel_bpf_features();
+  PRESSURED_REQUIRE(features->bpf_available(), "BPF");
+  EventStats stats;
+  bpf::BpfEventsOptions o;
+  auto src = bpf::BpfEventSource::create(o, *features, stats);
+  ASSERT_TRUE(src) << src.error().message;
+  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+    auto p = static_cast<BpfProgram>(i);
+    auto kind = static_cast<AttachKind>(stats.attach[i].load());
+    RecordProperty(std::string(name(p)), std::string(name(kind)) + ": " + stats.attach_reason(p));
+    EXPECT_FALSE(stats.attach_reason(p).empty()) << name(p);
+    EXPECT_EQ(kind != AttachKind::Off, (*src)->attached(p)) << name(p);
+  }
+  EXPECT_TRUE((*src)->attached(BpfProgram::MemcgCharge)) << stats.attach_reason(BpfProgram::MemcgCharge);
+  EXPECT_TRUE((*src)->attached(BpfProgram::OomVictim)) << stats.attach_reason(BpfProgram::OomVictim);
+  EXPECT_TRUE(stats.bpf_active.load());
+}
+
+// Threshold up/down (ancestor walk), memcg reclaim and the OOM victim, in order,
+// with the right cgroup ids; cgroup mkdir/rmdir from the lifecycle hooks.
+// Param: the attach kinds refused (none: the best this kernel has; tp_btf: the raw_tp fallbacks).
+class HostEventsBpf : public HostEvents, public ::testing::WithParamInterface<std::set<AttachKind>> {};
+
+TEST_P(HostEventsBpf, ThresholdReclaimOomInOrder) {
+  auto real = make_kernel_bpf_features();
+  PRESSURED_REQUIRE(real->bpf_available(), "BPF");
+  DenyKinds deny(*real, GetParam());
+  const BpfFeatures* features = &deny;
+  SandboxCgroup sb(mount_, GetParam().empty() ? "events-bpf" : "events-bpf-rawtp");
+  ASSERT_TRUE(sb.ok()) << sb.error();
+  ASSERT_TRUE(limit(sb));
+  EventsConfig cfg;
+  cfg.bpf = BpfMode::On;
+  cfg.psi_triggers = false;
+  cfg.memcg_notifications = false;  // BPF alone
+  cfg.charge_sample_every = 8;
+  EventStats stats;
+  auto r = Reactor::create(cfg, options(), *features, stats);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_TRUE((*r)->bpf_active());
+  auto root_id = cgroup_id_of(sb.path());
+  ASSERT_TRUE(root_id);
+  auto w = (*r)->set_watch(sb.path(), 32 << 20);
+  ASSERT_TRUE(w) << w.error().message;
+  Collector h;
+  RunningReactor run{std::move(*r)};
+  run.start(h);
+
+  // Lifecycle: a new pod cgroup appears.
+  ASSERT_TRUE(sb.make("pod2"));
+  auto pod2_id = cgroup_id_of(sb.path("pod2"));
+  ASSERT_TRUE(pod2_id);
+  EXPECT_TRUE(h.wait(find_event(EventType::CgroupMkdir, *pod2_id), 3s)) << describe(h.snapshot());
+  ASSERT_EQ(::rmdir(sb.path("pod2").c_str()), 0);
+  EXPECT_TRUE(h.wait(find_event(EventType::CgroupRmdir, *pod2_id), 3s)) << describe(h.snapshot());
+
+  auto pod_id = cgroup_id_of(sb.path("pod1"));
+  ASSERT_TRUE(pod_id);
+  // Phase 1: 48 MiB (over the 32 MiB alarm, under the limit), hold, free, hold.
+  pid_t p1 = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "48", "4", "5", "300", "500"});
+  ASSERT_GT(p1, 0);
+  EXPECT_TRUE(h.wait(find_event(EventType::ThresholdUp, *root_id), 5s)) << describe(h.snapshot());
+  EXPECT_TRUE(h.wait(find_event(EventType::ThresholdDown, *root_id), 5s)) << describe(h.snapshot());
+  EXPECT_EQ(WEXITSTATUS(wait_exit(p1, 20s)), 0);
+
+  // Phase 2: 128 MiB against the 64 MiB limit without swap: reclaim, then the OOM killer.
+  pid_t p2 = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "128", "4", "2", "1000"});
+  ASSERT_GT(p2, 0);
+  EXPECT_TRUE(h.wait(find_event(EventType::OomVictim, *pod_id), 15s)) << describe(h.snapshot());
+  int status = wait_exit(p2, 20s);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "workload should be OOM-killed, status " << status;
+  run.stop();
+
+  auto evs = h.snapshot();
+  // Order: up (before the second run) < down < up again < reclaim begin < OOM victim.
+  long up1 = index_of(evs, EventType::ThresholdUp, *root_id);
+  long down = index_of(evs, EventType::ThresholdDown, *root_id);
+  long reclaim = index_of(evs, EventType::MemcgReclaimBegin, *pod_id);
+  long oom = index_of(evs, EventType::OomVictim, *pod_id);
+  ASSERT_GE(up1, 0) << describe(evs);
+  ASSERT_GE(down, 0) << describe(evs);
+  ASSERT_GE(reclaim, 0) << "memcg reclaim begin attributed to pod1\n" << describe(evs);
+  ASSERT_GE(oom, 0) << describe(evs);
+  EXPECT_LT(up1, down);
+  EXPECT_LT(down, reclaim);
+  EXPECT_LT(reclaim, oom);
+  long up2 = -1;
+  for (long i = down + 1; i < static_cast<long>(evs.size()); ++i)
+    if (evs[static_cast<std::size_t>(i)].type == EventType::ThresholdUp && evs[static_cast<std::size_t>(i)].cgroup_id == *root_id) {
+      up2 = i;
+      break;
+    }
+  EXPECT_GT(up2, down) << "second crossing re-armed and reported";
+  EXPECT_LT(up2, oom);
+  const auto& victim = evs[static_cast<std::size_t>(oom)];
+  EXPECT_EQ(victim.pid, static_cast<uint32_t>(p2));
+  EXPECT_EQ(evs[static_cast<std::size_t>(up1)].watch_id, *w);
+  EXPECT_GE(evs[static_cast<std::size_t>(up1)].value, 32 << 20);
+  // Kernel timestamps are monotonic in the order delivered for one CPU-independent chain.
+  EXPECT_LT(evs[static_cast<std::size_t>(up1)].kernel_ns, victim.kernel_ns);
+  EXPECT_GT(stats.latency_count.load(), 0u);
+  EXPECT_EQ(stats.ringbuf_drops.load(), 0u);
+  if (GetParam().count(AttachKind::TpBtf)) {
+    EXPECT_EQ(stats.attach[static_cast<std::size_t>(BpfProgram::MemcgCharge)].load(),
+              static_cast<uint8_t>(AttachKind::RawTp))
+        << stats.attach_reason(BpfProgram::MemcgCharge);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, HostEventsBpf,
+                         ::testing::Values(std::set<AttachKind>{}, std::set<AttachKind>{AttachKind::TpBtf}),
+                         [](const auto& info) { return info.param.empty() ? std::string("best") : std::string("raw_tp"); });
+
+// With BPF disabled, the v1 threshold eventfd still reports the crossing.
+TEST_F(HostEvents, NotificationsDetectCrossingWithoutBpf) {
+  PRESSURED_REQUIRE(!v2_, "cgroup v1 memory controller (the v1 threshold eventfd)");
+  SandboxCgroup sb(mount_, "events-nobpf");
+  ASSERT_TRUE(sb.ok()) << sb.error();
+  ASSERT_TRUE(limit(sb));
+  EventsConfig cfg;
+  cfg.bpf = BpfMode::Off;
+  cfg.psi_triggers = true;  // system PSI trigger armed too (must not fail the reactor)
+  cfg.memcg_notifications = true;
+  EventStats stats;
+  auto features = make_kernel_bpf_features();
+  auto r = Reactor::create(cfg, options(), *features, stats);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_FALSE((*r)->bpf_active());
+  auto root_id = cgroup_id_of(sb.path());
+  ASSERT_TRUE(root_id);
+  auto w = (*r)->set_watch(sb.path(), 32 << 20);
+  ASSERT_TRUE(w) << w.error().message;
+  Collector h;
+  RunningReactor run{std::move(*r)};
+  run.start(h);
+  pid_t p = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "48", "4", "5", "300", "500"});
+  ASSERT_GT(p, 0);
+  EXPECT_TRUE(h.wait(find_event(EventType::ThresholdUp, *root_id, EventSource::MemcgV1Threshold), 5s))
+      << describe(h.snapshot());
+  EXPECT_TRUE(h.wait(find_event(EventType::ThresholdDown, *root_id, EventSource::MemcgV1Threshold), 5s))
+      << describe(h.snapshot());
+  EXPECT_EQ(WEXITSTATUS(wait_exit(p, 20s)), 0);
+  run.stop();
+  auto evs = h.snapshot();
+  long up = index_of(evs, EventType::ThresholdUp, *root_id, EventSource::MemcgV1Threshold);
+  long down = index_of(evs, EventType::ThresholdDown, *root_id, EventSource::MemcgV1Threshold);
+  EXPECT_LT(up, down);
+  EXPECT_EQ(evs[static_cast<std::size_t>(up)].watch_id, *w);
+  EXPECT_EQ(stats.events_by_source[static_cast<std::size_t>(EventSource::Bpf)].load(), 0u);
+}
+
+// The daemon's defaults (BPF auto, notifications, PSI): one crossing is reported
+// by both the BPF program and the v1 eventfd, with the same watch id.
+TEST_F(HostEvents, DefaultConfigReportsFromBpfAndEventfd) {
+  PRESSURED_REQUIRE(!v2_, "cgroup v1 memory controller (the v1 threshold eventfd)");
+  auto features = make_kernel_bpf_features();
+  PRESSURED_REQUIRE(features->bpf_available(), "BPF");
+  SandboxCgroup sb(mount_, "events-default");
+  ASSERT_TRUE(sb.ok()) << sb.error();
+  ASSERT_TRUE(limit(sb));
+  EventsConfig cfg;
+  EventStats stats;
+  auto r = Reactor::create(cfg, options(), *features, stats);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_TRUE((*r)->bpf_active());
+  auto root_id = cgroup_id_of(sb.path());
+  ASSERT_TRUE(root_id);
+  auto w = (*r)->set_watch("pressured-test-" + std::to_string(::getpid()) + "-events-default", 32 << 20);
+  ASSERT_TRUE(w) << w.error().message;  // relative to the memory mount
+  Collector h;
+  RunningReactor run{std::move(*r)};
+  run.start(h);
+  pid_t p = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "48", "4", "5", "300", "300"});
+  ASSERT_GT(p, 0);
+  EXPECT_TRUE(h.wait(find_event(EventType::ThresholdUp, *root_id, EventSource::Bpf), 5s)) << describe(h.snapshot());
+  EXPECT_TRUE(h.wait(find_event(EventType::ThresholdUp, *root_id, EventSource::MemcgV1Threshold), 5s))
+      << describe(h.snapshot());
+  wait_exit(p, 20s);
+  run.stop();
+  for (const auto& e : h.snapshot()) {
+    if (e.type == EventType::ThresholdUp && e.cgroup_id == *root_id) {
+      EXPECT_EQ(e.watch_id, *w) << name(e.source);
+    }
+  }
+  EXPECT_GT(stats.events_by_source[static_cast<std::size_t>(EventSource::Bpf)].load(), 0u);
+  EXPECT_GT(stats.events_by_source[static_cast<std::size_t>(EventSource::MemcgV1Threshold)].load(), 0u);
+}
+
+// PSI without BPF: the workload also joins a cgroup v2 sandbox, so its reclaim
+// stalls inside the v1 memory limit are accounted to that cgroup's
+// memory.pressure, where a PSI trigger (EPOLLPRI) fires. No node-wide pressure.
+TEST_F(HostEvents, PsiTriggerOnSandboxCgroupFires) {
+  const std::string unified = v2_ ? mount_ : "/sys/fs/cgroup/unified";
+  PRESSURED_REQUIRE(std::filesystem::exists(unified + "/cgroup.procs"), "a cgroup v2 hierarchy");
+  SandboxCgroup sb(mount_, "events-psi");
+  ASSERT_TRUE(sb.ok()) << sb.error();
+  ASSERT_TRUE(limit(sb));
+  std::unique_ptr<SandboxCgroup> sb2;
+  std::string pressure_dir = sb.path("pod1");
+  if (!v2_) {
+    sb2 = std::make_unique<SandboxCgroup>(unified, "events-psi");
+    ASSERT_TRUE(sb2->ok()) << sb2->error();
+    pressure_dir = sb2->path();
+  }
+  PRESSURED_REQUIRE(std::filesystem::exists(pressure_dir + "/memory.pressure"), "PSI per cgroup (memory.pressure)");
+  EventsConfig cfg;
+  cfg.bpf = BpfMode::Off;
+  cfg.psi_triggers = false;
+  cfg.memcg_notifications = false;
+  EventStats stats;
+  auto features = make_kernel_bpf_features();
+  auto r = Reactor::create(cfg, options(), *features, stats);
+  ASSERT_TRUE(r) << r.error().message;
+  auto cg = cgroup_id_of(pressure_dir);
+  ASSERT_TRUE(cg);
+  auto t = (*r)->add_psi_trigger(pressure_dir + "/memory.pressure", false, std::chrono::milliseconds(2), 2s, *cg);
+  ASSERT_TRUE(t) << t.error().message;
+  Collector h;
+  RunningReactor run{std::move(*r)};
+  run.start(h);
+  bool fired = false;
+  if (!v2_) ::setenv("PRESSURED_ALLOC_JOIN", (pressure_dir + "/cgroup.procs").c_str(), 1);
+  for (int attempt = 0; attempt < 5 && !fired; ++attempt) {  // bounded: each run ends in an OOM kill within ~1 s
+    pid_t p = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "128", "4", "2", "200"});
+    ASSERT_GT(p, 0);
+    wait_exit(p, 20s);
+    fired = h.wait(find_event(EventType::PsiTrigger, *cg, EventSource::Psi), 1500ms);
+  }
+  ::unsetenv("PRESSURED_ALLOC_JOIN");
+  run.stop();
+  EXPECT_TRUE(fired) << "memory.pressure: " << (v2_ ? sb.read("pod1", "memory.pressure") : sb2->read("", "memory.pressure"));
+  auto evs = h.snapshot();
+  long i = index_of(evs, EventType::PsiTrigger, *cg, EventSource::Psi);
+  if (i >= 0) {
+    EXPECT_EQ(evs[static_cast<std::size_t>(i)].watch_id, *t);
+  }
+}
+
+// A tiny ring buffer and a burst of cgroup mkdir/rmdir: failed reserves are
+// counted per CPU and the drain reports the overflow and asks for a resync.
+TEST_F(HostEvents, RingBufferOverflowIsCountedAndResyncs) {
+  auto features = make_kernel_bpf_features();
+  PRESSURED_REQUIRE(features->bpf_available(), "BPF");
+  SandboxCgroup sb(mount_, "events-overflow");
+  ASSERT_TRUE(sb.ok()) << sb.error();
+  EventStats stats;
+  bpf::BpfEventsOptions o;
+  o.ring_bytes = 4096;  // ~100 records
+  o.target_hierarchy = v2_ ? 0 : bpf::memory_hierarchy_id("/proc");
+  auto src = bpf::BpfEventSource::create(o, *features, stats);
+  ASSERT_TRUE(src) << src.error().message;
+  PRESSURED_REQUIRE((*src)->attached(BpfProgram::CgroupMkdir), "cgroup_mkdir hook");
+  for (int i = 0; i < 150; ++i) {  // 300 records, bounded
+    std::string d = sb.path("c" + std::to_string(i));
+    ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
+    ASSERT_EQ(::rmdir(d.c_str()), 0);
+  }
+  std::vector<PressureEvent> out;
+  MonotonicClock clock;
+  (*src)->drain(out, clock.now());
+  EXPECT_GT(stats.ringbuf_drops.load(), 0u);
+  EXPECT_EQ(stats.resyncs.load(), 1u);
+  ASSERT_GE(out.size(), 2u);
+  EXPECT_EQ(out[out.size() - 1].type, EventType::Resync);
+  EXPECT_EQ(out[out.size() - 2].type, EventType::RingBufferOverflow);
+  EXPECT_EQ(static_cast<uint64_t>(out[out.size() - 2].value), stats.ringbuf_drops.load());
+  EXPECT_EQ((*src)->counter(PRESSURED_CNT_DROPS), stats.ringbuf_drops.load());
+  // Drained: the next burst fits and reports no new loss.
+  out.clear();
+  for (int i = 0; i < 10; ++i) {
+    std::string d = sb.path("d" + std::to_string(i));
+    ASSERT_EQ(::mkdir(d.c_str(), 0755), 0);
+    ASSERT_EQ(::rmdir(d.c_str()), 0);
+  }
+  (*src)->drain(out, clock.now());
+  EXPECT_EQ(stats.resyncs.load(), 1u);
+  EXPECT_GE(std::count_if(out.begin(), out.end(), [](const PressureEvent& e) { return e.type == EventType::CgroupMkdir; }), 10);
+}
+
+}  // namespace
+}  // namespace pressured

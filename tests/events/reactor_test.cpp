@@ -1,0 +1,397 @@
+// The reactor with fake fds (eventfds standing in for kernel sources), the
+// overflow -> resync path, and the pure parts of PSI and memory.events.
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "bpf/bpf_events.hpp"
+#include "events/memcg_sources.hpp"
+#include "pressured/events.hpp"
+#include "psi/psi_trigger.hpp"
+
+namespace pressured {
+namespace {
+
+using namespace std::chrono_literals;
+
+class NoBpf final : public BpfFeatures {
+ public:
+  bool bpf_available() const override { return false; }
+  bool has_btf_type(std::string_view) const override { return false; }
+  bool can_attach(AttachKind, std::string_view, std::string*) const override { return false; }
+  int tracepoint_arity(std::string_view) const override { return -1; }
+};
+
+// A fake kernel source: an eventfd; each write of N yields N events of `type`.
+class FakeSource final : public ReactorSource {
+ public:
+  explicit FakeSource(EventType type, bool tick_drain = false) : type_(type), tick_drain_(tick_drain) {
+    fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  }
+  ~FakeSource() override { ::close(fd_); }
+  int fd() const override { return fd_; }
+  uint32_t epoll_events() const override { return EPOLLIN; }
+  bool drain_on_tick() const override { return tick_drain_; }
+  void drain(std::vector<PressureEvent>& out, TimePoint now) override {
+    uint64_t n = 0;
+    if (::read(fd_, &n, sizeof(n)) != sizeof(n)) return;
+    for (uint64_t i = 0; i < n; ++i) {
+      PressureEvent e;
+      e.source = EventSource::Bpf;
+      e.type = type_;
+      e.cgroup_id = 42;
+      e.value = static_cast<int64_t>(i);
+      e.kernel_ns = static_cast<uint64_t>(now.time_since_epoch().count()) - 1000;
+      out.push_back(e);
+    }
+  }
+  int raw_fd() const { return fd_; }
+
+ private:
+  int fd_;
+  EventType type_;
+  bool tick_drain_;
+};
+
+struct Recorder final : public ReactorHandler {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<PressureEvent> events;
+  std::vector<std::size_t> batch_sizes;
+  int ticks = 0;
+  int safety_ticks = 0;
+  std::vector<int> signals;
+  std::function<void()> on_first_event;
+
+  void on_events(std::span<const PressureEvent> evs, TimePoint) override {
+    std::lock_guard l(mu);
+    events.insert(events.end(), evs.begin(), evs.end());
+    batch_sizes.push_back(evs.size());
+    cv.notify_all();
+  }
+  void on_tick(TimePoint, bool safety_net) override {
+    std::lock_guard l(mu);
+    ++ticks;
+    if (safety_net) ++safety_ticks;
+    cv.notify_all();
+  }
+  void on_signal(int signo) override {
+    std::lock_guard l(mu);
+    signals.push_back(signo);
+    cv.notify_all();
+  }
+  template <typename Pred>
+  bool wait(Pred pred, std::chrono::milliseconds timeout = 5000ms) {
+    std::unique_lock l(mu);
+    return cv.wait_for(l, timeout, [&] { return pred(); });
+  }
+};
+
+EventsConfig quiet_config() {
+  EventsConfig c;
+  c.bpf = BpfMode::Off;
+  c.psi_triggers = false;
+  c.memcg_notifications = false;
+  c.safety_net_interval = 10s;
+  return c;
+}
+
+ReactorOptions no_signals() {
+  ReactorOptions o;
+  o.handle_signals = false;
+  return o;
+}
+
+struct Running {
+  std::unique_ptr<Reactor> reactor;
+  std::thread thread;
+  Result<void> result;
+  ~Running() {
+    if (thread.joinable()) {
+      reactor->stop();
+      thread.join();
+    }
+  }
+  void start(Recorder& h) {
+    thread = std::thread([this, &h] { result = reactor->run(h); });
+  }
+};
+
+TEST(Reactor, DeliversFakeSourceEventsInOneBatch) {
+  EventStats stats;
+  NoBpf nobpf;
+  auto r = Reactor::create(quiet_config(), no_signals(), nobpf, stats);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_FALSE((*r)->bpf_active());
+  auto src = std::make_unique<FakeSource>(EventType::ThresholdUp);
+  int fd = src->raw_fd();
+  ASSERT_TRUE((*r)->add_source(std::move(src)));
+  Recorder h;
+  Running run{std::move(*r)};
+  run.start(h);
+  uint64_t five = 5;
+  ASSERT_EQ(::write(fd, &five, sizeof(five)), 8);
+  ASSERT_TRUE(h.wait([&] { return h.events.size() >= 5; }));
+  {
+    std::lock_guard l(h.mu);
+    EXPECT_EQ(h.batch_sizes.front(), 5u);
+    for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(h.events[i].value, static_cast<int64_t>(i));
+  }
+  EXPECT_EQ(stats.events_by_type[static_cast<std::size_t>(EventType::ThresholdUp)].load(), 5u);
+  EXPECT_EQ(stats.events_by_source[static_cast<std::size_t>(EventSource::Bpf)].load(), 5u);
+  EXPECT_EQ(stats.latency_count.load(), 5u);
+  EXPECT_NE(stats.bpf_status().find("disabled"), std::string::npos);
+  run.reactor->stop();
+  run.thread.join();
+  EXPECT_TRUE(run.result.ok());
+}
+
+TEST(Reactor, PostRunsTasksOnReactorThreadFromManyThreads) {
+  EventStats stats;
+  NoBpf nobpf;
+  auto r = Reactor::create(quiet_config(), no_signals(), nobpf, stats);
+  ASSERT_TRUE(r);
+  Recorder h;
+  Running run{std::move(*r)};
+  std::atomic<std::thread::id> reactor_id{};
+  std::atomic<int> ran{0};
+  std::atomic<bool> wrong_thread{false};
+  run.start(h);
+  run.reactor->post([&] { reactor_id = std::this_thread::get_id(); });
+  for (int i = 0; i < 5000 && reactor_id.load() == std::thread::id{}; ++i) std::this_thread::sleep_for(1ms);
+  ASSERT_NE(reactor_id.load(), std::thread::id{});
+  std::vector<std::thread> workers;
+  constexpr int kPerWorker = 2000;
+  for (int w = 0; w < 3; ++w) {
+    workers.emplace_back([&] {
+      for (int i = 0; i < kPerWorker; ++i) {
+        while (!run.reactor->post([&] {
+          if (std::this_thread::get_id() != reactor_id.load()) wrong_thread = true;
+          ran.fetch_add(1);
+        }))
+          std::this_thread::yield();
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (ran.load() < 3 * kPerWorker && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(ran.load(), 3 * kPerWorker);
+  EXPECT_FALSE(wrong_thread.load());
+  EXPECT_EQ(stats.posted.load(), static_cast<uint64_t>(3 * kPerWorker + 1));
+}
+
+TEST(Reactor, SafetyNetTicksAndDrainsTickSources) {
+  EventStats stats;
+  NoBpf nobpf;
+  auto cfg = quiet_config();
+  cfg.safety_net_interval = 20ms;
+  auto r = Reactor::create(cfg, no_signals(), nobpf, stats);
+  ASSERT_TRUE(r);
+  // A source whose fd never becomes ready is still drained by the tick (as the ring buffer
+  // is after BPF_RB_NO_WAKEUP records).
+  class Silent final : public ReactorSource {
+   public:
+    Silent() { fd_ = ::eventfd(0, EFD_CLOEXEC); }
+    ~Silent() override { ::close(fd_); }
+    int fd() const override { return fd_; }
+    uint32_t epoll_events() const override { return EPOLLIN; }
+    bool drain_on_tick() const override { return true; }
+    void drain(std::vector<PressureEvent>& out, TimePoint now) override {
+      PressureEvent e;
+      e.type = EventType::KswapdWakeup;
+      e.kernel_ns = static_cast<uint64_t>(now.time_since_epoch().count());
+      out.push_back(e);
+    }
+    int fd_;
+  };
+  ASSERT_TRUE((*r)->add_source(std::make_unique<Silent>()));
+  Recorder h;
+  Running run{std::move(*r)};
+  run.start(h);
+  ASSERT_TRUE(h.wait([&] { return h.safety_ticks >= 3 && h.events.size() >= 3; }));
+  EXPECT_GE(stats.safety_net_ticks.load(), 3u);
+}
+
+TEST(Reactor, BaselineModeForcedPollOnly) {
+  EventStats stats;
+  NoBpf nobpf;
+  auto cfg = quiet_config();
+  cfg.bpf = BpfMode::Auto;
+  cfg.psi_triggers = true;
+  cfg.forced_poll_interval = 15ms;
+  auto r = Reactor::create(cfg, no_signals(), nobpf, stats);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_FALSE((*r)->bpf_active());
+  Recorder h;
+  Running run{std::move(*r)};
+  run.start(h);
+  ASSERT_TRUE(h.wait([&] { return h.ticks >= 3; }));
+  std::lock_guard l(h.mu);
+  EXPECT_EQ(h.safety_ticks, 0) << "baseline ticks are forced polls, not safety nets";
+  EXPECT_NE(stats.bpf_status().find("baseline"), std::string::npos);
+}
+
+TEST(Reactor, BpfOnButUnavailableIsAnError) {
+  EventStats stats;
+  NoBpf nobpf;
+  auto cfg = quiet_config();
+  cfg.bpf = BpfMode::On;
+  auto r = Reactor::create(cfg, no_signals(), nobpf, stats);
+  EXPECT_FALSE(r.ok());
+  cfg.bpf = BpfMode::Auto;  // Auto degrades and says so
+  auto r2 = Reactor::create(cfg, no_signals(), nobpf, stats);
+  ASSERT_TRUE(r2.ok());
+  EXPECT_NE(stats.bpf_status().find("unavailable"), std::string::npos);
+  EXPECT_EQ(stats.attach[0].load(), static_cast<uint8_t>(AttachKind::Off));
+}
+
+TEST(Reactor, SignalsArriveThroughSignalfd) {
+  EventStats stats;
+  NoBpf nobpf;
+  ReactorOptions o;
+  o.handle_signals = true;
+  std::unique_ptr<Reactor> reactor;
+  Recorder h;
+  // Create and run the reactor on its own thread so only that thread has the signals blocked;
+  // direct the signal at that thread.
+  std::atomic<pthread_t> tid{};
+  std::atomic<bool> ready{false};
+  std::thread t([&] {
+    auto r = Reactor::create(quiet_config(), o, nobpf, stats);
+    if (!r) return;
+    reactor = std::move(*r);
+    tid = pthread_self();
+    ready = true;
+    (void)reactor->run(h);
+    reactor.reset();  // restores the signal mask of this thread
+  });
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!ready && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  ASSERT_TRUE(ready.load());
+  pthread_kill(tid.load(), SIGHUP);
+  EXPECT_TRUE(h.wait([&] { return !h.signals.empty(); }));
+  reactor->stop();
+  t.join();
+  ASSERT_EQ(h.signals.size(), 1u);
+  EXPECT_EQ(h.signals[0], SIGHUP);
+}
+
+TEST(Reactor, WatchOnMissingCgroupIsAClearError) {
+  EventStats stats;
+  NoBpf nobpf;
+  ReactorOptions o = no_signals();
+  o.memory_mount = "/nonexistent-cgroup-mount";
+  auto r = Reactor::create(quiet_config(), o, nobpf, stats);
+  ASSERT_TRUE(r);
+  auto w = (*r)->set_watch("kubepods", 1 << 20);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().message.find("/nonexistent-cgroup-mount/kubepods"), std::string::npos) << w.error().message;
+  EXPECT_FALSE((*r)->clear_watch(12345).ok());
+  EXPECT_FALSE((*r)->remove_psi_trigger(999).ok());
+}
+
+// ---- overflow -> resync ----------------------------------------------------
+
+TEST(Overflow, DropCounterIncreaseYieldsOverflowAndResync) {
+  EventStats stats;
+  std::vector<PressureEvent> out;
+  uint64_t seen = 0;
+  TimePoint now(Duration(1'000'000));
+  EXPECT_EQ(bpf::account_drops(0, seen, stats, out, now), 0u);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(bpf::account_drops(7, seen, stats, out, now), 7u);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].type, EventType::RingBufferOverflow);
+  EXPECT_EQ(out[0].value, 7);
+  EXPECT_EQ(out[1].type, EventType::Resync);
+  EXPECT_EQ(out[1].source, EventSource::Resync);
+  EXPECT_EQ(stats.ringbuf_drops.load(), 7u);
+  EXPECT_EQ(stats.resyncs.load(), 1u);
+  out.clear();
+  EXPECT_EQ(bpf::account_drops(7, seen, stats, out, now), 0u) << "no new loss, no resync";
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(bpf::account_drops(10, seen, stats, out, now), 3u);
+  EXPECT_EQ(stats.resyncs.load(), 2u);
+  EXPECT_EQ(stats.ringbuf_drops.load(), 10u);
+}
+
+TEST(Overflow, RecordConversionKeepsFields) {
+  pressured_event rec{};
+  rec.ts_ns = 123;
+  rec.cgroup_id = 456;
+  rec.value = -5;
+  rec.pid = 77;
+  rec.cpu = 1;
+  rec.type = PRESSURED_EV_OOM_VICTIM;
+  auto e = bpf::to_event(rec);
+  EXPECT_EQ(e.type, EventType::OomVictim);
+  EXPECT_EQ(e.source, EventSource::Bpf);
+  EXPECT_EQ(e.kernel_ns, 123u);
+  EXPECT_EQ(e.cgroup_id, 456u);
+  EXPECT_EQ(e.value, -5);
+  EXPECT_EQ(e.pid, 77u);
+}
+
+// ---- PSI and memory.events (pure) -------------------------------------------
+
+TEST(Psi, TriggerFormatAndKernelLimits) {
+  auto ok = psi::format_trigger(false, 50ms, 500ms, true);
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(*ok, "some 50000 500000");
+  EXPECT_EQ(*psi::format_trigger(true, 100ms, 1s, true), "full 100000 1000000");
+  EXPECT_FALSE(psi::format_trigger(false, 50ms, 400ms, true)) << "window below 500ms";
+  EXPECT_FALSE(psi::format_trigger(false, 50ms, 11s, true)) << "window above 10s";
+  EXPECT_FALSE(psi::format_trigger(false, 600ms, 500ms, true)) << "stall above window";
+  EXPECT_FALSE(psi::format_trigger(false, 0ms, 500ms, true));
+  EXPECT_FALSE(psi::format_trigger(false, 50ms, 1s, false)) << "unprivileged: 2s multiples only";
+  EXPECT_TRUE(psi::format_trigger(false, 50ms, 2s, false));
+  EXPECT_EQ(psi::effective_window(500ms, true), 500ms);
+  EXPECT_EQ(psi::effective_window(500ms, false), 2s);
+  EXPECT_EQ(psi::effective_window(2s, false), 2s);
+  EXPECT_EQ(psi::effective_window(2100ms, false), 4s);
+}
+
+TEST(MemoryEvents, DiffYieldsOneEventPerIncreasedCounter) {
+  auto before = events::parse_flat_keyed("low 0\nhigh 3\nmax 1\noom 0\noom_kill 0\noom_group_kill 0\n");
+  auto after = events::parse_flat_keyed("low 5\nhigh 10\nmax 1\noom 1\noom_kill 1\noom_group_kill 0\n");
+  EXPECT_EQ(before.at("high"), 3u);
+  std::vector<PressureEvent> out;
+  events::memory_events_diff(before, after, 9, 4, TimePoint{}, out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].type, EventType::MemoryEventHigh);
+  EXPECT_EQ(out[0].value, 7);
+  EXPECT_EQ(out[1].type, EventType::MemoryEventOom);
+  EXPECT_EQ(out[2].type, EventType::MemoryEventOomKill);
+  for (const auto& e : out) {
+    EXPECT_EQ(e.cgroup_id, 9u);
+    EXPECT_EQ(e.watch_id, 4u);
+    EXPECT_EQ(e.source, EventSource::MemoryEventsV2);
+  }
+  EXPECT_TRUE(events::parse_flat_keyed("garbage\nhigh x\n").empty());
+}
+
+TEST(EventStats, LatencyBuckets) {
+  EventStats s;
+  s.record_latency(5us);
+  s.record_latency(300us);
+  s.record_latency(5s);
+  EXPECT_EQ(s.latency_buckets[0].load(), 1u);
+  EXPECT_EQ(s.latency_buckets[5].load(), 1u);  // <= 500us
+  EXPECT_EQ(s.latency_buckets.back().load(), 1u);
+  EXPECT_EQ(s.latency_count.load(), 3u);
+}
+
+}  // namespace
+}  // namespace pressured

@@ -1,0 +1,106 @@
+// Fallback chains and the pure attach-mode selection (tested with a fake prober).
+#include <string>
+
+#include "bpf/programs.hpp"
+#include "pressured/events.hpp"
+
+namespace pressured {
+
+namespace {
+
+struct ChainEntry {
+  BpfProgram program;
+  AttachKind kind;
+  std::string_view target;
+  std::string_view skel_program;
+};
+
+// Best first. Tracepoints: tp_btf -> raw_tp. The charge hook: the 6.14+ memcg
+// stat tracepoint, then fentry -> kprobe on page_counter_try_charge, then the
+// nearby count_memcg_events tracepoint.
+constexpr ChainEntry kChains[] = {
+    {BpfProgram::MemcgCharge, AttachKind::TpBtf, "mod_memcg_lruvec_state", "btf_memcg_lruvec"},
+    {BpfProgram::MemcgCharge, AttachKind::RawTp, "mod_memcg_lruvec_state", "raw_memcg_lruvec"},
+    {BpfProgram::MemcgCharge, AttachKind::Fentry, "page_counter_try_charge", "fentry_try_charge"},
+    {BpfProgram::MemcgCharge, AttachKind::Kprobe, "page_counter_try_charge", "kprobe_try_charge"},
+    {BpfProgram::MemcgCharge, AttachKind::RawTp, "count_memcg_events", "raw_memcg_count_events"},
+    {BpfProgram::MemcgReclaimBegin, AttachKind::TpBtf, "mm_vmscan_memcg_reclaim_begin", "btf_memcg_reclaim_begin"},
+    {BpfProgram::MemcgReclaimBegin, AttachKind::RawTp, "mm_vmscan_memcg_reclaim_begin", "raw_memcg_reclaim_begin"},
+    {BpfProgram::MemcgReclaimEnd, AttachKind::TpBtf, "mm_vmscan_memcg_reclaim_end", "btf_memcg_reclaim_end"},
+    {BpfProgram::MemcgReclaimEnd, AttachKind::RawTp, "mm_vmscan_memcg_reclaim_end", "raw_memcg_reclaim_end"},
+    {BpfProgram::DirectReclaimBegin, AttachKind::TpBtf, "mm_vmscan_direct_reclaim_begin", "btf_direct_reclaim_begin"},
+    {BpfProgram::DirectReclaimBegin, AttachKind::RawTp, "mm_vmscan_direct_reclaim_begin", "raw_direct_reclaim_begin"},
+    {BpfProgram::DirectReclaimEnd, AttachKind::TpBtf, "mm_vmscan_direct_reclaim_end", "btf_direct_reclaim_end"},
+    {BpfProgram::DirectReclaimEnd, AttachKind::RawTp, "mm_vmscan_direct_reclaim_end", "raw_direct_reclaim_end"},
+    {BpfProgram::KswapdWakeup, AttachKind::TpBtf, "mm_vmscan_wakeup_kswapd", "btf_kswapd_wakeup"},
+    {BpfProgram::KswapdWakeup, AttachKind::RawTp, "mm_vmscan_wakeup_kswapd", "raw_kswapd_wakeup"},
+    {BpfProgram::OomVictim, AttachKind::TpBtf, "mark_victim", "btf_mark_victim"},
+    {BpfProgram::OomVictim, AttachKind::RawTp, "mark_victim", "raw_mark_victim"},
+    {BpfProgram::CgroupMkdir, AttachKind::TpBtf, "cgroup_mkdir", "btf_cgroup_mkdir"},
+    {BpfProgram::CgroupMkdir, AttachKind::RawTp, "cgroup_mkdir", "raw_cgroup_mkdir"},
+    {BpfProgram::CgroupRmdir, AttachKind::TpBtf, "cgroup_rmdir", "btf_cgroup_rmdir"},
+    {BpfProgram::CgroupRmdir, AttachKind::RawTp, "cgroup_rmdir", "raw_cgroup_rmdir"},
+    {BpfProgram::CgroupPopulated, AttachKind::TpBtf, "cgroup_notify_populated", "btf_cgroup_populated"},
+    {BpfProgram::CgroupPopulated, AttachKind::RawTp, "cgroup_notify_populated", "raw_cgroup_populated"},
+    {BpfProgram::TaskFork, AttachKind::TpBtf, "sched_process_fork", "btf_task_fork"},
+    {BpfProgram::TaskFork, AttachKind::RawTp, "sched_process_fork", "raw_task_fork"},
+    {BpfProgram::TaskFree, AttachKind::TpBtf, "sched_process_free", "btf_task_free"},
+    {BpfProgram::TaskFree, AttachKind::RawTp, "sched_process_free", "raw_task_free"},
+};
+
+bool is_tracepoint_kind(AttachKind k) {
+  return k == AttachKind::TpBtf || k == AttachKind::RawTp || k == AttachKind::Tracepoint;
+}
+
+}  // namespace
+
+std::vector<AttachCandidate> attach_chain(BpfProgram p) {
+  std::vector<AttachCandidate> out;
+  for (const auto& e : kChains) {
+    if (e.program == p) out.push_back({e.kind, std::string(e.target)});
+  }
+  return out;
+}
+
+namespace bpf {
+std::string_view program_for(BpfProgram p, AttachKind kind, std::string_view target) {
+  for (const auto& e : kChains) {
+    if (e.program == p && e.kind == kind && e.target == target) return e.skel_program;
+  }
+  return {};
+}
+}  // namespace bpf
+
+AttachChoice choose_attach(const std::vector<AttachCandidate>& chain, const BpfFeatures& features) {
+  AttachChoice choice;
+  std::string refused;
+  auto add_refusal = [&refused](const AttachCandidate& c, const std::string& why) {
+    if (!refused.empty()) refused += "; ";
+    refused += std::string(name(c.kind)) + " " + c.target + ": " + why;
+  };
+  if (!features.bpf_available()) {
+    choice.reason = "BPF unavailable";
+    return choice;
+  }
+  for (const auto& c : chain) {
+    std::string btf_name = is_tracepoint_kind(c.kind) ? "btf_trace_" + c.target : c.target;
+    if (!features.has_btf_type(btf_name)) {
+      add_refusal(c, "not in kernel BTF (" + btf_name + ")");
+      continue;
+    }
+    std::string why;
+    if (!features.can_attach(c.kind, c.target, &why)) {
+      add_refusal(c, why.empty() ? "attach refused" : why);
+      continue;
+    }
+    choice.kind = c.kind;
+    choice.target = c.target;
+    choice.reason = std::string(name(c.kind)) + " " + c.target;
+    if (!refused.empty()) choice.reason += " (fallback; " + refused + ")";
+    return choice;
+  }
+  choice.reason = chain.empty() ? "no candidates" : "every candidate refused: " + refused;
+  return choice;
+}
+
+}  // namespace pressured

@@ -1,0 +1,310 @@
+#include "bpf/bpf_events.hpp"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "bpf/programs.hpp"
+#include "pressured_events.skel.h"
+
+namespace pressured::bpf {
+
+PressureEvent to_event(const pressured_event& rec) {
+  PressureEvent e;
+  e.source = EventSource::Bpf;
+  e.type = static_cast<EventType>(rec.type);
+  e.cgroup_id = rec.cgroup_id;
+  e.pid = rec.pid;
+  e.cpu = rec.cpu;
+  e.value = rec.value;
+  e.kernel_ns = rec.ts_ns;
+  return e;
+}
+
+uint64_t account_drops(uint64_t total_now, uint64_t& last_seen, EventStats& stats, std::vector<PressureEvent>& out,
+                       TimePoint now) {
+  if (total_now <= last_seen) return 0;
+  uint64_t lost = total_now - last_seen;
+  last_seen = total_now;
+  stats.ringbuf_drops.fetch_add(lost, std::memory_order_relaxed);
+  stats.resyncs.fetch_add(1, std::memory_order_relaxed);
+  auto ns = static_cast<uint64_t>(now.time_since_epoch().count());
+  PressureEvent overflow;
+  overflow.source = EventSource::Bpf;
+  overflow.type = EventType::RingBufferOverflow;
+  overflow.value = static_cast<int64_t>(lost);
+  overflow.kernel_ns = ns;
+  out.push_back(overflow);
+  PressureEvent resync;
+  resync.source = EventSource::Resync;
+  resync.type = EventType::Resync;
+  resync.value = static_cast<int64_t>(lost);
+  resync.kernel_ns = ns;
+  out.push_back(resync);
+  return lost;
+}
+
+int memory_hierarchy_id(const std::string& proc_root) {
+  std::ifstream in(proc_root + "/cgroups");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string subsys;
+    int hierarchy = -1;
+    if (ls >> subsys >> hierarchy && subsys == "memory") return hierarchy;
+  }
+  return -1;
+}
+
+namespace {
+struct SkelDeleter {
+  void operator()(pressured_events* s) const { pressured_events__destroy(s); }
+};
+struct LinkDeleter {
+  void operator()(bpf_link* l) const { bpf_link__destroy(l); }
+};
+struct RingDeleter {
+  void operator()(ring_buffer* r) const { ring_buffer__free(r); }
+};
+
+uint32_t round_ring(uint32_t bytes) {
+  uint32_t page = static_cast<uint32_t>(::sysconf(_SC_PAGESIZE));
+  uint32_t v = page;
+  while (v < bytes && v < (1u << 30)) v <<= 1;
+  return v;
+}
+}  // namespace
+
+struct BpfEventSource::Impl {
+  std::unique_ptr<pressured_events, SkelDeleter> skel;
+  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> links;
+  std::unique_ptr<ring_buffer, RingDeleter> ring;
+  std::array<bool, kBpfProgramCount> attached{};
+  std::array<bpf_program*, kBpfProgramCount> programs{};
+  std::vector<PressureEvent>* sink = nullptr;
+  uint64_t drops_seen = 0;
+  uint32_t nr_watches = 0;
+  int ncpus = 1;
+  EventStats* stats = nullptr;
+
+  static int on_sample(void* ctx, void* data, size_t size) {
+    auto* self = static_cast<Impl*>(ctx);
+    if (size < sizeof(pressured_event) || !self->sink) return 0;
+    pressured_event rec;
+    std::memcpy(&rec, data, sizeof(rec));
+    self->sink->push_back(to_event(rec));
+    return 0;
+  }
+};
+
+BpfEventSource::BpfEventSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+BpfEventSource::~BpfEventSource() = default;
+
+Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOptions& options,
+                                                               const BpfFeatures& features, EventStats& stats) {
+  route_libbpf_logs();
+  if (!features.bpf_available()) {
+    for (std::size_t i = 0; i < kBpfProgramCount; ++i)
+      stats.set_attach(static_cast<BpfProgram>(i), AttachKind::Off, "BPF unavailable");
+    return Error{ENOTSUP, "BPF unavailable on this kernel (bpf() or ring buffer refused)"};
+  }
+
+  // Choose a flavour per program before opening: the losers get autoload off.
+  std::array<AttachChoice, kBpfProgramCount> choices;
+  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+    choices[i] = choose_attach(attach_chain(static_cast<BpfProgram>(i)), features);
+  }
+
+  auto impl = std::make_unique<Impl>();
+  impl->stats = &stats;
+  impl->ncpus = libbpf_num_possible_cpus();
+  if (impl->ncpus <= 0) impl->ncpus = 1;
+  impl->skel.reset(pressured_events__open());
+  if (!impl->skel) return Error::from_errno(errno, "open BPF skeleton");
+  auto* skel = impl->skel.get();
+
+  // Autoload only the chosen programs.
+  bpf_program* prog = nullptr;
+  bpf_object__for_each_program(prog, skel->obj) { bpf_program__set_autoload(prog, false); }
+  std::array<bpf_program*, kBpfProgramCount> chosen{};
+  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+    if (choices[i].kind == AttachKind::Off) continue;
+    auto pname = program_for(static_cast<BpfProgram>(i), choices[i].kind, choices[i].target);
+    chosen[i] = bpf_object__find_program_by_name(skel->obj, std::string(pname).c_str());
+    if (chosen[i]) bpf_program__set_autoload(chosen[i], true);
+  }
+
+  // Configure: rodata and map sizes.
+  uint32_t ring = round_ring(options.ring_bytes);
+  skel->rodata->sample_every = options.sample_every == 0 ? 1 : options.sample_every;
+  skel->rodata->target_hierarchy = options.target_hierarchy;
+  int arity = features.tracepoint_arity("mark_victim");
+  skel->rodata->victim_has_task = arity == 1 ? 0 : 1;  // mark_victim(int pid) before 6.7; (task, uid) after
+  skel->rodata->page_shift = static_cast<uint32_t>(__builtin_ctzl(static_cast<unsigned long>(::sysconf(_SC_PAGESIZE))));
+  skel->rodata->wake_bytes = options.wake_bytes ? options.wake_bytes : ring / 4;
+  skel->rodata->min_wake_gap_ns = options.min_wake_gap_ns;
+  bpf_map__set_max_entries(skel->maps.events, ring);
+  bpf_map__set_max_entries(skel->maps.watches, options.max_watches);
+
+  int err = pressured_events__load(skel);
+  if (err) {
+    for (std::size_t i = 0; i < kBpfProgramCount; ++i)
+      stats.set_attach(static_cast<BpfProgram>(i), AttachKind::Off, "BPF object load failed");
+    return Error::from_errno(-err, "load BPF object (verifier or CO-RE relocation failed; see debug log)");
+  }
+
+  std::size_t n_attached = 0;
+  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+    auto p = static_cast<BpfProgram>(i);
+    AttachKind kind = choices[i].kind;
+    std::string reason = choices[i].reason;
+    if (kind != AttachKind::Off && chosen[i]) {
+      bpf_link* link = bpf_program__attach(chosen[i]);
+      if (!link) {
+        int e = errno;
+        reason = "attach of " + std::string(name(kind)) + " " + choices[i].target + " failed after probe: " +
+                 std::strerror(e);
+        kind = AttachKind::Off;
+      } else {
+        impl->links.emplace_back(link);
+        impl->attached[i] = true;
+        impl->programs[i] = chosen[i];
+        ++n_attached;
+      }
+    } else if (kind != AttachKind::Off) {
+      reason = "no program for the chosen flavour";
+      kind = AttachKind::Off;
+    }
+    stats.set_attach(p, kind, reason);
+    if (kind == AttachKind::Off) {
+      spdlog::warn("bpf: {} off: {}", name(p), reason);
+    } else if (reason.find("fallback") != std::string::npos) {
+      spdlog::info("bpf: {} attached as {}", name(p), reason);
+    } else {
+      spdlog::info("bpf: {} attached as {} {}", name(p), name(kind), choices[i].target);
+    }
+  }
+  if (n_attached == 0) return Error{ENOTSUP, "no BPF program could be attached"};
+
+  impl->ring.reset(ring_buffer__new(bpf_map__fd(skel->maps.events), &Impl::on_sample, impl.get(), nullptr));
+  if (!impl->ring) return Error::from_errno(errno, "ring_buffer__new");
+  stats.bpf_active.store(true);
+  return std::unique_ptr<BpfEventSource>(new BpfEventSource(std::move(impl)));
+}
+
+int BpfEventSource::fd() const { return bpf_map__fd(impl_->skel->maps.events); }
+uint32_t BpfEventSource::epoll_events() const { return EPOLLIN; }
+
+void BpfEventSource::drain(std::vector<PressureEvent>& out, TimePoint now) {
+  impl_->sink = &out;
+  ring_buffer__consume(impl_->ring.get());
+  impl_->sink = nullptr;
+  account_drops(counter(PRESSURED_CNT_DROPS), impl_->drops_seen, *impl_->stats, out, now);
+}
+
+uint64_t BpfEventSource::counter(uint32_t idx) const {
+  std::vector<uint64_t> per_cpu(static_cast<std::size_t>(impl_->ncpus));
+  if (bpf_map__lookup_elem(impl_->skel->maps.counters, &idx, sizeof(idx), per_cpu.data(),
+                           per_cpu.size() * sizeof(uint64_t), 0) != 0)
+    return 0;
+  uint64_t sum = 0;
+  for (auto v : per_cpu) sum += v;
+  return sum;
+}
+
+std::vector<BpfEventSource::ProgramStats> BpfEventSource::program_stats() const {
+  std::vector<ProgramStats> out;
+  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+    if (!impl_->programs[i]) continue;
+    bpf_prog_info info{};
+    __u32 len = sizeof(info);
+    ProgramStats ps{static_cast<BpfProgram>(i), bpf_program__name(impl_->programs[i]), 0, 0};
+    if (bpf_obj_get_info_by_fd(bpf_program__fd(impl_->programs[i]), &info, &len) == 0) {
+      ps.run_cnt = info.run_cnt;
+      ps.run_time_ns = info.run_time_ns;
+    }
+    out.push_back(ps);
+  }
+  return out;
+}
+
+int BpfEventSource::program_fd(BpfProgram p) const {
+  auto* prog = impl_->programs[static_cast<std::size_t>(p)];
+  return prog ? bpf_program__fd(prog) : -1;
+}
+
+bool BpfEventSource::attached(BpfProgram p) const { return impl_->attached[static_cast<std::size_t>(p)]; }
+
+Result<void> BpfEventSource::set_watch(uint64_t cgroup_id, uint64_t alarm_bytes, uint64_t watch_id) {
+  pressured_watch w{};
+  uint32_t shift = impl_->skel->rodata->page_shift;
+  w.alarm_pages = (alarm_bytes + (1ull << shift) - 1) >> shift;
+  // Hysteresis: fall 1/64 (~1.6%) below the alarm before a down edge re-arms it.
+  w.rearm_pages = w.alarm_pages - w.alarm_pages / 64;
+  w.watch_id = watch_id;
+  w.above = 0;
+  bool existed = bpf_map__lookup_elem(impl_->skel->maps.watches, &cgroup_id, sizeof(cgroup_id), &w, sizeof(w), 0) == 0;
+  if (existed) {
+    // keep the current side so a re-arm does not fake an edge
+    uint32_t above = w.above;
+    w = pressured_watch{};
+    w.alarm_pages = (alarm_bytes + (1ull << shift) - 1) >> shift;
+    w.rearm_pages = w.alarm_pages - w.alarm_pages / 64;
+    w.watch_id = watch_id;
+    w.above = above;
+  }
+  if (bpf_map__update_elem(impl_->skel->maps.watches, &cgroup_id, sizeof(cgroup_id), &w, sizeof(w), BPF_ANY) != 0)
+    return Error::from_errno(errno, "update BPF watch map");
+  if (!existed) impl_->skel->bss->nr_watches = ++impl_->nr_watches;
+  return {};
+}
+
+Result<void> BpfEventSource::clear_watch(uint64_t cgroup_id) {
+  if (bpf_map__delete_elem(impl_->skel->maps.watches, &cgroup_id, sizeof(cgroup_id), 0) != 0)
+    return Error::from_errno(errno, "delete from BPF watch map");
+  if (impl_->nr_watches > 0) impl_->skel->bss->nr_watches = --impl_->nr_watches;
+  return {};
+}
+
+bool BpfEventSource::pid_count_active() const {
+  return attached(BpfProgram::TaskFork) && attached(BpfProgram::TaskFree);
+}
+
+void BpfEventSource::seed_pid_count(uint64_t tasks_now) {
+  auto* bss = impl_->skel->bss;
+  int64_t delta = __atomic_load_n(&bss->pid_delta, __ATOMIC_RELAXED);
+  __atomic_store_n(&bss->pid_base, static_cast<int64_t>(tasks_now) - delta, __ATOMIC_RELAXED);
+}
+
+int64_t BpfEventSource::pid_count() const {
+  auto* bss = impl_->skel->bss;
+  return __atomic_load_n(&bss->pid_base, __ATOMIC_RELAXED) + __atomic_load_n(&bss->pid_delta, __ATOMIC_RELAXED);
+}
+
+Result<void> BpfEventSource::set_pid_alarm(uint64_t alarm_tasks, uint64_t tasks_now) {
+  if (!pid_count_active()) return Error{ENOTSUP, "task fork/free hooks not attached"};
+  auto* bss = impl_->skel->bss;
+  seed_pid_count(tasks_now);
+  uint64_t old = __atomic_load_n(&bss->pid_alarm, __ATOMIC_RELAXED);
+  if (alarm_tasks == 0) {
+    __atomic_store_n(&bss->pid_alarm, uint64_t{0}, __ATOMIC_RELAXED);
+    __atomic_store_n(&bss->pid_above, uint32_t{0}, __ATOMIC_RELAXED);
+    return {};
+  }
+  uint64_t hyst = std::max<uint64_t>(16, alarm_tasks / 64);
+  __atomic_store_n(&bss->pid_rearm, alarm_tasks > hyst ? alarm_tasks - hyst : 0, __ATOMIC_RELAXED);
+  if (old == 0) __atomic_store_n(&bss->pid_above, uint32_t{0}, __ATOMIC_RELAXED);
+  __atomic_store_n(&bss->pid_alarm, alarm_tasks, __ATOMIC_RELEASE);
+  return {};
+}
+
+}  // namespace pressured::bpf

@@ -1,0 +1,94 @@
+#pragma once
+// The BPF side of the reactor: the pressured_events skeleton, its links and its
+// ring buffer, as one ReactorSource.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "pressured/events.hpp"
+
+extern "C" {
+#include "pressured_events.h"
+}
+
+namespace pressured::bpf {
+
+static_assert(sizeof(pressured_event) == 40, "bpf/pressured_events.h record layout changed");
+static_assert(sizeof(pressured_watch) == 32, "bpf/pressured_events.h watch layout changed");
+static_assert(static_cast<int>(EventType::OomVictim) == PRESSURED_EV_OOM_VICTIM);
+static_assert(static_cast<int>(EventType::CgroupPopulated) == PRESSURED_EV_CGROUP_POPULATED);
+static_assert(static_cast<int>(EventType::PidAlarmUp) == PRESSURED_EV_PID_UP);
+static_assert(static_cast<int>(EventType::PidAlarmDown) == PRESSURED_EV_PID_DOWN);
+
+struct BpfEventsOptions {
+  uint32_t ring_bytes = 256 * 1024;  // rounded up to a power of two >= page size
+  uint32_t sample_every = 64;
+  int32_t target_hierarchy = -1;     // cgroup lifecycle filter: v1 memory hierarchy id, 0 on v2, -1 all
+  uint32_t max_watches = 1024;
+  uint64_t wake_bytes = 0;           // 0: ring_bytes / 4
+  uint64_t min_wake_gap_ns = 5'000'000;
+};
+
+/// Pure: a ring buffer record as a PressureEvent.
+PressureEvent to_event(const pressured_event& rec);
+
+/// Pure: compares the summed per-CPU drop counter with what was last seen; on
+/// an increase counts it and appends RingBufferOverflow + Resync events.
+/// Returns the number of newly lost records.
+uint64_t account_drops(uint64_t total_now, uint64_t& last_seen, EventStats& stats, std::vector<PressureEvent>& out,
+                       TimePoint now);
+
+class BpfEventSource final : public ReactorSource {
+ public:
+  /// open -> configure -> load -> attach, with the chain choices from `features`.
+  /// Error when nothing could be attached (the reactor then runs without BPF).
+  static Result<std::unique_ptr<BpfEventSource>> create(const BpfEventsOptions& options, const BpfFeatures& features,
+                                                        EventStats& stats);
+  ~BpfEventSource() override;
+
+  int fd() const override;
+  uint32_t epoll_events() const override;
+  void drain(std::vector<PressureEvent>& out, TimePoint now) override;
+  bool drain_on_tick() const override { return true; }
+
+  /// Sets the alarm of a memory cgroup in the watch map (re-arms it as "below").
+  Result<void> set_watch(uint64_t cgroup_id, uint64_t alarm_bytes, uint64_t watch_id);
+  Result<void> clear_watch(uint64_t cgroup_id);
+  /// Whether the fork and free hooks both run (the task count is maintained).
+  bool pid_count_active() const;
+  /// Re-seeds the node task count: `tasks_now` was just read from /proc.
+  void seed_pid_count(uint64_t tasks_now);
+  /// Sets the PID alarm (tasks; 0: off) and re-seeds the count. Keeps the
+  /// up/down side unless the alarm was off. Hysteresis: max(16, alarm/64) tasks.
+  Result<void> set_pid_alarm(uint64_t alarm_tasks, uint64_t tasks_now);
+  /// The task count as the kernel side sees it now (pid_base + pid_delta).
+  int64_t pid_count() const;
+  /// A per-CPU counter (enum pressured_counter), summed over CPUs.
+  uint64_t counter(uint32_t idx) const;
+  /// Whether `p` is attached.
+  bool attached(BpfProgram p) const;
+
+  /// Kernel-side cost of one attached program (needs kernel.bpf_stats_enabled=1).
+  struct ProgramStats {
+    BpfProgram program;
+    std::string skel_name;
+    uint64_t run_cnt = 0;
+    uint64_t run_time_ns = 0;
+  };
+  std::vector<ProgramStats> program_stats() const;
+  /// The attached program's fd (benchmarks drive raw_tp programs with BPF_PROG_TEST_RUN); -1 if none.
+  int program_fd(BpfProgram p) const;
+
+  struct Impl;
+
+ private:
+  explicit BpfEventSource(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// v1: the memory controller's hierarchy id from <proc>/cgroups; -1 if unknown.
+int memory_hierarchy_id(const std::string& proc_root);
+
+}  // namespace pressured::bpf

@@ -1,0 +1,200 @@
+// The real BpfFeatures: kernel BTF lookups and load+attach probes with tiny
+// programs. A probe counts only when the attach succeeds (kprobe programs load
+// even where kprobes are compiled out).
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "bpf/programs.hpp"
+#include "pressured/events.hpp"
+
+namespace pressured {
+
+namespace bpf {
+
+namespace {
+
+int libbpf_to_spdlog(enum libbpf_print_level level, const char* fmt, va_list args) {
+  char buf[1024];
+  int n = std::vsnprintf(buf, sizeof(buf), fmt, args);
+  std::string_view msg(buf, n > 0 ? std::min<std::size_t>(static_cast<std::size_t>(n), sizeof(buf) - 1) : 0);
+  while (!msg.empty() && msg.back() == '\n') msg.remove_suffix(1);
+  switch (level) {
+    case LIBBPF_WARN: spdlog::debug("libbpf: {}", msg); break;  // callers log the outcome at warn
+    case LIBBPF_INFO: spdlog::debug("libbpf: {}", msg); break;
+    case LIBBPF_DEBUG: spdlog::trace("libbpf: {}", msg); break;
+  }
+  return n;
+}
+
+int libbpf_silent(enum libbpf_print_level, const char*, va_list) { return 0; }
+
+}  // namespace
+
+void route_libbpf_logs() { libbpf_set_print(libbpf_to_spdlog); }
+MuteLibbpf::MuteLibbpf() { libbpf_set_print(libbpf_silent); }
+MuteLibbpf::~MuteLibbpf() { route_libbpf_logs(); }
+
+}  // namespace bpf
+
+namespace {
+
+// r0 = 0; exit
+const struct bpf_insn kReturnZero[] = {
+    {0xb7, 0, 0, 0, 0},
+    {0x95, 0, 0, 0, 0},
+};
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+std::string errno_text(const char* what, int err) { return std::string(what) + ": " + std::strerror(err); }
+
+class KernelBpfFeatures final : public BpfFeatures {
+ public:
+  KernelBpfFeatures() {
+    bpf::MuteLibbpf mute;
+    btf_ = btf__load_vmlinux_btf();
+    if (!btf_) btf_ = nullptr;
+    int fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, nullptr, 0, 0, 4096, nullptr);
+    if (fd >= 0) {
+      bpf_ok_ = true;
+      ::close(fd);
+    } else {
+      bpf_error_ = errno_text("ringbuf map", errno);
+    }
+  }
+  ~KernelBpfFeatures() override { btf__free(btf_); }
+
+  bool bpf_available() const override { return bpf_ok_; }
+
+  bool has_btf_type(std::string_view name) const override {
+    if (!btf_) return false;
+    return btf__find_by_name(btf_, std::string(name).c_str()) > 0;
+  }
+
+  int tracepoint_arity(std::string_view tp) const override {
+    if (!btf_) return -1;
+    int id = btf__find_by_name_kind(btf_, ("btf_trace_" + std::string(tp)).c_str(), BTF_KIND_TYPEDEF);
+    if (id <= 0) return -1;
+    const struct btf_type* t = btf__type_by_id(btf_, id);
+    t = btf__type_by_id(btf_, t->type);  // pointer
+    if (!t || !btf_is_ptr(t)) return -1;
+    t = btf__type_by_id(btf_, t->type);  // func proto
+    if (!t || !btf_is_func_proto(t)) return -1;
+    return btf_vlen(t) - 1;
+  }
+
+  bool can_attach(AttachKind kind, std::string_view target, std::string* why) const override {
+    std::lock_guard lock(mu_);
+    auto key = std::make_pair(kind, std::string(target));
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+      std::string reason;
+      bool ok = probe(kind, key.second, reason);
+      if (ok) {
+        spdlog::debug("bpf probe {} {}: ok", name(kind), target);
+      } else {
+        spdlog::debug("bpf probe {} {}: {}", name(kind), target, reason);
+      }
+      it = cache_.emplace(key, std::make_pair(ok, reason)).first;
+    }
+    if (!it->second.first && why) *why = it->second.second;
+    return it->second.first;
+  }
+
+ private:
+  bool probe(AttachKind kind, const std::string& target, std::string& reason) const {
+    if (!bpf_ok_) {
+      reason = bpf_error_;
+      return false;
+    }
+    bpf::MuteLibbpf mute;
+    switch (kind) {
+      case AttachKind::RawTp: {
+        Fd prog(bpf_prog_load(BPF_PROG_TYPE_RAW_TRACEPOINT, nullptr, "GPL", kReturnZero, 2, nullptr));
+        if (prog.get() < 0) return (reason = errno_text("load", errno), false);
+        Fd link(bpf_raw_tracepoint_open(target.c_str(), prog.get()));
+        if (link.get() < 0) return (reason = errno_text("attach", errno), false);
+        return true;
+      }
+      case AttachKind::TpBtf:
+      case AttachKind::Fentry: {
+        if (!btf_) return (reason = "no kernel BTF", false);
+        bool tp = kind == AttachKind::TpBtf;
+        int id = tp ? btf__find_by_name_kind(btf_, ("btf_trace_" + target).c_str(), BTF_KIND_TYPEDEF)
+                    : btf__find_by_name_kind(btf_, target.c_str(), BTF_KIND_FUNC);
+        if (id <= 0) return (reason = "not in BTF", false);
+        LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = tp ? BPF_TRACE_RAW_TP : BPF_TRACE_FENTRY,
+                    .attach_btf_id = static_cast<__u32>(id));
+        Fd prog(bpf_prog_load(BPF_PROG_TYPE_TRACING, nullptr, "GPL", kReturnZero, 2, &opts));
+        if (prog.get() < 0) return (reason = errno_text("load", errno), false);
+        Fd link(bpf_raw_tracepoint_open(nullptr, prog.get()));
+        if (link.get() < 0) return (reason = errno_text("attach", errno), false);
+        return true;
+      }
+      case AttachKind::Kprobe: {
+        Fd prog(bpf_prog_load(BPF_PROG_TYPE_KPROBE, nullptr, "GPL", kReturnZero, 2, nullptr));
+        if (prog.get() < 0) return (reason = errno_text("load", errno), false);
+        std::ifstream in("/sys/bus/event_source/devices/kprobe/type");
+        int type = -1;
+        if (!(in >> type)) return (reason = "no kprobe PMU (kprobes compiled out?)", false);
+        struct perf_event_attr attr {};
+        attr.size = sizeof(attr);
+        attr.type = static_cast<__u32>(type);
+        attr.config1 = reinterpret_cast<__u64>(target.c_str());
+        attr.config2 = 0;
+        Fd pfd(static_cast<int>(::syscall(SYS_perf_event_open, &attr, -1, 0, -1, PERF_FLAG_FD_CLOEXEC)));
+        if (pfd.get() < 0) return (reason = errno_text("perf_event_open kprobe", errno), false);
+        if (::ioctl(pfd.get(), PERF_EVENT_IOC_SET_BPF, prog.get()) < 0)
+          return (reason = errno_text("PERF_EVENT_IOC_SET_BPF", errno), false);
+        return true;
+      }
+      case AttachKind::Tracepoint:
+        reason = "classic tracepoint programs not used (raw_tp covers the same tracepoints)";
+        return false;
+      case AttachKind::Off:
+        reason = "off";
+        return false;
+    }
+    return false;
+  }
+
+  struct btf* btf_ = nullptr;
+  bool bpf_ok_ = false;
+  std::string bpf_error_;
+  mutable std::mutex mu_;
+  mutable std::map<std::pair<AttachKind, std::string>, std::pair<bool, std::string>> cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<BpfFeatures> make_kernel_bpf_features() { return std::make_unique<KernelBpfFeatures>(); }
+
+}  // namespace pressured

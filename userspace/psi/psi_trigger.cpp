@@ -1,0 +1,92 @@
+#include "psi/psi_trigger.hpp"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+namespace pressured::psi {
+
+using std::chrono::duration_cast;
+using std::chrono::microseconds;
+
+Result<std::string> format_trigger(bool full, Duration stall, Duration window, bool privileged) {
+  auto w = duration_cast<microseconds>(window).count();
+  auto s = duration_cast<microseconds>(stall).count();
+  if (w < 500'000 || w > 10'000'000)
+    return Error{EINVAL, "PSI window must be between 500ms and 10s, got " + std::to_string(w) + "us"};
+  if (s <= 0 || s > w) return Error{EINVAL, "PSI stall must be > 0 and <= the window, got " + std::to_string(s) + "us"};
+  if (!privileged && w % 2'000'000 != 0)
+    return Error{EPERM, "unprivileged PSI triggers need a window that is a multiple of 2s, got " + std::to_string(w) +
+                            "us"};
+  return std::string(full ? "full " : "some ") + std::to_string(s) + " " + std::to_string(w);
+}
+
+bool psi_privileged(const std::string& proc_root) {
+  std::ifstream in(proc_root + "/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("CapEff:", 0) == 0) {
+      uint64_t caps = std::stoull(line.substr(7), nullptr, 16);
+      constexpr int kCapSysResource = 24;
+      return (caps >> kCapSysResource) & 1u;
+    }
+  }
+  return false;
+}
+
+Duration effective_window(Duration window, bool privileged) {
+  if (privileged) return window;
+  constexpr Duration kStep = std::chrono::seconds(2);
+  auto steps = (window.count() + kStep.count() - 1) / kStep.count();
+  return Duration(std::max<int64_t>(1, steps) * kStep.count());
+}
+
+Result<std::unique_ptr<PsiTriggerSource>> PsiTriggerSource::open(const std::string& pressure_file, bool full,
+                                                                 Duration stall, Duration window, uint64_t cgroup_id,
+                                                                 WatchId id) {
+  bool privileged = psi_privileged();
+  Duration w = effective_window(window, privileged);
+  if (w != window) {
+    spdlog::warn("psi: no CAP_SYS_RESOURCE: trigger window on {} raised from {} ms to {} ms (unprivileged triggers "
+                 "need multiples of 2 s)",
+                 pressure_file, duration_cast<std::chrono::milliseconds>(window).count(),
+                 duration_cast<std::chrono::milliseconds>(w).count());
+  }
+  auto line = format_trigger(full, stall, w, privileged);
+  if (!line) return line.error();
+  int fd = ::open(pressure_file.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Error::from_errno(errno, "open " + pressure_file);
+  // The kernel parses the string including its terminating NUL.
+  if (::write(fd, line->c_str(), line->size() + 1) < 0) {
+    int e = errno;
+    ::close(fd);
+    return Error::from_errno(e, "PSI trigger '" + *line + "' on " + pressure_file);
+  }
+  return std::unique_ptr<PsiTriggerSource>(new PsiTriggerSource(fd, cgroup_id, id));
+}
+
+PsiTriggerSource::~PsiTriggerSource() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+uint32_t PsiTriggerSource::epoll_events() const { return EPOLLPRI; }
+
+void PsiTriggerSource::drain(std::vector<PressureEvent>& out, TimePoint now) {
+  PressureEvent e;
+  e.source = EventSource::Psi;
+  e.type = EventType::PsiTrigger;
+  e.cgroup_id = cgroup_id_;
+  e.value = static_cast<int64_t>(id_);
+  e.watch_id = id_;
+  e.kernel_ns = static_cast<uint64_t>(now.time_since_epoch().count());
+  out.push_back(e);
+}
+
+}  // namespace pressured::psi
