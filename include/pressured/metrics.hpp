@@ -1,0 +1,260 @@
+#pragma once
+// Prometheus metrics and the HTTP endpoint (/metrics, /healthz, /readyz).
+//
+// `Metrics` has one method per thing to record, so callers never build label
+// strings; every series is named `pressured_*` and carries a constant `node`
+// label. Plain values in (enums from signals.hpp/config.hpp, strings, doubles):
+// this header knows nothing of the events, observation or daemon code, and
+// nothing of prometheus-cpp either (the registry lives in the implementation).
+// Every method is thread-safe and cheap (no allocation on the counter paths
+// after the first use of a label set): the reactor thread may call them.
+//
+// The exported names, types and labels are listed in docs/operations.md.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pressured/clock.hpp"
+#include "pressured/config.hpp"
+#include "pressured/result.hpp"
+#include "pressured/signals.hpp"
+
+namespace pressured {
+
+/// The Kubernetes API calls the daemon makes, for outcome counting.
+enum class ApiAction : uint8_t {
+  Eviction,    // POST pods/eviction (policy/v1)
+  Delete,      // DELETE pod (fallback when the eviction is refused)
+  Event,       // POST/PATCH events
+  NodeStatus,  // PATCH nodes/status (pressured's conditions)
+  ListPods,    // GET pods on this node
+};
+
+/// How a Kubernetes API call ended.
+enum class ApiOutcome : uint8_t {
+  Success,          // 2xx
+  NotFound,         // 404: the pod is already gone
+  Conflict,         // 409: uid precondition failed
+  TooManyRequests,  // 429: eviction refused (disruption budget) or throttled
+  ClientError,      // other 4xx
+  ServerError,      // 5xx
+  Timeout,          // no answer within the request timeout
+  Unreachable,      // connection refused, DNS, TLS
+};
+
+/// Maps an HTTP status code to an ApiOutcome (2xx Success, 404, 409, 429,
+/// other 4xx, 5xx; anything else counts as ClientError).
+ApiOutcome api_outcome_from_http_status(int status);
+
+/// One pod's memory numbers, as handed to Metrics::update_pods().
+struct PodMemorySample {
+  std::string namespace_;  // empty when metadata is unknown
+  std::string pod;         // empty when metadata is unknown
+  std::string uid;
+  QosClass qos = QosClass::BestEffort;
+  double working_set_bytes = 0;
+  double memory_request_bytes = 0;  // 0: no request (usage-over-request is not exported)
+};
+
+/// Construction-time settings.
+struct MetricsOptions {
+  std::string node;             // value of the constant `node` label on every series
+  uint32_t top_pods = 20;       // per-pod series are kept for this many pods only
+  uint32_t recent_evictions = 10;  // victims kept in pressured_eviction_last_timestamp_seconds
+  Duration liveness_timeout = std::chrono::seconds(30);  // see Metrics::heartbeat()
+
+  /// Options from the configuration: top_pods from MetricsConfig, node from
+  /// K8sConfig::node_name (the hostname when that is empty), liveness_timeout
+  /// at least 30 s and 5 safety-net/poll intervals.
+  static MetricsOptions from_config(const Config& config);
+};
+
+/// The daemon's metrics. Build one in main()/run and pass it down by reference.
+class Metrics {
+ public:
+  explicit Metrics(MetricsOptions options);
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // --- Signals, thresholds, conditions -------------------------------------
+
+  /// A fresh observation of a signal: value and capacity in the signal's unit
+  /// (bytes, inodes, pids, or percent for PSI). Also re-resolves percentage
+  /// thresholds of that signal against the new capacity.
+  /// -> pressured_signal_value, pressured_signal_capacity {signal, unit}
+  void signal_observed(Signal signal, double value, double capacity);
+
+  /// The configured thresholds (at startup and after every reload); series of
+  /// thresholds that no longer exist are removed. Percentage thresholds are
+  /// exported once the signal's capacity is known.
+  /// -> pressured_signal_threshold {signal, unit, threshold_type="hard|soft"}
+  void set_thresholds(const EvictionConfig& config);
+
+  /// The node condition as the engine decided it (after every evaluation).
+  /// Counts a transition when the value flips.
+  /// -> pressured_node_condition {condition} 0/1,
+  ///    pressured_node_condition_transitions_total {condition}
+  void condition(Condition condition, bool status);
+
+  /// One fresh observation plus engine evaluation completed. The first one
+  /// is half of readiness (see ready()).
+  /// -> pressured_observations_total
+  void observation_completed();
+
+  // --- Evictions -------------------------------------------------------------
+
+  /// The engine chose a victim. Counted, and remembered among the most recent
+  /// victims (the dashboard's "latest victims" table; bounded series).
+  /// -> pressured_evictions_total {signal, qos_class, threshold_type},
+  ///    pressured_eviction_last_timestamp_seconds {namespace, pod, uid, signal, qos_class, threshold_type}
+  void eviction(Signal signal, QosClass qos, ThresholdKind kind, std::string_view namespace_, std::string_view pod,
+                std::string_view uid);
+
+  /// A threshold wanted a victim and no pod could be evicted.
+  /// -> pressured_eviction_no_candidates_total {signal}
+  void no_eviction_candidate(Signal signal);
+
+  /// The victim is gone (cgroup empty or removed): seconds from the decision.
+  /// -> pressured_eviction_latency_seconds {threshold_type} (histogram, 1 ms..600 s)
+  void eviction_completed(ThresholdKind kind, double seconds_since_decision);
+
+  /// A local kill of a pod's processes finished (all gone) or failed.
+  /// -> pressured_local_kills_total {result="success|failure"}
+  void local_kill(bool ok);
+
+  /// A Kubernetes API call finished.
+  /// -> pressured_kubernetes_api_requests_total {action, result}
+  void api_request(ApiAction action, ApiOutcome outcome);
+
+  /// The kernel OOM killer killed a process. `qos` is the victim pod's QoS
+  /// class, nullopt when the victim is not in a pod (qos_class="none").
+  /// -> pressured_kernel_oom_kills_total {qos_class}
+  void kernel_oom_kill(std::optional<QosClass> qos);
+
+  // --- Event path ------------------------------------------------------------
+
+  /// Kernel event to decision, in seconds, by the source that woke the
+  /// reactor (e.g. "bpf", "psi", "memcg_notification", "safety_net").
+  /// -> pressured_detection_latency_seconds {source} (histogram, 10 us..10 s)
+  void detection_latency(std::string_view source, double seconds);
+
+  /// `count` events received. source: "bpf", "psi", "memcg_notification",
+  /// "memory_events", ...; type: what happened ("threshold_up", "reclaim",
+  /// "oom_kill", "cgroup_mkdir", ...). Label values are reduced to
+  /// [a-z0-9_] and at most 48 characters.
+  /// -> pressured_events_total {source, type}
+  void events_received(std::string_view source, std::string_view type, uint64_t count = 1);
+
+  /// Events lost because the BPF ring buffer was full.
+  /// -> pressured_ring_buffer_dropped_events_total
+  void ring_buffer_dropped(uint64_t count);
+
+  /// A full resynchronisation from the cgroup files ("ring_buffer_overflow",
+  /// "startup", "reload", ...).
+  /// -> pressured_resyncs_total {reason}
+  void resync(std::string_view reason);
+
+  /// The safety-net poll ran; `missed_event` when it found a crossing that no
+  /// event had reported.
+  /// -> pressured_safety_net_polls_total, pressured_safety_net_detections_total
+  void safety_net_poll(bool missed_event);
+
+  /// How a BPF program was attached (mode: "tp_btf", "raw_tp", "fentry",
+  /// "kprobe", "tracepoint", "off") and why (e.g. "fentry: EPERM"; empty when
+  /// the preferred mode worked). Replaces the program's previous series.
+  /// -> pressured_bpf_program_info {program, mode, reason} 1
+  void bpf_attach(std::string_view program, std::string_view mode, std::string_view reason);
+
+  /// A signal read failed and the last good value was used.
+  /// -> pressured_stale_reads_total {target="<signal name>"}
+  void stale_read(Signal signal);
+
+  /// A pod usage read failed (target="pod_usage") or pod metadata is stale
+  /// (target="pod_metadata").
+  /// -> pressured_stale_reads_total {target}
+  void stale_pod_read(bool metadata);
+
+  /// A SIGHUP reload finished.
+  /// -> pressured_config_reloads_total {result}, pressured_config_last_reload_successful
+  void config_reload(bool ok);
+
+  // --- Pods -------------------------------------------------------------------
+
+  /// The current pods. Only the `top_pods` with the largest working set get
+  /// series; series of pods that left the top are removed.
+  /// -> pressured_pod_memory_working_set_bytes, pressured_pod_memory_request_bytes,
+  ///    pressured_pod_memory_usage_over_request_ratio {namespace, pod, uid, qos_class}
+  void update_pods(const std::vector<PodMemorySample>& pods);
+
+  // --- Health -----------------------------------------------------------------
+
+  /// Events are attached (BPF, or the PSI/notification fallback) or not.
+  void set_events_attached(bool attached);
+
+  /// Ready: events attached and at least one observation completed.
+  /// -> pressured_ready 0/1, served as /readyz
+  bool ready() const;
+
+  /// The reactor is alive. Call it every loop iteration; once called at least
+  /// once, /healthz fails when no heartbeat came within liveness_timeout.
+  void heartbeat();
+
+  /// /healthz: true unless heartbeats started and stopped.
+  bool alive() const;
+
+  // --- Exposition -------------------------------------------------------------
+
+  /// The Prometheus text exposition (format 0.0.4) of every series.
+  std::string render() const;
+
+  /// Every sample name this class can export (histograms expanded to
+  /// _bucket/_sum/_count), sorted. For the dashboard and rule validators.
+  std::vector<std::string> metric_names() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A parsed listen address: "host:port", "[v6]:port" or ":port" (all interfaces).
+struct ListenAddress {
+  std::string host;  // numeric address or name; "0.0.0.0" for ":port"
+  uint16_t port = 0;  // 0: any free port
+  std::string to_string() const;
+};
+
+/// Parses MetricsConfig::listen; an error says what is wrong.
+Result<ListenAddress> parse_listen_address(std::string_view text);
+
+/// Serves /metrics, /healthz and /readyz over HTTP on its own thread.
+class MetricsServer {
+ public:
+  /// Binds `listen` and starts serving `metrics` (which must outlive the
+  /// server). Errors (bad address, port in use, permission) are returned.
+  static Result<std::unique_ptr<MetricsServer>> start(const Metrics& metrics, std::string_view listen);
+
+  ~MetricsServer();  // stops serving
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  /// The port actually bound (useful with port 0).
+  uint16_t port() const;
+
+  /// host:port actually bound.
+  std::string address() const;
+
+  /// Stops serving and joins the thread; idempotent.
+  void stop();
+
+ private:
+  struct Impl;
+  explicit MetricsServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pressured

@@ -1,0 +1,603 @@
+// Metrics and MetricsServer: record values, serve them on a loopback
+// ephemeral port, scrape over HTTP and check names, labels and values.
+
+#include "pressured/metrics.hpp"
+
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "metrics/exposition.hpp"
+#include "pressured/build_info.hpp"
+
+namespace pressured {
+namespace {
+
+using testing::Exposition;
+using testing::parse_exposition;
+
+MetricsOptions options(uint32_t top = 20) {
+  MetricsOptions o;
+  o.node = "node-a";
+  o.top_pods = top;
+  return o;
+}
+
+struct Scrape {
+  int status = 0;
+  std::string body;
+  std::string content_type;
+};
+
+Scrape get(uint16_t port, const std::string& path) {
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_connection_timeout(5, 0);
+  cli.set_read_timeout(5, 0);
+  auto res = cli.Get(path.c_str());
+  if (!res) return {};
+  return {res->status, res->body, res->get_header_value("Content-Type")};
+}
+
+class ServedMetrics : public ::testing::Test {
+ protected:
+  void start(MetricsOptions o = options()) {
+    metrics_ = std::make_unique<Metrics>(std::move(o));
+    auto s = MetricsServer::start(*metrics_, "127.0.0.1:0");
+    ASSERT_TRUE(s.ok()) << s.error().message;
+    server_ = std::move(s.value());
+    ASSERT_NE(server_->port(), 0);
+  }
+  Exposition scrape() {
+    auto r = get(server_->port(), "/metrics");
+    EXPECT_EQ(r.status, 200);
+    EXPECT_NE(r.content_type.find("text/plain; version=0.0.4"), std::string::npos) << r.content_type;
+    auto e = parse_exposition(r.body);
+    EXPECT_TRUE(e.errors.empty()) << "unparsable line: " << (e.errors.empty() ? "" : e.errors.front());
+    return e;
+  }
+  void TearDown() override {
+    if (server_) server_->stop();
+  }
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<MetricsServer> server_;
+};
+
+TEST_F(ServedMetrics, SignalsThresholdsAndConditions) {
+  start();
+  EvictionConfig cfg;
+  Threshold hard;
+  hard.signal = Signal::MemoryAvailable;
+  hard.kind = ThresholdKind::Hard;
+  hard.value.kind = ThresholdValue::Kind::Quantity;
+  hard.value.quantity = 100.0 * 1024 * 1024;
+  Threshold soft;
+  soft.signal = Signal::MemoryAvailable;
+  soft.kind = ThresholdKind::Soft;
+  soft.value.kind = ThresholdValue::Kind::Percent;
+  soft.value.percent = 10;
+  Threshold psi;
+  psi.signal = Signal::MemoryPressureSomeAvg10;
+  psi.value.quantity = 40;
+  cfg.thresholds = {hard, soft, psi};
+  metrics_->set_thresholds(cfg);
+
+  // Before the capacity is known only the quantity thresholds are exported.
+  auto e = scrape();
+  EXPECT_EQ(e.value("pressured_signal_threshold", {{"signal", "memory.available"}, {"threshold_type", "hard"}}),
+            100.0 * 1024 * 1024);
+  EXPECT_TRUE(e.find("pressured_signal_threshold", {{"threshold_type", "soft"}}).empty());
+
+  metrics_->signal_observed(Signal::MemoryAvailable, 3e9, 8e9);
+  metrics_->signal_observed(Signal::PidAvailable, 4000, 4194304);
+  metrics_->signal_observed(Signal::MemoryPressureSomeAvg10, 12.5, 100);
+  metrics_->condition(Condition::MemoryPressure, true);
+
+  e = scrape();
+  const std::map<std::string, std::string> mem{{"signal", "memory.available"}, {"unit", "bytes"}, {"node", "node-a"}};
+  EXPECT_EQ(e.value("pressured_signal_value", mem), 3e9);
+  EXPECT_EQ(e.value("pressured_signal_capacity", mem), 8e9);
+  EXPECT_EQ(e.value("pressured_signal_value", {{"signal", "pid.available"}, {"unit", "pids"}}), 4000);
+  EXPECT_EQ(e.value("pressured_signal_value", {{"signal", "memory.pressure.some.avg10"}, {"unit", "percent"}}), 12.5);
+  EXPECT_EQ(e.value("pressured_signal_threshold", {{"signal", "memory.available"}, {"threshold_type", "soft"}}), 8e8);
+  EXPECT_EQ(e.value("pressured_signal_threshold",
+                    {{"signal", "memory.pressure.some.avg10"}, {"unit", "percent"}, {"threshold_type", "hard"}}),
+            40);
+  // Signals never observed have no series.
+  EXPECT_TRUE(e.find("pressured_signal_value", {{"signal", "imagefs.available"}}).empty());
+  EXPECT_EQ(e.value("pressured_node_condition", {{"condition", "MemoryPressure"}}), 1);
+  EXPECT_EQ(e.value("pressured_node_condition", {{"condition", "DiskPressure"}}), 0);
+  EXPECT_EQ(e.value("pressured_node_condition", {{"condition", "PIDPressure"}}), 0);
+  EXPECT_EQ(e.value("pressured_node_condition_transitions_total", {{"condition", "MemoryPressure"}}), 1);
+  EXPECT_EQ(e.types["pressured_node_condition_transitions_total"], "counter");
+  EXPECT_EQ(e.types["pressured_signal_value"], "gauge");
+
+  // A capacity change re-resolves the percentage threshold.
+  metrics_->signal_observed(Signal::MemoryAvailable, 3e9, 16e9);
+  // Reload without the soft threshold: its series goes away.
+  cfg.thresholds = {hard};
+  metrics_->set_thresholds(cfg);
+  e = scrape();
+  EXPECT_TRUE(e.find("pressured_signal_threshold", {{"threshold_type", "soft"}}).empty());
+  EXPECT_TRUE(e.find("pressured_signal_threshold", {{"signal", "memory.pressure.some.avg10"}}).empty());
+  EXPECT_EQ(e.find("pressured_signal_threshold").size(), 1u);
+  metrics_->condition(Condition::MemoryPressure, true);   // no flip
+  metrics_->condition(Condition::MemoryPressure, false);  // flip
+  e = scrape();
+  EXPECT_EQ(e.value("pressured_node_condition", {{"condition", "MemoryPressure"}}), 0);
+  EXPECT_EQ(e.value("pressured_node_condition_transitions_total", {{"condition", "MemoryPressure"}}), 2);
+}
+
+TEST_F(ServedMetrics, PercentThresholdResolvedWhenCapacityChanges) {
+  start();
+  EvictionConfig cfg;
+  Threshold t;
+  t.signal = Signal::NodefsAvailable;
+  t.value.kind = ThresholdValue::Kind::Percent;
+  t.value.percent = 10;
+  cfg.thresholds = {t};
+  metrics_->set_thresholds(cfg);
+  metrics_->signal_observed(Signal::NodefsAvailable, 50, 1000);
+  EXPECT_EQ(scrape().value("pressured_signal_threshold", {{"signal", "nodefs.available"}}), 100);
+  metrics_->signal_observed(Signal::NodefsAvailable, 50, 2000);
+  EXPECT_EQ(scrape().value("pressured_signal_threshold", {{"signal", "nodefs.available"}}), 200);
+}
+
+TEST_F(ServedMetrics, EvictionsOutcomesAndRecentVictims) {
+  MetricsOptions o = options();
+  o.recent_evictions = 3;
+  start(o);
+  EvictionConfig cfg;
+  Threshold t;
+  t.signal = Signal::AllocatableMemoryAvailable;
+  cfg.thresholds = {t};
+  metrics_->set_thresholds(cfg);
+  auto e = scrape();
+  // Counters for configured thresholds exist at 0 so rate() sees the first eviction.
+  EXPECT_EQ(e.find("pressured_evictions_total", {{"signal", "allocatableMemory.available"}}).size(), 3u);
+  EXPECT_EQ(e.value("pressured_evictions_total", {{"signal", "allocatableMemory.available"},
+                                                   {"qos_class", "BestEffort"},
+                                                   {"threshold_type", "hard"}}),
+            0);
+
+  for (int i = 0; i < 5; ++i) {
+    metrics_->eviction(Signal::AllocatableMemoryAvailable, QosClass::BestEffort, ThresholdKind::Hard, "default",
+                       "pod-" + std::to_string(i), "uid-" + std::to_string(i));
+  }
+  metrics_->eviction(Signal::MemoryAvailable, QosClass::Burstable, ThresholdKind::Soft, "kube-system", "pod-4",
+                     "uid-4");  // evicted again: replaces its entry
+  metrics_->no_eviction_candidate(Signal::PidAvailable);
+  metrics_->local_kill(true);
+  metrics_->local_kill(true);
+  metrics_->local_kill(false);
+  metrics_->api_request(ApiAction::Eviction, ApiOutcome::TooManyRequests);
+  metrics_->api_request(ApiAction::Delete, api_outcome_from_http_status(200));
+  metrics_->api_request(ApiAction::NodeStatus, ApiOutcome::Timeout);
+  metrics_->eviction_completed(ThresholdKind::Hard, 0.004);
+  metrics_->eviction_completed(ThresholdKind::Soft, 45);
+
+  e = scrape();
+  EXPECT_EQ(e.value("pressured_evictions_total", {{"signal", "allocatableMemory.available"},
+                                                   {"qos_class", "BestEffort"},
+                                                   {"threshold_type", "hard"}}),
+            5);
+  EXPECT_EQ(e.value("pressured_evictions_total",
+                    {{"signal", "memory.available"}, {"qos_class", "Burstable"}, {"threshold_type", "soft"}}),
+            1);
+  auto victims = e.find("pressured_eviction_last_timestamp_seconds");
+  ASSERT_EQ(victims.size(), 3u);
+  std::set<std::string> uids;
+  for (const auto& v : victims) {
+    uids.insert(v.labels.at("uid"));
+    EXPECT_GT(v.value, 1.6e9);  // a unix time
+  }
+  EXPECT_EQ(uids, (std::set<std::string>{"uid-2", "uid-3", "uid-4"}));
+  EXPECT_EQ(e.find("pressured_eviction_last_timestamp_seconds", {{"uid", "uid-4"}}).at(0).labels.at("namespace"),
+            "kube-system");
+  EXPECT_EQ(e.value("pressured_eviction_no_candidates_total", {{"signal", "pid.available"}}), 1);
+  EXPECT_EQ(e.value("pressured_local_kills_total", {{"result", "success"}}), 2);
+  EXPECT_EQ(e.value("pressured_local_kills_total", {{"result", "failure"}}), 1);
+  EXPECT_EQ(e.value("pressured_kubernetes_api_requests_total", {{"action", "eviction"}, {"result", "too_many_requests"}}),
+            1);
+  EXPECT_EQ(e.value("pressured_kubernetes_api_requests_total", {{"action", "delete"}, {"result", "success"}}), 1);
+  EXPECT_EQ(e.value("pressured_kubernetes_api_requests_total", {{"action", "node_status"}, {"result", "timeout"}}), 1);
+  EXPECT_EQ(e.value("pressured_eviction_latency_seconds_count", {{"threshold_type", "hard"}}), 1);
+  EXPECT_EQ(e.value("pressured_eviction_latency_seconds_bucket", {{"threshold_type", "hard"}, {"le", "0.005"}}), 1);
+  EXPECT_EQ(e.value("pressured_eviction_latency_seconds_bucket", {{"threshold_type", "hard"}, {"le", "0.0025"}}), 0);
+  EXPECT_EQ(e.value("pressured_eviction_latency_seconds_bucket", {{"threshold_type", "soft"}, {"le", "30"}}), 0);
+  EXPECT_EQ(e.value("pressured_eviction_latency_seconds_bucket", {{"threshold_type", "soft"}, {"le", "60"}}), 1);
+  EXPECT_EQ(e.value("pressured_eviction_latency_seconds_sum", {{"threshold_type", "soft"}}), 45);
+}
+
+TEST(ApiOutcome, FromHttpStatus) {
+  EXPECT_EQ(api_outcome_from_http_status(201), ApiOutcome::Success);
+  EXPECT_EQ(api_outcome_from_http_status(404), ApiOutcome::NotFound);
+  EXPECT_EQ(api_outcome_from_http_status(409), ApiOutcome::Conflict);
+  EXPECT_EQ(api_outcome_from_http_status(429), ApiOutcome::TooManyRequests);
+  EXPECT_EQ(api_outcome_from_http_status(403), ApiOutcome::ClientError);
+  EXPECT_EQ(api_outcome_from_http_status(503), ApiOutcome::ServerError);
+  EXPECT_EQ(api_outcome_from_http_status(0), ApiOutcome::ClientError);
+}
+
+TEST_F(ServedMetrics, EventPathCountersAndDetectionHistogram) {
+  start();
+  auto e = scrape();
+  // Alerted-on counters exist from the start, at 0.
+  EXPECT_EQ(e.value("pressured_ring_buffer_dropped_events_total"), 0);
+  EXPECT_EQ(e.find("pressured_kernel_oom_kills_total").size(), 4u);
+  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "none"}}), 0);
+
+  metrics_->events_received("bpf", "threshold_up", 3);
+  metrics_->events_received("BPF", "threshold_up");  // normalised to the same series
+  metrics_->events_received("psi", "memory some/trigger");
+  metrics_->ring_buffer_dropped(7);
+  metrics_->resync("ring_buffer_overflow");
+  metrics_->safety_net_poll(false);
+  metrics_->safety_net_poll(true);
+  metrics_->kernel_oom_kill(QosClass::Burstable);
+  metrics_->kernel_oom_kill(std::nullopt);
+  metrics_->detection_latency("bpf", 0.00002);   // 20 us
+  metrics_->detection_latency("bpf", 0.003);     // 3 ms
+  metrics_->detection_latency("safety_net", 20);  // beyond the last bucket
+  metrics_->stale_read(Signal::NodefsAvailable);
+  metrics_->stale_pod_read(false);
+  metrics_->stale_pod_read(true);
+  metrics_->config_reload(true);
+  metrics_->config_reload(false);
+  metrics_->observation_completed();
+  metrics_->observation_completed();
+
+  e = scrape();
+  EXPECT_EQ(e.value("pressured_events_total", {{"source", "bpf"}, {"type", "threshold_up"}}), 4);
+  EXPECT_EQ(e.value("pressured_events_total", {{"source", "psi"}, {"type", "memory_some_trigger"}}), 1);
+  EXPECT_EQ(e.value("pressured_ring_buffer_dropped_events_total"), 7);
+  EXPECT_EQ(e.value("pressured_resyncs_total", {{"reason", "ring_buffer_overflow"}}), 1);
+  EXPECT_EQ(e.value("pressured_safety_net_polls_total"), 2);
+  EXPECT_EQ(e.value("pressured_safety_net_detections_total"), 1);
+  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "Burstable"}}), 1);
+  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "none"}}), 1);
+  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "Guaranteed"}}), 0);
+  EXPECT_EQ(e.types["pressured_detection_latency_seconds"], "histogram");
+  const std::map<std::string, std::string> bpf{{"source", "bpf"}};
+  auto buckets = e.find("pressured_detection_latency_seconds_bucket", bpf);
+  ASSERT_EQ(buckets.size(), 20u);  // 19 bounds 10us..10s + Inf
+  std::vector<double> les;
+  for (const auto& b : buckets) les.push_back(std::strtod(b.labels.at("le").c_str(), nullptr));
+  std::sort(les.begin(), les.end());
+  EXPECT_DOUBLE_EQ(les.front(), 1e-5);
+  EXPECT_DOUBLE_EQ(les[les.size() - 2], 10);
+  EXPECT_TRUE(std::isinf(les.back()));
+  for (const auto& b : buckets) {
+    const double le = std::strtod(b.labels.at("le").c_str(), nullptr);
+    const double want = (le >= 0.003) ? 2 : (le >= 0.00002 ? 1 : 0);
+    EXPECT_EQ(b.value, want) << "le=" << b.labels.at("le");
+  }
+  EXPECT_EQ(e.value("pressured_detection_latency_seconds_count", bpf), 2);
+  EXPECT_NEAR(*e.value("pressured_detection_latency_seconds_sum", bpf), 0.00302, 1e-12);
+  EXPECT_EQ(e.value("pressured_detection_latency_seconds_bucket", {{"source", "safety_net"}, {"le", "10"}}), 0);
+  EXPECT_EQ(e.value("pressured_detection_latency_seconds_bucket", {{"source", "safety_net"}, {"le", "+Inf"}}), 1);
+  EXPECT_EQ(e.value("pressured_stale_reads_total", {{"target", "nodefs.available"}}), 1);
+  EXPECT_EQ(e.value("pressured_stale_reads_total", {{"target", "pod_usage"}}), 1);
+  EXPECT_EQ(e.value("pressured_stale_reads_total", {{"target", "pod_metadata"}}), 1);
+  EXPECT_EQ(e.value("pressured_config_reloads_total", {{"result", "success"}}), 1);
+  EXPECT_EQ(e.value("pressured_config_reloads_total", {{"result", "failure"}}), 1);
+  EXPECT_EQ(e.value("pressured_config_last_reload_successful"), 0);
+  EXPECT_EQ(e.value("pressured_observations_total"), 2);
+}
+
+TEST_F(ServedMetrics, BpfAttachModeReplacesPreviousSeries) {
+  start();
+  metrics_->bpf_attach("memcg_charge", "fentry", "");
+  metrics_->bpf_attach("oom_victim", "raw_tp", "tp_btf: EPERM");
+  metrics_->bpf_attach("memcg_charge", "off", "fentry: EPERM; kprobe: not supported");
+  auto e = scrape();
+  auto charge = e.find("pressured_bpf_program_info", {{"program", "memcg_charge"}});
+  ASSERT_EQ(charge.size(), 1u);
+  EXPECT_EQ(charge[0].labels.at("mode"), "off");
+  EXPECT_EQ(charge[0].labels.at("reason"), "fentry: EPERM; kprobe: not supported");
+  EXPECT_EQ(charge[0].value, 1);
+  EXPECT_EQ(e.value("pressured_bpf_program_info", {{"program", "oom_victim"}, {"mode", "raw_tp"}}), 1);
+}
+
+TEST_F(ServedMetrics, BuildInfoAndNodeLabelOnEverySeries) {
+  start();
+  metrics_->signal_observed(Signal::MemoryAvailable, 1, 2);
+  auto e = scrape();
+  EXPECT_EQ(e.value("pressured_build_info", {{"version", build_info::kVersion}}), 1);
+  EXPECT_GT(*e.value("pressured_start_time_seconds"), 1.6e9);
+  ASSERT_FALSE(e.samples.empty());
+  for (const auto& s : e.samples) {
+    EXPECT_EQ(s.name.rfind("pressured_", 0), 0u) << s.name;
+    ASSERT_TRUE(s.labels.count("node")) << s.name;
+    EXPECT_EQ(s.labels.at("node"), "node-a");
+  }
+}
+
+TEST_F(ServedMetrics, TopPodsAreBoundedAndLeaversRemoved) {
+  start(options(5));
+  std::vector<PodMemorySample> pods;
+  for (int i = 0; i < 50; ++i) {
+    PodMemorySample p;
+    p.namespace_ = "ns";
+    p.pod = "p" + std::to_string(i);
+    p.uid = "u" + std::to_string(i);
+    p.qos = i % 2 ? QosClass::Burstable : QosClass::BestEffort;
+    p.working_set_bytes = 1000.0 * i;
+    p.memory_request_bytes = i % 2 ? 500.0 * i : 0;
+    pods.push_back(p);
+  }
+  metrics_->update_pods(pods);
+  auto e = scrape();
+  auto ws = e.find("pressured_pod_memory_working_set_bytes");
+  ASSERT_EQ(ws.size(), 5u);
+  std::set<std::string> got;
+  for (const auto& s : ws) got.insert(s.labels.at("pod"));
+  EXPECT_EQ(got, (std::set<std::string>{"p45", "p46", "p47", "p48", "p49"}));
+  EXPECT_EQ(e.value("pressured_pod_memory_working_set_bytes",
+                    {{"namespace", "ns"}, {"pod", "p49"}, {"uid", "u49"}, {"qos_class", "Burstable"}}),
+            49000);
+  EXPECT_EQ(e.value("pressured_pod_memory_request_bytes", {{"pod", "p49"}}), 24500);
+  EXPECT_EQ(e.value("pressured_pod_memory_usage_over_request_ratio", {{"pod", "p49"}}), 2);
+  // No request: no ratio series (it would be infinite).
+  EXPECT_EQ(e.value("pressured_pod_memory_request_bytes", {{"pod", "p48"}}), 0);
+  EXPECT_TRUE(e.find("pressured_pod_memory_usage_over_request_ratio", {{"pod", "p48"}}).empty());
+  EXPECT_EQ(e.find("pressured_pod_memory_usage_over_request_ratio").size(), 3u);  // p45, p47, p49
+
+  // p0 grows to the top and p49 leaves the node: p0 and p45..p48 remain.
+  pods[0].working_set_bytes = 1e9;
+  pods.pop_back();
+  metrics_->update_pods(pods);
+  e = scrape();
+  got.clear();
+  for (const auto& s : e.find("pressured_pod_memory_working_set_bytes")) got.insert(s.labels.at("pod"));
+  EXPECT_EQ(got, (std::set<std::string>{"p0", "p45", "p46", "p47", "p48"}));
+  EXPECT_EQ(e.find("pressured_pod_memory_request_bytes").size(), 5u);
+  EXPECT_TRUE(e.find("pressured_pod_memory_usage_over_request_ratio", {{"pod", "p49"}}).empty());
+  EXPECT_TRUE(e.find("pressured_pod_memory_request_bytes", {{"pod", "p49"}}).empty());
+  EXPECT_TRUE(e.find("pressured_pod_memory_working_set_bytes", {{"pod", "p49"}}).empty());
+  EXPECT_EQ(e.value("pressured_pod_memory_working_set_bytes", {{"pod", "p0"}}), 1e9);
+
+  // Many rounds of churn never exceed the bound.
+  for (int round = 0; round < 20; ++round) {
+    for (auto& p : pods) p.working_set_bytes = static_cast<double>((std::hash<std::string>{}(p.uid) + round * 7919) % 100000);
+    metrics_->update_pods(pods);
+  }
+  e = scrape();
+  EXPECT_EQ(e.find("pressured_pod_memory_working_set_bytes").size(), 5u);
+  EXPECT_EQ(e.find("pressured_pod_memory_request_bytes").size(), 5u);
+  EXPECT_LE(e.find("pressured_pod_memory_usage_over_request_ratio").size(), 5u);
+
+  metrics_->update_pods({});
+  e = scrape();
+  EXPECT_TRUE(e.find("pressured_pod_memory_working_set_bytes").empty());
+  EXPECT_TRUE(e.find("pressured_pod_memory_usage_over_request_ratio").empty());
+}
+
+TEST_F(ServedMetrics, PodLabelsChangeWhenMetadataArrives) {
+  start(options(3));
+  PodMemorySample p;
+  p.uid = "u1";
+  p.working_set_bytes = 10;
+  metrics_->update_pods({p});
+  auto e = scrape();
+  ASSERT_EQ(e.find("pressured_pod_memory_working_set_bytes").size(), 1u);
+  p.namespace_ = "ns";
+  p.pod = "web";
+  metrics_->update_pods({p});
+  e = scrape();
+  auto ws = e.find("pressured_pod_memory_working_set_bytes");
+  ASSERT_EQ(ws.size(), 1u);
+  EXPECT_EQ(ws[0].labels.at("pod"), "web");
+}
+
+TEST_F(ServedMetrics, HealthzAndReadyzTransitions) {
+  MetricsOptions o = options();
+  o.liveness_timeout = std::chrono::milliseconds(200);
+  start(o);
+  const uint16_t port = server_->port();
+  EXPECT_EQ(get(port, "/healthz").status, 200);  // no heartbeat yet: alive
+  auto r = get(port, "/readyz");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("not ready"), std::string::npos);
+  EXPECT_EQ(scrape().value("pressured_ready"), 0);
+
+  metrics_->set_events_attached(true);
+  EXPECT_EQ(get(port, "/readyz").status, 503);  // attached, no observation yet
+  metrics_->observation_completed();
+  EXPECT_EQ(get(port, "/readyz").status, 200);
+  EXPECT_TRUE(metrics_->ready());
+  EXPECT_EQ(scrape().value("pressured_ready"), 1);
+  metrics_->set_events_attached(false);  // detached (shutdown): not ready again
+  EXPECT_EQ(get(port, "/readyz").status, 503);
+  EXPECT_EQ(scrape().value("pressured_ready"), 0);
+
+  metrics_->heartbeat();
+  EXPECT_EQ(get(port, "/healthz").status, 200);
+  // Bounded wait for the heartbeat to go stale.
+  int status = 0;
+  for (int i = 0; i < 50 && status != 503; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    status = get(port, "/healthz").status;
+  }
+  EXPECT_EQ(status, 503);
+  EXPECT_FALSE(metrics_->alive());
+  metrics_->heartbeat();
+  EXPECT_EQ(get(port, "/healthz").status, 200);
+  EXPECT_EQ(get(port, "/nope").status, 404);
+}
+
+TEST(MetricsServer, StopIsIdempotentAndFreesThePort) {
+  Metrics m(options());
+  auto s = MetricsServer::start(m, "127.0.0.1:0");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  const uint16_t port = s.value()->port();
+  EXPECT_EQ(s.value()->address(), "127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(get(port, "/healthz").status, 200);
+  s.value()->stop();
+  s.value()->stop();
+  EXPECT_EQ(get(port, "/healthz").status, 0);  // nothing listens any more
+}
+
+TEST(MetricsServer, PortInUseIsAClearError) {
+  // Hold a loopback port with a plain socket.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string addr = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+
+  Metrics m(options());
+  auto s = MetricsServer::start(m, addr);
+  ::close(fd);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find(addr), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("in use"), std::string::npos) << s.error().message;
+  EXPECT_EQ(s.error().code, EADDRINUSE);
+}
+
+TEST(MetricsServer, UnresolvableHostIsAnError) {
+  Metrics m(options());
+  auto s = MetricsServer::start(m, "256.1.1.1:0");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("256.1.1.1"), std::string::npos) << s.error().message;
+}
+
+TEST(ListenAddress, Parses) {
+  auto a = parse_listen_address("0.0.0.0:9847");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "0.0.0.0");
+  EXPECT_EQ(a->port, 9847);
+  a = parse_listen_address(":9847");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "0.0.0.0");
+  a = parse_listen_address("[::1]:80");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "::1");
+  EXPECT_EQ(a->to_string(), "[::1]:80");
+  a = parse_listen_address("localhost:0");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->port, 0);
+  for (const char* bad : {"", "9847", "host:", "host:port", "host:65536", "::1:80", "[::1]80", "[::1", "h:-1", "h:80x"}) {
+    auto r = parse_listen_address(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_NE(r.error().message.find("invalid metrics listen address"), std::string::npos);
+      EXPECT_EQ(r.error().code, EINVAL);
+    }
+  }
+}
+
+TEST(Metrics, NamesListCoversEverythingRendered) {
+  Metrics m(options());
+  // Touch every family so each appears in the exposition.
+  EvictionConfig cfg;
+  cfg.thresholds = {Threshold{}};
+  m.set_thresholds(cfg);
+  m.signal_observed(Signal::MemoryAvailable, 1, 2);
+  m.condition(Condition::DiskPressure, true);
+  m.observation_completed();
+  m.eviction(Signal::MemoryAvailable, QosClass::BestEffort, ThresholdKind::Hard, "n", "p", "u");
+  m.no_eviction_candidate(Signal::MemoryAvailable);
+  m.eviction_completed(ThresholdKind::Hard, 1);
+  m.local_kill(true);
+  m.api_request(ApiAction::Event, ApiOutcome::Success);
+  m.kernel_oom_kill(QosClass::Guaranteed);
+  m.detection_latency("bpf", 0.001);
+  m.events_received("bpf", "x");
+  m.ring_buffer_dropped(1);
+  m.resync("startup");
+  m.safety_net_poll(true);
+  m.bpf_attach("p", "raw_tp", "");
+  m.stale_read(Signal::MemoryAvailable);
+  m.config_reload(true);
+  m.update_pods({PodMemorySample{"n", "p", "u", QosClass::Burstable, 10, 5}});
+  auto e = parse_exposition(m.render());
+  ASSERT_TRUE(e.errors.empty());
+  const auto names = m.metric_names();
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
+  std::set<std::string> rendered;
+  for (const auto& s : e.samples) rendered.insert(s.name);
+  EXPECT_EQ(rendered, std::set<std::string>(names.begin(), names.end()));
+  for (const auto& n : names) {
+    const bool suffix_ok = n.ends_with("_total") || n.ends_with("_bytes") || n.ends_with("_seconds") ||
+                           n.ends_with("_info") || n.ends_with("_ratio") || n.ends_with("_bucket") ||
+                           n.ends_with("_sum") || n.ends_with("_count") || n == "pressured_ready" ||
+                           n.starts_with("pressured_signal_") || n == "pressured_node_condition" ||
+                           n == "pressured_config_last_reload_successful";
+    EXPECT_TRUE(suffix_ok) << n;
+  }
+  // Counters end in _total (Prometheus naming).
+  for (const auto& [family, type] : e.types) {
+    if (type == "counter") {
+      EXPECT_TRUE(family.ends_with("_total")) << family;
+    }
+  }
+}
+
+TEST(Metrics, ConcurrentUpdatesAreSafe) {
+  Metrics m(options(4));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&m, t] {
+      for (int i = 0; i < 2000; ++i) {
+        m.events_received("bpf", "t" + std::to_string(i % 3));
+        m.detection_latency("psi", 1e-4);
+        m.signal_observed(Signal::MemoryAvailable, i, 1e6);
+        if (i % 100 == 0) {
+          std::vector<PodMemorySample> pods(10);
+          for (int k = 0; k < 10; ++k) {
+            pods[k].uid = std::to_string(t) + "-" + std::to_string((k + i) % 13);
+            pods[k].working_set_bytes = k * i;
+          }
+          m.update_pods(pods);
+          (void)m.render();
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  auto e = parse_exposition(m.render());
+  double total = 0;
+  for (const auto& s : e.find("pressured_events_total", {{"source", "bpf"}})) total += s.value;
+  EXPECT_EQ(total, 8000);
+  EXPECT_EQ(e.value("pressured_detection_latency_seconds_count", {{"source", "psi"}}), 8000);
+  EXPECT_LE(e.find("pressured_pod_memory_working_set_bytes").size(), 4u);
+}
+
+}  // namespace
+}  // namespace pressured
+
+namespace pressured {
+namespace {
+
+TEST(MetricsOptions, FromConfig) {
+  Config c;
+  c.kubernetes.node_name = "worker-7";
+  c.metrics.top_pods = 7;
+  auto o = MetricsOptions::from_config(c);
+  EXPECT_EQ(o.node, "worker-7");
+  EXPECT_EQ(o.top_pods, 7u);
+  EXPECT_EQ(o.liveness_timeout, std::chrono::seconds(30));
+  c.events.safety_net_interval = std::chrono::seconds(20);
+  EXPECT_EQ(MetricsOptions::from_config(c).liveness_timeout, std::chrono::seconds(100));
+  c.kubernetes.node_name.clear();
+  EXPECT_FALSE(MetricsOptions::from_config(c).node.empty());  // the hostname
+}
+
+}  // namespace
+}  // namespace pressured

@@ -1,0 +1,635 @@
+// Metrics: the prometheus-cpp registry behind pressured's one-method-per-fact
+// interface. Families are registered once in the constructor; label sets that
+// depend on runtime values are created on first use and cached so repeated
+// calls only take a short lock and bump an atomic.
+
+#include "pressured/metrics.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include "pressured/build_info.hpp"
+
+namespace pressured {
+namespace {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+using prometheus::Labels;
+
+// Kernel event to decision: 10 us .. 10 s, 1-2.5-5 steps.
+const Histogram::BucketBoundaries& detection_buckets() {
+  static const Histogram::BucketBoundaries b{1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+                                             2.5e-2, 5e-2, 0.1,  0.25,   0.5,  1,    2.5,    5,    10};
+  return b;
+}
+
+// Decision to pod gone: 1 ms .. 600 s (soft evictions wait for grace periods).
+const Histogram::BucketBoundaries& eviction_buckets() {
+  static const Histogram::BucketBoundaries b{1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1,
+                                             2.5,  5,      10,   30,   60,     120,  300, 600};
+  return b;
+}
+
+std::string_view unit_of(Signal s) {
+  const auto& i = info(s);
+  if (i.is_psi) return "percent";
+  switch (i.resource) {
+    case StarvedResource::Inodes: return "inodes";
+    case StarvedResource::Pids: return "pids";
+    default: return "bytes";
+  }
+}
+
+std::string_view kind_name(ThresholdKind k) { return k == ThresholdKind::Hard ? "hard" : "soft"; }
+
+std::string_view action_name(ApiAction a) {
+  switch (a) {
+    case ApiAction::Eviction: return "eviction";
+    case ApiAction::Delete: return "delete";
+    case ApiAction::Event: return "event";
+    case ApiAction::NodeStatus: return "node_status";
+    case ApiAction::ListPods: return "list_pods";
+  }
+  return "unknown";
+}
+
+std::string_view outcome_name(ApiOutcome o) {
+  switch (o) {
+    case ApiOutcome::Success: return "success";
+    case ApiOutcome::NotFound: return "not_found";
+    case ApiOutcome::Conflict: return "conflict";
+    case ApiOutcome::TooManyRequests: return "too_many_requests";
+    case ApiOutcome::ClientError: return "client_error";
+    case ApiOutcome::ServerError: return "server_error";
+    case ApiOutcome::Timeout: return "timeout";
+    case ApiOutcome::Unreachable: return "unreachable";
+  }
+  return "unknown";
+}
+
+// Free-form identifiers from other concerns become bounded label values.
+std::string token(std::string_view in) {
+  std::string out;
+  out.reserve(std::min<std::size_t>(in.size(), 48));
+  for (char c : in) {
+    if (out.size() == 48) break;
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    out.push_back(keep ? c : '_');
+  }
+  return out.empty() ? std::string("unknown") : out;
+}
+
+// Free text (reasons) keeps its characters but not unbounded length.
+std::string bounded(std::string_view in, std::size_t max = 128) { return std::string(in.substr(0, max)); }
+
+std::string str(std::string_view v) { return std::string(v); }
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+}  // namespace
+
+ApiOutcome api_outcome_from_http_status(int status) {
+  if (status >= 200 && status < 300) return ApiOutcome::Success;
+  if (status == 404) return ApiOutcome::NotFound;
+  if (status == 409) return ApiOutcome::Conflict;
+  if (status == 429) return ApiOutcome::TooManyRequests;
+  if (status >= 500 && status < 600) return ApiOutcome::ServerError;
+  return ApiOutcome::ClientError;
+}
+
+MetricsOptions MetricsOptions::from_config(const Config& config) {
+  MetricsOptions o;
+  o.node = config.kubernetes.node_name.empty() ? hostname() : config.kubernetes.node_name;
+  o.top_pods = config.metrics.top_pods;
+  // The reactor wakes at least once per safety-net (or forced poll) interval;
+  // liveness must not fail between two quiet wake-ups.
+  Duration wake = config.events.safety_net_interval;
+  if (config.events.forced_poll_interval) wake = std::max(wake, *config.events.forced_poll_interval);
+  o.liveness_timeout = std::max<Duration>(std::chrono::seconds(30), 5 * wake);
+  return o;
+}
+
+struct Metrics::Impl {
+  struct Registered {
+    std::string name;
+    std::string type;  // counter | gauge | histogram
+  };
+
+  MetricsOptions options;
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::vector<Registered> names;
+
+  template <typename Builder>
+  auto& reg(Builder b, const std::string& name, const std::string& help, const char* type) {
+    names.push_back({name, type});
+    return b.Name(name).Help(help).Labels({{"node", options.node}}).Register(*registry);
+  }
+  Family<Gauge>& gauge(const std::string& n, const std::string& h) { return reg(prometheus::BuildGauge(), n, h, "gauge"); }
+  Family<Counter>& counter(const std::string& n, const std::string& h) {
+    return reg(prometheus::BuildCounter(), n, h, "counter");
+  }
+  Family<Histogram>& histogram(const std::string& n, const std::string& h) {
+    return reg(prometheus::BuildHistogram(), n, h, "histogram");
+  }
+
+  explicit Impl(MetricsOptions o) : options(std::move(o)) {}
+
+  // Families (constructed in order in Metrics::Metrics).
+  Family<Gauge>* build_info = nullptr;
+  Family<Gauge>* start_time = nullptr;
+  Family<Gauge>* ready_gauge = nullptr;
+  Family<Gauge>* signal_value = nullptr;
+  Family<Gauge>* signal_capacity = nullptr;
+  Family<Gauge>* signal_threshold = nullptr;
+  Family<Gauge>* node_condition = nullptr;
+  Family<Counter>* condition_transitions = nullptr;
+  Family<Counter>* observations = nullptr;
+  Family<Counter>* evictions = nullptr;
+  Family<Gauge>* eviction_last = nullptr;
+  Family<Counter>* no_candidates = nullptr;
+  Family<Histogram>* eviction_latency = nullptr;
+  Family<Counter>* local_kills = nullptr;
+  Family<Counter>* api_requests = nullptr;
+  Family<Counter>* oom_kills = nullptr;
+  Family<Histogram>* detection_latency = nullptr;
+  Family<Counter>* events = nullptr;
+  Family<Counter>* ringbuf_drops = nullptr;
+  Family<Counter>* resyncs = nullptr;
+  Family<Counter>* safety_polls = nullptr;
+  Family<Counter>* safety_detections = nullptr;
+  Family<Gauge>* bpf_info = nullptr;
+  Family<Counter>* stale_reads = nullptr;
+  Family<Counter>* config_reloads = nullptr;
+  Family<Gauge>* config_last_ok = nullptr;
+  Family<Gauge>* pod_ws = nullptr;
+  Family<Gauge>* pod_req = nullptr;
+  Family<Gauge>* pod_ratio = nullptr;
+
+  std::mutex mu;  // guards everything below (prometheus metrics are atomic themselves)
+
+  std::array<Gauge*, kSignalCount> value_g{};
+  std::array<Gauge*, kSignalCount> capacity_g{};
+  std::array<double, kSignalCount> capacity{};
+  std::array<bool, kSignalCount> capacity_known{};
+
+  struct ThresholdSeries {
+    Signal signal;
+    ThresholdKind kind;
+    ThresholdValue value;
+    Gauge* gauge = nullptr;  // null until resolvable
+  };
+  std::vector<ThresholdSeries> thresholds;
+
+  std::array<Gauge*, kConditionCount> condition_g{};
+  std::array<Counter*, kConditionCount> transitions_c{};
+  std::array<bool, kConditionCount> condition_state{};
+
+  std::map<std::string, Counter*> counters;  // "<family>\x1f<labels...>" -> counter, for dynamic labels
+  std::map<std::string, Histogram*> histos;
+
+  struct Victim {
+    std::string uid;
+    Gauge* gauge;
+  };
+  std::deque<Victim> victims;
+
+  std::map<std::string, Gauge*> bpf_programs;
+
+  struct PodSeries {
+    Labels labels;
+    Gauge* ws = nullptr;
+    Gauge* req = nullptr;
+    Gauge* ratio = nullptr;
+  };
+  std::unordered_map<std::string, PodSeries> pods;  // by uid (or namespace/pod when uid is empty)
+
+  Counter* observations_c = nullptr;
+  Counter* ringbuf_c = nullptr;
+  Counter* safety_polls_c = nullptr;
+  Counter* safety_detections_c = nullptr;
+  Gauge* ready_g = nullptr;
+  Gauge* config_last_ok_g = nullptr;
+
+  std::atomic<bool> events_attached{false};
+  std::atomic<bool> observed_once{false};
+  std::atomic<int64_t> last_heartbeat_ns{0};
+
+  Counter& counter_for(Family<Counter>& f, const Labels& labels) {
+    std::string key = f.GetName();
+    for (const auto& [k, v] : labels) {
+      key += '\x1f';
+      key += k;
+      key += '=';
+      key += v;
+    }
+    std::lock_guard lock(mu);
+    auto it = counters.find(key);
+    if (it != counters.end()) return *it->second;
+    Counter& c = f.Add(labels);
+    counters.emplace(std::move(key), &c);
+    return c;
+  }
+
+  Histogram& histogram_for(Family<Histogram>& f, const Labels& labels, const Histogram::BucketBoundaries& buckets) {
+    std::string key = f.GetName();
+    for (const auto& [k, v] : labels) key += '\x1f' + k + '=' + v;
+    std::lock_guard lock(mu);
+    auto it = histos.find(key);
+    if (it != histos.end()) return *it->second;
+    Histogram& h = f.Add(labels, buckets);
+    histos.emplace(std::move(key), &h);
+    return h;
+  }
+
+  void update_ready() { ready_g->Set(events_attached.load() && observed_once.load() ? 1 : 0); }
+
+  // Called with mu held; nullopt: every signal.
+  void resolve_thresholds(std::optional<Signal> s) {
+    for (auto& t : thresholds) {
+      if (s && t.signal != *s) continue;
+      const auto idx = static_cast<std::size_t>(t.signal);
+      const bool resolvable = t.value.kind == ThresholdValue::Kind::Quantity || capacity_known[idx];
+      if (!resolvable) continue;
+      if (t.gauge == nullptr) {
+        t.gauge = &signal_threshold->Add({{"signal", str(name(t.signal))},
+                                          {"unit", str(unit_of(t.signal))},
+                                          {"threshold_type", str(kind_name(t.kind))}});
+      }
+      t.gauge->Set(t.value.resolve(capacity[idx]));
+    }
+  }
+};
+
+Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  auto& m = *impl_;
+  m.build_info = &m.gauge("pressured_build_info",
+                          "Always 1; labels carry the version and build type of the running pressured.");
+  m.start_time = &m.gauge("pressured_start_time_seconds", "Unix time the daemon's metrics were created (start).");
+  m.ready_gauge = &m.gauge("pressured_ready",
+                           "1 when events are attached (BPF or fallback) and the first observation is done, else 0.");
+  m.signal_value = &m.gauge("pressured_signal_value",
+                            "Observed value of an eviction signal, in its unit (available bytes/inodes/pids, or "
+                            "PSI stall percent).");
+  m.signal_capacity = &m.gauge("pressured_signal_capacity", "Capacity of an eviction signal, in its unit.");
+  m.signal_threshold = &m.gauge("pressured_signal_threshold",
+                                "Configured eviction threshold, resolved to the signal's unit.");
+  m.node_condition = &m.gauge("pressured_node_condition", "Node condition as decided by pressured (1 true, 0 false).");
+  m.condition_transitions =
+      &m.counter("pressured_node_condition_transitions_total", "Times a node condition flipped.");
+  m.observations = &m.counter("pressured_observations_total", "Fresh observations evaluated by the engine.");
+  m.evictions = &m.counter("pressured_evictions_total", "Pods chosen for eviction, by signal, QoS class and threshold type.");
+  m.eviction_last = &m.gauge("pressured_eviction_last_timestamp_seconds",
+                             "Unix time of the most recent evictions (bounded list of recent victims).");
+  m.no_candidates = &m.counter("pressured_eviction_no_candidates_total",
+                               "Evaluations where a threshold wanted a victim and no pod could be evicted.");
+  m.eviction_latency = &m.histogram("pressured_eviction_latency_seconds",
+                                    "Time from the eviction decision until the pod's processes are gone.");
+  m.local_kills = &m.counter("pressured_local_kills_total", "Local kills of a pod's processes, by result.");
+  m.api_requests = &m.counter("pressured_kubernetes_api_requests_total",
+                              "Kubernetes API calls made by pressured, by action and result.");
+  m.oom_kills = &m.counter("pressured_kernel_oom_kills_total",
+                           "Processes killed by the kernel OOM killer, by the victim pod's QoS class (none: not a pod).");
+  m.detection_latency = &m.histogram("pressured_detection_latency_seconds",
+                                     "Time from the kernel event's timestamp to the engine's decision.");
+  m.events = &m.counter("pressured_events_total", "Kernel events received, by source and type.");
+  m.ringbuf_drops = &m.counter("pressured_ring_buffer_dropped_events_total",
+                               "Events lost because the BPF ring buffer was full.");
+  m.resyncs = &m.counter("pressured_resyncs_total", "Full resynchronisations from the cgroup files, by reason.");
+  m.safety_polls = &m.counter("pressured_safety_net_polls_total", "Safety-net polls run.");
+  m.safety_detections = &m.counter("pressured_safety_net_detections_total",
+                                   "Safety-net polls that found a threshold crossing no event had reported.");
+  m.bpf_info = &m.gauge("pressured_bpf_program_info", "Always 1; how each BPF program is attached and why.");
+  m.stale_reads = &m.counter("pressured_stale_reads_total", "Reads that failed and fell back to the last good value.");
+  m.config_reloads = &m.counter("pressured_config_reloads_total", "Configuration reloads (SIGHUP), by result.");
+  m.config_last_ok = &m.gauge("pressured_config_last_reload_successful",
+                              "1 when the last configuration reload succeeded (or none happened yet), else 0.");
+  m.pod_ws = &m.gauge("pressured_pod_memory_working_set_bytes",
+                      "Memory working set of a pod (usage - inactive_file); top pods by working set only.");
+  m.pod_req = &m.gauge("pressured_pod_memory_request_bytes", "Memory request of a pod; top pods only.");
+  m.pod_ratio = &m.gauge("pressured_pod_memory_usage_over_request_ratio",
+                         "Working set divided by memory request; top pods with a request only.");
+
+  m.build_info->Add({{"version", build_info::kVersion}, {"build_type", build_info::kBuildType}}).Set(1);
+  m.start_time->Add({}).Set(unix_now());
+  m.ready_g = &m.ready_gauge->Add({});
+  m.ready_g->Set(0);
+  m.observations_c = &m.observations->Add({});
+  m.ringbuf_c = &m.ringbuf_drops->Add({});
+  m.safety_polls_c = &m.safety_polls->Add({});
+  m.safety_detections_c = &m.safety_detections->Add({});
+  m.config_last_ok_g = &m.config_last_ok->Add({});
+  m.config_last_ok_g->Set(1);
+  for (std::size_t i = 0; i < kConditionCount; ++i) {
+    const auto c = static_cast<Condition>(i);
+    m.condition_g[i] = &m.node_condition->Add({{"condition", str(name(c))}});
+    m.transitions_c[i] = &m.condition_transitions->Add({{"condition", str(name(c))}});
+  }
+  // Series that alerts take increase() of exist from the start at 0, so the
+  // first increment is seen as an increase.
+  for (auto q : {QosClass::BestEffort, QosClass::Burstable, QosClass::Guaranteed}) {
+    m.oom_kills->Add({{"qos_class", str(name(q))}});
+  }
+  m.oom_kills->Add({{"qos_class", "none"}});
+  for (const char* r : {"success", "failure"}) {
+    m.local_kills->Add({{"result", r}});
+    m.config_reloads->Add({{"result", r}});
+  }
+}
+
+Metrics::~Metrics() = default;
+
+void Metrics::signal_observed(Signal signal, double value, double capacity) {
+  auto& m = *impl_;
+  const auto i = static_cast<std::size_t>(signal);
+  std::lock_guard lock(m.mu);
+  if (m.value_g[i] == nullptr) {
+    const Labels l{{"signal", str(name(signal))}, {"unit", str(unit_of(signal))}};
+    m.value_g[i] = &m.signal_value->Add(l);
+    m.capacity_g[i] = &m.signal_capacity->Add(l);
+  }
+  m.value_g[i]->Set(value);
+  m.capacity_g[i]->Set(capacity);
+  const bool changed = !m.capacity_known[i] || m.capacity[i] != capacity;
+  m.capacity[i] = capacity;
+  m.capacity_known[i] = true;
+  if (changed) m.resolve_thresholds(signal);
+}
+
+void Metrics::set_thresholds(const EvictionConfig& config) {
+  auto& m = *impl_;
+  std::lock_guard lock(m.mu);
+  for (auto& t : m.thresholds) {
+    if (t.gauge != nullptr) m.signal_threshold->Remove(t.gauge);
+  }
+  m.thresholds.clear();
+  for (const auto& t : config.thresholds) {
+    // One series per (signal, kind): a later duplicate replaces an earlier one.
+    auto same = std::find_if(m.thresholds.begin(), m.thresholds.end(),
+                             [&](const auto& e) { return e.signal == t.signal && e.kind == t.kind; });
+    if (same != m.thresholds.end()) {
+      same->value = t.value;
+    } else {
+      m.thresholds.push_back({t.signal, t.kind, t.value, nullptr});
+    }
+  }
+  m.resolve_thresholds(std::nullopt);
+  // Eviction counters for what can happen exist at 0 (rate() sees the first one).
+  for (const auto& t : m.thresholds) {
+    for (auto q : {QosClass::BestEffort, QosClass::Burstable, QosClass::Guaranteed}) {
+      const Labels l{{"signal", str(name(t.signal))}, {"qos_class", str(name(q))}, {"threshold_type", str(kind_name(t.kind))}};
+      std::string key = m.evictions->GetName();
+      for (const auto& [k, v] : l) key += '\x1f' + k + '=' + v;
+      if (m.counters.find(key) == m.counters.end()) m.counters.emplace(std::move(key), &m.evictions->Add(l));
+    }
+  }
+}
+
+void Metrics::condition(Condition condition, bool status) {
+  auto& m = *impl_;
+  const auto i = static_cast<std::size_t>(condition);
+  std::lock_guard lock(m.mu);
+  if (m.condition_state[i] != status) m.transitions_c[i]->Increment();
+  m.condition_state[i] = status;
+  m.condition_g[i]->Set(status ? 1 : 0);
+}
+
+void Metrics::observation_completed() {
+  auto& m = *impl_;
+  m.observations_c->Increment();
+  if (!m.observed_once.exchange(true)) m.update_ready();
+}
+
+void Metrics::eviction(Signal signal, QosClass qos, ThresholdKind kind, std::string_view namespace_,
+                       std::string_view pod, std::string_view uid) {
+  auto& m = *impl_;
+  m.counter_for(*m.evictions, {{"signal", str(name(signal))},
+                               {"qos_class", str(name(qos))},
+                               {"threshold_type", str(kind_name(kind))}})
+      .Increment();
+  if (m.options.recent_evictions == 0) return;
+  const Labels l{{"namespace", bounded(namespace_)}, {"pod", bounded(pod, 253)}, {"uid", bounded(uid, 64)},
+                 {"signal", str(name(signal))},       {"qos_class", str(name(qos))},
+                 {"threshold_type", str(kind_name(kind))}};
+  std::lock_guard lock(m.mu);
+  // A pod evicted again replaces its previous entry.
+  for (auto it = m.victims.begin(); it != m.victims.end(); ++it) {
+    if (it->uid == uid) {
+      m.eviction_last->Remove(it->gauge);
+      m.victims.erase(it);
+      break;
+    }
+  }
+  Gauge& g = m.eviction_last->Add(l);
+  g.Set(unix_now());
+  m.victims.push_back({std::string(uid), &g});
+  while (m.victims.size() > m.options.recent_evictions) {
+    m.eviction_last->Remove(m.victims.front().gauge);
+    m.victims.pop_front();
+  }
+}
+
+void Metrics::no_eviction_candidate(Signal signal) {
+  auto& m = *impl_;
+  m.counter_for(*m.no_candidates, {{"signal", str(name(signal))}}).Increment();
+}
+
+void Metrics::eviction_completed(ThresholdKind kind, double seconds_since_decision) {
+  auto& m = *impl_;
+  m.histogram_for(*m.eviction_latency, {{"threshold_type", str(kind_name(kind))}}, eviction_buckets())
+      .Observe(seconds_since_decision);
+}
+
+void Metrics::local_kill(bool ok) {
+  auto& m = *impl_;
+  m.counter_for(*m.local_kills, {{"result", ok ? "success" : "failure"}}).Increment();
+}
+
+void Metrics::api_request(ApiAction action, ApiOutcome outcome) {
+  auto& m = *impl_;
+  m.counter_for(*m.api_requests, {{"action", str(action_name(action))}, {"result", str(outcome_name(outcome))}})
+      .Increment();
+}
+
+void Metrics::kernel_oom_kill(std::optional<QosClass> qos) {
+  auto& m = *impl_;
+  m.counter_for(*m.oom_kills, {{"qos_class", qos ? str(name(*qos)) : std::string("none")}}).Increment();
+}
+
+void Metrics::detection_latency(std::string_view source, double seconds) {
+  auto& m = *impl_;
+  m.histogram_for(*m.detection_latency, {{"source", token(source)}}, detection_buckets()).Observe(seconds);
+}
+
+void Metrics::events_received(std::string_view source, std::string_view type, uint64_t count) {
+  auto& m = *impl_;
+  m.counter_for(*m.events, {{"source", token(source)}, {"type", token(type)}}).Increment(static_cast<double>(count));
+}
+
+void Metrics::ring_buffer_dropped(uint64_t count) { impl_->ringbuf_c->Increment(static_cast<double>(count)); }
+
+void Metrics::resync(std::string_view reason) {
+  auto& m = *impl_;
+  m.counter_for(*m.resyncs, {{"reason", token(reason)}}).Increment();
+}
+
+void Metrics::safety_net_poll(bool missed_event) {
+  impl_->safety_polls_c->Increment();
+  if (missed_event) impl_->safety_detections_c->Increment();
+}
+
+void Metrics::bpf_attach(std::string_view program, std::string_view mode, std::string_view reason) {
+  auto& m = *impl_;
+  const std::string prog = token(program);
+  std::lock_guard lock(m.mu);
+  auto it = m.bpf_programs.find(prog);
+  if (it != m.bpf_programs.end()) {
+    m.bpf_info->Remove(it->second);
+    m.bpf_programs.erase(it);
+  }
+  Gauge& g = m.bpf_info->Add({{"program", prog}, {"mode", token(mode)}, {"reason", bounded(reason)}});
+  g.Set(1);
+  m.bpf_programs.emplace(prog, &g);
+}
+
+void Metrics::stale_read(Signal signal) {
+  auto& m = *impl_;
+  m.counter_for(*m.stale_reads, {{"target", str(name(signal))}}).Increment();
+}
+
+void Metrics::stale_pod_read(bool metadata) {
+  auto& m = *impl_;
+  m.counter_for(*m.stale_reads, {{"target", metadata ? "pod_metadata" : "pod_usage"}}).Increment();
+}
+
+void Metrics::config_reload(bool ok) {
+  auto& m = *impl_;
+  m.counter_for(*m.config_reloads, {{"result", ok ? "success" : "failure"}}).Increment();
+  m.config_last_ok_g->Set(ok ? 1 : 0);
+}
+
+void Metrics::update_pods(const std::vector<PodMemorySample>& pods) {
+  auto& m = *impl_;
+  std::vector<const PodMemorySample*> top;
+  top.reserve(pods.size());
+  for (const auto& p : pods) top.push_back(&p);
+  const std::size_t n = std::min<std::size_t>(top.size(), m.options.top_pods);
+  std::partial_sort(top.begin(), top.begin() + static_cast<std::ptrdiff_t>(n), top.end(),
+                    [](const auto* a, const auto* b) {
+                      if (a->working_set_bytes != b->working_set_bytes) return a->working_set_bytes > b->working_set_bytes;
+                      return a->uid < b->uid;  // stable choice among equals: no churn between scrapes
+                    });
+  top.resize(n);
+
+  std::lock_guard lock(m.mu);
+  std::unordered_map<std::string, Impl::PodSeries> next;
+  next.reserve(n);
+  for (const auto* p : top) {
+    std::string key = p->uid.empty() ? p->namespace_ + "/" + p->pod : p->uid;
+    Labels l{{"namespace", bounded(p->namespace_)},
+             {"pod", bounded(p->pod, 253)},
+             {"uid", bounded(p->uid, 64)},
+             {"qos_class", str(name(p->qos))}};
+    Impl::PodSeries s;
+    auto it = m.pods.find(key);
+    if (it != m.pods.end() && it->second.labels == l) {
+      s = it->second;
+      m.pods.erase(it);
+    } else {
+      if (it != m.pods.end()) {  // labels changed (metadata arrived): replace
+        m.pod_ws->Remove(it->second.ws);
+        m.pod_req->Remove(it->second.req);
+        if (it->second.ratio != nullptr) m.pod_ratio->Remove(it->second.ratio);
+        m.pods.erase(it);
+      }
+      s.labels = l;
+      s.ws = &m.pod_ws->Add(l);
+      s.req = &m.pod_req->Add(l);
+    }
+    s.ws->Set(p->working_set_bytes);
+    s.req->Set(p->memory_request_bytes);
+    if (p->memory_request_bytes > 0) {
+      if (s.ratio == nullptr) s.ratio = &m.pod_ratio->Add(l);
+      s.ratio->Set(p->working_set_bytes / p->memory_request_bytes);
+    } else if (s.ratio != nullptr) {
+      m.pod_ratio->Remove(s.ratio);
+      s.ratio = nullptr;
+    }
+    next.emplace(std::move(key), std::move(s));
+  }
+  // Whatever is left in the old map left the top N (or the node).
+  for (auto& [key, s] : m.pods) {
+    m.pod_ws->Remove(s.ws);
+    m.pod_req->Remove(s.req);
+    if (s.ratio != nullptr) m.pod_ratio->Remove(s.ratio);
+  }
+  m.pods = std::move(next);
+}
+
+void Metrics::set_events_attached(bool attached) {
+  impl_->events_attached = attached;
+  impl_->update_ready();
+}
+
+bool Metrics::ready() const { return impl_->events_attached.load() && impl_->observed_once.load(); }
+
+void Metrics::heartbeat() { impl_->last_heartbeat_ns = steady_ns(); }
+
+bool Metrics::alive() const {
+  const int64_t last = impl_->last_heartbeat_ns.load();
+  if (last == 0) return true;
+  return steady_ns() - last <= impl_->options.liveness_timeout.count();
+}
+
+std::string Metrics::render() const {
+  return prometheus::TextSerializer().Serialize(impl_->registry->Collect());
+}
+
+std::vector<std::string> Metrics::metric_names() const {
+  std::vector<std::string> out;
+  for (const auto& r : impl_->names) {
+    if (r.type == "histogram") {
+      out.push_back(r.name + "_bucket");
+      out.push_back(r.name + "_sum");
+      out.push_back(r.name + "_count");
+    } else {
+      out.push_back(r.name);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace pressured
