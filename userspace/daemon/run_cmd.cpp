@@ -1,17 +1,214 @@
-// Scaffold: replaced by the real command.
+// `pressured run`: the daemon. Wires observation (issue 3), the event reactor
+// (issue 4), the engine (issue 2), metrics (issue 6), the evictor and the
+// Kubernetes reporter together; see docs/daemon.md.
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
+#include <memory>
+
+#include <spdlog/spdlog.h>
 
 #include "commands.hpp"
+#include "common/log.hpp"
+#include "config/load.hpp"
+#include "daemon/daemon.hpp"
+#include "evict/cgroup_evictor.hpp"
+#include "k8s/reporter.hpp"
+#include "pressured/metrics.hpp"
 
 namespace pressured::cli {
 
+namespace {
+
+// Quick ticks while an eviction is in flight (SIGKILL at the end of a grace
+// period, release of the victim's memory); idle otherwise.
+class ProgressTimer final : public ReactorSource {
+ public:
+  ProgressTimer(Daemon& daemon, Duration period) : daemon_(daemon) {
+    fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    itimerspec its{};
+    auto ns = period.count();
+    its.it_interval.tv_sec = its.it_value.tv_sec = ns / 1000000000;
+    its.it_interval.tv_nsec = its.it_value.tv_nsec = ns % 1000000000;
+    if (fd_ >= 0) ::timerfd_settime(fd_, 0, &its, nullptr);
+  }
+  ~ProgressTimer() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int fd() const override { return fd_; }
+  uint32_t epoll_events() const override { return 0x001; /* EPOLLIN */ }
+  void drain(std::vector<PressureEvent>&, TimePoint now) override {
+    uint64_t n;
+    while (::read(fd_, &n, sizeof n) == sizeof n) {
+    }
+    if (daemon_.busy()) daemon_.evaluate(now, "progress", std::nullopt);
+  }
+
+ private:
+  Daemon& daemon_;
+  int fd_ = -1;
+};
+
+std::string hostname() {
+  char buf[256] = {};
+  ::gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+int run_daemon(const ConfigOptions& options) {
+  auto cfg = load_config(options);
+  if (!cfg) {
+    std::fprintf(stderr, "pressured run: invalid configuration: %s\n", cfg.error().message.c_str());
+    return 2;
+  }
+  Config config = std::move(*cfg);
+  if (auto l = setup_logging(config.log.level, config.log.format); !l) {
+    std::fprintf(stderr, "pressured run: %s\n", l.error().message.c_str());
+    return 2;
+  }
+  if (config.kubernetes.node_name.empty()) config.kubernetes.node_name = hostname();
+  auto t0 = MonotonicClock().now();
+
+  auto layout = detect_layout(config.observe);
+  if (!layout) {
+    spdlog::error("cgroup layout: {}", layout.error().message);
+    return 1;
+  }
+  spdlog::info("cgroups: {} memory at {}, pods root {}, driver {}", name(layout->version), layout->memory_mount,
+               layout->kubepods_memory_path, name(layout->driver));
+
+  // The reactor blocks SIGTERM/SIGINT/SIGHUP for a signalfd: build it before
+  // any other thread starts so they inherit the mask.
+  EventStats event_stats;
+  auto features = make_kernel_bpf_features();
+  ReactorOptions ropts;
+  ropts.memory_mount = layout->memory_mount;
+  ropts.cgroup_v2 = layout->memory_on_v2;
+  ropts.proc_root = config.observe.proc_root;
+  auto reactor = Reactor::create(config.events, ropts, *features, event_stats);
+  if (!reactor) {
+    spdlog::error("event reactor: {}", reactor.error().message);
+    return 1;
+  }
+
+  std::shared_ptr<PodMetadataSource> metadata;
+  if (config.observe.pods.kind != PodSourceKind::None) {
+    auto m = make_pod_metadata_source(config.observe.pods);
+    if (!m) {
+      spdlog::error("pod metadata: {}", m.error().message);
+      return 2;
+    }
+    metadata = std::move(*m);
+    if (auto r = metadata->refresh(); !r) spdlog::warn("pod metadata: first refresh failed: {}", r.error().message);
+    metadata->start(config.observe.pods.refresh_interval);
+  }
+  // Per-pod ephemeral storage is measured by a bounded walk on its own thread,
+  // never on the pressure path; the observer merges the cached results.
+  static const MonotonicClock storage_clock;  // outlives the storage thread
+  std::shared_ptr<PodStorageSource> storage = make_pod_storage_source(config.observe);
+  storage->start(config.observe.disk_walk_interval, storage_clock);
+  auto observer = make_node_observer(config.observe, *layout, metadata, storage);
+  if (!observer) {
+    spdlog::error("observer: {}", observer.error().message);
+    return 1;
+  }
+
+  Metrics metrics(MetricsOptions::from_config(config));
+  // Reactor::create succeeded: BPF, or its fallbacks (memcg notifications, PSI
+  // triggers, the safety-net timer), are attached. /readyz also waits for the
+  // first observation (Metrics::observation_completed, from the daemon loop).
+  metrics.set_events_attached(true);
+  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+    auto p = static_cast<BpfProgram>(i);
+    metrics.bpf_attach(name(p), name(static_cast<AttachKind>(event_stats.attach[i].load())),
+                       event_stats.attach_reason(p));
+  }
+  std::unique_ptr<MetricsServer> server;
+  if (!config.metrics.listen.empty()) {
+    auto s = MetricsServer::start(metrics, config.metrics.listen);
+    if (!s) {
+      spdlog::error("metrics endpoint {}: {}", config.metrics.listen, s.error().message);
+      return 1;
+    }
+    server = std::move(*s);
+    spdlog::info("metrics at http://{}/metrics", server->address());
+  }
+
+  std::unique_ptr<k8s::Reporter> reporter;
+  if (config.kubernetes.enabled) {
+    auto api = config.kubernetes.kubeconfig.empty() ? k8s::in_cluster_config()
+                                                    : k8s::load_kubeconfig(config.kubernetes.kubeconfig);
+    if (!api) {
+      spdlog::error("kubernetes: {}", api.error().message);
+      return 2;
+    }
+    k8s::ReporterOptions ro;
+    ro.node_name = config.kubernetes.node_name;
+    ro.condition_prefix = config.kubernetes.condition_prefix;
+    reporter = std::make_unique<k8s::Reporter>(k8s::ApiClient(*api, config.kubernetes.request_timeout), ro);
+    reporter->set_outcome_hook([&metrics](ApiAction a, ApiOutcome o) { metrics.api_request(a, o); });
+    reporter->start();
+    spdlog::info("kubernetes: reporting to {} as node {}", api->server, ro.node_name);
+  } else {
+    spdlog::info("kubernetes: not configured; evicting locally only");
+  }
+
+  CgroupEvictorOptions eo;
+  eo.pods_root = layout->kubepods_memory_path;
+  eo.hierarchy_mount = layout->memory_mount;
+  eo.freezer_mount = layout->freezer_mount;
+  eo.proc_root = config.observe.proc_root;
+  eo.empty_wait = std::chrono::milliseconds(300);  // the daemon keeps polling after that
+  CgroupEvictor real_evictor(eo);
+  RecordingEvictor dry_evictor;
+
+  DaemonDeps deps;
+  deps.observer = observer->get();
+  deps.evictor = &real_evictor;
+  deps.metrics = &metrics;
+  deps.reporter = reporter.get();
+  deps.reactor = reactor->get();
+  deps.boot_id = read_boot_id(config.observe.proc_root);
+  deps.reload = [options] { return load_config(options); };
+  Daemon daemon(config, deps);
+  daemon.set_dry_run_evictor(&dry_evictor);
+  daemon.restore_checkpoint();
+  if (config.daemon.dry_run) spdlog::warn("dry run: decisions are logged and exported, nothing is killed");
+
+  (void)(*reactor)->add_source(std::make_unique<ProgressTimer>(daemon, std::chrono::milliseconds(50)));
+  daemon.evaluate(MonotonicClock().now(), "startup", std::nullopt);
+  metrics.resync("startup");
+  spdlog::info("pressured running: {} thresholds, {} pods, bpf {}, started in {:.1f} ms",
+               config.eviction.thresholds.size(), daemon.last_snapshot().pods.size(),
+               (*reactor)->bpf_active() ? "active" : "inactive (" + event_stats.bpf_status() + ")",
+               std::chrono::duration<double, std::milli>(MonotonicClock().now() - t0).count());
+
+  auto ran = (*reactor)->run(daemon);
+  daemon.save_checkpoint();
+  if (reporter) {
+    reporter->drain(std::chrono::seconds(2));
+    reporter->stop();
+  }
+  if (metadata) metadata->stop();
+  storage->stop();
+  if (server) server->stop();
+  if (!ran) {
+    spdlog::error("reactor: {}", ran.error().message);
+    return 1;
+  }
+  spdlog::info("pressured stopped");
+  return 0;
+}
+
+}  // namespace
+
 Command add_run(CLI::App& app) {
   Command c;
-  c.sub = app.add_subcommand("run", "Run the daemon");
-  c.run = [] {
-    std::fprintf(stderr, "pressured run: not implemented yet\n");
-    return 70;
-  };
+  c.sub = app.add_subcommand("run", "Run the daemon: detect pressure and evict pods (see docs/daemon.md)");
+  auto options = add_config_flags(c.sub);
+  c.run = [options] { return run_daemon(*options); };
   return c;
 }
 

@@ -1,0 +1,99 @@
+#include "daemon/checkpoint.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+namespace pressured {
+namespace {
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/pressured-ckpt-XXXXXX";
+  return ::mkdtemp(tmpl);
+}
+
+Checkpoint sample() {
+  Checkpoint cp;
+  cp.boot_id = "boot-1";
+  cp.engine.threshold_first_observed[1] = TimePoint(std::chrono::seconds(42));
+  cp.engine.threshold_met[1] = true;
+  cp.engine.conditions[0] = true;
+  cp.engine.condition_last_met[0] = TimePoint(std::chrono::seconds(43));
+  cp.engine.terminating_pods = {"uid-a"};
+  EvictingPod p;
+  p.id = "ev-1";
+  p.uid = "uid-a";
+  p.name = "a";
+  p.namespace_ = "ns";
+  p.cgroup_path = "/sys/fs/cgroup/memory/kubepods/besteffort/poduid-a";
+  p.signal = Signal::AllocatableMemoryAvailable;
+  p.kind = ThresholdKind::Soft;
+  p.observed = 1.5e8;
+  p.threshold_value = 2e8;
+  p.grace_period_seconds = 30;
+  p.decided_at = TimePoint(std::chrono::seconds(44));
+  p.kill_deadline = TimePoint(std::chrono::seconds(74));
+  cp.evicting.push_back(p);
+  return cp;
+}
+
+TEST(Checkpoint, RoundTripsEveryField) {
+  Checkpoint cp = sample();
+  auto back = decode_checkpoint(encode_checkpoint(cp));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->boot_id, "boot-1");
+  EXPECT_EQ(back->engine.threshold_first_observed, cp.engine.threshold_first_observed);
+  EXPECT_EQ(back->engine.threshold_met, cp.engine.threshold_met);
+  EXPECT_EQ(back->engine.conditions, cp.engine.conditions);
+  EXPECT_EQ(back->engine.condition_last_met, cp.engine.condition_last_met);
+  EXPECT_EQ(back->engine.terminating_pods, cp.engine.terminating_pods);
+  ASSERT_EQ(back->evicting.size(), 1u);
+  EXPECT_EQ(back->evicting[0], cp.evicting[0]);
+}
+
+TEST(Checkpoint, CorruptInputsAreErrorsNotCrashes) {
+  for (std::string bad : {"", "{", "[]", "{\"version\":1}", "{\"version\":99,\"boot_id\":\"x\"}", "\x01\x02garbage",
+                          R"({"version":1,"boot_id":"b","engine":{"threshold_first_observed_ns":{"x":1},"threshold_met":{},"conditions":[false,false,false],"condition_last_met_ns":[null,null,null],"terminating_pods":[]},"evicting":[]})",
+                          R"({"version":1,"boot_id":"b","engine":{"threshold_first_observed_ns":{},"threshold_met":{},"conditions":[false],"condition_last_met_ns":[null],"terminating_pods":[]},"evicting":[]})"}) {
+    auto r = decode_checkpoint(bad);
+    EXPECT_FALSE(r.ok()) << "accepted: " << bad;
+  }
+}
+
+TEST(Checkpoint, AtomicWriteAndLoad) {
+  std::string dir = temp_dir();
+  std::string path = dir + "/sub/state.json";  // directory created on demand
+  Checkpoint cp = sample();
+  ASSERT_TRUE(write_file_atomically(path, encode_checkpoint(cp)).ok());
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  auto l = load_checkpoint(path, "boot-1");
+  EXPECT_EQ(l.status, CheckpointLoad::Restored) << l.error;
+  EXPECT_EQ(l.checkpoint.evicting.size(), 1u);
+
+  auto other = load_checkpoint(path, "boot-2");
+  EXPECT_EQ(other.status, CheckpointLoad::OtherBoot);
+
+  std::ofstream(path) << "{ truncated";
+  auto bad = load_checkpoint(path, "boot-1");
+  EXPECT_EQ(bad.status, CheckpointLoad::Corrupt);
+  EXPECT_FALSE(bad.error.empty());
+
+  EXPECT_EQ(load_checkpoint(dir + "/missing.json", "boot-1").status, CheckpointLoad::Missing);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Checkpoint, BootIdIsReadFromProc) {
+  std::string id = read_boot_id();
+  EXPECT_EQ(id.size(), 36u) << id;
+  std::string dir = temp_dir();
+  std::filesystem::create_directories(dir + "/sys/kernel/random");
+  std::ofstream(dir + "/sys/kernel/random/boot_id") << "abc\n";
+  EXPECT_EQ(read_boot_id(dir), "abc");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pressured

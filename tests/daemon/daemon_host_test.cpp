@@ -1,0 +1,383 @@
+// The real daemon (the built `pressured` binary, as a subprocess) against a
+// sandbox kubepods tree under the memory controller, with a memory limit on
+// the sandbox only. Root; every workload is bounded in size and time.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "fakes/privilege.hpp"
+#include "fakes/sandbox_cgroup.hpp"
+
+namespace pressured {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+const std::string kBinary = PRESSURED_BINARY_DIR "/pressured";
+
+// The pods' workload: the same flags as `pressured __workload`, in Python, so
+// that a sanitizer build of pressured (large binary, shadow memory) does not
+// distort the sandbox's memory accounting. Bounded in size and time.
+const char* kWorkload = R"(
+import argparse, os, signal, time
+p = argparse.ArgumentParser()
+p.add_argument('--start-mib', type=int, default=16)
+p.add_argument('--step-mib', type=int, default=0)
+p.add_argument('--interval-ms', type=int, default=100)
+p.add_argument('--max-mib', type=int, default=64)
+p.add_argument('--duration-s', type=int, default=60)
+p.add_argument('--ignore-sigterm', action='store_true')
+p.add_argument('--fork-child', action='store_true')
+a = p.parse_args()
+a.max_mib = min(max(a.max_mib, a.start_mib), 1024)
+a.duration_s = min(max(a.duration_s, 1), 120)
+if a.ignore_sigterm:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+end = time.time() + a.duration_s
+if a.fork_child and os.fork() == 0:
+    while time.time() < end:
+        time.sleep(0.05)
+    os._exit(0)
+held = [bytearray(b'\x01') * (a.start_mib << 20)]
+total = a.start_mib
+while time.time() < end:
+    time.sleep(a.interval_ms / 1000.0)
+    if a.step_mib and total < a.max_mib:
+        step = min(a.step_mib, a.max_mib - total)
+        held.append(bytearray(b'\x01') * (step << 20))
+        total += step
+)";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::size_t count(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+  return n;
+}
+
+struct PodDef {
+  std::string uid, name, qos;  // qos: Guaranteed|Burstable|BestEffort
+  std::vector<std::string> workload;  // __workload arguments
+  int grace = 1;
+};
+
+class HostNode {
+ public:
+  explicit HostNode(const std::string& tag)
+      : mount_(testing::SandboxCgroup::find_memory_mount()), sb_(mount_, tag), tag_(tag) {
+    char tmpl[] = "/tmp/pressured-host-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+  }
+  ~HostNode() {
+    stop_daemon();
+    fs::remove_all(dir_);
+  }
+  bool ok() const { return sb_.ok() && !mount_.empty(); }
+  std::string error() const { return mount_.empty() ? "no memory controller" : sb_.error(); }
+  bool v2() const { return mount_ == "/sys/fs/cgroup"; }
+
+  bool setup(uint64_t limit_mib) {
+    if (!sb_.make("kubepods/burstable") || !sb_.make("kubepods/besteffort")) return false;
+    if (v2()) {
+      sb_.write("", "cgroup.subtree_control", "+memory");
+      sb_.write("kubepods", "cgroup.subtree_control", "+memory");
+      sb_.write("kubepods/burstable", "cgroup.subtree_control", "+memory");
+      sb_.write("kubepods/besteffort", "cgroup.subtree_control", "+memory");
+    }
+    return sb_.write("kubepods", v2() ? "memory.max" : "memory.limit_in_bytes", std::to_string(limit_mib << 20));
+  }
+
+  std::string rel(const PodDef& p) const {
+    std::string tier = p.qos == "Guaranteed" ? "" : p.qos == "Burstable" ? "burstable/" : "besteffort/";
+    return "kubepods/" + tier + "pod" + p.uid;
+  }
+
+  bool start(const PodDef& p) {
+    if (!sb_.make(rel(p))) return false;
+    std::vector<std::string> argv{"/usr/bin/python3", "-c", kWorkload};
+    argv.insert(argv.end(), p.workload.begin(), p.workload.end());
+    pods_.push_back(p);
+    return sb_.spawn(rel(p), argv) > 0;
+  }
+
+  std::size_t procs(const PodDef& p) const {
+    std::istringstream in(sb_.read(rel(p), "cgroup.procs"));
+    std::size_t n = 0;
+    long x;
+    while (in >> x) ++n;
+    return n;
+  }
+
+  uint64_t oom_kills() const {
+    std::istringstream in(sb_.read("kubepods", v2() ? "memory.events" : "memory.oom_control"));
+    std::string k;
+    uint64_t v;
+    while (in >> k >> v) {
+      if (k == "oom_kill") return v;
+    }
+    return 0;
+  }
+
+  void write_config(const std::string& yaml) {
+    std::ofstream(dir_ + "/config.yaml.tmp") << yaml;
+    fs::rename(dir_ + "/config.yaml.tmp", dir_ + "/config.yaml");
+  }
+
+  void write_pods() {
+    std::string list = R"({"apiVersion":"v1","kind":"PodList","items":[)";
+    bool first = true;
+    for (const auto& p : pods_) {
+      list += std::string(first ? "" : ",") + R"({"metadata":{"name":")" + p.name + R"(","namespace":"t","uid":")" +
+              p.uid + R"("},"spec":{"terminationGracePeriodSeconds":)" + std::to_string(p.grace) +
+              R"(,"containers":[{"name":"c","resources":)" +
+              (p.qos == "BestEffort" ? std::string("{}")
+                                     : std::string(R"({"requests":{"memory":"32Mi"})") +
+                                           (p.qos == "Guaranteed" ? R"(,"limits":{"memory":"32Mi"}})" : "}")) +
+              R"(}]},"status":{"phase":"Running","qosClass":")" + p.qos + R"("}})";
+      first = false;
+    }
+    list += "]}";
+    std::ofstream(dir_ + "/pods.json") << list;
+  }
+
+  std::string config_path() const { return dir_ + "/config.yaml"; }
+  std::string state_path() const { return dir_ + "/state.json"; }
+  std::string log() const { return slurp(dir_ + "/daemon.log"); }
+
+  bool start_daemon(std::vector<std::string> extra = {}) {
+    write_pods();
+    std::vector<std::string> argv{kBinary,          "run",
+                                  "--config",       config_path(),
+                                  "--cgroup-root",  "/" + fs::path(sb_.path()).filename().string(),
+                                  "--cgroup-driver", "cgroupfs",
+                                  "--pod-file",     dir_ + "/pods.json",
+                                  "--metrics-listen", "127.0.0.1:0",
+                                  "--state-file",   state_path(),
+                                  "--safety-net-interval", "100ms"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::size_t before = count(log(), "pressured running");
+    std::string logfile = dir_ + "/daemon.log";
+    daemon_ = ::fork();
+    if (daemon_ == 0) {
+      int fd = ::open(logfile.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      ::dup2(fd, 2);
+      ::dup2(fd, 1);
+      std::vector<char*> a;
+      for (auto& s : argv) a.push_back(s.data());
+      a.push_back(nullptr);
+      ::execv(a[0], a.data());
+      ::_exit(127);
+    }
+    return wait_log("pressured running", 10s, before + 1);
+  }
+
+  bool wait_log(const std::string& needle, std::chrono::milliseconds limit, std::size_t times = 1) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (count(log(), needle) >= times) return true;
+      if (daemon_ > 0 && ::waitpid(daemon_, &status_, WNOHANG) == daemon_) {
+        daemon_ = -1;
+        return count(log(), needle) >= times;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  bool running() {
+    if (daemon_ <= 0) return false;
+    if (::waitpid(daemon_, &status_, WNOHANG) == daemon_) {
+      daemon_ = -1;
+      return false;
+    }
+    return true;
+  }
+  void signal(int sig) {
+    if (daemon_ > 0) ::kill(daemon_, sig);
+  }
+  int stop_daemon() {
+    if (daemon_ <= 0) return status_;
+    ::kill(daemon_, SIGTERM);
+    for (int i = 0; i < 250; ++i) {
+      if (::waitpid(daemon_, &status_, WNOHANG) == daemon_) {
+        daemon_ = -1;
+        return status_;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    ::kill(daemon_, SIGKILL);
+    ::waitpid(daemon_, &status_, 0);
+    daemon_ = -1;
+    return status_;
+  }
+
+  bool wait_gone(const PodDef& p, std::chrono::milliseconds limit) {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (procs(p) == 0) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+ private:
+  std::string mount_;
+  testing::SandboxCgroup sb_;
+  std::string tag_, dir_;
+  std::vector<PodDef> pods_;
+  pid_t daemon_ = -1;
+  int status_ = 0;
+};
+
+std::vector<std::string> steady(int mib, int seconds = 40) {
+  return {"--start-mib", std::to_string(mib), "--duration-s", std::to_string(seconds)};
+}
+
+#define REQUIRE_HOST(node)                                                   \
+  PRESSURED_REQUIRE_ROOT();                                                  \
+  PRESSURED_REQUIRE(fs::exists("/usr/bin/python3"), "/usr/bin/python3 (the pods' workload)"); \
+  PRESSURED_REQUIRE(fs::exists(kBinary), "the pressured binary " + kBinary); \
+  PRESSURED_REQUIRE((node).ok(), "a memory cgroup sandbox: " + (node).error()); \
+  ASSERT_TRUE((node).setup(256))
+
+TEST(DaemonHost, EvictsTheRightPodBeforeAKernelOomKillAndOnlyOne) {
+  HostNode n("daemon-evict");
+  REQUIRE_HOST(n);
+  PodDef web{"11111111-0000-4000-8000-000000000001", "web", "Burstable", steady(40)};
+  PodDef batch{"11111111-0000-4000-8000-000000000002", "batch", "BestEffort", steady(20)};
+  PodDef leaky{"11111111-0000-4000-8000-000000000003", "leaky", "BestEffort",
+               {"--start-mib", "10", "--step-mib", "8", "--interval-ms", "100", "--max-mib", "400", "--duration-s", "40"}};
+  for (const auto& p : {web, batch, leaky}) ASSERT_TRUE(n.start(p));
+  n.write_config("evictionHard:\n  allocatableMemory.available: 64Mi\nevictionPressureTransitionPeriod: 2s\n");
+  ASSERT_TRUE(n.start_daemon()) << n.log();
+  ASSERT_TRUE(n.wait_gone(leaky, 30s)) << n.log();
+  EXPECT_EQ(n.oom_kills(), 0u) << "evicted before the kernel OOM killer fired";
+  std::this_thread::sleep_for(2s);  // the first eviction freed enough: no second one
+  EXPECT_GT(n.procs(web), 0u);
+  EXPECT_GT(n.procs(batch), 0u);
+  std::string log = n.log();
+  EXPECT_EQ(count(log, "qos=BestEffort signal=allocatableMemory.available"), 1u) << log;
+  EXPECT_NE(log.find(leaky.uid), std::string::npos);
+  EXPECT_NE(log.find("done (memory released)"), std::string::npos) << log;
+  EXPECT_EQ(n.stop_daemon(), 0);
+  EXPECT_NE(n.log().find("pressured stopped"), std::string::npos);
+}
+
+TEST(DaemonHost, DryRunKillsNothing) {
+  HostNode n("daemon-dry");
+  REQUIRE_HOST(n);
+  PodDef be{"22222222-0000-4000-8000-000000000001", "be", "BestEffort", steady(120)};
+  PodDef bu{"22222222-0000-4000-8000-000000000002", "bu", "Burstable", steady(40)};
+  ASSERT_TRUE(n.start(be));
+  ASSERT_TRUE(n.start(bu));
+  std::this_thread::sleep_for(300ms);
+  n.write_config("evictionHard:\n  allocatableMemory.available: 128Mi\ndaemon:\n  releaseWaitTimeout: 500ms\n");
+  ASSERT_TRUE(n.start_daemon({"--dry-run"})) << n.log();
+  ASSERT_TRUE(n.wait_log("[dry-run] eviction", 10s, 2)) << n.log();
+  EXPECT_GT(n.procs(be), 0u);
+  EXPECT_GT(n.procs(bu), 0u);
+}
+
+TEST(DaemonHost, SighupReloadsAndRejectsAnInvalidConfig) {
+  HostNode n("daemon-hup");
+  REQUIRE_HOST(n);
+  PodDef be{"33333333-0000-4000-8000-000000000001", "be", "BestEffort", steady(100)};
+  PodDef bu{"33333333-0000-4000-8000-000000000002", "bu", "Burstable", steady(40)};
+  ASSERT_TRUE(n.start(be));
+  ASSERT_TRUE(n.start(bu));
+  std::this_thread::sleep_for(300ms);
+  n.write_config("evictionHard:\n  allocatableMemory.available: 16Mi\n");
+  ASSERT_TRUE(n.start_daemon()) << n.log();
+  n.write_config("evictionHard:\n  allocatableMemory.available: banana\n");
+  n.signal(SIGHUP);
+  ASSERT_TRUE(n.wait_log("config reload rejected", 5s)) << n.log();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(n.running());
+  EXPECT_GT(n.procs(be), 0u);
+  n.write_config("evictionHard:\n  allocatableMemory.available: 160Mi\n");
+  n.signal(SIGHUP);
+  ASSERT_TRUE(n.wait_log("config reloaded", 5s)) << n.log();
+  EXPECT_TRUE(n.wait_gone(be, 5s)) << n.log();
+  EXPECT_GT(n.procs(bu), 0u);
+}
+
+TEST(DaemonHost, SoftThresholdWaitsForGraceThenKillsAProcessIgnoringSigterm) {
+  HostNode n("daemon-soft");
+  REQUIRE_HOST(n);
+  PodDef be{"44444444-0000-4000-8000-000000000001", "stubborn", "BestEffort",
+            {"--start-mib", "100", "--duration-s", "40", "--ignore-sigterm", "--fork-child"}, 30};
+  ASSERT_TRUE(n.start(be));
+  std::this_thread::sleep_for(300ms);
+  n.write_config(
+      "evictionSoft:\n  allocatableMemory.available: 200Mi\nevictionSoftGracePeriod:\n  allocatableMemory.available: 2s\n"
+      "evictionMaxPodGracePeriod: 1\n");
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(n.start_daemon()) << n.log();
+  std::this_thread::sleep_for(1s);
+  EXPECT_GT(n.procs(be), 0u) << "soft threshold: grace period not over yet\n" << n.log();
+  ASSERT_TRUE(n.wait_gone(be, 10s)) << n.log();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 2900ms) << "2 s threshold grace + 1 s pod grace";
+  EXPECT_NE(n.log().find("grace period over, killing"), std::string::npos) << n.log();
+}
+
+TEST(DaemonHost, RestartRestoresSoftThresholdTiming) {
+  HostNode n("daemon-restart");
+  REQUIRE_HOST(n);
+  PodDef be{"55555555-0000-4000-8000-000000000001", "be", "BestEffort", steady(100, 60)};
+  ASSERT_TRUE(n.start(be));
+  std::this_thread::sleep_for(300ms);
+  n.write_config(
+      "evictionSoft:\n  allocatableMemory.available: 200Mi\nevictionSoftGracePeriod:\n  allocatableMemory.available: 8s\n"
+      "evictionMaxPodGracePeriod: 0\n");
+  ASSERT_TRUE(n.start_daemon()) << n.log();
+  std::this_thread::sleep_for(4s);
+  EXPECT_EQ(n.stop_daemon(), 0);
+  EXPECT_GT(n.procs(be), 0u);
+  EXPECT_NE(slurp(n.state_path()).find("threshold_first_observed_ns"), std::string::npos);
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(n.start_daemon()) << n.log();
+  EXPECT_NE(n.log().find("restored"), std::string::npos) << n.log();
+  ASSERT_TRUE(n.wait_gone(be, 15s)) << n.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 6500ms) << "the 8 s grace kept counting across the restart";
+}
+
+TEST(DaemonHost, CorruptCheckpointIsReportedAndIgnored) {
+  HostNode n("daemon-corrupt");
+  REQUIRE_HOST(n);
+  n.write_config("evictionHard:\n  allocatableMemory.available: 16Mi\n");
+  std::ofstream(n.state_path()) << "{\"version\": 1, \"boot";
+  ASSERT_TRUE(n.start_daemon()) << n.log();
+  EXPECT_NE(n.log().find("checkpoint ignored (corrupt)"), std::string::npos) << n.log();
+  EXPECT_TRUE(n.running());
+}
+
+TEST(DaemonCli, InvalidConfigAtStartupIsAClearErrorNotACrash) {
+  PRESSURED_REQUIRE(fs::exists(kBinary), "the pressured binary " + kBinary);
+  char tmpl[] = "/tmp/pressured-badcfg-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::ofstream(dir + "/bad.yaml") << "evictionHard:\n  memory.available: lots\n";
+  std::string cmd = kBinary + " run --config " + dir + "/bad.yaml 2>" + dir + "/err";
+  int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 2);
+  EXPECT_NE(slurp(dir + "/err").find("invalid configuration"), std::string::npos) << slurp(dir + "/err");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pressured

@@ -1,0 +1,195 @@
+// The daemon with Kubernetes reporting: local kill first for hard thresholds,
+// API eviction with grace (and a local kill only after grace + margin) for
+// soft ones, static pods never through the API. Against a local HTTP server.
+#include <httplib.h>
+
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "daemon/daemon.hpp"
+#include "k8s/reporter.hpp"
+
+namespace pressured {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr uint64_t MiB = 1 << 20;
+
+TimePoint at(double s) { return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s))); }
+
+struct Api {
+  httplib::Server srv;
+  std::thread t;
+  int port = 0;
+  std::mutex mu;
+  std::vector<std::string> calls;  // "VERB path"
+  std::vector<std::string> bodies;
+  Api() {
+    auto h = [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard lk(mu);
+      calls.push_back(req.method + " " + req.path);
+      bodies.push_back(req.body);
+      res.status = req.method == "POST" ? 201 : 200;
+      res.set_content("{}", "application/json");
+    };
+    srv.Post(".*", h);
+    srv.Patch(".*", h);
+    srv.Delete(".*", h);
+    port = srv.bind_to_any_port("127.0.0.1");
+    t = std::thread([this] { srv.listen_after_bind(); });
+    for (int i = 0; i < 200 && !srv.is_running(); ++i) std::this_thread::sleep_for(5ms);
+  }
+  ~Api() {
+    srv.stop();
+    t.join();
+  }
+  std::vector<std::string> seen() {
+    std::lock_guard lk(mu);
+    return calls;
+  }
+};
+
+class OneNodeObserver final : public NodeObserver {
+ public:
+  const CgroupLayout& layout() const override { return layout_; }
+  Result<NodeSnapshot> observe(TimePoint now) override {
+    NodeSnapshot s;
+    s.taken_at = now;
+    SignalObservation o;
+    o.capacity = 1024.0 * MiB;
+    uint64_t used = 0;
+    for (const auto& p : pods) used += p.usage.memory_working_set_bytes;
+    o.value = o.capacity - static_cast<double>(used);
+    s.signal(Signal::AllocatableMemoryAvailable) = o;
+    s.pods = pods;
+    return s;
+  }
+  Result<SignalObservation> refresh_signal(Signal, TimePoint) override { return Error{ENOTSUP, "fake"}; }
+  Result<void> refresh_pod(Pod&, TimePoint) override { return {}; }
+  std::vector<PodCgroup> list_pods() override { return {}; }
+  ObserverCounters counters() const override { return {}; }
+  CgroupLayout layout_;
+  std::vector<Pod> pods;
+};
+
+struct Recorder final : public Evictor {
+  Result<void> validate(const EvictionTarget&) const override { return {}; }
+  Result<KillReport> terminate(const EvictionTarget& t) override {
+    calls.push_back("terminate " + t.uid);
+    return KillReport{};
+  }
+  Result<KillReport> kill(const EvictionTarget& t) override {
+    calls.push_back("kill " + t.uid);
+    gone = true;
+    KillReport r;
+    r.empty = true;
+    return r;
+  }
+  Result<bool> is_empty(const EvictionTarget&) const override { return gone; }
+  std::vector<std::string> calls;
+  bool gone = false;
+};
+
+Pod pod(bool static_pod) {
+  Pod p;
+  p.uid = "u-1";
+  p.name = "web";
+  p.namespace_ = "shop";
+  p.qos = QosClass::BestEffort;
+  p.metadata_known = true;
+  p.static_pod = static_pod;
+  p.termination_grace_period_seconds = 3;
+  p.usage.memory_working_set_bytes = 900 * MiB;
+  p.cgroup_path = "/x/kubepods/besteffort/podu-1";
+  return p;
+}
+
+struct K8sRig {
+  Api api;
+  OneNodeObserver obs;
+  Recorder ev;
+  std::unique_ptr<k8s::Reporter> rep;
+  std::unique_ptr<Daemon> d;
+  void make(ThresholdKind kind, bool static_pod) {
+    k8s::ApiServer s;
+    s.server = "http://127.0.0.1:" + std::to_string(api.port);
+    s.token = "t";
+    k8s::ReporterOptions ro;
+    ro.node_name = "n1";
+    rep = std::make_unique<k8s::Reporter>(k8s::ApiClient(s, 2s), ro);
+    rep->start();
+    obs.pods = {pod(static_pod)};
+    Config c;
+    Threshold t;
+    t.signal = Signal::AllocatableMemoryAvailable;
+    t.kind = kind;
+    t.value.quantity = 200.0 * MiB;
+    t.grace_period = kind == ThresholdKind::Soft ? 1s : 0s;
+    c.eviction.thresholds = {t};
+    c.eviction.max_pod_grace_period_seconds = 10;
+    c.daemon.state_file = "";
+    c.daemon.soft_kill_margin = 5s;
+    DaemonDeps deps;
+    deps.observer = &obs;
+    deps.evictor = &ev;
+    deps.reporter = rep.get();
+    d = std::make_unique<Daemon>(c, deps);
+  }
+};
+
+TEST(DaemonK8s, HardThresholdKillsLocallyFirstThenEvictsThroughTheApi) {
+  K8sRig r;
+  r.make(ThresholdKind::Hard, false);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls, std::vector<std::string>{"kill u-1"}) << "local kill inside the decision itself";
+  ASSERT_TRUE(r.rep->drain(5s));
+  auto seen = r.api.seen();
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "POST /api/v1/namespaces/shop/pods/web/eviction"), seen.end());
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "POST /api/v1/namespaces/shop/events"), seen.end());
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "PATCH /api/v1/nodes/n1/status"), seen.end());
+  r.rep->stop();
+}
+
+TEST(DaemonK8s, SoftThresholdDelegatesToTheApiAndKillsLocallyOnlyAfterGracePlusMargin) {
+  K8sRig r;
+  r.make(ThresholdKind::Soft, false);
+  r.d->evaluate(at(0), "test", std::nullopt);
+  r.d->evaluate(at(1.5), "test", std::nullopt);  // soft grace over: API eviction with grace 3 s
+  ASSERT_TRUE(r.rep->drain(5s));
+  EXPECT_TRUE(r.ev.calls.empty()) << "the kubelet terminates the pod";
+  bool found = false;
+  {
+    std::lock_guard lk(r.api.mu);
+    for (std::size_t i = 0; i < r.api.calls.size(); ++i) {
+      if (r.api.calls[i] == "POST /api/v1/namespaces/shop/pods/web/eviction") {
+        auto b = nlohmann::json::parse(r.api.bodies[i]);
+        EXPECT_EQ(b["deleteOptions"]["gracePeriodSeconds"], 3);
+        found = true;
+      }
+    }
+  }
+  EXPECT_TRUE(found);
+  r.d->evaluate(at(8), "test", std::nullopt);  // 1.5 + 3 + 5 = 9.5: not yet
+  EXPECT_TRUE(r.ev.calls.empty());
+  r.d->evaluate(at(9.6), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls, std::vector<std::string>{"kill u-1"});
+  r.rep->stop();
+}
+
+TEST(DaemonK8s, StaticPodsAreNeverEvicted) {
+  // The engine never ranks static/mirror pods; the reporter would refuse
+  // them anyway (K8sReporter.StaticPodsAreNeverEvictedThroughTheApi).
+  K8sRig r;
+  r.make(ThresholdKind::Hard, true);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  ASSERT_TRUE(r.rep->drain(5s));
+  EXPECT_TRUE(r.ev.calls.empty());
+  for (const auto& c : r.api.seen()) EXPECT_EQ(c.find("/pods/"), std::string::npos) << c;
+  r.rep->stop();
+}
+
+}  // namespace
+}  // namespace pressured

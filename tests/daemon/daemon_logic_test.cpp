@@ -1,0 +1,507 @@
+// The daemon's decision loop, in process, with a fake observer, a recording
+// evictor and synthetic time: ranking, one eviction at a time, soft grace,
+// dry run, reload, restart from the checkpoint, faults.
+#include "daemon/daemon.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <gtest/gtest.h>
+
+namespace pressured {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr uint64_t MiB = 1 << 20;
+
+TimePoint at(double s) { return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s))); }
+
+class FakeObserver final : public NodeObserver {
+ public:
+  FakeObserver() { layout_.kubepods_memory_path = "/fake/kubepods"; }
+  const CgroupLayout& layout() const override { return layout_; }
+  Result<NodeSnapshot> observe(TimePoint now) override {
+    if (fail) return Error{EIO, "fake failure"};
+    NodeSnapshot s;
+    s.taken_at = now;
+    uint64_t used = 0;
+    for (const auto& p : pods) used += p.usage.memory_working_set_bytes;
+    SignalObservation o;
+    o.capacity = static_cast<double>(capacity);
+    o.value = static_cast<double>(capacity > used ? capacity - used : 0);
+    o.observed_at = now;
+    s.signal(Signal::AllocatableMemoryAvailable) = o;
+    if (node_available) {
+      SignalObservation n = *node_available;
+      n.observed_at = now;
+      s.signal(Signal::MemoryAvailable) = n;
+    }
+    s.pods = pods;
+    return s;
+  }
+  Result<SignalObservation> refresh_signal(Signal, TimePoint) override { return Error{ENOTSUP, "fake"}; }
+  Result<void> refresh_pod(Pod&, TimePoint) override { return {}; }
+  std::vector<PodCgroup> list_pods() override { return {}; }
+  ObserverCounters counters() const override { return {}; }
+
+  Pod& add(const std::string& uid, QosClass qos, uint64_t ws, uint64_t request = 0) {
+    Pod p;
+    p.uid = uid;
+    p.name = uid;
+    p.namespace_ = "ns";
+    p.qos = qos;
+    p.metadata_known = true;
+    p.usage.memory_working_set_bytes = ws;
+    p.requests.memory_bytes = request;
+    p.termination_grace_period_seconds = 5;
+    p.cgroup_path = "/fake/kubepods/pod" + uid;
+    pods.push_back(p);
+    return pods.back();
+  }
+  Pod* find(const std::string& uid) {
+    for (auto& p : pods) {
+      if (p.uid == uid) return &p;
+    }
+    return nullptr;
+  }
+
+  CgroupLayout layout_;
+  std::vector<Pod> pods;
+  uint64_t capacity = 1024 * MiB;
+  bool fail = false;
+  std::optional<SignalObservation> node_available;  // memory.available, when set
+};
+
+// Records like RecordingEvictor, but the test decides when a pod is empty.
+class FakeEvictor final : public Evictor {
+ public:
+  Result<void> validate(const EvictionTarget& t) const override {
+    if (t.cgroup_path.rfind("/fake/kubepods/", 0) != 0) return Error{EPERM, "outside the pods root"};
+    return {};
+  }
+  Result<KillReport> terminate(const EvictionTarget& t) override {
+    calls.push_back("terminate " + t.uid);
+    if (exit_on_sigterm) gone.push_back(t.uid);
+    return KillReport{};
+  }
+  Result<KillReport> kill(const EvictionTarget& t) override {
+    calls.push_back("kill " + t.uid);
+    if (!stuck) gone.push_back(t.uid);
+    KillReport r;
+    r.empty = !stuck;
+    return r;
+  }
+  Result<bool> is_empty(const EvictionTarget& t) const override {
+    return std::find(gone.begin(), gone.end(), t.uid) != gone.end();
+  }
+  std::vector<std::string> calls, gone;
+  bool exit_on_sigterm = false;
+  bool stuck = false;
+};
+
+Threshold threshold(ThresholdKind kind, uint64_t bytes, Duration grace = 0s) {
+  Threshold t;
+  t.signal = Signal::AllocatableMemoryAvailable;
+  t.kind = kind;
+  t.value.quantity = static_cast<double>(bytes);
+  t.grace_period = grace;
+  return t;
+}
+
+Config base_config(const std::string& state = "") {
+  Config c;
+  c.eviction.thresholds = {threshold(ThresholdKind::Hard, 200 * MiB)};
+  c.eviction.pressure_transition_period = 1s;
+  c.daemon.state_file = state;
+  c.daemon.release_wait_timeout = 5s;
+  return c;
+}
+
+struct Rig {
+  FakeObserver obs;
+  FakeEvictor ev;
+  RecordingEvictor dry;
+  std::unique_ptr<Daemon> d;
+  void make(Config c, std::function<Result<Config>()> reload = {}) {
+    DaemonDeps deps;
+    deps.observer = &obs;
+    deps.evictor = &ev;
+    deps.boot_id = "test-boot";
+    deps.reload = std::move(reload);
+    d = std::make_unique<Daemon>(std::move(c), deps);
+    d->set_dry_run_evictor(&dry);
+  }
+  // The kernel frees a killed pod's memory.
+  void release(const std::string& uid) {
+    if (auto* p = obs.find(uid)) p->usage.memory_working_set_bytes = 0;
+  }
+};
+
+std::string temp_state() {
+  char tmpl[] = "/tmp/pressured-daemon-XXXXXX";
+  return std::string(::mkdtemp(tmpl)) + "/state.json";
+}
+
+TEST(DaemonLogic, HardThresholdEvictsTheBestEffortPodFirst) {
+  Rig r;
+  r.obs.add("guaranteed", QosClass::Guaranteed, 300 * MiB, 300 * MiB);
+  r.obs.add("burstable", QosClass::Burstable, 300 * MiB, 100 * MiB);
+  r.obs.add("besteffort", QosClass::BestEffort, 250 * MiB);
+  r.make(base_config());
+  r.d->evaluate(at(1), "test", std::nullopt);  // 1024-850 = 174 MiB < 200 MiB
+  ASSERT_EQ(r.ev.calls.size(), 1u);
+  EXPECT_EQ(r.ev.calls[0], "kill besteffort");
+  EXPECT_EQ(r.d->stats().evictions_started, 1u);
+  ASSERT_TRUE(r.d->in_flight().has_value());
+}
+
+TEST(DaemonLogic, NoSecondEvictionWhenTheFirstFreedEnough) {
+  Rig r;
+  r.obs.add("burstable", QosClass::Burstable, 500 * MiB, 100 * MiB);
+  r.obs.add("besteffort", QosClass::BestEffort, 350 * MiB);
+  r.make(base_config());
+  r.d->evaluate(at(1), "test", std::nullopt);
+  ASSERT_EQ(r.ev.calls, std::vector<std::string>{"kill besteffort"});
+  // Before the memory comes back the signal still says "pressure": no decision acts.
+  for (double t = 1.05; t < 1.3; t += 0.05) r.d->evaluate(at(t), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls.size(), 1u);
+  EXPECT_GT(r.d->stats().decisions_deferred, 0u);
+  r.release("besteffort");
+  for (double t = 1.3; t < 3; t += 0.1) r.d->evaluate(at(t), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls.size(), 1u) << "the burstable pod must survive: 524 MiB are available again";
+  EXPECT_FALSE(r.d->in_flight().has_value());
+  EXPECT_EQ(r.d->stats().evictions_completed, 1u);
+}
+
+TEST(DaemonLogic, SecondEvictionOnlyAfterTheFirstReleasedAndStillShort) {
+  Rig r;
+  r.obs.add("burstable", QosClass::Burstable, 900 * MiB, 100 * MiB);
+  r.obs.add("besteffort", QosClass::BestEffort, 50 * MiB);
+  r.make(base_config());
+  r.d->evaluate(at(1), "test", std::nullopt);
+  ASSERT_EQ(r.ev.calls, std::vector<std::string>{"kill besteffort"});
+  r.d->evaluate(at(1.1), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls.size(), 1u);
+  r.release("besteffort");
+  r.d->evaluate(at(1.2), "test", std::nullopt);  // released: in flight ends
+  r.d->evaluate(at(1.3), "test", std::nullopt);  // fresh decision: still short
+  ASSERT_EQ(r.ev.calls.size(), 2u);
+  EXPECT_EQ(r.ev.calls[1], "kill burstable");
+}
+
+TEST(DaemonLogic, ReleaseWaitIsBounded) {
+  Rig r;
+  r.obs.add("a", QosClass::BestEffort, 900 * MiB);
+  r.obs.add("b", QosClass::BestEffort, 10 * MiB);
+  Config c = base_config();
+  c.daemon.release_wait_timeout = 2s;
+  r.make(c);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  r.d->evaluate(at(1.1), "test", std::nullopt);  // empty -> releasing, memory never comes back
+  r.d->evaluate(at(2), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls.size(), 1u);
+  r.d->evaluate(at(3.2), "test", std::nullopt);  // timeout: decide again
+  EXPECT_EQ(r.d->stats().release_timeouts, 1u);
+  r.d->evaluate(at(3.3), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls.size(), 2u);
+}
+
+TEST(DaemonLogic, SoftThresholdWaitsForItsGracePeriodThenTermThenKill) {
+  Rig r;
+  r.obs.add("be", QosClass::BestEffort, 900 * MiB);
+  Config c = base_config();
+  c.eviction.thresholds = {threshold(ThresholdKind::Soft, 200 * MiB, 10s)};
+  c.eviction.max_pod_grace_period_seconds = 3;
+  r.make(c);
+  for (double t = 0; t < 9.9; t += 1) r.d->evaluate(at(t), "test", std::nullopt);
+  EXPECT_TRUE(r.ev.calls.empty()) << "grace period not over";
+  r.d->evaluate(at(10.5), "test", std::nullopt);
+  ASSERT_EQ(r.ev.calls, std::vector<std::string>{"terminate be"});
+  r.d->evaluate(at(12), "test", std::nullopt);  // within the pod's 3 s grace
+  EXPECT_EQ(r.ev.calls.size(), 1u);
+  r.d->evaluate(at(13.6), "test", std::nullopt);  // grace over: SIGKILL
+  ASSERT_EQ(r.ev.calls.size(), 2u);
+  EXPECT_EQ(r.ev.calls[1], "kill be");
+  EXPECT_EQ(r.d->stats().victim_exited_early, 0u);
+}
+
+TEST(DaemonLogic, VictimExitingOnItsOwnMidEvictionIsCountedNotKilled) {
+  Rig r;
+  r.obs.add("be", QosClass::BestEffort, 900 * MiB);
+  Config c = base_config();
+  c.eviction.thresholds = {threshold(ThresholdKind::Soft, 200 * MiB, 1s)};
+  c.eviction.max_pod_grace_period_seconds = 30;
+  r.make(c);
+  r.ev.exit_on_sigterm = true;
+  r.d->evaluate(at(0), "test", std::nullopt);
+  r.d->evaluate(at(1.5), "test", std::nullopt);
+  ASSERT_EQ(r.ev.calls, std::vector<std::string>{"terminate be"});
+  r.d->evaluate(at(1.6), "test", std::nullopt);
+  EXPECT_EQ(r.d->stats().victim_exited_early, 1u);
+  EXPECT_EQ(r.ev.calls.size(), 1u) << "no SIGKILL for a pod that is gone";
+}
+
+TEST(DaemonLogic, DryRunKillsNothingButDecides) {
+  Rig r;
+  r.obs.add("be", QosClass::BestEffort, 900 * MiB);
+  Config c = base_config();
+  c.daemon.dry_run = true;
+  c.daemon.release_wait_timeout = 1s;
+  r.make(c);
+  for (double t = 0; t < 5; t += 0.2) r.d->evaluate(at(t), "test", std::nullopt);
+  EXPECT_TRUE(r.ev.calls.empty());
+  EXPECT_GE(r.dry.calls().size(), 2u);
+  EXPECT_GE(r.d->stats().evictions_started, 2u) << "the same pod is reported again after the release wait";
+}
+
+TEST(DaemonLogic, RefusesTargetsOutsideThePodsRoot) {
+  Rig r;
+  auto& p = r.obs.add("be", QosClass::BestEffort, 900 * MiB);
+  p.cgroup_path = "/fake/elsewhere/podbe";
+  r.make(base_config());
+  r.d->evaluate(at(1), "test", std::nullopt);
+  EXPECT_TRUE(r.ev.calls.empty());
+  EXPECT_EQ(r.d->stats().refused_targets, 1u);
+}
+
+TEST(DaemonLogic, ReloadRejectsInvalidConfigAndKeepsTheOld) {
+  Rig r;
+  r.obs.add("be", QosClass::BestEffort, 700 * MiB);  // 324 MiB available
+  Result<Config> next = Error{EINVAL, "bad"};
+  r.make(base_config(), [&next] { return next; });
+  r.d->evaluate(at(1), "test", std::nullopt);
+  EXPECT_TRUE(r.ev.calls.empty());
+  EXPECT_FALSE(r.d->reload());
+  EXPECT_EQ(r.d->stats().reloads_failed, 1u);
+  EXPECT_EQ(r.d->config().eviction.thresholds.size(), 1u);
+  Config c = base_config();
+  c.eviction.thresholds = {threshold(ThresholdKind::Hard, 400 * MiB)};
+  next = c;
+  r.d->on_signal(SIGHUP);
+  EXPECT_EQ(r.d->stats().reloads_ok, 1u);
+  r.d->evaluate(at(2), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls, std::vector<std::string>{"kill be"});
+}
+
+TEST(DaemonLogic, RestartRestoresSoftGraceAndTheEvictionInFlight) {
+  std::string state = temp_state();
+  Config c = base_config(state);
+  c.eviction.thresholds = {threshold(ThresholdKind::Soft, 200 * MiB, 10s)};
+  c.eviction.max_pod_grace_period_seconds = 2;
+  {
+    Rig r;
+    r.obs.add("be", QosClass::BestEffort, 900 * MiB);
+    r.make(c);
+    r.d->evaluate(at(0), "test", std::nullopt);
+    r.d->evaluate(at(6), "test", std::nullopt);
+    r.d->save_checkpoint();
+    EXPECT_TRUE(r.ev.calls.empty());
+  }
+  {
+    Rig r;  // a restart 2 s later: the grace period keeps counting from t=0
+    r.obs.add("be", QosClass::BestEffort, 900 * MiB);
+    r.make(c);
+    r.d->restore_checkpoint();
+    EXPECT_EQ(r.d->stats().checkpoint_restored, 1u);
+    r.d->evaluate(at(8), "test", std::nullopt);
+    EXPECT_TRUE(r.ev.calls.empty());
+    r.d->evaluate(at(10.5), "test", std::nullopt);
+    ASSERT_EQ(r.ev.calls, std::vector<std::string>{"terminate be"});
+    r.d->save_checkpoint();
+  }
+  {
+    Rig r;  // a restart mid-eviction: the pod is still killed at the end of its grace
+    r.obs.add("be", QosClass::BestEffort, 900 * MiB);
+    r.make(c);
+    r.d->restore_checkpoint();
+    ASSERT_TRUE(r.d->in_flight().has_value());
+    EXPECT_EQ(r.d->in_flight()->pod.uid, "be");
+    r.d->evaluate(at(13), "test", std::nullopt);
+    EXPECT_EQ(r.ev.calls, std::vector<std::string>{"kill be"});
+  }
+  std::filesystem::remove_all(std::filesystem::path(state).parent_path());
+}
+
+TEST(DaemonLogic, CorruptCheckpointIsCountedAndIgnored) {
+  std::string state = temp_state();
+  std::ofstream(state) << "{\"version\":1,\"boot_id\":";
+  Rig r;
+  r.obs.add("be", QosClass::BestEffort, 900 * MiB);
+  r.make(base_config(state));
+  r.d->restore_checkpoint();
+  EXPECT_EQ(r.d->stats().checkpoint_corrupt, 1u);
+  r.d->evaluate(at(1), "test", std::nullopt);  // works normally and rewrites the file
+  EXPECT_EQ(r.ev.calls.size(), 1u);
+  EXPECT_EQ(load_checkpoint(state, "test-boot").status, CheckpointLoad::Restored);
+  std::filesystem::remove_all(std::filesystem::path(state).parent_path());
+}
+
+TEST(DaemonLogic, ObservationFailureIsCountedNotFatal) {
+  Rig r;
+  r.obs.add("be", QosClass::BestEffort, 900 * MiB);
+  r.make(base_config());
+  r.obs.fail = true;
+  r.d->evaluate(at(1), "test", std::nullopt);
+  EXPECT_EQ(r.d->stats().observe_failures, 1u);
+  r.obs.fail = false;
+  r.d->evaluate(at(2), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls.size(), 1u);
+}
+
+TEST(DaemonLogic, DiskReclaimCommandRunsWithATimeout) {
+  auto ok = run_command_with_timeout({"/bin/sh", "-c", "exit 3"}, 5s);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, 3);
+  auto t0 = std::chrono::steady_clock::now();
+  auto slow = run_command_with_timeout({"/bin/sh", "-c", "sleep 30"}, 300ms);
+  EXPECT_FALSE(slow.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_FALSE(run_command_with_timeout({"/nonexistent/cmd"}, 1s).ok());
+}
+
+// Records the watches the daemon arms; nothing else is used by the daemon logic.
+class FakeReactor final : public Reactor {
+ public:
+  Result<void> run(ReactorHandler&) override { return {}; }
+  void stop() override {}
+  bool post(std::function<void()>) override { return false; }
+  Result<WatchId> set_watch(const std::string& path, uint64_t alarm_bytes) override {
+    calls.emplace_back(path, alarm_bytes);
+    auto it = ids.find(path);
+    WatchId id = it != ids.end() ? it->second : ++next;
+    ids[path] = id;
+    levels[path] = alarm_bytes;
+    return id;
+  }
+  Result<void> clear_watch(WatchId id) override {
+    for (auto it = ids.begin(); it != ids.end(); ++it) {
+      if (it->second == id) {
+        levels.erase(it->first);
+        ids.erase(it);
+        ++clears;
+        return {};
+      }
+    }
+    return Error{ENOENT, "no such watch"};
+  }
+  Result<WatchId> add_psi_trigger(const std::string&, bool, Duration, Duration, uint64_t) override { return ++next; }
+  Result<void> remove_psi_trigger(WatchId) override { return {}; }
+  Result<WatchId> add_memory_events_watch(const std::string&) override { return ++next; }
+  Result<void> remove_memory_events_watch(WatchId) override { return {}; }
+  Result<void> add_source(std::unique_ptr<ReactorSource>) override { return {}; }
+  bool bpf_active() const override { return false; }
+
+  std::vector<std::pair<std::string, uint64_t>> calls;
+  std::map<std::string, WatchId> ids;
+  std::map<std::string, uint64_t> levels;
+  int clears = 0;
+  WatchId next = 0;
+};
+
+void write_number(const std::filesystem::path& p, uint64_t v) {
+  std::filesystem::create_directories(p.parent_path());
+  std::ofstream(p) << v << "\n";
+}
+
+struct WatchRig {
+  std::filesystem::path dir;
+  FakeObserver obs;
+  FakeEvictor ev;
+  FakeReactor reactor;
+  std::unique_ptr<Daemon> d;
+
+  WatchRig() {
+    char tmpl[] = "/tmp/pressured-watch-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    obs.layout_.memory_mount = (dir / "root").string();
+    obs.layout_.kubepods_memory_path = (dir / "root" / "kubepods").string();
+    std::filesystem::create_directories(obs.layout_.kubepods_memory_path);
+    obs.capacity = 4096 * MiB;  // allocatable: plenty, no threshold on it
+  }
+  ~WatchRig() { std::filesystem::remove_all(dir); }
+  void kubepods_usage(uint64_t bytes) { write_number(dir / "root" / "kubepods" / "memory.current", bytes); }
+  void node(uint64_t available, uint64_t capacity) {
+    SignalObservation o;
+    o.value = static_cast<double>(available);
+    o.capacity = static_cast<double>(capacity);
+    obs.node_available = o;
+  }
+  void make(uint64_t threshold_bytes) {
+    Config c;
+    Threshold t;
+    t.signal = Signal::MemoryAvailable;
+    t.kind = ThresholdKind::Hard;
+    t.value.quantity = static_cast<double>(threshold_bytes);
+    c.eviction.thresholds = {t};
+    DaemonDeps deps;
+    deps.observer = &obs;
+    deps.evictor = &ev;
+    deps.reactor = &reactor;
+    deps.boot_id = "test-boot";
+    d = std::make_unique<Daemon>(std::move(c), deps);
+  }
+};
+
+TEST(DaemonWatches, NodeThresholdIsArmedOnKubepodsAtUsagePlusHeadroom) {
+  WatchRig r;
+  r.kubepods_usage(300 * MiB);
+  r.node(600 * MiB, 2048 * MiB);
+  r.make(100 * MiB);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  const std::string kp = r.obs.layout_.kubepods_memory_path;
+  // 300 MiB used + (600 - 100) MiB until the threshold.
+  ASSERT_EQ(r.reactor.levels.count(kp), 1u);
+  EXPECT_EQ(r.reactor.levels[kp], 800 * MiB);
+  // v2: the root memcg has no usage file and is not charged: no watch there.
+  EXPECT_EQ(r.reactor.levels.count(r.obs.layout_.memory_mount), 0u);
+  EXPECT_EQ(r.d->armed_watch_levels().at(kp), 800 * MiB);
+  EXPECT_EQ(r.reactor.calls.size(), 1u);
+}
+
+TEST(DaemonWatches, SmallMovesDoNotReArmLargeOnesDo) {
+  WatchRig r;
+  r.kubepods_usage(300 * MiB);
+  r.node(600 * MiB, 2048 * MiB);
+  r.make(100 * MiB);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  ASSERT_EQ(r.reactor.calls.size(), 1u);
+  const std::string kp = r.obs.layout_.kubepods_memory_path;
+  // Hysteresis: max(8 MiB, 1% of 2048 MiB) = 20.48 MiB.
+  EXPECT_EQ(Daemon::watch_hysteresis(2048.0 * MiB), static_cast<uint64_t>(2048.0 * MiB / 100));
+  r.kubepods_usage(310 * MiB);  // level 810 MiB: +10 MiB
+  r.d->evaluate(at(2), "test", std::nullopt);
+  r.node(585 * MiB, 2048 * MiB);  // level 795 MiB: -5 MiB from the armed level
+  r.d->evaluate(at(3), "test", std::nullopt);
+  EXPECT_EQ(r.reactor.calls.size(), 1u) << "moves within the hysteresis must not reset the watch";
+  EXPECT_EQ(r.reactor.levels[kp], 800 * MiB);
+  r.node(500 * MiB, 2048 * MiB);  // level 310 + 400 = 710 MiB: -90 MiB
+  r.d->evaluate(at(4), "test", std::nullopt);
+  ASSERT_EQ(r.reactor.calls.size(), 2u);
+  EXPECT_EQ(r.reactor.levels[kp], 710 * MiB);
+  // Already below the threshold: no level (the evaluation acts); the watch goes.
+  r.node(50 * MiB, 2048 * MiB);
+  r.d->evaluate(at(5), "test", std::nullopt);
+  EXPECT_EQ(r.reactor.levels.count(kp), 0u);
+  EXPECT_EQ(r.reactor.clears, 1);
+  // Back above: armed again.
+  r.node(400 * MiB, 2048 * MiB);
+  r.d->evaluate(at(6), "test", std::nullopt);
+  EXPECT_EQ(r.reactor.levels[kp], 610 * MiB);
+}
+
+TEST(DaemonWatches, CgroupV1RootKeepsItsOwnWatch) {
+  WatchRig r;
+  r.kubepods_usage(300 * MiB);
+  write_number(r.dir / "root" / "memory.usage_in_bytes", 1500 * MiB);
+  r.node(600 * MiB, 2048 * MiB);
+  r.make(100 * MiB);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  EXPECT_EQ(r.reactor.levels[r.obs.layout_.kubepods_memory_path], 800 * MiB);
+  EXPECT_EQ(r.reactor.levels[r.obs.layout_.memory_mount], 2000 * MiB);
+}
+
+}  // namespace
+}  // namespace pressured

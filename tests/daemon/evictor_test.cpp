@@ -1,0 +1,252 @@
+// CgroupEvictor safety and mechanics. The unprivileged tests use fake cgroup
+// directories in /tmp holding only this test's own children; the root tests
+// use a sandbox memory cgroup (and its v1 freezer mirror).
+#include "evict/cgroup_evictor.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "fakes/privilege.hpp"
+#include "fakes/sandbox_cgroup.hpp"
+
+namespace pressured {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/pressured-evict-XXXXXX";
+  return ::mkdtemp(tmpl);
+}
+
+pid_t sleeper(bool ignore_term = false) {
+  pid_t p = ::fork();
+  if (p == 0) {
+    if (ignore_term) ::signal(SIGTERM, SIG_IGN);
+    for (int i = 0; i < 300; ++i) ::usleep(100000);  // 30 s at most
+    ::_exit(0);
+  }
+  return p;
+}
+
+// Our child, running (not exited, not a zombie). Robust to SIGCHLD being
+// ignored by whoever started the test (children are then reaped at once).
+bool alive(pid_t p) {
+  if (::waitpid(p, nullptr, WNOHANG) != 0) return false;
+  std::ifstream st("/proc/" + std::to_string(p) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(st)), {});
+  auto close = text.rfind(')');
+  return close != std::string::npos && text.size() > close + 2 && text[close + 2] != 'Z';
+}
+
+bool wait_dead(pid_t p, std::chrono::milliseconds limit = 3000ms) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    pid_t w = ::waitpid(p, nullptr, WNOHANG);
+    if (w == p || (w < 0 && errno == ECHILD)) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+TEST(EvictorSafety, KernelThreadDetection) {
+  // flags field (9th) with PF_KTHREAD; comm with spaces and parentheses.
+  EXPECT_TRUE(is_kernel_thread("2 (kthreadd) S 0 0 0 0 -1 2129984 0 0", ""));
+  EXPECT_TRUE(is_kernel_thread("57 (kworker/0:1-events) I 2 0 0 0 -1 69238880 0", ""));
+  EXPECT_FALSE(is_kernel_thread("1234 (my (odd) app) S 1 1234 1234 0 -1 4194560 0", std::string("app\0", 4)));
+  EXPECT_TRUE(is_kernel_thread("1235 (weird) S 2 0 0 0 -1 0 0", ""));  // empty cmdline, child of kthreadd
+  EXPECT_FALSE(is_kernel_thread("garbage", ""));
+  std::ifstream self("/proc/self/stat");
+  std::string text((std::istreambuf_iterator<char>(self)), {});
+  EXPECT_FALSE(is_kernel_thread(text, "x"));
+}
+
+TEST(EvictorSafety, RefusesTargetsOutsideThePodsRoot) {
+  std::string d = temp_dir();
+  fs::create_directories(d + "/kubepods/besteffort/podA");
+  fs::create_directories(d + "/other/podB");
+  fs::create_directory_symlink(d + "/other/podB", d + "/kubepods/besteffort/podEscape");
+  std::string root = d + "/kubepods";
+  EXPECT_TRUE(contained_path(root, root + "/besteffort/podA").ok());
+  EXPECT_FALSE(contained_path(root, root).ok()) << "the root itself is never a target";
+  EXPECT_FALSE(contained_path(root, d + "/other/podB").ok());
+  EXPECT_FALSE(contained_path(root, root + "/besteffort/../../other/podB").ok());
+  EXPECT_FALSE(contained_path(root, root + "/besteffort/podEscape").ok()) << "symlink escaping the root";
+  EXPECT_FALSE(contained_path(root, "relative/path").ok());
+  EXPECT_FALSE(contained_path(root + "x", root + "x/../kubepods/besteffort/podA").ok());
+  // A sibling whose name starts with the root's name is outside.
+  fs::create_directories(d + "/kubepods-evil/podC");
+  EXPECT_FALSE(contained_path(root, d + "/kubepods-evil/podC").ok());
+
+  CgroupEvictorOptions o;
+  o.pods_root = root;
+  CgroupEvictor ev(o);
+  EvictionTarget t;
+  t.cgroup_path = d + "/other/podB";
+  EXPECT_FALSE(ev.validate(t).ok());
+  EXPECT_FALSE(ev.terminate(t).ok());
+  EXPECT_FALSE(ev.kill(t).ok());
+  CgroupEvictor unconfigured(CgroupEvictorOptions{});
+  t.cgroup_path = root + "/besteffort/podA";
+  EXPECT_FALSE(unconfigured.validate(t).ok()) << "no pods root: refuse everything";
+  fs::remove_all(d);
+}
+
+TEST(EvictorSafety, NeverSignalsItselfNorKernelThreads) {
+  std::string d = temp_dir();
+  fs::create_directories(d + "/kubepods/podA");
+  pid_t child = sleeper();
+  // A fake proc root where our child looks like a kernel thread.
+  fs::create_directories(d + "/proc/" + std::to_string(child));
+  std::ofstream(d + "/proc/" + std::to_string(child) + "/stat")
+      << child << " (kworker/0:0) I 2 0 0 0 -1 69238880 0 0\n";
+  std::ofstream(d + "/proc/" + std::to_string(child) + "/cmdline") << "";
+  std::ofstream(d + "/kubepods/podA/cgroup.procs") << ::getpid() << "\n" << child << "\n";
+  CgroupEvictorOptions o;
+  o.pods_root = d + "/kubepods";
+  o.proc_root = d + "/proc";
+  o.empty_wait = 50ms;
+  CgroupEvictor ev(o);
+  EvictionTarget t;
+  t.cgroup_path = d + "/kubepods/podA";
+  auto r = ev.kill(t);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->signalled, 0u);
+  EXPECT_GE(r->skipped_unsafe, 2u);
+  EXPECT_FALSE(r->empty);
+  EXPECT_TRUE(alive(child));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  fs::remove_all(d);
+}
+
+TEST(EvictorSafety, SignalsItsOwnChildrenThroughPidfds) {
+  std::string d = temp_dir();
+  fs::create_directories(d + "/kubepods/podA");
+  pid_t a = sleeper(), b = sleeper(/*ignore_term=*/true);
+  std::this_thread::sleep_for(100ms);  // let b install SIG_IGN
+  std::ofstream(d + "/kubepods/podA/cgroup.procs") << a << "\n" << b << "\n";
+  CgroupEvictorOptions o;
+  o.pods_root = d + "/kubepods";
+  CgroupEvictor ev(o);
+  EvictionTarget t;
+  t.cgroup_path = d + "/kubepods/podA";
+  auto r = ev.terminate(t);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->signalled, 2u);
+  EXPECT_TRUE(wait_dead(a));
+  EXPECT_TRUE(alive(b)) << "ignores SIGTERM";
+  auto k = ev.kill(t);  // the fake cgroup.procs never empties: bounded wait
+  ASSERT_TRUE(k.ok());
+  EXPECT_TRUE(wait_dead(b));
+  fs::remove_all(d);
+}
+
+// --- root: real cgroups ------------------------------------------------------
+
+struct PodSandbox {
+  std::string mount = testing::SandboxCgroup::find_memory_mount();
+  std::unique_ptr<testing::SandboxCgroup> mem, freezer;
+  explicit PodSandbox(const std::string& tag) {
+    mem = std::make_unique<testing::SandboxCgroup>(mount, tag);
+    if (mount == "/sys/fs/cgroup/memory" && fs::exists("/sys/fs/cgroup/freezer/cgroup.procs")) {
+      freezer = std::make_unique<testing::SandboxCgroup>("/sys/fs/cgroup/freezer", tag);
+    }
+  }
+  bool make(const std::string& rel) { return mem->make(rel) && (!freezer || freezer->make(rel)); }
+  pid_t spawn(const std::string& rel, bool ignore_term, bool fork_child) {
+    pid_t p = ::fork();
+    if (p == 0) {
+      std::string me = std::to_string(::getpid());
+      int fd = ::open((mem->path(rel) + "/cgroup.procs").c_str(), O_WRONLY);
+      if (fd < 0 || ::write(fd, me.data(), me.size()) < 0) ::_exit(126);
+      ::close(fd);
+      if (freezer) {
+        fd = ::open((freezer->path(rel) + "/cgroup.procs").c_str(), O_WRONLY);
+        if (fd >= 0 && ::write(fd, me.data(), me.size()) < 0) ::_exit(126);
+        if (fd >= 0) ::close(fd);
+      }
+      if (ignore_term) ::signal(SIGTERM, SIG_IGN);
+      if (fork_child && ::fork() == 0) {
+        for (int i = 0; i < 300; ++i) ::usleep(100000);
+        ::_exit(0);
+      }
+      for (int i = 0; i < 300; ++i) ::usleep(100000);
+      ::_exit(0);
+    }
+    return p;
+  }
+  CgroupEvictor evictor() {
+    CgroupEvictorOptions o;
+    o.pods_root = mem->path("kubepods");
+    o.hierarchy_mount = mount;
+    if (freezer) o.freezer_mount = "/sys/fs/cgroup/freezer";
+    return CgroupEvictor(o);
+  }
+};
+
+TEST(EvictorHost, FreezesKillsTheWholeTreeAndConfirmsEmpty) {
+  PRESSURED_REQUIRE_ROOT();
+  PodSandbox sb("evict-freeze");
+  PRESSURED_REQUIRE(sb.mem->ok(), "a memory cgroup sandbox: " + sb.mem->error());
+  ASSERT_TRUE(sb.make("kubepods/besteffort/podx"));
+  pid_t p = sb.spawn("kubepods/besteffort/podx", /*ignore_term=*/true, /*fork_child=*/true);
+  std::this_thread::sleep_for(100ms);
+  auto ev = sb.evictor();
+  EvictionTarget t;
+  t.cgroup_path = sb.mem->path("kubepods/besteffort/podx");
+  ASSERT_EQ(CgroupEvictor::processes(t.cgroup_path).size(), 2u);
+  auto term = ev.terminate(t);
+  ASSERT_TRUE(term.ok()) << term.error().message;
+  EXPECT_EQ(term->signalled, 2u);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(*ev.is_empty(t)) << "both ignore SIGTERM";
+  auto k = ev.kill(t);
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  EXPECT_TRUE(k->empty);
+  EXPECT_EQ(k->froze, sb.freezer != nullptr);
+  EXPECT_TRUE(*ev.is_empty(t));
+  EXPECT_TRUE(wait_dead(p));
+  if (sb.freezer) {
+    EXPECT_EQ(sb.freezer->read("kubepods/besteffort/podx", "freezer.state"), "THAWED\n");
+  }
+}
+
+TEST(EvictorHost, PodCgroupVanishingMidEvictionIsNotAnError) {
+  PRESSURED_REQUIRE_ROOT();
+  PodSandbox sb("evict-vanish");
+  PRESSURED_REQUIRE(sb.mem->ok(), "a memory cgroup sandbox: " + sb.mem->error());
+  ASSERT_TRUE(sb.make("kubepods/besteffort/pody"));
+  pid_t p = sb.spawn("kubepods/besteffort/pody", false, false);
+  std::this_thread::sleep_for(50ms);
+  auto ev = sb.evictor();
+  EvictionTarget t;
+  t.cgroup_path = sb.mem->path("kubepods/besteffort/pody");
+  ASSERT_TRUE(ev.terminate(t).ok());
+  ASSERT_TRUE(wait_dead(p));  // the victim exits by itself
+  for (int i = 0; i < 100 && ::rmdir(t.cgroup_path.c_str()) != 0; ++i) std::this_thread::sleep_for(10ms);
+  if (sb.freezer) ::rmdir(sb.freezer->path("kubepods/besteffort/pody").c_str());
+  auto k = ev.kill(t);
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  EXPECT_TRUE(k->cgroup_vanished);
+  EXPECT_TRUE(k->empty);
+  EXPECT_TRUE(*ev.is_empty(t));
+  // Outside the pods root, in the same sandbox: refused.
+  ASSERT_TRUE(sb.make("elsewhere"));
+  t.cgroup_path = sb.mem->path("elsewhere");
+  EXPECT_FALSE(ev.kill(t).ok());
+}
+
+}  // namespace
+}  // namespace pressured

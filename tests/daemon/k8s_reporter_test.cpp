@@ -1,0 +1,308 @@
+// The Kubernetes reporter against a local HTTP server (cpp-httplib on
+// 127.0.0.1, ephemeral port) that checks paths, verbs, bodies and the auth
+// header, and can fail, stall, or answer 429/500.
+#include <httplib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "k8s/api_client.hpp"
+#include "k8s/reporter.hpp"
+
+namespace pressured::k8s {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+struct Seen {
+  std::string method, path, body, auth, content_type;
+};
+
+class FakeApiServer {
+ public:
+  FakeApiServer() {
+    auto handler = [this](const httplib::Request& req, httplib::Response& res) {
+      {
+        std::lock_guard lk(mu);
+        seen.push_back({req.method, req.path, req.body, req.get_header_value("Authorization"),
+                        req.get_header_value("Content-Type")});
+      }
+      if (req.get_header_value("Authorization") != "Bearer s3cret") {
+        res.status = 401;
+        return;
+      }
+      if (stall_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms.load()));
+      int status = 200;
+      {
+        std::lock_guard lk(mu);
+        auto it = script.find(req.method + " " + req.path);
+        if (it != script.end() && !it->second.empty()) {
+          status = it->second.front();
+          it->second.erase(it->second.begin());
+        } else if (req.method == "POST") {
+          status = 201;
+        }
+      }
+      res.status = status;
+      if (status == 429) res.set_header("Retry-After", "0");
+      res.set_content("{}", "application/json");
+    };
+    srv.Post(".*", handler);
+    srv.Delete(".*", handler);
+    srv.Patch(".*", handler);
+    srv.Get(".*", handler);
+    port = srv.bind_to_any_port("127.0.0.1");
+    thread = std::thread([this] { srv.listen_after_bind(); });
+    for (int i = 0; i < 200 && !srv.is_running(); ++i) std::this_thread::sleep_for(5ms);
+  }
+  ~FakeApiServer() {
+    srv.stop();
+    thread.join();
+  }
+  std::vector<Seen> requests() {
+    std::lock_guard lk(mu);
+    return seen;
+  }
+  ApiServer endpoint() const {
+    ApiServer s;
+    s.server = "http://127.0.0.1:" + std::to_string(port);
+    s.token = "s3cret";
+    return s;
+  }
+
+  httplib::Server srv;
+  int port = 0;
+  std::thread thread;
+  std::mutex mu;
+  std::vector<Seen> seen;
+  std::map<std::string, std::vector<int>> script;  // "VERB path" -> statuses to return in order
+  std::atomic<int> stall_ms{0};
+};
+
+PodEviction victim() {
+  PodEviction e;
+  e.eviction_id = "ev-7";
+  e.uid = "1234-uid";
+  e.name = "web";
+  e.namespace_ = "shop";
+  e.grace_period_seconds = 0;
+  e.signal = Signal::AllocatableMemoryAvailable;
+  e.observed = 50.0 * 1024 * 1024;
+  e.threshold_value = 100.0 * 1024 * 1024;
+  return e;
+}
+
+ReporterOptions fast_options() {
+  ReporterOptions o;
+  o.node_name = "node-1";
+  o.initial_backoff = 10ms;
+  o.max_backoff = 50ms;
+  o.max_attempts = 3;
+  return o;
+}
+
+TEST(K8sReporter, EvictionUsesThePolicyV1SubresourceWithUidPreconditionAndRecordsAnEvent) {
+  FakeApiServer api;
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  std::vector<std::pair<ApiAction, ApiOutcome>> outcomes;
+  std::mutex omu;
+  r.set_outcome_hook([&](ApiAction a, ApiOutcome o) {
+    std::lock_guard lk(omu);
+    outcomes.emplace_back(a, o);
+  });
+  r.start();
+  r.report_eviction(victim());
+  ASSERT_TRUE(r.drain(5s));
+  auto seen = api.requests();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].method, "POST");
+  EXPECT_EQ(seen[0].path, "/api/v1/namespaces/shop/pods/web/eviction");
+  EXPECT_EQ(seen[0].auth, "Bearer s3cret");
+  auto body = json::parse(seen[0].body);
+  EXPECT_EQ(body["apiVersion"], "policy/v1");
+  EXPECT_EQ(body["kind"], "Eviction");
+  EXPECT_EQ(body["metadata"]["name"], "web");
+  EXPECT_EQ(body["deleteOptions"]["preconditions"]["uid"], "1234-uid");
+  EXPECT_EQ(body["deleteOptions"]["gracePeriodSeconds"], 0);
+  EXPECT_EQ(seen[1].path, "/api/v1/namespaces/shop/events");
+  auto ev = json::parse(seen[1].body);
+  EXPECT_EQ(ev["reason"], "Evicted");
+  EXPECT_EQ(ev["type"], "Warning");
+  EXPECT_EQ(ev["involvedObject"]["uid"], "1234-uid");
+  EXPECT_EQ(ev["source"]["host"], "node-1");
+  std::string msg = ev["message"];
+  EXPECT_NE(msg.find("The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi."),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("allocatableMemory.available"), std::string::npos);
+  EXPECT_EQ(r.stats().evictions_accepted, 1u);
+  EXPECT_EQ(r.stats().events_recorded, 1u);
+  std::lock_guard lk(omu);
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_EQ(outcomes[0].first, ApiAction::Eviction);
+  EXPECT_EQ(outcomes[0].second, ApiOutcome::Success);
+  r.stop();
+}
+
+TEST(K8sReporter, RefusedEvictionFallsBackToDeleteWithTheSameGracePeriod) {
+  for (int refusal : {429, 500}) {
+    FakeApiServer api;
+    api.script["POST /api/v1/namespaces/shop/pods/web/eviction"] = {refusal};
+    Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+    r.start();
+    auto e = victim();
+    e.grace_period_seconds = 17;
+    r.report_eviction(e);
+    ASSERT_TRUE(r.drain(5s));
+    auto seen = api.requests();
+    ASSERT_GE(seen.size(), 2u);
+    EXPECT_EQ(seen[0].path, "/api/v1/namespaces/shop/pods/web/eviction");
+    EXPECT_EQ(seen[1].method, "DELETE") << refusal;
+    EXPECT_EQ(seen[1].path, "/api/v1/namespaces/shop/pods/web");
+    auto del = json::parse(seen[1].body);
+    EXPECT_EQ(del["gracePeriodSeconds"], 17);
+    EXPECT_EQ(del["preconditions"]["uid"], "1234-uid");
+    EXPECT_EQ(r.stats().evictions_refused, 1u);
+    EXPECT_EQ(r.stats().deletes_accepted, 1u);
+    r.stop();
+  }
+}
+
+TEST(K8sReporter, ServerErrorsAreRetriedWithBackoffThenGivenUp) {
+  FakeApiServer api;
+  api.script["DELETE /api/v1/namespaces/shop/pods/web"] = {503, 503, 200};
+  api.script["POST /api/v1/namespaces/shop/pods/web/eviction"] = {429};
+  api.script["POST /api/v1/namespaces/shop/events"] = {503, 503, 503, 503};
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.start();
+  r.report_eviction(victim());
+  ASSERT_TRUE(r.drain(5s));
+  EXPECT_EQ(r.stats().deletes_accepted, 1u);
+  EXPECT_GE(r.stats().retries, 2u);
+  EXPECT_EQ(r.stats().failures, 1u) << "the event gave up after 3 attempts";
+  r.stop();
+}
+
+TEST(K8sReporter, StalledServerTimesOutAndNeverPilesUp) {
+  FakeApiServer api;
+  api.stall_ms = 1500;
+  auto o = fast_options();
+  o.queue_capacity = 4;
+  o.max_attempts = 1;
+  Reporter r(ApiClient(api.endpoint(), 200ms), o);
+  r.start();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    auto e = victim();
+    e.name = "p" + std::to_string(i);
+    r.report_eviction(e);  // never blocks
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
+  EXPECT_GT(r.stats().dropped, 0u);
+  r.stop();  // bounded: the request in flight times out
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  api.stall_ms = 0;
+}
+
+TEST(K8sReporter, UnreachableServerIsAnErrorNotAHang) {
+  ApiServer s;
+  s.server = "http://127.0.0.1:1";  // nothing listens
+  s.token = "x";
+  ApiClient c(s, 500ms);
+  auto r = c.request("GET", "/api");
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(K8sReporter, StaticPodsAreNeverEvictedThroughTheApi) {
+  FakeApiServer api;
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.start();
+  auto e = victim();
+  e.static_pod = true;
+  r.report_eviction(e);
+  ASSERT_TRUE(r.drain(5s));
+  for (const auto& s : api.requests()) EXPECT_EQ(s.path.find("/pods/"), std::string::npos) << s.path;
+  EXPECT_EQ(r.stats().refused_static, 1u);
+  r.stop();
+}
+
+TEST(K8sReporter, NodeConditionsUseOwnTypesAndTransitionTimeOnlyOnFlips) {
+  FakeApiServer api;
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.start();
+  r.report_conditions({true, false, false}, {true, false, false});
+  ASSERT_TRUE(r.drain(5s));
+  r.report_conditions({true, false, false}, {false, false, false});
+  ASSERT_TRUE(r.drain(5s));
+  auto seen = api.requests();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].method, "PATCH");
+  EXPECT_EQ(seen[0].path, "/api/v1/nodes/node-1/status");
+  EXPECT_EQ(seen[0].content_type, "application/strategic-merge-patch+json");
+  auto p0 = json::parse(seen[0].body);
+  auto p1 = json::parse(seen[1].body);
+  for (const auto& c : p0["status"]["conditions"]) {
+    std::string type = c["type"];
+    EXPECT_EQ(type.rfind("Pressured", 0), 0u) << type;
+    EXPECT_NE(type, "MemoryPressure");
+    EXPECT_EQ(c.contains("lastTransitionTime"), type == "PressuredMemoryPressure") << type;
+  }
+  EXPECT_EQ(p0["status"]["conditions"][0]["status"], "True");
+  for (const auto& c : p1["status"]["conditions"]) EXPECT_FALSE(c.contains("lastTransitionTime"));
+  r.stop();
+}
+
+TEST(K8sConfig, KubeconfigAndInClusterConfigAreRead) {
+  char tmpl[] = "/tmp/pressured-kcfg-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::ofstream(dir + "/kubeconfig") << R"(apiVersion: v1
+kind: Config
+current-context: ctx
+contexts:
+- name: other
+  context: {cluster: nope, user: nope}
+- name: ctx
+  context: {cluster: c1, user: u1}
+clusters:
+- name: c1
+  cluster:
+    server: https://10.0.0.1:6443/
+    certificate-authority: ca.pem
+users:
+- name: u1
+  user:
+    token: abc
+    client-certificate-data: aGVsbG8=
+)";
+  auto k = load_kubeconfig(dir + "/kubeconfig");
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  EXPECT_EQ(k->server, "https://10.0.0.1:6443");
+  EXPECT_EQ(k->ca_file, dir + "/ca.pem");
+  EXPECT_EQ(k->token, "abc");
+  EXPECT_EQ(k->client_cert_data, "hello");
+  EXPECT_FALSE(load_kubeconfig(dir + "/missing").ok());
+  std::ofstream(dir + "/bad") << "current-context: x\ncontexts: []\n";
+  EXPECT_FALSE(load_kubeconfig(dir + "/bad").ok());
+
+  std::filesystem::create_directories(dir + "/sa");
+  std::ofstream(dir + "/sa/token") << "tok\n";
+  ::setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+  ::setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+  auto ic = in_cluster_config(dir + "/sa");
+  ASSERT_TRUE(ic.ok()) << ic.error().message;
+  EXPECT_EQ(ic->server, "https://10.96.0.1:443");
+  EXPECT_EQ(ic->ca_file, dir + "/sa/ca.crt");
+  ::unsetenv("KUBERNETES_SERVICE_HOST");
+  EXPECT_FALSE(in_cluster_config(dir + "/sa").ok());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pressured::k8s

@@ -1,0 +1,676 @@
+#include "daemon/daemon.hpp"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+
+#include <spdlog/spdlog.h>
+
+#include "k8s/reporter.hpp"
+#include "pressured/metrics.hpp"
+
+extern char** environ;
+
+namespace pressured {
+
+namespace {
+
+constexpr Duration kCheckpointMinInterval = std::chrono::seconds(5);
+constexpr Duration kConditionHeartbeat = std::chrono::seconds(60);
+constexpr Duration kDiskReclaimValidity = std::chrono::minutes(5);
+constexpr uint64_t kReleasedFloorBytes = 8ull << 20;
+
+double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+const Pod* find_pod(const NodeSnapshot& s, const std::string& uid) {
+  for (const auto& p : s.pods) {
+    if (p.uid == uid) return &p;
+  }
+  return nullptr;
+}
+
+bool is_disk_signal(Signal s) {
+  auto r = info(s).resource;
+  return r == StarvedResource::EphemeralStorage || r == StarvedResource::Inodes;
+}
+
+std::string pod_label(const std::string& ns, const std::string& name, const std::string& uid) {
+  if (name.empty()) return "pod " + uid;
+  return ns + "/" + name + " (" + uid + ")";
+}
+
+// A memory cgroup's page-counter usage: memory.current (v2) or
+// memory.usage_in_bytes (v1); nullopt when neither is readable (v2 root).
+std::optional<uint64_t> read_memcg_usage(const std::string& dir) {
+  if (dir.empty()) return std::nullopt;
+  for (const char* file : {"/memory.current", "/memory.usage_in_bytes"}) {
+    std::ifstream in(dir + file);
+    uint64_t v = 0;
+    if (in >> v) return v;
+  }
+  return std::nullopt;
+}
+
+// Structural part of the checkpoint: everything except the "last met" times
+// that move on every evaluation under pressure (rate-limited instead).
+std::string structural(Checkpoint cp) {
+  cp.engine.condition_last_met = {};
+  return encode_checkpoint(cp);
+}
+
+}  // namespace
+
+Daemon::Daemon(Config config, DaemonDeps deps)
+    : config_(std::move(config)), deps_(std::move(deps)), engine_(config_.eviction) {
+  if (deps_.metrics) deps_.metrics->set_thresholds(config_.eviction);
+}
+
+Daemon::~Daemon() {
+  if (disk_reclaim_thread_.joinable()) disk_reclaim_thread_.join();
+}
+
+Evictor& Daemon::evictor() {
+  if (config_.daemon.dry_run && dry_evictor_ != nullptr) return *dry_evictor_;
+  return *deps_.evictor;
+}
+
+EvictionTarget Daemon::target_of(const EvictingPod& p) const {
+  EvictionTarget t;
+  t.uid = p.uid;
+  t.name = p.name;
+  t.namespace_ = p.namespace_;
+  t.cgroup_path = p.cgroup_path;
+  t.grace_period = std::chrono::seconds(p.grace_period_seconds);
+  return t;
+}
+
+void Daemon::restore_checkpoint() {
+  if (config_.daemon.state_file.empty()) return;
+  auto loaded = load_checkpoint(config_.daemon.state_file, deps_.boot_id);
+  switch (loaded.status) {
+    case CheckpointLoad::Missing:
+      spdlog::info("checkpoint {}: none, starting fresh", config_.daemon.state_file);
+      return;
+    case CheckpointLoad::Corrupt:
+      ++stats_.checkpoint_corrupt;
+      spdlog::warn("checkpoint ignored (corrupt): {}", loaded.error);
+      return;
+    case CheckpointLoad::OtherBoot:
+      spdlog::info("checkpoint ignored: {}", loaded.error);
+      return;
+    case CheckpointLoad::Restored:
+      break;
+  }
+  engine_.restore(loaded.checkpoint.engine);
+  if (!loaded.checkpoint.evicting.empty()) {
+    InFlight f;
+    f.pod = loaded.checkpoint.evicting.front();
+    f.phase = InFlight::Phase::Terminating;
+    in_flight_ = f;
+    spdlog::info("checkpoint: resuming eviction {} of {}", f.pod.id,
+                 pod_label(f.pod.namespace_, f.pod.name, f.pod.uid));
+  }
+  ++stats_.checkpoint_restored;
+  restored_ = true;
+  last_checkpoint_ = encode_checkpoint(loaded.checkpoint);
+  spdlog::info("checkpoint {} restored ({} soft thresholds timing, {} terminating pods)", config_.daemon.state_file,
+               loaded.checkpoint.engine.threshold_first_observed.size(),
+               loaded.checkpoint.engine.terminating_pods.size());
+}
+
+void Daemon::save_checkpoint() {
+  if (config_.daemon.state_file.empty()) return;
+  Checkpoint cp;
+  cp.boot_id = deps_.boot_id;
+  cp.engine = engine_.state();
+  if (in_flight_) cp.evicting.push_back(in_flight_->pod);
+  std::string text = encode_checkpoint(cp);
+  auto w = write_file_atomically(config_.daemon.state_file, text);
+  if (!w) {
+    if (stats_.checkpoint_write_failures++ == 0) {
+      spdlog::warn("checkpoint write failed (further failures are only counted): {}", w.error().message);
+    }
+    return;
+  }
+  ++stats_.checkpoint_writes;
+  last_checkpoint_ = std::move(text);
+}
+
+void Daemon::maybe_checkpoint(TimePoint now) {
+  if (config_.daemon.state_file.empty()) return;
+  Checkpoint cp;
+  cp.boot_id = deps_.boot_id;
+  cp.engine = engine_.state();
+  if (in_flight_) cp.evicting.push_back(in_flight_->pod);
+  std::string text = encode_checkpoint(cp);
+  if (text == last_checkpoint_) return;
+  auto old = decode_checkpoint(last_checkpoint_);
+  bool structural_change = !old || structural(*old) != structural(cp);
+  if (!structural_change && now - last_checkpoint_write_ < kCheckpointMinInterval) return;
+  last_checkpoint_write_ = now;
+  save_checkpoint();
+}
+
+void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
+  std::optional<TimePoint> earliest;
+  std::string_view source = "event";
+  bool relevant = false;
+  for (const auto& ev : events) {
+    if (deps_.metrics) deps_.metrics->events_received(name(ev.source), name(ev.type));
+    if (ev.type == EventType::OomVictim || ev.type == EventType::MemoryEventOomKill) {
+      ++stats_.kernel_oom_kills;
+      std::optional<QosClass> qos;
+      for (const auto& p : last_.pods) {
+        if (ev.cgroup_id != 0 && p.cgroup_id == ev.cgroup_id) qos = p.qos;
+      }
+      spdlog::error("kernel OOM kill: pid {} in cgroup id {} ({}): pressured did not act in time", ev.pid,
+                    ev.cgroup_id, qos ? std::string(name(*qos)) : std::string("not a pod"));
+      if (deps_.metrics) deps_.metrics->kernel_oom_kill(qos);
+    }
+    if (ev.type == EventType::RingBufferOverflow && deps_.metrics) {
+      deps_.metrics->ring_buffer_dropped(static_cast<uint64_t>(std::max<int64_t>(ev.value, 0)));
+    }
+    if (ev.type == EventType::Resync && deps_.metrics) deps_.metrics->resync("ring_buffer_overflow");
+    if (ev.type == EventType::ThresholdDown || ev.type == EventType::PidAlarmDown ||
+        ev.type == EventType::MemcgReclaimEnd ||
+        ev.type == EventType::DirectReclaimEnd || ev.type == EventType::CgroupMkdir) {
+      continue;  // not a reason to decide now (the safety net still runs)
+    }
+    if (!relevant) source = name(ev.source);
+    relevant = true;
+    if (ev.kernel_ns != 0 && (!earliest || ev.kernel_time() < *earliest)) earliest = ev.kernel_time();
+  }
+  if (relevant || busy()) evaluate(now, source, earliest);
+}
+
+void Daemon::on_tick(TimePoint now, bool safety_net) {
+  bool met_before = false;
+  for (const auto& t : last_decisions_.thresholds) met_before = met_before || t.met;
+  evaluate(now, safety_net ? "safety_net" : "poll", std::nullopt);
+  if (safety_net) {
+    bool met_now = false;
+    for (const auto& t : last_decisions_.thresholds) met_now = met_now || t.met;
+    bool missed = met_now && !met_before;
+    if (deps_.metrics) deps_.metrics->safety_net_poll(missed);
+    if (missed) spdlog::debug("safety net found a threshold crossing no event reported");
+  }
+}
+
+void Daemon::on_signal(int signo) {
+  if (signo == SIGHUP) {
+    reload();
+    return;
+  }
+  spdlog::info("received {}, stopping", signo == SIGTERM ? "SIGTERM" : signo == SIGINT ? "SIGINT" : "a signal");
+  save_checkpoint();
+  if (deps_.on_stop) {
+    deps_.on_stop();
+  } else if (deps_.reactor) {
+    deps_.reactor->stop();
+  }
+}
+
+bool Daemon::reload() {
+  if (!deps_.reload) {
+    spdlog::warn("SIGHUP: no configuration source to reload from");
+    return false;
+  }
+  auto c = deps_.reload();
+  if (!c) {
+    ++stats_.reloads_failed;
+    if (deps_.metrics) deps_.metrics->config_reload(false);
+    spdlog::error("config reload rejected, keeping the previous configuration: {}", c.error().message);
+    return false;
+  }
+  Config& n = *c;
+  engine_.reconfigure(n.eviction);
+  if (n.daemon.dry_run != config_.daemon.dry_run) {
+    spdlog::info("reload: dry run {}", n.daemon.dry_run ? "on" : "off");
+  }
+  config_.eviction = n.eviction;
+  config_.daemon = n.daemon;
+  config_.log = n.log;
+  auto lvl = spdlog::level::from_str(n.log.level);
+  spdlog::set_level(lvl);
+  if (deps_.metrics) {
+    deps_.metrics->set_thresholds(config_.eviction);
+    deps_.metrics->config_reload(true);
+  }
+  ++stats_.reloads_ok;
+  spdlog::info("config reloaded: {} thresholds (observe/events/metrics/kubernetes changes need a restart)",
+               config_.eviction.thresholds.size());
+  if (deps_.reactor != nullptr) {  // re-arm with the new thresholds
+    for (const auto& [path, w] : armed_) (void)deps_.reactor->clear_watch(w.id);
+  }
+  armed_.clear();
+  pid_alarm_unsupported_ = false;
+  arm_watches();
+  return true;
+}
+
+uint64_t Daemon::watch_hysteresis(double capacity_bytes) {
+  return std::max<uint64_t>(8ull << 20, static_cast<uint64_t>(std::max(0.0, capacity_bytes) / 100.0));
+}
+
+std::map<std::string, uint64_t> Daemon::armed_watch_levels() const {
+  std::map<std::string, uint64_t> out;
+  for (const auto& [path, w] : armed_) out[path] = w.level;
+  return out;
+}
+
+void Daemon::arm_watches() {
+  if (deps_.reactor == nullptr || deps_.observer == nullptr) return;
+  const auto& layout = deps_.observer->layout();
+  // Page-counter usage now (v2 memory.current, v1 memory.usage_in_bytes); the
+  // v2 root has neither (it is not charged), so no watch goes there.
+  const auto kp_usage = read_memcg_usage(layout.kubepods_memory_path);
+  const auto root_usage = layout.memory_mount.empty() ? std::nullopt : read_memcg_usage(layout.memory_mount);
+  // Fallback for kubepods usage: its working set from allocatableMemory.available.
+  std::optional<double> kp_estimate;
+  if (kp_usage) {
+    kp_estimate = static_cast<double>(*kp_usage);
+  } else if (const auto& a = last_.signal(Signal::AllocatableMemoryAvailable); a && a->capacity > 0 && !a->stale) {
+    kp_estimate = a->capacity - a->value;
+  }
+
+  // Lowest level per cgroup: the crossing that comes first. A threshold already
+  // met gets none: the evaluation under way acts on it, the next one re-arms.
+  std::map<std::string, uint64_t> want;
+  double hysteresis_capacity = 0;
+  auto propose = [&](const std::string& path, double level) {
+    if (path.empty() || level <= 0) return;
+    auto l = static_cast<uint64_t>(level);
+    auto [it, inserted] = want.emplace(path, l);
+    if (!inserted) it->second = std::min(it->second, l);
+  };
+  for (const auto& t : config_.eviction.thresholds) {
+    if (t.signal != Signal::MemoryAvailable && t.signal != Signal::AllocatableMemoryAvailable) continue;
+    const auto& obs = last_.signal(t.signal);
+    if (!obs || obs->capacity <= 0 || obs->stale) continue;
+    const double headroom = obs->value - t.value.resolve(obs->capacity);  // bytes until the threshold
+    if (headroom <= 0) continue;
+    hysteresis_capacity = std::max(hysteresis_capacity, obs->capacity);
+    if (kp_estimate) {
+      propose(layout.kubepods_memory_path, *kp_estimate + headroom);
+    } else if (t.signal == Signal::AllocatableMemoryAvailable) {
+      propose(layout.kubepods_memory_path, obs->capacity - t.value.resolve(obs->capacity));
+    }
+    // v1: the root's usage is maintained and its threshold eventfd works.
+    if (t.signal == Signal::MemoryAvailable && root_usage) {
+      propose(layout.memory_mount, static_cast<double>(*root_usage) + headroom);
+    }
+  }
+  const uint64_t hysteresis = watch_hysteresis(hysteresis_capacity);
+  arm_pid_alarm();
+
+  for (auto it = armed_.begin(); it != armed_.end();) {
+    if (want.count(it->first) == 0) {
+      (void)deps_.reactor->clear_watch(it->second.id);
+      spdlog::debug("watch on {} cleared", it->first);
+      it = armed_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [path, level] : want) {
+    auto cur = armed_.find(path);
+    if (cur != armed_.end()) {
+      uint64_t moved = level > cur->second.level ? level - cur->second.level : cur->second.level - level;
+      if (moved <= hysteresis) continue;  // keep the watch and its up/down state
+    }
+    auto id = deps_.reactor->set_watch(path, level);
+    if (id) {
+      armed_[path] = ArmedWatch{*id, level};
+      spdlog::debug("watch armed on {} at {} bytes of usage", path, level);
+    } else {
+      if (cur != armed_.end()) armed_.erase(cur);
+      spdlog::warn("could not arm a memory watch on {}: {} (the safety-net poll covers it)", path,
+                   id.error().message);
+    }
+  }
+}
+
+void Daemon::arm_pid_alarm() {
+  if (deps_.reactor == nullptr || pid_alarm_unsupported_) return;
+  // tasks now + (available - threshold) = capacity - threshold: the task count
+  // at which the threshold is crossed. Armed even when already crossed: the
+  // kernel side then reports the fall back and the next rise.
+  uint64_t want = 0;
+  const auto& obs = last_.signal(Signal::PidAvailable);
+  if (obs && obs->capacity > 0 && !obs->stale) {
+    for (const auto& t : config_.eviction.thresholds) {
+      if (t.signal != Signal::PidAvailable) continue;
+      double level = obs->capacity - t.value.resolve(obs->capacity);
+      if (level < 1) continue;
+      auto l = static_cast<uint64_t>(level);
+      want = want == 0 ? l : std::min(want, l);
+    }
+  }
+  if (want == pid_alarm_) return;
+  auto r = deps_.reactor->set_pid_alarm(want);
+  if (!r) {
+    if (r.error().code == ENOTSUP) {
+      pid_alarm_unsupported_ = true;
+      spdlog::info("no PID alarm: {} (pid.available is seen by the safety-net poll)", r.error().message);
+    } else {
+      spdlog::warn("could not set the PID alarm at {} tasks: {}", want, r.error().message);
+    }
+    return;
+  }
+  pid_alarm_ = want;
+  if (want != 0) spdlog::debug("PID alarm armed at {} tasks", want);
+}
+
+void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time) {
+  ++stats_.evaluations;
+  if (deps_.metrics) deps_.metrics->heartbeat();
+  auto snap = deps_.observer->observe(now);
+  if (!snap) {
+    ++stats_.observe_failures;
+    spdlog::warn("observation failed: {}", snap.error().message);
+    return;
+  }
+  last_ = std::move(*snap);
+  Metrics* m = deps_.metrics;
+  if (m) {
+    for (std::size_t i = 0; i < kSignalCount; ++i) {
+      const auto& o = last_.signals[i];
+      if (!o) continue;
+      m->signal_observed(static_cast<Signal>(i), o->value, o->capacity);
+      if (o->stale) m->stale_read(static_cast<Signal>(i));
+    }
+    for (const auto& pod : last_.pods) {
+      if (pod.stale) m->stale_pod_read(false);
+    }
+  }
+
+  Decisions d = engine_.evaluate(last_, now);
+  if (kernel_time && m) {
+    m->detection_latency(source, std::max(0.0, seconds(MonotonicClock().now() - *kernel_time)));
+  }
+
+  // Conditions: metrics, log, API (pressured's own types only).
+  std::array<bool, kConditionCount> flipped{};
+  for (const auto& ch : d.changes) {
+    flipped[static_cast<std::size_t>(ch.condition)] = true;
+    spdlog::info("node condition {} is now {}", name(ch.condition), ch.status ? "True" : "False");
+  }
+  if (m) {
+    for (std::size_t i = 0; i < kConditionCount; ++i) m->condition(static_cast<Condition>(i), d.conditions[i]);
+    for (auto s : d.no_candidates) m->no_eviction_candidate(s);
+    m->observation_completed();
+  }
+  if (deps_.reporter) {
+    if (!first_conditions_published_) {
+      if (!restored_) flipped.fill(true);
+      deps_.reporter->report_conditions(d.conditions, flipped);
+      first_conditions_published_ = true;
+      last_condition_publish_ = now;
+    } else if (!d.changes.empty() || now - last_condition_publish_ >= kConditionHeartbeat) {
+      deps_.reporter->report_conditions(d.conditions, flipped);
+      last_condition_publish_ = now;
+    }
+  }
+
+  // Pods evicted earlier whose cgroup is gone: the engine may forget them.
+  std::vector<std::string> gone;
+  for (const auto& uid : engine_.terminating()) {
+    if (find_pod(last_, uid) == nullptr && !(in_flight_ && in_flight_->pod.uid == uid)) gone.push_back(uid);
+  }
+  for (const auto& uid : gone) engine_.pod_gone(uid);
+
+  if (in_flight_) progress(last_, now);
+
+  if (d.eviction) {
+    const auto& e = *d.eviction;
+    if (in_flight_ || disk_reclaim_running_) {
+      // One eviction at a time: the next decision comes from observations
+      // taken after the victim's memory is back (seeds/002, "evicts more
+      // pods than needed").
+      ++stats_.decisions_deferred;
+      engine_.pod_gone(e.uid);
+      spdlog::debug("decision for {} deferred: an eviction is in flight", e.uid);
+    } else if (is_disk_signal(e.signal) && !config_.daemon.disk_reclaim_command.empty() &&
+               (!disk_reclaim_done_at_ || now - *disk_reclaim_done_at_ > kDiskReclaimValidity)) {
+      engine_.pod_gone(e.uid);
+      start_disk_reclaim(now);
+    } else {
+      start_eviction(e, last_, now);
+    }
+  }
+  if (!d.conditions[static_cast<std::size_t>(Condition::DiskPressure)]) disk_reclaim_done_at_.reset();
+
+  if (m) {
+    std::vector<PodMemorySample> samples;
+    samples.reserve(last_.pods.size());
+    for (const auto& p : last_.pods) {
+      samples.push_back({p.namespace_, p.name, p.uid, p.qos, static_cast<double>(p.usage.memory_working_set_bytes),
+                         static_cast<double>(p.requests.memory_bytes)});
+    }
+    m->update_pods(samples);
+  }
+  last_decisions_ = std::move(d);
+  arm_watches();
+  maybe_checkpoint(now);
+}
+
+void Daemon::start_eviction(const EvictionDecision& d, const NodeSnapshot& snap, TimePoint now) {
+  const Pod* pod = find_pod(snap, d.uid);
+  EvictingPod ep;
+  char id[48];
+  std::snprintf(id, sizeof id, "%lx-%" PRIu64, static_cast<unsigned long>(std::time(nullptr)), ++eviction_seq_);
+  ep.id = id;
+  ep.uid = d.uid;
+  ep.name = d.name;
+  ep.namespace_ = d.namespace_;
+  ep.cgroup_path = d.cgroup_path.empty() && pod ? pod->cgroup_path : d.cgroup_path;
+  ep.signal = d.signal;
+  ep.kind = d.kind;
+  ep.observed = d.observed;
+  ep.threshold_value = d.threshold_value;
+  ep.grace_period_seconds = d.kind == ThresholdKind::Hard ? 0 : std::max<int64_t>(0, d.grace_period_seconds);
+  ep.decided_at = now;
+  ep.kill_deadline = now;
+  EvictionTarget target = target_of(ep);
+
+  auto valid = evictor().validate(target);
+  if (!valid) {
+    ++stats_.refused_targets;
+    ++stats_.evictions_failed;
+    if (deps_.metrics) deps_.metrics->local_kill(false);
+    spdlog::error("eviction {} of {} refused: {}", ep.id, pod_label(ep.namespace_, ep.name, ep.uid),
+                  valid.error().message);
+    return;  // the engine keeps it as terminating: it is not picked again
+  }
+
+  const bool dry = config_.daemon.dry_run;
+  spdlog::info("{}eviction {}: pod {} qos={} signal={} observed={:.0f} threshold={:.0f} ({}) grace={}s cgroup={}",
+               dry ? "[dry-run] " : "", ep.id, pod_label(ep.namespace_, ep.name, ep.uid), name(d.qos),
+               name(ep.signal), ep.observed, ep.threshold_value, ep.kind == ThresholdKind::Hard ? "hard" : "soft",
+               ep.grace_period_seconds, ep.cgroup_path);
+  if (deps_.metrics) {
+    deps_.metrics->eviction(ep.signal, d.qos, ep.kind, ep.namespace_, ep.name, ep.uid);
+  }
+  ++stats_.evictions_started;
+
+  InFlight f;
+  f.pod = ep;
+  f.working_set_at_decision = pod ? pod->usage.memory_working_set_bytes : 0;
+  const bool api = deps_.reporter != nullptr && !dry && pod != nullptr && pod->metadata_known &&
+                   !ep.name.empty() && !ep.namespace_.empty();
+  k8s::PodEviction pe;
+  if (api) {
+    pe.eviction_id = ep.id;
+    pe.uid = ep.uid;
+    pe.name = ep.name;
+    pe.namespace_ = ep.namespace_;
+    pe.static_pod = pod->static_pod;
+    pe.grace_period_seconds = ep.grace_period_seconds;
+    pe.signal = ep.signal;
+    pe.observed = ep.observed;
+    pe.threshold_value = ep.threshold_value;
+  }
+
+  if (ep.grace_period_seconds == 0) {
+    // Hard: relief in milliseconds first, then tell the API.
+    auto r = evictor().kill(target);
+    ++stats_.sigkills;
+    if (!r) {
+      ++stats_.evictions_failed;
+      if (deps_.metrics) deps_.metrics->local_kill(false);
+      spdlog::error("eviction {}: kill failed: {}", ep.id, r.error().message);
+    } else if (r->skipped_unsafe > 0) {
+      spdlog::warn("eviction {}: {} process(es) not signalled (pid 1, the daemon, kernel threads)", ep.id,
+                   r->skipped_unsafe);
+    }
+    if (api) deps_.reporter->report_eviction(pe);
+    f.killed = true;
+    f.pod.kill_deadline = now + std::chrono::seconds(1);  // re-kill stragglers if any
+  } else if (api && !pod->static_pod) {
+    // Soft with the API: the kubelet terminates the pod with its grace
+    // period; pressured kills locally only if it is still running later.
+    deps_.reporter->report_eviction(pe);
+    f.api_soft = true;
+    f.pod.kill_deadline = now + std::chrono::seconds(ep.grace_period_seconds) + config_.daemon.soft_kill_margin;
+  } else {
+    auto r = evictor().terminate(target);
+    if (!r) spdlog::warn("eviction {}: SIGTERM failed: {}", ep.id, r.error().message);
+    if (api) deps_.reporter->report_eviction(pe);  // static pod: the Event only
+    f.pod.kill_deadline = now + std::chrono::seconds(ep.grace_period_seconds);
+  }
+  in_flight_ = f;
+  save_checkpoint();  // a pod being evicted must survive a restart
+}
+
+void Daemon::progress(const NodeSnapshot& snap, TimePoint now) {
+  InFlight& f = *in_flight_;
+  EvictionTarget target = target_of(f.pod);
+  if (f.phase == InFlight::Phase::Terminating) {
+    auto empty = evictor().is_empty(target);
+    if (empty && !*empty && now >= f.pod.kill_deadline) {
+      spdlog::info("eviction {}: grace period over, killing what is left of {}", f.pod.id,
+                   pod_label(f.pod.namespace_, f.pod.name, f.pod.uid));
+      auto r = evictor().kill(target);
+      ++stats_.sigkills;
+      f.killed = true;
+      if (!r) {
+        ++stats_.evictions_failed;
+        if (deps_.metrics) deps_.metrics->local_kill(false);
+        spdlog::error("eviction {}: kill failed: {}", f.pod.id, r.error().message);
+        f.pod.kill_deadline = now + std::chrono::seconds(1);
+        return;
+      }
+      if (r->cgroup_vanished) ++stats_.cgroup_vanished;
+      empty = r->empty;
+      f.pod.kill_deadline = now + std::chrono::seconds(1);
+    }
+    if (!empty) {
+      spdlog::warn("eviction {}: cannot tell whether {} is empty: {}", f.pod.id, f.pod.cgroup_path,
+                   empty.error().message);
+      return;
+    }
+    if (!*empty) return;
+    if (!f.killed) ++stats_.victim_exited_early;
+    struct stat st {};
+    if (::stat(f.pod.cgroup_path.c_str(), &st) != 0) ++stats_.cgroup_vanished;
+    double secs = seconds(now - f.pod.decided_at);
+    ++stats_.evictions_completed;
+    if (deps_.metrics) {
+      deps_.metrics->eviction_completed(f.pod.kind, secs);
+      deps_.metrics->local_kill(true);
+    }
+    spdlog::info("eviction {}: {} has no process left after {:.3f}s", f.pod.id,
+                 pod_label(f.pod.namespace_, f.pod.name, f.pod.uid), secs);
+    f.phase = InFlight::Phase::Releasing;
+    f.release_deadline = now + config_.daemon.release_wait_timeout;
+    return;  // the snapshot in hand predates the exit: judge release on the next one
+  }
+  const Pod* pod = find_pod(snap, f.pod.uid);
+  uint64_t floor = std::max(kReleasedFloorBytes, f.working_set_at_decision / 20);
+  if (pod == nullptr || pod->usage.memory_working_set_bytes <= floor) {
+    finish(now, "memory released");
+  } else if (now >= f.release_deadline) {
+    ++stats_.release_timeouts;
+    spdlog::warn("eviction {}: {} still holds {} bytes after {:.1f}s; deciding again", f.pod.id,
+                 pod_label(f.pod.namespace_, f.pod.name, f.pod.uid), pod->usage.memory_working_set_bytes,
+                 seconds(config_.daemon.release_wait_timeout));
+    finish(now, "release wait timed out");
+  }
+}
+
+void Daemon::finish(TimePoint now, const char* why) {
+  spdlog::info("eviction {} done ({}) after {:.3f}s; next decision from fresh observations", in_flight_->pod.id,
+               why, seconds(now - in_flight_->pod.decided_at));
+  // In a dry run the pod is still there: let the engine consider it again.
+  if (config_.daemon.dry_run) engine_.pod_gone(in_flight_->pod.uid);
+  in_flight_.reset();
+  save_checkpoint();
+}
+
+bool Daemon::start_disk_reclaim(TimePoint now) {
+  (void)now;
+  if (disk_reclaim_thread_.joinable()) disk_reclaim_thread_.join();
+  disk_reclaim_running_ = true;
+  ++stats_.disk_reclaims;
+  auto argv = config_.daemon.disk_reclaim_command;
+  auto timeout = config_.daemon.disk_reclaim_timeout;
+  spdlog::info("disk pressure: running the reclaim command '{}' before evicting", argv.empty() ? "" : argv[0]);
+  disk_reclaim_thread_ = std::thread([this, argv, timeout] {
+    auto r = run_command_with_timeout(argv, timeout);
+    if (!r) {
+      spdlog::warn("disk reclaim command failed: {}", r.error().message);
+    } else {
+      spdlog::info("disk reclaim command exited with status {}", *r);
+    }
+    auto post_done = [this] {
+      disk_reclaim_done_at_ = MonotonicClock().now();
+      disk_reclaim_running_ = false;
+      evaluate(MonotonicClock().now(), "disk_reclaim", std::nullopt);
+    };
+    if (deps_.reactor == nullptr || !deps_.reactor->post(post_done)) {
+      disk_reclaim_running_ = false;  // the next tick proceeds
+    }
+  });
+  return true;
+}
+
+Result<int> run_command_with_timeout(const std::vector<std::string>& argv, Duration timeout) {
+  if (argv.empty()) return Error{EINVAL, "empty command"};
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);  // the reactor blocks signals; the child must not
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) return Error::from_errno(rc, "spawn " + argv[0]);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t w = ::waitpid(pid, &status, WNOHANG);
+    if (w == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (w < 0 && errno != EINTR) return Error::from_errno(errno, "waitpid");
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return Error{ETIMEDOUT, argv[0] + " timed out after " + std::to_string(seconds(timeout)) + "s and was killed"};
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace pressured

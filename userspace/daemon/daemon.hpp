@@ -1,0 +1,175 @@
+#pragma once
+// The daemon's reactor handler: on every kernel event or tick it takes fresh
+// observations, runs the engine, acts on its decisions (one eviction at a
+// time, waiting for the victim's memory to come back before deciding again),
+// reports to metrics and the Kubernetes API, and checkpoints what must survive
+// a restart. No I/O of its own beyond the injected seams, so tests drive it
+// with a fake observer, a recording evictor and synthetic time.
+// See docs/daemon.md.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "daemon/checkpoint.hpp"
+#include "pressured/config.hpp"
+#include "pressured/engine.hpp"
+#include "pressured/events.hpp"
+#include "pressured/evictor.hpp"
+#include "pressured/observer.hpp"
+
+namespace pressured {
+
+class Metrics;
+namespace k8s {
+class Reporter;
+}
+
+/// Counters the tests and `demo` read (metrics get the same facts).
+struct DaemonStats {
+  std::atomic<uint64_t> evaluations{0};
+  std::atomic<uint64_t> evictions_started{0};
+  std::atomic<uint64_t> evictions_completed{0};    // pod empty
+  std::atomic<uint64_t> evictions_failed{0};       // kill errors, refused targets
+  std::atomic<uint64_t> refused_targets{0};        // outside the pods root
+  std::atomic<uint64_t> sigkills{0};               // final kills sent after the grace period
+  std::atomic<uint64_t> release_timeouts{0};       // memory not back within release_wait_timeout
+  std::atomic<uint64_t> decisions_deferred{0};     // a decision while an eviction was in flight
+  std::atomic<uint64_t> victim_exited_early{0};    // gone before our SIGKILL
+  std::atomic<uint64_t> cgroup_vanished{0};
+  std::atomic<uint64_t> reloads_ok{0};
+  std::atomic<uint64_t> reloads_failed{0};
+  std::atomic<uint64_t> checkpoint_writes{0};
+  std::atomic<uint64_t> checkpoint_write_failures{0};
+  std::atomic<uint64_t> checkpoint_corrupt{0};
+  std::atomic<uint64_t> checkpoint_restored{0};
+  std::atomic<uint64_t> observe_failures{0};
+  std::atomic<uint64_t> kernel_oom_kills{0};
+  std::atomic<uint64_t> disk_reclaims{0};
+};
+
+/// The eviction in flight.
+struct InFlight {
+  EvictingPod pod;
+  enum class Phase { Terminating, Releasing } phase = Phase::Terminating;
+  TimePoint release_deadline{};
+  uint64_t working_set_at_decision = 0;
+  bool api_soft = false;  // soft eviction delegated to the API; local kill after grace + margin
+  bool killed = false;    // SIGKILL sent
+};
+
+struct DaemonDeps {
+  NodeObserver* observer = nullptr;  // required
+  Evictor* evictor = nullptr;        // required: the real one (CgroupEvictor) or a recorder
+  Metrics* metrics = nullptr;        // optional
+  k8s::Reporter* reporter = nullptr;  // optional: Kubernetes reporting
+  Reactor* reactor = nullptr;        // optional: watches, wakeups
+  std::string boot_id;               // for the checkpoint
+  /// Re-reads the configuration on SIGHUP; an error keeps the old one.
+  std::function<Result<Config>()> reload;
+  /// Called for SIGTERM/SIGINT (default: reactor->stop()).
+  std::function<void()> on_stop;
+};
+
+class Daemon final : public ReactorHandler {
+ public:
+  Daemon(Config config, DaemonDeps deps);
+  ~Daemon() override;
+
+  /// Loads the checkpoint (if any) and restores the engine state and the
+  /// pods being evicted. A corrupt or foreign-boot checkpoint is logged,
+  /// counted and ignored.
+  void restore_checkpoint();
+
+  // ReactorHandler
+  void on_events(std::span<const PressureEvent> events, TimePoint now) override;
+  void on_tick(TimePoint now, bool safety_net) override;
+  void on_signal(int signo) override;
+
+  /// One full cycle: fresh observation, engine, actions, checkpoint.
+  /// `kernel_time`: the event's kernel timestamp (detection latency).
+  void evaluate(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time);
+
+  /// Re-reads the configuration (SIGHUP). Returns false when rejected.
+  bool reload();
+
+  /// Writes the checkpoint now (also done after every change and at stop).
+  void save_checkpoint();
+
+  const DaemonStats& stats() const { return stats_; }
+  const Config& config() const { return config_; }
+  const Engine& engine() const { return engine_; }
+  const std::optional<InFlight>& in_flight() const { return in_flight_; }
+  /// The last snapshot (for the demo's display).
+  const NodeSnapshot& last_snapshot() const { return last_; }
+  /// The last decisions (for the demo's display).
+  const Decisions& last_decisions() const { return last_decisions_; }
+  /// Re-arms the memory threshold watches from the current thresholds and the
+  /// last snapshot. memory.available thresholds are translated into a usage
+  /// level on the kubepods memcg (the root memcg's page counter is not charged,
+  /// so a watch on it never fires on v2): level = kubepods usage now +
+  /// (available now - threshold). A cgroup's watch moves only when its level
+  /// changes by more than watch_hysteresis(), so its up/down state survives ticks.
+  void arm_watches();
+  /// max(8 MiB, 1% of capacity): how far an alarm level must move to be re-armed.
+  static uint64_t watch_hysteresis(double capacity_bytes);
+  /// The armed PID alarm in tasks (0: none): pid_max-based capacity minus the
+  /// lowest pid.available threshold.
+  uint64_t armed_pid_alarm() const { return pid_alarm_; }
+  /// The armed level per cgroup path (tests, diagnostics).
+  std::map<std::string, uint64_t> armed_watch_levels() const;
+  /// Whether an eviction is in flight (the daemon wants quick progress ticks).
+  bool busy() const { return in_flight_.has_value() || disk_reclaim_running_; }
+  /// Set by a bad `--dry-run` style toggle at reload: which evictor to use.
+  void set_dry_run_evictor(Evictor* recorder) { dry_evictor_ = recorder; }
+
+ private:
+  void start_eviction(const EvictionDecision& d, const NodeSnapshot& snap, TimePoint now);
+  void progress(const NodeSnapshot& snap, TimePoint now);
+  void finish(TimePoint now, const char* why);
+  void maybe_checkpoint(TimePoint now);
+  void arm_pid_alarm();
+  bool start_disk_reclaim(TimePoint now);
+  Evictor& evictor();
+  EvictionTarget target_of(const EvictingPod& p) const;
+
+  Config config_;
+  DaemonDeps deps_;
+  Engine engine_;
+  DaemonStats stats_;
+  std::optional<InFlight> in_flight_;
+  NodeSnapshot last_;
+  Decisions last_decisions_;
+  std::string last_checkpoint_;
+  TimePoint last_checkpoint_write_{};
+  TimePoint last_condition_publish_{};
+  uint64_t eviction_seq_ = 0;
+  /// Armed memory watches, by cgroup path: one alarm level per cgroup (the
+  /// reactor keeps one level per path), re-armed only past the hysteresis.
+  struct ArmedWatch {
+    WatchId id = 0;
+    uint64_t level = 0;
+  };
+  std::map<std::string, ArmedWatch> armed_;
+  uint64_t pid_alarm_ = 0;             // armed PID alarm (tasks); 0: none
+  bool pid_alarm_unsupported_ = false;  // the reactor has no task-count hooks: stop asking
+  Evictor* dry_evictor_ = nullptr;
+  bool first_conditions_published_ = false;
+  bool restored_ = false;
+  // Disk reclaim command (runs on its own thread; evictions for disk wait for it).
+  std::thread disk_reclaim_thread_;
+  std::atomic<bool> disk_reclaim_running_{false};
+  std::optional<TimePoint> disk_reclaim_done_at_;
+};
+
+/// Runs `argv` with a timeout (SIGKILL to its process group when exceeded).
+/// Returns the exit status, or an error (spawn failure, timeout).
+Result<int> run_command_with_timeout(const std::vector<std::string>& argv, Duration timeout);
+
+}  // namespace pressured

@@ -1,0 +1,307 @@
+#include "evict/cgroup_evictor.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+namespace pressured {
+
+namespace {
+
+constexpr unsigned long kPfKthread = 0x00200000;  // include/linux/sched.h
+
+std::string read_small(const std::string& path, std::size_t limit = 64 * 1024) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out;
+  char buf[4096];
+  while (out.size() < limit) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+bool write_small(const std::string& path, const std::string& value) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = ::write(fd, value.data(), value.size());
+  ::close(fd);
+  return n == static_cast<ssize_t>(value.size());
+}
+
+bool is_dir(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void collect_dirs(const std::string& dir, std::vector<std::string>& out, int depth) {
+  out.push_back(dir);
+  if (depth > 16) return;  // pod trees are shallow; bound the walk
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_type != DT_DIR) continue;  // cgroupfs fills d_type; never follow symlinks
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    collect_dirs(dir + "/" + name, out, depth + 1);
+  }
+  ::closedir(d);
+}
+
+int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
+int pidfd_send_signal(int pidfd, int sig) { return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0)); }
+
+}  // namespace
+
+bool is_kernel_thread(const std::string& stat_text, const std::string& cmdline) {
+  // /proc/<pid>/stat: "pid (comm) state ppid pgrp session tty_nr tpgid flags ..."
+  // comm may contain spaces and parentheses: parse after the last ')'.
+  auto close = stat_text.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream in(stat_text.substr(close + 1));
+  std::string state;
+  long ppid = 0, pgrp = 0, session = 0, tty = 0, tpgid = 0;
+  unsigned long flags = 0;
+  if (!(in >> state >> ppid >> pgrp >> session >> tty >> tpgid >> flags)) return false;
+  if (flags & kPfKthread) return true;
+  return cmdline.empty() && ppid == 2;
+}
+
+Result<std::string> contained_path(const std::string& root, const std::string& path) {
+  if (path.empty() || path[0] != '/') return Error{EINVAL, "target '" + path + "' is not an absolute path"};
+  std::istringstream parts(path);
+  std::string part;
+  while (std::getline(parts, part, '/')) {
+    if (part == "..") return Error{EPERM, "target '" + path + "' contains '..'"};
+  }
+  char buf[PATH_MAX];
+  if (::realpath(root.c_str(), buf) == nullptr) return Error::from_errno(errno, "pods root " + root);
+  std::string croot = buf;
+  if (::realpath(path.c_str(), buf) == nullptr) return Error::from_errno(errno, "target " + path);
+  std::string cpath = buf;
+  if (cpath.size() <= croot.size() + 1 || cpath.compare(0, croot.size(), croot) != 0 || cpath[croot.size()] != '/') {
+    return Error{EPERM, "target '" + path + "' resolves to '" + cpath + "', outside the pods root '" + croot + "'"};
+  }
+  return cpath;
+}
+
+CgroupEvictor::CgroupEvictor(CgroupEvictorOptions options) : opts_(std::move(options)), self_(::getpid()) {}
+
+Result<void> CgroupEvictor::validate(const EvictionTarget& target) const {
+  if (opts_.pods_root.empty()) return Error{EINVAL, "no pods root configured: refusing every eviction"};
+  auto c = contained_path(opts_.pods_root, target.cgroup_path);
+  if (!c) return c.error();
+  return {};
+}
+
+std::vector<pid_t> CgroupEvictor::processes(const std::string& path) {
+  std::vector<std::string> dirs;
+  collect_dirs(path, dirs, 0);
+  std::vector<pid_t> out;
+  for (const auto& d : dirs) {
+    std::istringstream in(read_small(d + "/cgroup.procs", 4 * 1024 * 1024));
+    long p;
+    while (in >> p) out.push_back(static_cast<pid_t>(p));
+  }
+  return out;
+}
+
+bool CgroupEvictor::is_safe_pid(pid_t pid) const {
+  if (pid <= 2 || pid == self_) return false;
+  std::string base = opts_.proc_root + "/" + std::to_string(pid);
+  std::string stat = read_small(base + "/stat");
+  if (stat.empty()) return false;  // gone or unreadable: do not guess
+  return !is_kernel_thread(stat, read_small(base + "/cmdline", 16));
+}
+
+std::string CgroupEvictor::relative(const std::string& canonical) const {
+  char buf[PATH_MAX];
+  std::string mount = opts_.hierarchy_mount;
+  if (!mount.empty() && ::realpath(mount.c_str(), buf) != nullptr) mount = buf;
+  if (!mount.empty() && canonical.compare(0, mount.size(), mount) == 0) {
+    std::string rel = canonical.substr(mount.size());
+    return rel.empty() ? "/" : rel;
+  }
+  return {};
+}
+
+bool CgroupEvictor::in_cgroup(pid_t pid, const std::string& canonical) const {
+  // After pidfd_open the pidfd pins one process: if *that* process is in the
+  // pod's cgroup now, a recycled pid cannot be hit.
+  std::string rel = relative(canonical);
+  if (rel.empty()) return true;  // no mount known: membership came from cgroup.procs
+  std::istringstream in(read_small(opts_.proc_root + "/" + std::to_string(pid) + "/cgroup"));
+  std::string line;
+  while (std::getline(in, line)) {
+    // "hierarchy-id:controllers:path"
+    auto a = line.find(':');
+    auto b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string path = line.substr(b + 1);
+    if (path == rel || (path.size() > rel.size() && path.compare(0, rel.size(), rel) == 0 && path[rel.size()] == '/')) {
+      return true;
+    }
+  }
+  return false;  // unreadable (gone) or elsewhere
+}
+
+CgroupEvictor::SignalResult CgroupEvictor::signal_tree(const std::string& dir, int sig) const {
+  SignalResult r;
+  for (pid_t pid : processes(dir)) {
+    if (!is_safe_pid(pid)) {
+      if (pid == self_ || pid <= 2 || ::access((opts_.proc_root + "/" + std::to_string(pid)).c_str(), F_OK) == 0) {
+        ++r.skipped;
+        spdlog::warn("evict: refusing to signal pid {} in {} (pid 1/2, the daemon itself, or a kernel thread)", pid, dir);
+      } else {
+        ++r.vanished;
+      }
+      continue;
+    }
+    int fd = pidfd_open(pid);
+    if (fd < 0) {
+      ++r.vanished;  // exited between listing and opening
+      continue;
+    }
+    if (!in_cgroup(pid, dir)) {
+      ++r.vanished;  // recycled or moved away: not ours to signal
+      ::close(fd);
+      continue;
+    }
+    if (pidfd_send_signal(fd, sig) == 0) {
+      ++r.signalled;
+    } else if (errno == ESRCH) {
+      ++r.vanished;
+    } else {
+      spdlog::warn("evict: pidfd_send_signal({}, {}) failed: {}", pid, sig, std::strerror(errno));
+    }
+    ::close(fd);
+  }
+  return r;
+}
+
+Result<KillReport> CgroupEvictor::terminate(const EvictionTarget& target) {
+  auto c = contained_path(opts_.pods_root, target.cgroup_path);
+  KillReport rep;
+  if (!c) {
+    if (c.error().code == ENOENT && !target.cgroup_path.empty()) {
+      rep.cgroup_vanished = rep.empty = true;
+      return rep;
+    }
+    return c.error();
+  }
+  auto r = signal_tree(*c, SIGTERM);
+  rep.signalled = r.signalled;
+  rep.skipped_unsafe = r.skipped;
+  rep.vanished = r.vanished;
+  return rep;
+}
+
+Result<KillReport> CgroupEvictor::kill(const EvictionTarget& target) {
+  KillReport rep;
+  auto c = contained_path(opts_.pods_root, target.cgroup_path);
+  if (!c) {
+    if (c.error().code == ENOENT && !target.cgroup_path.empty()) {
+      rep.cgroup_vanished = rep.empty = true;
+      return rep;
+    }
+    return c.error();
+  }
+  const std::string& dir = *c;
+
+  // v1: freeze the pod in the freezer hierarchy so nothing forks mid-kill.
+  std::string freezer;
+  if (!opts_.freezer_mount.empty()) {
+    std::string rel = relative(dir);
+    if (!rel.empty() && rel != "/") {
+      std::string candidate = opts_.freezer_mount + rel;
+      auto fc = contained_path(opts_.freezer_mount, candidate);
+      if (fc && is_dir(*fc) && ::access((*fc + "/freezer.state").c_str(), W_OK) == 0) freezer = *fc;
+    }
+  }
+  if (!freezer.empty() && write_small(freezer + "/freezer.state", "FROZEN")) {
+    rep.froze = true;
+    auto deadline = std::chrono::steady_clock::now() + opts_.freeze_wait;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (read_small(freezer + "/freezer.state").rfind("FROZEN", 0) == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+
+  // v2: cgroup.kill kills the whole subtree atomically (kernel >= 5.14).
+  if (::access((dir + "/cgroup.kill").c_str(), W_OK) == 0 && write_small(dir + "/cgroup.kill", "1")) {
+    rep.used_cgroup_kill = true;
+  }
+  auto r = signal_tree(dir, SIGKILL);
+  rep.signalled = r.signalled;
+  rep.skipped_unsafe = r.skipped;
+  rep.vanished = r.vanished;
+  if (!freezer.empty()) {
+    // Also kill what sits in the freezer cgroup only (same pod, other hierarchy).
+    auto fr = signal_tree(freezer, SIGKILL);
+    rep.signalled += fr.signalled;
+    rep.skipped_unsafe += fr.skipped;
+  }
+  if (rep.froze) write_small(freezer + "/freezer.state", "THAWED");  // SIGKILLed tasks exit once thawed
+
+  // Confirm empty, bounded; re-kill stragglers (a fork racing the first pass
+  // when there is no freezer).
+  auto deadline = std::chrono::steady_clock::now() + opts_.empty_wait;
+  int round = 0;
+  while (true) {
+    auto e = is_empty(target);
+    if (e && *e) {
+      rep.empty = true;
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    if (++round % 10 == 0) {
+      auto again = signal_tree(dir, SIGKILL);
+      rep.signalled += again.signalled;
+      rep.skipped_unsafe = std::max(rep.skipped_unsafe, again.skipped);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (!is_dir(dir)) rep.cgroup_vanished = true;
+  return rep;
+}
+
+Result<bool> CgroupEvictor::is_empty(const EvictionTarget& target) const {
+  auto c = contained_path(opts_.pods_root, target.cgroup_path);
+  if (!c) {
+    if (c.error().code == ENOENT) return true;  // the cgroup is gone: so is the pod
+    return c.error();
+  }
+  // v2: "populated 0" in cgroup.events covers the whole subtree.
+  std::string events = read_small(*c + "/cgroup.events");
+  if (!events.empty()) {
+    auto p = events.find("populated ");
+    if (p != std::string::npos) return events[p + 10] == '0';
+  }
+  // v1: exited tasks leave cgroup.procs in do_exit, before they are reaped.
+  return processes(*c).empty();
+}
+
+}  // namespace pressured

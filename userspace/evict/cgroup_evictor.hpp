@@ -1,0 +1,69 @@
+#pragma once
+// The real Evictor: signals every process of a pod's cgroup tree through
+// pidfds, freezes the pod on cgroup v1 during the final kill, uses cgroup.kill
+// on cgroup v2, and never touches anything outside its pods root, pid 1, the
+// daemon itself or a kernel thread. See docs/daemon.md "Eviction mechanics".
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "pressured/evictor.hpp"
+
+namespace pressured {
+
+struct CgroupEvictorOptions {
+  /// Absolute path of the pods root in the memory hierarchy (e.g.
+  /// /sys/fs/cgroup/memory/kubepods). Targets must be strictly below it.
+  std::string pods_root;
+  /// The memory hierarchy's mount (e.g. /sys/fs/cgroup/memory); used to find
+  /// the pod's relative path for the freezer and /proc/<pid>/cgroup checks.
+  std::string hierarchy_mount;
+  /// v1 freezer hierarchy (e.g. /sys/fs/cgroup/freezer); empty: no freezing.
+  std::string freezer_mount;
+  std::string proc_root = "/proc";
+  /// How long kill() waits for the cgroup to become empty before returning.
+  Duration empty_wait{std::chrono::milliseconds(2000)};
+  /// How long kill() waits for the freezer to report FROZEN.
+  Duration freeze_wait{std::chrono::milliseconds(100)};
+};
+
+/// Pure check: is `pid` a kernel thread, given the text of /proc/<pid>/stat
+/// and /proc/<pid>/cmdline? (PF_KTHREAD in the flags field, or an empty
+/// cmdline with kthreadd, pid 2, as parent.)
+bool is_kernel_thread(const std::string& stat_text, const std::string& cmdline);
+
+/// Lexical + canonical containment: `path` resolves (symlinks followed) to a
+/// directory strictly below `root` (also resolved), and contains no `..`.
+Result<std::string> contained_path(const std::string& root, const std::string& path);
+
+class CgroupEvictor final : public Evictor {
+ public:
+  explicit CgroupEvictor(CgroupEvictorOptions options);
+
+  Result<void> validate(const EvictionTarget& target) const override;
+  Result<KillReport> terminate(const EvictionTarget& target) override;
+  Result<KillReport> kill(const EvictionTarget& target) override;
+  Result<bool> is_empty(const EvictionTarget& target) const override;
+
+  /// Every process in the cgroup tree at `path` (recursive, no symlinks).
+  static std::vector<pid_t> processes(const std::string& path);
+
+  const CgroupEvictorOptions& options() const { return opts_; }
+
+ private:
+  struct SignalResult {
+    std::size_t signalled = 0, skipped = 0, vanished = 0;
+  };
+  // Signals every process below `dir` through pidfds after the safety checks.
+  SignalResult signal_tree(const std::string& dir, int sig) const;
+  bool is_safe_pid(pid_t pid) const;
+  bool in_cgroup(pid_t pid, const std::string& canonical) const;
+  std::string relative(const std::string& canonical) const;
+
+  CgroupEvictorOptions opts_;
+  pid_t self_;
+};
+
+}  // namespace pressured

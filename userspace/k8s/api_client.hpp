@@ -1,0 +1,57 @@
+#pragma once
+// A small Kubernetes API client over libcurl: how to reach the API server
+// (in-cluster service account or kubeconfig) and one bounded HTTP request.
+// Only what the reporter needs; see docs/kubernetes.md.
+
+#include <map>
+#include <string>
+
+#include "pressured/clock.hpp"
+#include "pressured/result.hpp"
+
+namespace pressured::k8s {
+
+struct ApiServer {
+  std::string server;      // https://host:port (no trailing slash)
+  std::string token;       // bearer token (static), or
+  std::string token_file;  // re-read on every request (projected tokens rotate)
+  std::string ca_file;
+  std::string ca_data;     // PEM
+  std::string client_cert_file, client_key_file;
+  std::string client_cert_data, client_key_data;  // PEM
+  bool insecure_skip_verify = false;
+};
+
+/// In-cluster config: KUBERNETES_SERVICE_HOST/PORT and the service account
+/// files under `sa_dir` (token, ca.crt). An error when not in a cluster.
+Result<ApiServer> in_cluster_config(const std::string& sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount");
+
+/// The current context of a kubeconfig file: server, certificate-authority
+/// (-data), token / tokenFile, client-certificate(-data) / client-key(-data),
+/// insecure-skip-tls-verify. Relative file paths are relative to the file.
+Result<ApiServer> load_kubeconfig(const std::string& path);
+
+struct HttpResponse {
+  long status = 0;
+  std::string body;
+  std::map<std::string, std::string> headers;  // lower-case names
+};
+
+/// One HTTP request to the API server with a hard timeout. Network errors
+/// are Errors; HTTP errors are responses (the caller decides on 4xx/5xx).
+class ApiClient {
+ public:
+  explicit ApiClient(ApiServer server, Duration timeout);
+  Result<HttpResponse> request(const std::string& method, const std::string& path, const std::string& body = {},
+                               const std::string& content_type = "application/json") const;
+  const ApiServer& server() const { return server_; }
+
+ private:
+  ApiServer server_;
+  Duration timeout_;
+};
+
+/// Retry-After (seconds form) in ms, or -1 when absent or unparsable.
+long retry_after_ms(const HttpResponse& r);
+
+}  // namespace pressured::k8s

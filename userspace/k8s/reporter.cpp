@@ -1,0 +1,317 @@
+#include "k8s/reporter.hpp"
+
+#include <cmath>
+#include <ctime>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+namespace pressured::k8s {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Kubernetes quantity for humans in messages: bytes as Mi/Gi when exact
+// enough, other units as plain numbers.
+std::string quantity(Signal s, double v) {
+  bool bytes = s == Signal::MemoryAvailable || s == Signal::AllocatableMemoryAvailable ||
+               s == Signal::NodefsAvailable || s == Signal::ImagefsAvailable;
+  char buf[64];
+  if (bytes) {
+    if (std::fabs(v) >= 1024.0 * 1024 * 1024) {
+      std::snprintf(buf, sizeof buf, "%.2fGi", v / (1024.0 * 1024 * 1024));
+    } else {
+      std::snprintf(buf, sizeof buf, "%.0fMi", v / (1024.0 * 1024));
+    }
+  } else {
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+  }
+  return buf;
+}
+
+std::string resource_name(Signal s) {
+  switch (info(s).resource) {
+    case StarvedResource::Memory: return "memory";
+    case StarvedResource::EphemeralStorage: return "ephemeral-storage";
+    case StarvedResource::Inodes: return "inodes";
+    case StarvedResource::Pids: return "pids";
+    case StarvedResource::None: break;
+  }
+  return "io";
+}
+
+std::string pod_path(const PodEviction& e) {
+  return "/api/v1/namespaces/" + e.namespace_ + "/pods/" + e.name;
+}
+
+}  // namespace
+
+std::string rfc3339_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string eviction_message(const PodEviction& e) {
+  return "The node was low on resource: " + resource_name(e.signal) + ". Threshold quantity: " +
+         quantity(e.signal, e.threshold_value) + ", available: " + quantity(e.signal, e.observed) + ". Signal " +
+         std::string(name(e.signal)) + ", evicted by pressured (eviction " + e.eviction_id + ").";
+}
+
+std::string eviction_body(const PodEviction& e) {
+  json j{{"apiVersion", "policy/v1"},
+         {"kind", "Eviction"},
+         {"metadata", {{"name", e.name}, {"namespace", e.namespace_}}},
+         {"deleteOptions",
+          {{"gracePeriodSeconds", e.grace_period_seconds}, {"preconditions", {{"uid", e.uid}}}}}};
+  return j.dump();
+}
+
+std::string delete_body(const PodEviction& e) {
+  json j{{"apiVersion", "v1"},
+         {"kind", "DeleteOptions"},
+         {"gracePeriodSeconds", e.grace_period_seconds},
+         {"preconditions", {{"uid", e.uid}}}};
+  return j.dump();
+}
+
+std::string event_body(const PodEviction& e, const std::string& node, const std::string& now) {
+  json j{{"apiVersion", "v1"},
+         {"kind", "Event"},
+         {"metadata", {{"generateName", e.name + "."}, {"namespace", e.namespace_}}},
+         {"involvedObject",
+          {{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", e.name}, {"namespace", e.namespace_}, {"uid", e.uid}}},
+         {"reason", "Evicted"},
+         {"message", eviction_message(e)},
+         {"type", "Warning"},
+         {"source", {{"component", "pressured"}, {"host", node}}},
+         {"reportingComponent", "pressured"},
+         {"reportingInstance", node},
+         {"firstTimestamp", now},
+         {"lastTimestamp", now},
+         {"count", 1}};
+  return j.dump();
+}
+
+std::string conditions_patch(const std::string& prefix, const std::array<bool, kConditionCount>& status,
+                             const std::array<bool, kConditionCount>& flipped, const std::string& now) {
+  static const char* kOk[kConditionCount] = {"NodeHasSufficientMemory", "NodeHasNoDiskPressure", "NodeHasSufficientPID"};
+  static const char* kBad[kConditionCount] = {"NodeHasInsufficientMemory", "NodeHasDiskPressure", "NodeHasInsufficientPID"};
+  json conds = json::array();
+  for (std::size_t i = 0; i < kConditionCount; ++i) {
+    std::string type = prefix + std::string(name(static_cast<Condition>(i)));
+    json c{{"type", type},
+           {"status", status[i] ? "True" : "False"},
+           {"reason", std::string("Pressured") + (status[i] ? kBad[i] : kOk[i])},
+           {"message", status[i] ? "pressured observed a met eviction threshold for " + std::string(name(static_cast<Condition>(i)))
+                                 : "pressured observes no eviction threshold met"},
+           {"lastHeartbeatTime", now}};
+    if (flipped[i]) c["lastTransitionTime"] = now;
+    conds.push_back(std::move(c));
+  }
+  return json{{"status", {{"conditions", conds}}}}.dump();
+}
+
+Reporter::Reporter(ApiClient client, ReporterOptions options) : client_(std::move(client)), opts_(std::move(options)) {
+  // Never write the kubelet-owned condition types.
+  if (opts_.condition_prefix.empty()) opts_.condition_prefix = "Pressured";
+}
+
+Reporter::~Reporter() { stop(); }
+
+void Reporter::start() {
+  std::lock_guard lk(mu_);
+  if (worker_.joinable()) return;
+  stopping_ = false;
+  worker_ = std::thread([this] { run(); });
+}
+
+void Reporter::stop() {
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+    stats_.dropped += queue_.size();
+    queue_.clear();
+  }
+  cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
+void Reporter::push(Task t) {
+  {
+    std::lock_guard lk(mu_);
+    if (t.kind == Task::Kind::Conditions) {
+      for (auto& q : queue_) {
+        if (q.kind == Task::Kind::Conditions) {  // coalesce: newest status, every flip kept
+          for (std::size_t i = 0; i < kConditionCount; ++i) q.flipped[i] = q.flipped[i] || t.flipped[i];
+          q.status = t.status;
+          return;
+        }
+      }
+    }
+    while (queue_.size() >= opts_.queue_capacity) {
+      queue_.pop_front();
+      if (stats_.dropped++ == 0) {
+        spdlog::warn("k8s: API queue full ({}), dropping the oldest requests (counted)", opts_.queue_capacity);
+      }
+    }
+    queue_.push_back(std::move(t));
+  }
+  cv_.notify_all();
+}
+
+void Reporter::report_eviction(const PodEviction& e) {
+  if (e.static_pod) {
+    ++stats_.refused_static;
+    spdlog::info("k8s: pod {}/{} is static/mirror: not evicted through the API", e.namespace_, e.name);
+  } else {
+    push(Task{Task::Kind::Evict, e, {}, {}});
+  }
+  if (!e.name.empty() && !e.namespace_.empty()) push(Task{Task::Kind::Event, e, {}, {}});
+}
+
+void Reporter::report_conditions(const std::array<bool, kConditionCount>& status,
+                                 const std::array<bool, kConditionCount>& flipped) {
+  push(Task{Task::Kind::Conditions, {}, status, flipped});
+}
+
+bool Reporter::drain(Duration timeout) {
+  std::unique_lock lk(mu_);
+  return cv_.wait_for(lk, timeout, [this] { return queue_.empty() && !busy_; });
+}
+
+void Reporter::run() {
+  while (true) {
+    Task t;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [this] { return stopping_ || !queue_.empty(); });
+      if (stopping_) return;
+      t = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    execute(t);
+    {
+      std::lock_guard lk(mu_);
+      busy_ = false;
+    }
+    cv_.notify_all();
+  }
+}
+
+bool Reporter::wait_interruptible(Duration d) {
+  std::unique_lock lk(mu_);
+  return !cv_.wait_for(lk, d, [this] { return stopping_; });
+}
+
+std::optional<HttpResponse> Reporter::with_retries(ApiAction action, const std::string& what,
+                                                   const std::function<Result<HttpResponse>()>& call,
+                                                   bool retry_429_500) {
+  Duration backoff = opts_.initial_backoff;
+  for (int attempt = 1; attempt <= opts_.max_attempts; ++attempt) {
+    auto r = call();
+    if (hook_) {
+      hook_(action, r ? api_outcome_from_http_status(static_cast<int>(r->status))
+                      : (r.error().code == ETIMEDOUT ? ApiOutcome::Timeout : ApiOutcome::Unreachable));
+    }
+    long wait_ms = -1;
+    if (r) {
+      bool retryable = r->status == 429 || r->status >= 500;
+      if (!retryable || (!retry_429_500 && (r->status == 429 || r->status == 500))) return *r;
+      wait_ms = retry_after_ms(*r);
+      spdlog::warn("k8s: {}: HTTP {} (attempt {}/{})", what, r->status, attempt, opts_.max_attempts);
+    } else {
+      spdlog::warn("k8s: {}: {} (attempt {}/{})", what, r.error().message, attempt, opts_.max_attempts);
+    }
+    if (attempt == opts_.max_attempts) break;
+    ++stats_.retries;
+    Duration d = wait_ms >= 0 ? Duration(std::chrono::milliseconds(wait_ms)) : backoff;
+    if (!wait_interruptible(std::min(d, opts_.max_backoff))) return std::nullopt;
+    backoff = std::min(backoff * 2, opts_.max_backoff);
+  }
+  ++stats_.failures;
+  spdlog::error("k8s: {}: giving up after {} attempts", what, opts_.max_attempts);
+  return std::nullopt;
+}
+
+void Reporter::execute(const Task& t) {
+  switch (t.kind) {
+    case Task::Kind::Evict: {
+      const auto& e = t.eviction;
+      std::string what = "eviction of " + e.namespace_ + "/" + e.name;
+      auto r = with_retries(
+          ApiAction::Eviction, what, [&] { return client_.request("POST", pod_path(e) + "/eviction", eviction_body(e)); },
+          /*retry_429_500=*/false);
+      if (!r) {
+        return;
+      }
+      if (r->status == 200 || r->status == 201) {
+        ++stats_.evictions_accepted;
+        return;
+      }
+      if (r->status == 404) {
+        ++stats_.pods_not_found;
+        return;
+      }
+      if (r->status == 409) {
+        ++stats_.uid_conflicts;
+        return;
+      }
+      if (r->status != 429 && r->status != 500) {
+        ++stats_.failures;
+        spdlog::error("k8s: {}: HTTP {}: {}", what, r->status, r->body.substr(0, 200));
+        return;
+      }
+      // Refused (a disruption budget, or an error): node pressure does not
+      // wait for budgets, as the kubelet does not. DELETE with the same grace.
+      ++stats_.evictions_refused;
+      spdlog::info("k8s: {} refused with HTTP {}: falling back to DELETE", what, r->status);
+      auto d = with_retries(ApiAction::Delete, "delete of " + e.namespace_ + "/" + e.name,
+                            [&] { return client_.request("DELETE", pod_path(e), delete_body(e)); });
+      if (!d) {
+      } else if (d->status == 200 || d->status == 202) {
+        ++stats_.deletes_accepted;
+      } else if (d->status == 404) {
+        ++stats_.pods_not_found;
+      } else if (d->status == 409) {
+        ++stats_.uid_conflicts;
+      } else {
+        ++stats_.failures;
+      }
+      return;
+    }
+    case Task::Kind::Event: {
+      const auto& e = t.eviction;
+      auto r = with_retries(ApiAction::Event, "event for " + e.namespace_ + "/" + e.name, [&] {
+        return client_.request("POST", "/api/v1/namespaces/" + e.namespace_ + "/events",
+                               event_body(e, opts_.node_name, rfc3339_now()));
+      });
+      if (r && (r->status == 200 || r->status == 201)) {
+        ++stats_.events_recorded;
+      } else {
+        if (r) ++stats_.failures;
+      }
+      return;
+    }
+    case Task::Kind::Conditions: {
+      auto r = with_retries(ApiAction::NodeStatus, "node conditions", [&] {
+        return client_.request("PATCH", "/api/v1/nodes/" + opts_.node_name + "/status",
+                               conditions_patch(opts_.condition_prefix, t.status, t.flipped, rfc3339_now()),
+                               "application/strategic-merge-patch+json");
+      });
+      if (r && r->status == 200) {
+        ++stats_.conditions_patched;
+      } else {
+        if (r) ++stats_.failures;
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace pressured::k8s

@@ -1,0 +1,130 @@
+#pragma once
+// Tells the Kubernetes API what pressured did: evictions (policy/v1 Eviction
+// with the pod's uid as precondition, DELETE fallback on 429/500), an
+// `Evicted` Event on the pod, and pressured's own node conditions. All API
+// work runs on one worker thread behind a bounded queue: the API being slow or
+// down never delays a local eviction, and requests never pile up (the oldest
+// is dropped and counted). See docs/kubernetes.md.
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "k8s/api_client.hpp"
+#include "pressured/metrics.hpp"
+#include "pressured/signals.hpp"
+
+namespace pressured::k8s {
+
+struct PodEviction {
+  std::string eviction_id;
+  std::string uid, name, namespace_;
+  bool static_pod = false;           // static/mirror: never through the API
+  int64_t grace_period_seconds = 0;  // Eviction and DELETE both use it
+  Signal signal = Signal::MemoryAvailable;
+  double observed = 0;
+  double threshold_value = 0;
+};
+
+/// Counters of every API outcome (exported as metrics by the daemon).
+struct ReporterStats {
+  std::atomic<uint64_t> evictions_accepted{0};   // Eviction 200/201
+  std::atomic<uint64_t> evictions_refused{0};    // Eviction 429/500 -> DELETE fallback
+  std::atomic<uint64_t> deletes_accepted{0};     // DELETE 200/202
+  std::atomic<uint64_t> pods_not_found{0};       // 404: already gone
+  std::atomic<uint64_t> uid_conflicts{0};        // 409: another pod with that name now
+  std::atomic<uint64_t> events_recorded{0};
+  std::atomic<uint64_t> conditions_patched{0};
+  std::atomic<uint64_t> retries{0};
+  std::atomic<uint64_t> failures{0};             // gave up after the retry budget
+  std::atomic<uint64_t> dropped{0};              // queue full: oldest dropped
+  std::atomic<uint64_t> refused_static{0};       // static/mirror pod eviction not sent
+};
+
+struct ReporterOptions {
+  std::string node_name;
+  std::string condition_prefix = "Pressured";
+  std::size_t queue_capacity = 64;
+  int max_attempts = 5;
+  Duration initial_backoff{std::chrono::milliseconds(200)};
+  Duration max_backoff{std::chrono::seconds(30)};
+};
+
+/// The kubelet's message for a node-pressure eviction, naming pressured's signal.
+std::string eviction_message(const PodEviction& e);
+/// Body of the policy/v1 Eviction subresource request.
+std::string eviction_body(const PodEviction& e);
+/// Body of the DELETE fallback (same grace period, uid precondition).
+std::string delete_body(const PodEviction& e);
+/// Body of the core/v1 Event.
+std::string event_body(const PodEviction& e, const std::string& node, const std::string& now_rfc3339);
+/// Strategic-merge patch of nodes/status for pressured's own condition types;
+/// lastTransitionTime is set only for conditions in `flipped`.
+std::string conditions_patch(const std::string& prefix, const std::array<bool, kConditionCount>& status,
+                             const std::array<bool, kConditionCount>& flipped, const std::string& now_rfc3339);
+/// Now, as RFC 3339 UTC with seconds.
+std::string rfc3339_now();
+
+class Reporter {
+ public:
+  explicit Reporter(ApiClient client, ReporterOptions options);
+  ~Reporter();
+  Reporter(const Reporter&) = delete;
+  Reporter& operator=(const Reporter&) = delete;
+
+  /// Starts the worker thread.
+  void start();
+  /// Stops the worker; what is still queued is dropped (and counted).
+  void stop();
+
+  /// Queues the API eviction of a pod plus its Event. Static/mirror pods are
+  /// refused (counted) and only the Event is sent. Never blocks on the API.
+  void report_eviction(const PodEviction& e);
+  /// Publishes the node conditions (the newest state replaces a queued one).
+  void report_conditions(const std::array<bool, kConditionCount>& status,
+                         const std::array<bool, kConditionCount>& flipped);
+
+  /// Blocks until the queue is empty and the worker idle, or `timeout`. Tests.
+  bool drain(Duration timeout);
+
+  const ReporterStats& stats() const { return stats_; }
+  /// Optional hook called once per HTTP attempt with its outcome (metrics:
+  /// pressured_kubernetes_api_requests_total). Set before start().
+  void set_outcome_hook(std::function<void(ApiAction, ApiOutcome)> hook) { hook_ = std::move(hook); }
+
+ private:
+  struct Task {
+    enum class Kind { Evict, Event, Conditions } kind;
+    PodEviction eviction;
+    std::array<bool, kConditionCount> status{};
+    std::array<bool, kConditionCount> flipped{};
+  };
+  void push(Task t);
+  void run();
+  void execute(const Task& t);
+  // Retries `call` on network errors, 429 and 5xx (honouring Retry-After)
+  // until it returns a final response or the budget is spent.
+  std::optional<HttpResponse> with_retries(ApiAction action, const std::string& what,
+                                           const std::function<Result<HttpResponse>()>& call,
+                                           bool retry_429_500 = true);
+  bool wait_interruptible(Duration d);
+
+  ApiClient client_;
+  ReporterOptions opts_;
+  ReporterStats stats_;
+  std::function<void(ApiAction, ApiOutcome)> hook_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace pressured::k8s
