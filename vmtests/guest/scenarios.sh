@@ -1,0 +1,618 @@
+# The vmtests scenarios, run inside the guest for one contender (busybox sh).
+#
+# Each scenario builds a kubelet-shaped cgroup tree and a PodList file, starts
+# the pods' steady workloads, starts the contender and the ground-truth sampler,
+# drives pressure, waits for the outcome (bounded), and prints one
+#   @@VMT RESULT {json}
+# line with the raw facts: which pod workloads were killed and how, kernel OOM
+# kills, the sampler's timings, the contender's CPU time. vmtests/run judges
+# them (assertions live there, next to the scenario descriptions).
+
+CG=/sys/fs/cgroup
+PODS_JSON=/run/pods.json
+PODS_LIST=/tmp/pods.list
+CLK_TCK=100
+MEM_TOTAL_KB=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
+
+# --- tree ------------------------------------------------------------------
+
+vmt_enable() {  # enable controllers for children of $1
+  echo "+memory +pids +io" > "$1/cgroup.subtree_control" 2>/dev/null ||
+    echo "+memory +pids" > "$1/cgroup.subtree_control"
+}
+
+# vmt_tree DRIVER: creates the kubepods tree for the cgroupfs or systemd driver.
+vmt_tree() {
+  DRIVER=$1
+  if [ "$DRIVER" = systemd ]; then
+    KUBEPODS=kubepods.slice
+    KP=$CG/kubepods.slice
+    BU=$KP/kubepods-burstable.slice
+    BE=$KP/kubepods-besteffort.slice
+  else
+    KUBEPODS=kubepods
+    KP=$CG/kubepods
+    BU=$KP/burstable
+    BE=$KP/besteffort
+  fi
+  mkdir -p $KP && vmt_enable $KP
+  mkdir -p $BU $BE && vmt_enable $BU && vmt_enable $BE
+  mkdir -p $CG/system.slice && vmt_enable $CG/system.slice
+  mkdir -p $CG/system.slice/contender $CG/system.slice/sampler $CG/system.slice/neutral
+  : > $PODS_LIST
+  POD_N=0
+  NEUTRAL_PID=
+}
+
+# vmt_pod NAME QOS REQ_MIB LIM_MIB [PRIORITY] [TERMINATION_GRACE]: one pod with
+# one container, like the kubelet lays it out; registered in the PodList.
+vmt_pod() {
+  local name=$1 qos=$2 req=$3 lim=$4 prio=${5:-0} grace=${6:-30}
+  POD_N=$((POD_N + 1))
+  local uid ctr podcg ctrcg adj
+  uid=$(printf '%08x-1111-4222-8333-%012x' $POD_N $POD_N)
+  ctr=$(printf '%064x' $((POD_N * 7919)))
+  local uidu=$(echo $uid | tr - _)
+  if [ "$DRIVER" = systemd ]; then
+    case $qos in
+      Guaranteed) podcg=$KP/kubepods-pod$uidu.slice ;;
+      Burstable) podcg=$BU/kubepods-burstable-pod$uidu.slice ;;
+      BestEffort) podcg=$BE/kubepods-besteffort-pod$uidu.slice ;;
+    esac
+    ctrcg=$podcg/cri-containerd-$ctr.scope
+  else
+    case $qos in
+      Guaranteed) podcg=$KP/pod$uid ;;
+      Burstable) podcg=$BU/pod$uid ;;
+      BestEffort) podcg=$BE/pod$uid ;;
+    esac
+    ctrcg=$podcg/$ctr
+  fi
+  mkdir -p $podcg && vmt_enable $podcg && mkdir -p $ctrcg
+  if [ "$lim" -gt 0 ]; then
+    echo $((lim * 1048576)) > $podcg/memory.max
+    echo $((lim * 1048576)) > $ctrcg/memory.max
+  fi
+  # oom_score_adj exactly as the kubelet sets it (pkg/kubelet/qos/policy.go).
+  case $qos in
+    Guaranteed) adj=-997 ;;
+    BestEffort) adj=1000 ;;
+    Burstable)
+      adj=$((1000 - (1000 * req * 1024) / MEM_TOTAL_KB))
+      [ $adj -lt 2 ] && adj=2
+      [ $adj -gt 999 ] && adj=999
+      ;;
+  esac
+  echo "$name|$qos|$uid|$podcg|$ctrcg|$adj|$req|$lim|$prio|$grace|$ctr" >> $PODS_LIST
+}
+
+# vmt_pods_json: writes the PodList (standard Kubernetes Pod JSON) for pressured.
+vmt_pods_json() {
+  local first=1
+  {
+    printf '{"apiVersion":"v1","kind":"PodList","items":['
+    while IFS='|' read -r name qos uid podcg ctrcg adj req lim prio grace ctr; do
+      local res='{}'
+      case $qos in
+        Guaranteed) res="{\"requests\":{\"memory\":\"${req}Mi\",\"cpu\":\"100m\"},\"limits\":{\"memory\":\"${lim}Mi\",\"cpu\":\"100m\"}}" ;;
+        Burstable)
+          if [ "$lim" -gt 0 ]; then
+            res="{\"requests\":{\"memory\":\"${req}Mi\"},\"limits\":{\"memory\":\"${lim}Mi\"}}"
+          else
+            res="{\"requests\":{\"memory\":\"${req}Mi\"}}"
+          fi
+          ;;
+      esac
+      [ $first = 1 ] || printf ','
+      first=0
+      printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s","namespace":"vmtests","uid":"%s",' "$name" "$uid"
+      printf '"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"%s-rs","uid":"%s","controller":true}]},' "$name" "$uid"
+      printf '"spec":{"priority":%s,"terminationGracePeriodSeconds":%s,"nodeName":"vm",' "$prio" "$grace"
+      printf '"containers":[{"name":"main","image":"vmtests/workload","resources":%s}]},' "$res"
+      printf '"status":{"phase":"Running","qosClass":"%s","containerStatuses":[{"name":"main","ready":true,"containerID":"containerd://%s"}]}}' "$qos" "$ctr"
+    done < $PODS_LIST
+    printf ']}\n'
+  } > $PODS_JSON.tmp
+  mv $PODS_JSON.tmp $PODS_JSON
+}
+
+vmt_pod_field() {  # vmt_pod_field NAME FIELD_INDEX
+  awk -F'|' -v n="$1" -v f="$2" '$1 == n {print $f}' $PODS_LIST
+}
+
+# vmt_pod_run NAME CMD...: starts CMD in the pod's container cgroup with the
+# kubelet's oom_score_adj; the pid is recorded for the verdict.
+vmt_pod_run() {
+  local name=$1
+  shift
+  local ctrcg=$(vmt_pod_field $name 5) adj=$(vmt_pod_field $name 6)
+  sh -c 'echo $$ > "$1/cgroup.procs" && echo "$2" > /proc/self/oom_score_adj && shift 2 && exec "$@"' \
+    vmt-pod "$ctrcg" "$adj" "$@" 2>>/tmp/workloads.log &
+  echo "$name $!" >> /tmp/pod_pids
+  local i=0  # the pod is running once its cgroup is populated
+  while ! grep -q "populated 1" $ctrcg/cgroup.events 2>/dev/null && [ $i -lt 100 ]; do
+    sleep 0.05
+    i=$((i + 1))
+  done
+}
+
+# vmt_neutral CMD...: pressure from outside kubepods (system.slice/neutral).
+vmt_neutral() {
+  sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' vmt-neutral $CG/system.slice/neutral "$@" \
+    2>>/tmp/workloads.log &
+  NEUTRAL_PID=$!
+  local i=0
+  while ! grep -q "populated 1" $CG/system.slice/neutral/cgroup.events 2>/dev/null && [ $i -lt 100 ]; do
+    sleep 0.05
+    i=$((i + 1))
+  done
+}
+
+# vmt_wait_mem NAME MIB TIMEOUT_S: waits until the pod charges MIB.
+vmt_wait_mem() {
+  local podcg=$(vmt_pod_field $1 4) want=$(($2 * 1048576)) i=0
+  while [ $i -lt $(($3 * 10)) ]; do
+    [ "$(cat $podcg/memory.current 2>/dev/null || echo 0)" -ge $want ] && return 0
+    sleep 0.1
+    i=$((i + 1))
+  done
+  vmt_mark WARN "pod $1 did not reach $2 MiB in $3 s"
+  return 1
+}
+
+# vmt_wait_gone NAME TIMEOUT_S: waits until the pod has no process left.
+vmt_wait_gone() {
+  local podcg=$(vmt_pod_field $1 4) i=0
+  while [ $i -lt $(($2 * 10)) ]; do
+    grep -q "populated 0" $podcg/cgroup.events 2>/dev/null && return 0
+    sleep 0.1
+    i=$((i + 1))
+  done
+  return 1
+}
+
+# avail_mib: memory.available as the kubelet computes it on cgroup v2.
+avail_mib() {
+  local free inact
+  free=$(awk '/^MemFree:/ {print $2}' /proc/meminfo)
+  inact=$(awk '$1 == "inactive_file" {print $2}' $CG/memory.stat)
+  echo $(((free * 1024 + inact) / 1048576))
+}
+
+vmt_wait_avail_below() {  # MIB TIMEOUT_S
+  local i=0
+  while [ $i -lt $(($2 * 5)) ]; do
+    [ $(avail_mib) -lt $1 ] && return 0
+    sleep 0.2
+    i=$((i + 1))
+  done
+  return 1
+}
+
+# vmt_reset: kills everything the previous scenario started and removes the tree.
+vmt_reset() {
+  for d in $(find $CG -mindepth 1 -depth -type d 2>/dev/null); do
+    [ -f $d/cgroup.kill ] && echo 1 > $d/cgroup.kill 2>/dev/null
+  done
+  sleep 0.5
+  wait 2>/dev/null
+  for d in $(find $CG -mindepth 1 -depth -type d 2>/dev/null); do rmdir $d 2>/dev/null; done
+  rm -f /tmp/pod_pids /tmp/sampler.json /var/lib/pressured/* /tmp/contender.log /tmp/workloads.log
+  : > /tmp/pod_pids
+  sync
+  echo 3 > /proc/sys/vm/drop_caches
+  echo 32768 > /proc/sys/kernel/pid_max
+  sleep 1
+}
+
+# --- contenders --------------------------------------------------------------
+
+# Thresholds of the current scenario (MiB, or a count for PIDs). Peers get the
+# hard memory threshold, which is the one that acts at once.
+vmt_thresholds() {
+  HARD_MI=${1:-150}
+  SOFT_MI=${2:-0}
+  SOFT_GRACE=${3:-0s}
+  MIN_RECLAIM_MI=${4:-0}
+  TRANSITION=${5:-10s}
+  PID_HARD=${6:-0}
+  MAX_POD_GRACE=${7:-0}
+}
+
+CONTENDER_PIDS=
+CONTENDER_TICKS=0
+
+vmt_contender_start() {
+  : > /tmp/contender.log.start
+  local in="$CG/system.slice/contender"
+  local hard="memory.available<${HARD_MI}Mi"
+  [ "$PID_HARD" -gt 0 ] && hard="$hard,pid.available<$PID_HARD"
+  case "$VMT_CONTENDER" in
+    pressured*)
+      set -- pressured run --cgroup-driver "$DRIVER" --kubepods-name "$KUBEPODS" --pod-file $PODS_JSON \
+        --eviction-hard "$hard" --eviction-pressure-transition-period "$TRANSITION" \
+        --eviction-max-pod-grace-period "$MAX_POD_GRACE" --state-file /var/lib/pressured/state.json \
+        --metrics-listen 127.0.0.1:9847 --log-level debug
+      if [ "$SOFT_MI" -gt 0 ]; then
+        set -- "$@" --eviction-soft "memory.available<${SOFT_MI}Mi" --eviction-soft-grace-period "memory.available=$SOFT_GRACE"
+      fi
+      [ "$MIN_RECLAIM_MI" -gt 0 ] && set -- "$@" --eviction-minimum-reclaim "memory.available=${MIN_RECLAIM_MI}Mi"
+      case "$VMT_CONTENDER" in
+        pressured-poll10s) set -- "$@" --poll-interval 10s --bpf off ;;
+        pressured-poll1s) set -- "$@" --poll-interval 1s --bpf off ;;
+      esac
+      ;;
+    earlyoom)
+      # SIGTERM below the hard threshold, SIGKILL below half of it (earlyoom's
+      # own TERM/KILL split); no swap in the VM, so -s 100 makes the swap
+      # condition always true; -r 0: no periodic report.
+      set -- earlyoom -M $((HARD_MI * 1024)),$((HARD_MI * 512)) -s 100 -r 0
+      ;;
+    oomd)
+      vmt_oomd_config > /tmp/oomd.json
+      set -- oomd --config /tmp/oomd.json --interval 1 --runtime-dir /run/oomd --kmsg-override /tmp/oomd-kills.log
+      ;;
+    *)
+      vmt_mark ERROR "unknown contender $VMT_CONTENDER"
+      return 1
+      ;;
+  esac
+  echo "# $*" >> /tmp/contender.log
+  sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' vmt-contender "$in" "$@" >> /tmp/contender.log 2>&1 &
+  CONTENDER_PID=$!
+  CONTENDER_PIDS="$CONTENDER_PIDS $CONTENDER_PID"
+  # Readiness: give it time to load (BPF under TCG is slow), bounded.
+  local i=0
+  while [ $i -lt 30 ]; do
+    kill -0 $CONTENDER_PID 2>/dev/null || break
+    grep -qiE "ready|started|running|monitoring|sending SIGTERM when|Running oomd" /tmp/contender.log && break
+    sleep 0.1
+    i=$((i + 1))
+  done
+  sleep 0.5
+  if ! kill -0 $CONTENDER_PID 2>/dev/null; then
+    vmt_mark WARN "contender $VMT_CONTENDER exited at start"
+    return 1
+  fi
+  # CPU spent starting up (for pressured: probing and loading BPF), reported apart.
+  CONTENDER_START_TICKS=$((CONTENDER_START_TICKS + $(vmt_ticks $CONTENDER_PID)))
+  return 0
+}
+
+vmt_oomd_config() {
+  # oomd's documented pattern: detect pressure on the protected workload's
+  # parent, act with kill_by_memory_size_or_growth on its children. Two rulesets:
+  # PSI memory pressure on kubepods, and kubepods anon usage above what leaves
+  # the hard threshold free (oomd has no "available below" detector).
+  local anon=$(($(avail_mib) - HARD_MI))
+  local pods="$KUBEPODS/*/*,$KUBEPODS/*"
+  [ "$DRIVER" = systemd ] && pods="$KUBEPODS/*/*.slice,$KUBEPODS/*.slice"
+  cat <<EOF
+{"rulesets": [
+ {"name": "kubepods memory pressure",
+  "detectors": [["kubepods pressure above 40 for 2s",
+     {"name": "pressure_above", "args": {"cgroup": "$KUBEPODS", "resource": "memory", "threshold": "40", "duration": "2"}}]],
+  "actions": [{"name": "kill_by_memory_size_or_growth", "args": {"cgroup": "$pods", "recursive": "true", "post_action_delay": "2"}}]},
+ {"name": "kubepods anon above node budget",
+  "detectors": [["kubepods anon above ${anon}M",
+     {"name": "memory_above", "args": {"cgroup": "$KUBEPODS", "threshold_anon": "${anon}M", "duration": "0"}}]],
+  "actions": [{"name": "kill_by_memory_size_or_growth", "args": {"cgroup": "$pods", "recursive": "true", "post_action_delay": "2"}}]}
+]}
+EOF
+}
+
+vmt_ticks() {  # utime+stime of a live pid, in clock ticks
+  awk '{print $14 + $15}' /proc/$1/stat 2>/dev/null || echo 0
+}
+
+vmt_contender_stop() {
+  local alive=false
+  if kill -0 $CONTENDER_PID 2>/dev/null; then
+    alive=true
+    CONTENDER_TICKS=$((CONTENDER_TICKS + $(vmt_ticks $CONTENDER_PID)))
+    kill -TERM $CONTENDER_PID 2>/dev/null
+    local i=0
+    while kill -0 $CONTENDER_PID 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -KILL $CONTENDER_PID 2>/dev/null
+  fi
+  wait $CONTENDER_PID 2>/dev/null
+  CONTENDER_RC=$?
+  CONTENDER_ALIVE=$alive
+}
+
+# --- one scenario run ------------------------------------------------------------
+
+# vmt_begin SCENARIO SAMPLER_SIGNAL SAMPLER_THRESHOLD: starts contender + sampler.
+vmt_begin() {
+  SCEN=$1
+  CONTENDER_TICKS=0
+  CONTENDER_START_TICKS=0
+  CONTENDER_PIDS=
+  CONTENDER_STARTED=true
+  vmt_mark STEP "$SCEN: pods ready, avail=$(avail_mib)MiB; starting $VMT_CONTENDER"
+  vmt_contender_start || CONTENDER_STARTED=false
+  local pods="" name podcg
+  while IFS='|' read -r name qos uid podcg rest; do pods="$pods,$name=$podcg"; done < $PODS_LIST
+  pods="${pods#,}"
+  [ -n "$NEUTRAL_PID" ] && pods="$pods,neutral=$CG/system.slice/neutral"
+  sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' vmt-sampler $CG/system.slice/sampler \
+    sampler --signal $2 --threshold $3 --out /tmp/sampler.json --interval-ms 10 --duration 240 --pods "$pods" &
+  SAMPLER_PID=$!
+  SCEN_T0=$(vmt_ms)
+}
+
+# vmt_restart_contender: SIGTERM the contender and start it again (scenario 8).
+vmt_restart_contender() {
+  vmt_contender_stop
+  vmt_mark STEP "$SCEN: contender stopped (rc=$CONTENDER_RC), restarting"
+  vmt_contender_start || CONTENDER_STARTED=false
+}
+
+# vmt_end EXTRA_JSON: stops the sampler and the contender, emits the result.
+vmt_end() {
+  local extra=${1:-"{}"}
+  kill -TERM $SAMPLER_PID 2>/dev/null
+  wait $SAMPLER_PID 2>/dev/null
+  vmt_contender_stop
+  local pods_json="" name pid st qos podcg ooms
+  while IFS='|' read -r name qos uid podcg ctrcg adj req lim prio grace ctr; do
+    pid=$(awk -v n=$name '$1 == n {print $2; exit}' /tmp/pod_pids)
+    if [ -z "$pid" ]; then
+      st=none
+    elif kill -0 $pid 2>/dev/null; then
+      st=running
+    else
+      wait $pid 2>/dev/null
+      st=$?
+    fi
+    ooms=$(awk '$1 == "oom_kill" {print $2}' $podcg/memory.events 2>/dev/null)
+    pods_json="$pods_json,{\"name\":\"$name\",\"qos\":\"$qos\",\"uid\":\"$uid\",\"request_mib\":$req,\"limit_mib\":$lim,\"workload\":\"$st\",\"oom_kills\":${ooms:-0}}"
+  done < $PODS_LIST
+  if [ -n "$NEUTRAL_PID" ]; then
+    if kill -0 $NEUTRAL_PID 2>/dev/null; then st=running; else wait $NEUTRAL_PID 2>/dev/null; st=$?; fi
+    pods_json="$pods_json,{\"name\":\"neutral\",\"qos\":\"none\",\"workload\":\"$st\",\"oom_kills\":0}"
+  fi
+  local sampler_json
+  sampler_json=$(cat /tmp/sampler.json 2>/dev/null)
+  [ -n "$sampler_json" ] || sampler_json=null
+  printf '@@VMT RESULT {"scenario":"%s","contender":"%s","driver":"%s","contender_started":%s,"contender_alive_at_end":%s,"contender_rc":%s,"cpu_ms":%s,"cpu_start_ms":%s,"duration_ms":%s,"pods":[%s],"extra":%s,"sampler":%s}\n' \
+    "$SCEN" "$VMT_CONTENDER" "$DRIVER" "$CONTENDER_STARTED" "$CONTENDER_ALIVE" "$CONTENDER_RC" \
+    $((CONTENDER_TICKS * 1000 / CLK_TCK)) $((CONTENDER_START_TICKS * 1000 / CLK_TCK)) $(($(vmt_ms) - SCEN_T0)) "${pods_json#,}" "$extra" "$sampler_json"
+  # The contender's log, for the console log kept on failure (bounded).
+  grep -v "debug bpf probe" /tmp/contender.log | tail -n 120 | sed "s/^/@@VMT LOG $SCEN: /"
+  tail -n 12 /tmp/workloads.log 2>/dev/null |
+    sed "s/^/@@VMT LOG $SCEN workload: /"
+  vmt_reset
+}
+
+# --- scenarios ---------------------------------------------------------------------
+
+# 1. A BestEffort pod grows at >= 500 MiB/s until the node would run out.
+scenario_fast_spike() {
+  vmt_tree cgroupfs
+  vmt_thresholds 150
+  vmt_pod guaranteed-steady Guaranteed 128 128
+  vmt_pod burstable-steady Burstable 96 256
+  vmt_pod besteffort-spike BestEffort 0 0
+  vmt_pods_json
+  vmt_pod_run guaranteed-steady memhog --mib 96 --hold 300
+  vmt_pod_run burstable-steady memhog --mib 96 --hold 300
+  vmt_wait_mem guaranteed-steady 96 20
+  vmt_wait_mem burstable-steady 96 20
+  local a=$(avail_mib)
+  local size=$((a + 100))
+  vmt_begin fast-spike memory $((HARD_MI * 1048576))
+  vmt_pod_run besteffort-spike memhog --mib $size --rate 500 --hold 300
+  vmt_wait_gone besteffort-spike 40
+  sleep 3  # anything evicted after the victim is over-eviction
+  vmt_end "{\"spike_mib\":$size,\"avail_before_mib\":$a}"
+}
+
+# 2. A slow leak in a Burstable pod over its request, among pods within request.
+scenario_slow_leak() {
+  vmt_tree cgroupfs
+  vmt_thresholds 100 300 5s 0 10s 0 2
+  vmt_pod burstable-ok-1 Burstable 160 0
+  vmt_pod burstable-ok-2 Burstable 160 0
+  vmt_pod burstable-leak Burstable 64 0 0 30
+  vmt_pods_json
+  vmt_pod_run burstable-ok-1 memhog --mib 128 --hold 300
+  vmt_pod_run burstable-ok-2 memhog --mib 128 --hold 300
+  vmt_wait_mem burstable-ok-1 128 20
+  vmt_wait_mem burstable-ok-2 128 20
+  local a=$(avail_mib)
+  local size=$((a - HARD_MI + 60))
+  vmt_begin slow-leak memory $((SOFT_MI * 1048576))
+  vmt_pod_run burstable-leak memhog --start-mib 32 --mib $size --rate 25 --hold 300
+  vmt_wait_gone burstable-leak 50
+  sleep 3
+  vmt_end "{\"leak_mib\":$size,\"leak_rate_mib_s\":25,\"soft_grace_s\":5,\"avail_before_mib\":$a}"
+}
+
+# 3. Ranking: pods of each class with known usage and request, neutral pressure.
+scenario_ranking() {
+  vmt_tree systemd
+  vmt_thresholds 150
+  vmt_pod besteffort-small BestEffort 0 0
+  vmt_pod besteffort-large BestEffort 0 0
+  vmt_pod burstable-over-96 Burstable 32 0
+  vmt_pod burstable-over-32 Burstable 32 0
+  vmt_pod burstable-within Burstable 192 0
+  vmt_pod guaranteed Guaranteed 128 128
+  vmt_pods_json
+  vmt_pod_run besteffort-small memhog --mib 48 --hold 300
+  vmt_pod_run besteffort-large memhog --mib 96 --hold 300
+  vmt_pod_run burstable-over-96 memhog --mib 128 --hold 300
+  vmt_pod_run burstable-over-32 memhog --mib 64 --hold 300
+  vmt_pod_run burstable-within memhog --mib 96 --hold 300
+  vmt_pod_run guaranteed memhog --mib 64 --hold 300
+  for p in besteffort-small:48 besteffort-large:96 burstable-over-96:128 burstable-over-32:64 \
+    burstable-within:96 guaranteed:64; do
+    vmt_wait_mem ${p%%:*} ${p##*:} 20
+  done
+  local a=$(avail_mib)
+  # After evicting the first three in the expected order the node is still
+  # 30 MiB under the threshold; after the fourth it is 34 MiB over it.
+  local size=$((a + 272 - (HARD_MI - 30)))
+  vmt_begin ranking memory $((HARD_MI * 1048576))
+  vmt_neutral memhog --mib $size --rate 40 --hold 300
+  local i=0
+  while [ $i -lt 90 ]; do
+    vmt_wait_gone burstable-over-32 1 && break
+    grep -q "memhog: $size MiB" /tmp/workloads.log 2>/dev/null && [ $i -gt 5 ] && sleep 4 && break
+    i=$((i + 1))
+  done
+  sleep 4
+  vmt_end "{\"neutral_mib\":$size,\"avail_before_mib\":$a}"
+}
+
+# 4. Minimum reclaim: first without it (one eviction frees enough: no second),
+#    then with evictionMinimumReclaim 200Mi (evictions continue until met).
+scenario_min_reclaim_part() {
+  local scen=$1 mr=$2
+  vmt_tree cgroupfs
+  vmt_thresholds 150 0 0s $mr
+  vmt_pod besteffort-large BestEffort 0 0
+  vmt_pod besteffort-small BestEffort 0 0
+  vmt_pod guaranteed Guaranteed 128 128
+  vmt_pods_json
+  vmt_pod_run besteffort-large memhog --mib 192 --hold 300
+  vmt_pod_run besteffort-small memhog --mib 128 --hold 300
+  vmt_pod_run guaranteed memhog --mib 64 --hold 300
+  vmt_wait_mem besteffort-large 192 20
+  vmt_wait_mem besteffort-small 128 20
+  vmt_wait_mem guaranteed 64 20
+  local a=$(avail_mib)
+  local size=$((a - HARD_MI + 40))  # 40 MiB under the threshold
+  vmt_begin $scen memory $((HARD_MI * 1048576))
+  vmt_neutral memhog --mib $size --rate 50 --hold 300
+  vmt_wait_gone besteffort-large 40
+  if [ $mr -gt 0 ]; then vmt_wait_gone besteffort-small 15; fi
+  sleep 6
+  vmt_end "{\"neutral_mib\":$size,\"min_reclaim_mib\":$mr,\"avail_before_mib\":$a}"
+}
+scenario_min_reclaim() {
+  scenario_min_reclaim_part min-reclaim 0
+  scenario_min_reclaim_part min-reclaim-200Mi 200
+}
+
+# 5. Oscillation around the soft threshold, each dip shorter than the grace period.
+#    A Burstable pod within its request holds most of the memory, so that each
+#    burst is small and quick even under TCG: dips are ~4 s, gaps ~4 s.
+scenario_oscillation() {
+  vmt_tree cgroupfs
+  vmt_thresholds 100 300 8s 0 20s
+  vmt_pod guaranteed Guaranteed 96 96
+  vmt_pod burstable-steady Burstable 1024 0
+  vmt_pod besteffort-bursty BestEffort 0 0
+  vmt_pods_json
+  vmt_pod_run guaranteed memhog --mib 64 --hold 300
+  vmt_wait_mem guaranteed 64 20
+  local base=$(($(avail_mib) - 200 - 160))
+  vmt_pod_run burstable-steady memhog --mib $base --hold 300
+  vmt_wait_mem burstable-steady $base 60
+  local a=$(avail_mib)
+  local burst=$((a - 200))  # each burst leaves ~200 MiB: under soft (300), over hard (100)
+  vmt_begin oscillation memory $((SOFT_MI * 1048576))
+  vmt_pod_run besteffort-bursty spiker --mib $burst --hold-ms 3000 --gap-ms 4000 --bursts 4
+  local i=0
+  while [ $i -lt 60 ] && kill -0 $(awk '$1 == "besteffort-bursty" {print $2}' /tmp/pod_pids) 2>/dev/null; do
+    sleep 1
+    i=$((i + 1))
+  done
+  sleep 2
+  local flips
+  flips=$(grep -c "node condition MemoryPressure is now" /tmp/contender.log)  # pressured's log line
+  vmt_end "{\"burst_mib\":$burst,\"bursts\":4,\"soft_grace_s\":8,\"transition_s\":20,\"condition_log_lines\":${flips:-0}}"
+}
+
+# 6. Reclaimable page cache: a pod reads a 1.2 GiB file once (no eviction expected).
+scenario_page_cache() {
+  vmt_tree cgroupfs
+  vmt_thresholds 150
+  vmt_pod guaranteed Guaranteed 128 128
+  vmt_pod burstable-reader Burstable 64 0
+  vmt_pods_json
+  vmt_pod_run guaranteed memhog --mib 96 --hold 300
+  vmt_wait_mem guaranteed 96 20
+  local a=$(avail_mib)
+  if [ ! -f /scratch/big.dat ]; then
+    vmt_mark ERROR "page-cache: /scratch/big.dat missing (no scratch disk)"
+  fi
+  vmt_begin page-cache memory $((HARD_MI * 1048576))
+  vmt_pod_run burstable-reader cachereader --file /scratch/big.dat --passes 1 --duration 90 --hold 300
+  local i=0
+  while [ $i -lt 100 ] && ! grep -q "cachereader: read" /tmp/workloads.log 2>/dev/null; do
+    vmt_wait_gone burstable-reader 1 && break
+    i=$((i + 1))
+  done
+  sleep 2
+  local peak=$(($(cat $(vmt_pod_field burstable-reader 4)/memory.peak 2>/dev/null || echo 0) / 1048576))
+  local file_mib=$(($(awk '$1 == "file" {print $2}' $(vmt_pod_field burstable-reader 4)/memory.stat) / 1048576))
+  vmt_end "{\"file_mib\":1200,\"reader_file_cache_mib_at_end\":$file_mib,\"avail_before_mib\":$a}"
+}
+
+# 7. PID pressure: a pod forks until pid.available is below the threshold.
+scenario_pid_pressure() {
+  vmt_tree cgroupfs
+  echo 1500 > /proc/sys/kernel/pid_max
+  vmt_thresholds 100 0 0s 0 10s 300
+  vmt_pod burstable-steady Burstable 64 0
+  vmt_pod besteffort-forker BestEffort 0 0
+  vmt_pods_json
+  vmt_pod_run burstable-steady forker --count 20 --hold 300
+  sleep 1
+  vmt_begin pid-pressure pid 300
+  vmt_pod_run besteffort-forker forker --count 1450 --rate 150 --hold 300
+  vmt_wait_gone besteffort-forker 25
+  sleep 3
+  local failed=0
+  grep -q "forker: fork" /tmp/workloads.log && failed=1
+  vmt_end "{\"pid_max\":1500,\"fork_failed\":$failed}"
+}
+
+# 8. Daemon restart under pressure: soft eviction in progress, victim ignores
+#    SIGTERM, the contender is restarted; expect exactly one victim.
+scenario_restart() {
+  vmt_tree cgroupfs
+  vmt_thresholds 100 300 3s 0 10s 0 6
+  vmt_pod burstable-other Burstable 32 0
+  vmt_pod burstable-leak Burstable 32 0 0 30
+  vmt_pods_json
+  vmt_pod_run burstable-other memhog --mib 128 --hold 300
+  vmt_wait_mem burstable-other 128 20
+  local a=$(avail_mib)
+  local size=$((a - 220))  # ends ~220 MiB available: under soft, over hard
+  vmt_begin restart memory $((SOFT_MI * 1048576))
+  vmt_pod_run burstable-leak memhog --ignore-term 1 --start-mib 32 --mib $size --rate 40 --hold 300
+  vmt_wait_avail_below $SOFT_MI 60
+  local crossed=$(vmt_ms)
+  sleep 4.5
+  vmt_restart_contender
+  local restarted=$(($(vmt_ms) - crossed))
+  vmt_wait_gone burstable-leak 25
+  sleep 3
+  # pressured logs what it restored from its checkpoint when it starts again.
+  local restored
+  restored=$(grep -cE "checkpoint .* restored|checkpoint: resuming eviction" /tmp/contender.log)
+  vmt_end "{\"leak_mib\":$size,\"restart_after_crossing_ms\":$restarted,\"soft_grace_s\":3,\"max_pod_grace_s\":6,\"checkpoint_restored_lines\":${restored:-0}}"
+}
+
+vmt_run_scenarios() {
+  ip link set lo up 2>/dev/null
+  vmt_reset
+  for s in $VMT_SCENARIOS; do
+    vmt_mark SCENARIO "$s contender=$VMT_CONTENDER avail=$(avail_mib)MiB"
+    case $s in
+      fast-spike) scenario_fast_spike ;;
+      slow-leak) scenario_slow_leak ;;
+      ranking) scenario_ranking ;;
+      min-reclaim) scenario_min_reclaim ;;
+      oscillation) scenario_oscillation ;;
+      page-cache) scenario_page_cache ;;
+      pid-pressure) scenario_pid_pressure ;;
+      restart) scenario_restart ;;
+      *) vmt_mark ERROR "unknown scenario $s" ;;
+    esac
+  done
+}

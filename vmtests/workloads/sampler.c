@@ -1,0 +1,213 @@
+/* sampler: the guest-side ground truth. Every --interval-ms it reads
+ * /proc/meminfo, the root memory.stat (or the process count, for --signal pid)
+ * and each watched pod's cgroup.events/memory.current/pids.current, and
+ * records:
+ *   - crossed_ms: the first time the node signal crossed --threshold
+ *     (memory.available = MemFree + root inactive_file, i.e. capacity minus the
+ *      kubelet's working set with usage = MemTotal - MemFree on cgroup v2;
+ *      pid.available = min(pid_max, threads-max) - processes);
+ *   - per pod: peak usage, peak processes, and released_ms, the first sample at
+ *     which the pod's cgroup had no process left (or was removed) after having
+ *     had some: the victim's memory is back;
+ *   - the kernel's oom_kill counter (/proc/vmstat) at start and end.
+ * Times are milliseconds since the sampler started (CLOCK_MONOTONIC), also
+ * printed as absolute CLOCK_MONOTONIC ns (start_mono_ns) to join with logs.
+ * It writes one JSON object to --out on SIGTERM/SIGINT or after --duration.
+ *   sampler --signal memory|pid --threshold N --out FILE [--interval-ms 10]
+ *           [--duration S] [--pods name=/sys/fs/cgroup/x,name2=...] */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/sysinfo.h>
+
+#include "common.h"
+
+#define MAX_PODS 32
+
+struct pod {
+  char name[64];
+  char dir[256];
+  int events_fd, current_fd, pids_fd;
+  int seen_populated, gone;
+  long long released_ms;
+  unsigned long long peak_current, peak_procs, last_current, last_procs;
+};
+
+static volatile sig_atomic_t stop;
+static void on_signal(int sig) { (void)sig; stop = 1; }
+
+static ssize_t read_fd(int fd, char* buf, size_t len) {
+  if (fd < 0) return -1;
+  ssize_t n = pread(fd, buf, len - 1, 0);
+  if (n < 0) return -1;
+  buf[n] = 0;
+  return n;
+}
+
+static unsigned long long field(const char* text, const char* key) {
+  size_t kl = strlen(key);
+  for (const char* p = text; p && *p;) {
+    if (strncmp(p, key, kl) == 0 && (p[kl] == ' ' || p[kl] == ':')) {
+      const char* v = p + kl + 1;
+      while (*v == ' ') ++v;
+      return strtoull(v, NULL, 10);
+    }
+    p = strchr(p, '\n');
+    if (p) ++p;
+  }
+  return 0;
+}
+
+static unsigned long long read_ull_path(const char* path) {
+  char buf[64] = {0};
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  return n > 0 ? strtoull(buf, NULL, 10) : 0;
+}
+
+static int open_in(const char* dir, const char* name) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return open(p, O_RDONLY | O_CLOEXEC);
+}
+
+int main(int argc, char** argv) {
+  static const char* const known[] = {"--signal", "--threshold", "--out", "--interval-ms", "--duration", "--pods", NULL};
+  check_args(argc, argv, known,
+             "sampler --signal memory|pid --threshold N --out FILE [--interval-ms 10] [--duration S] [--pods a=/dir,...]");
+  const char* signal_name = arg_value(argc, argv, "--signal", "memory");
+  const int pid_signal = strcmp(signal_name, "pid") == 0;
+  if (!pid_signal && strcmp(signal_name, "memory") != 0) {
+    fprintf(stderr, "sampler: --signal must be memory or pid\n");
+    return 2;
+  }
+  const double threshold = arg_double(argc, argv, "--threshold", 0, 0, 1e15);
+  const char* out = arg_value(argc, argv, "--out", NULL);
+  if (!out) {
+    fprintf(stderr, "sampler: --out is required\n");
+    return 2;
+  }
+  const double interval = arg_double(argc, argv, "--interval-ms", 10, 1, 10000) / 1000.0;
+  const double duration = arg_double(argc, argv, "--duration", 300, 1, 3600);
+
+  struct pod pods[MAX_PODS];
+  int npods = 0;
+  const char* spec = arg_value(argc, argv, "--pods", "");
+  char specbuf[8192];
+  snprintf(specbuf, sizeof specbuf, "%s", spec);
+  for (char* save = NULL, *tok = strtok_r(specbuf, ",", &save); tok && npods < MAX_PODS;
+       tok = strtok_r(NULL, ",", &save)) {
+    char* eq = strchr(tok, '=');
+    if (!eq) {
+      fprintf(stderr, "sampler: bad --pods entry '%s'\n", tok);
+      return 2;
+    }
+    *eq = 0;
+    struct pod* p = &pods[npods++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", tok);
+    snprintf(p->dir, sizeof p->dir, "%s", eq + 1);
+    p->events_fd = open_in(p->dir, "cgroup.events");
+    p->current_fd = open_in(p->dir, "memory.current");
+    p->pids_fd = open_in(p->dir, "pids.current");
+    p->released_ms = -1;
+  }
+
+  int meminfo_fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
+  int rootstat_fd = open("/sys/fs/cgroup/memory.stat", O_RDONLY | O_CLOEXEC);
+  unsigned long long pid_max = read_ull_path("/proc/sys/kernel/pid_max");
+  unsigned long long threads_max = read_ull_path("/proc/sys/kernel/threads-max");
+  if (threads_max && threads_max < pid_max) pid_max = threads_max;
+  const unsigned long long oom_start = ({
+    char vm[16384];
+    int fd = open("/proc/vmstat", O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, vm, sizeof vm - 1) : -1;
+    if (fd >= 0) close(fd);
+    vm[n > 0 ? n : 0] = 0;
+    field(vm, "oom_kill");
+  });
+
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+
+  struct timespec start_ts;
+  clock_gettime(CLOCK_MONOTONIC, &start_ts);
+  const double t0 = now_s();
+  long long crossed_ms = -1, samples = 0;
+  double min_avail = 1e30, first_avail = -1;
+  char buf[16384];
+  while (!stop && now_s() - t0 < duration) {
+    const long long ms = (long long)((now_s() - t0) * 1000.0);
+    double avail;
+    if (pid_signal) {
+      struct sysinfo si;
+      sysinfo(&si);
+      avail = (double)pid_max - (double)si.procs;
+    } else {
+      read_fd(meminfo_fd, buf, sizeof buf);
+      const unsigned long long mem_free = field(buf, "MemFree") * 1024ULL;
+      read_fd(rootstat_fd, buf, sizeof buf);
+      const unsigned long long inactive_file = field(buf, "inactive_file");
+      avail = (double)(mem_free + inactive_file);
+    }
+    if (first_avail < 0) first_avail = avail;
+    if (avail < min_avail) min_avail = avail;
+    if (crossed_ms < 0 && avail < threshold) crossed_ms = ms;
+    for (int i = 0; i < npods; ++i) {
+      struct pod* p = &pods[i];
+      if (p->gone) continue;
+      int populated = 0;
+      if (read_fd(p->events_fd, buf, sizeof buf) < 0) {
+        p->gone = 1;
+      } else {
+        populated = field(buf, "populated") != 0;
+      }
+      if (!p->gone && read_fd(p->current_fd, buf, sizeof buf) > 0) p->last_current = strtoull(buf, NULL, 10);
+      if (!p->gone && read_fd(p->pids_fd, buf, sizeof buf) > 0) p->last_procs = strtoull(buf, NULL, 10);
+      if (p->gone) p->last_current = p->last_procs = 0;
+      if (p->last_current > p->peak_current) p->peak_current = p->last_current;
+      if (p->last_procs > p->peak_procs) p->peak_procs = p->last_procs;
+      if (populated) p->seen_populated = 1;
+      if (p->seen_populated && p->released_ms < 0 && (!populated || p->gone)) p->released_ms = ms;
+    }
+    ++samples;
+    sleep_s(interval);
+  }
+  const double elapsed_ms = (now_s() - t0) * 1000.0;
+  unsigned long long oom_end;
+  {
+    char vm[16384];
+    int fd = open("/proc/vmstat", O_RDONLY);
+    ssize_t n = fd >= 0 ? read(fd, vm, sizeof vm - 1) : -1;
+    if (fd >= 0) close(fd);
+    vm[n > 0 ? n : 0] = 0;
+    oom_end = field(vm, "oom_kill");
+  }
+  FILE* f = fopen(out, "w");
+  if (!f) {
+    perror("sampler: open --out");
+    return 1;
+  }
+  fprintf(f,
+          "{\"signal\":\"%s\",\"threshold\":%.0f,\"interval_ms\":%.0f,\"samples\":%lld,\"elapsed_ms\":%.0f,"
+          "\"start_mono_ns\":%lld,\"crossed_ms\":%lld,\"first_available\":%.0f,\"min_available\":%.0f,"
+          "\"oom_kill_start\":%llu,\"oom_kill_end\":%llu,\"pods\":{",
+          signal_name, threshold, interval * 1000.0, samples, elapsed_ms,
+          (long long)start_ts.tv_sec * 1000000000LL + start_ts.tv_nsec, crossed_ms, first_avail, min_avail, oom_start,
+          oom_end);
+  for (int i = 0; i < npods; ++i) {
+    const struct pod* p = &pods[i];
+    fprintf(f,
+            "%s\"%s\":{\"peak_current\":%llu,\"peak_procs\":%llu,\"final_current\":%llu,\"final_procs\":%llu,"
+            "\"released_ms\":%lld,\"gone\":%s}",
+            i ? "," : "", p->name, p->peak_current, p->peak_procs, p->last_current, p->last_procs, p->released_ms,
+            p->gone ? "true" : "false");
+  }
+  fprintf(f, "}}\n");
+  fclose(f);
+  return 0;
+}
