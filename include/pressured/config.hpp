@@ -87,6 +87,11 @@ struct ObserveConfig {
   std::optional<uint64_t> allocatable_memory_bytes;  // default: kubepods memory limit
   PodSourceConfig pods;
   Duration disk_walk_interval = std::chrono::seconds(60);
+  // Added by the observation layer (issue 3):
+  std::string mountinfo_path;  // mount table to read; empty: <proc_root>/self/mountinfo
+  double reclaimable_active_file_percent = 50;  // ReclaimableActive mode: share of active_file counted as free
+  Duration disk_walk_budget = std::chrono::seconds(5);  // per walk, all pods
+  uint64_t disk_walk_max_entries = 1000000;             // per walk, all pods
 };
 
 enum class BpfMode : uint8_t { Auto, On, Off };
@@ -101,6 +106,8 @@ struct EventsConfig {
   uint32_t charge_sample_every = 64;  // BPF charge hook: look at 1 charge in N
   Duration psi_window = std::chrono::milliseconds(500);
   Duration psi_stall = std::chrono::milliseconds(50);
+  int reactor_nice = 0;  // nice value for the reactor thread (0: inherit); e.g. -10 on busy nodes (docs/events.md)
+  int reactor_rt_priority = 0;  // 1-99: run the reactor thread SCHED_FIFO at this priority (needs CAP_SYS_NICE); 0: off
 };
 
 struct K8sConfig {
