@@ -280,6 +280,11 @@ DUAL_TP(cgroup_notify_populated, btf_cgroup_populated, raw_cgroup_populated,
 
 /* ---- node task count (PID pressure) --------------------------------------- */
 
+/* The kernel's own count (what /proc/loadavg prints) when kallsyms has it
+ * (CONFIG_KALLSYMS_ALL); otherwise the seeded fork/free delta, which runs
+ * ahead of it by the tasks reaped but not yet freed (RCU). */
+extern const void nr_threads __ksym __weak;
+
 static __always_inline void handle_tasks(__s64 step)
 {
 	__s64 delta = __sync_fetch_and_add(&pid_delta, step) + step;
@@ -287,6 +292,11 @@ static __always_inline void handle_tasks(__s64 step)
 	if (!alarm)
 		return;
 	__s64 tasks = pid_base + delta;
+	if (&nr_threads) {
+		int n = 0;
+		if (bpf_probe_read_kernel(&n, sizeof(n), &nr_threads) == 0)
+			tasks = n;
+	}
 	if (tasks < 0)
 		tasks = 0;
 	if ((__u64)tasks >= alarm) {

@@ -39,6 +39,7 @@ class FakeObserver final : public NodeObserver {
       n.observed_at = now;
       s.signal(Signal::MemoryAvailable) = n;
     }
+    if (pid_available) s.signal(Signal::PidAvailable) = *pid_available;
     s.pods = pods;
     return s;
   }
@@ -73,6 +74,7 @@ class FakeObserver final : public NodeObserver {
   uint64_t capacity = 1024 * MiB;
   bool fail = false;
   std::optional<SignalObservation> node_available;  // memory.available, when set
+  std::optional<SignalObservation> pid_available;   // pid.available, when set
 };
 
 // Records like RecordingEvictor, but the test decides when a pod is empty.
@@ -393,7 +395,16 @@ class FakeReactor final : public Reactor {
   Result<void> remove_memory_events_watch(WatchId) override { return {}; }
   Result<void> add_source(std::unique_ptr<ReactorSource>) override { return {}; }
   bool bpf_active() const override { return false; }
+  Result<void> set_pid_alarm(uint64_t tasks) override {
+    ++pid_calls;
+    if (!pid_supported) return Error{ENOTSUP, "fake: no task hooks"};
+    pid_alarms.push_back(tasks);
+    return {};
+  }
 
+  bool pid_supported = true;
+  int pid_calls = 0;
+  std::vector<uint64_t> pid_alarms;
   std::vector<std::pair<std::string, uint64_t>> calls;
   std::map<std::string, WatchId> ids;
   std::map<std::string, uint64_t> levels;
@@ -492,6 +503,21 @@ TEST(DaemonWatches, SmallMovesDoNotReArmLargeOnesDo) {
   EXPECT_EQ(r.reactor.levels[kp], 610 * MiB);
 }
 
+TEST(DaemonWatches, StaleReadKeepsTheWatch) {
+  WatchRig r;
+  r.kubepods_usage(300 * MiB);
+  r.node(600 * MiB, 2048 * MiB);
+  r.make(100 * MiB);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  const std::string kp = r.obs.layout_.kubepods_memory_path;
+  ASSERT_EQ(r.reactor.levels[kp], 800 * MiB);
+  r.node(50 * MiB, 2048 * MiB);  // would clear the watch, but the read failed
+  r.obs.node_available->stale = true;
+  r.d->evaluate(at(2), "test", std::nullopt);
+  EXPECT_EQ(r.reactor.clears, 0);
+  EXPECT_EQ(r.reactor.levels[kp], 800 * MiB);
+}
+
 TEST(DaemonWatches, CgroupV1RootKeepsItsOwnWatch) {
   WatchRig r;
   r.kubepods_usage(300 * MiB);
@@ -501,6 +527,70 @@ TEST(DaemonWatches, CgroupV1RootKeepsItsOwnWatch) {
   r.d->evaluate(at(1), "test", std::nullopt);
   EXPECT_EQ(r.reactor.levels[r.obs.layout_.kubepods_memory_path], 800 * MiB);
   EXPECT_EQ(r.reactor.levels[r.obs.layout_.memory_mount], 2000 * MiB);
+}
+
+TEST(DaemonWatches, PidThresholdArmsTheNodePidAlarmOnce) {
+  WatchRig r;
+  r.kubepods_usage(300 * MiB);
+  r.node(600 * MiB, 2048 * MiB);
+  r.make(100 * MiB);
+  Config c = r.d->config();
+  Threshold pid;
+  pid.signal = Signal::PidAvailable;
+  pid.kind = ThresholdKind::Hard;
+  pid.value.kind = ThresholdValue::Kind::Percent;
+  pid.value.percent = 10;
+  Threshold soft = pid;
+  soft.kind = ThresholdKind::Soft;
+  soft.value.percent = 20;
+  soft.grace_period = 10s;
+  c.eviction.thresholds.push_back(pid);
+  c.eviction.thresholds.push_back(soft);
+  DaemonDeps deps;
+  deps.observer = &r.obs;
+  deps.evictor = &r.ev;
+  deps.reactor = &r.reactor;
+  r.d = std::make_unique<Daemon>(c, deps);
+  SignalObservation o;
+  o.capacity = 10000;
+  o.value = 9000;  // 1000 tasks
+  r.obs.pid_available = o;
+  r.d->evaluate(at(1), "test", std::nullopt);
+  // The lowest level: 10000 - 20% = 8000 tasks leave 2000 available, not yet
+  // below the threshold; 8001 does (the soft threshold comes first).
+  ASSERT_EQ(r.reactor.pid_alarms, std::vector<uint64_t>{8001});
+  EXPECT_EQ(r.d->armed_pid_alarm(), 8001u);
+  r.obs.pid_available->value = 8500;  // the count moved; the alarm level did not
+  r.d->evaluate(at(2), "test", std::nullopt);
+  EXPECT_EQ(r.reactor.pid_alarms.size(), 1u);
+  r.obs.pid_available->capacity = 20000;  // pid_max raised: the alarm follows
+  r.d->evaluate(at(3), "test", std::nullopt);
+  EXPECT_EQ(r.reactor.pid_alarms, (std::vector<uint64_t>{8001, 16001}));
+}
+
+TEST(DaemonWatches, NoPidAlarmSupportIsAskedOnce) {
+  WatchRig r;
+  r.reactor.pid_supported = false;
+  Config c;
+  Threshold pid;
+  pid.signal = Signal::PidAvailable;
+  pid.kind = ThresholdKind::Hard;
+  pid.value.quantity = 100;
+  c.eviction.thresholds = {pid};
+  DaemonDeps deps;
+  deps.observer = &r.obs;
+  deps.evictor = &r.ev;
+  deps.reactor = &r.reactor;
+  r.d = std::make_unique<Daemon>(c, deps);
+  SignalObservation o;
+  o.capacity = 1000;
+  o.value = 900;
+  r.obs.pid_available = o;
+  r.d->evaluate(at(1), "test", std::nullopt);
+  r.d->evaluate(at(2), "test", std::nullopt);
+  EXPECT_EQ(r.d->armed_pid_alarm(), 0u);
+  EXPECT_TRUE(r.reactor.pid_alarms.empty());
+  EXPECT_EQ(r.reactor.pid_calls, 1) << "ENOTSUP: not asked again on every evaluation";
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -164,7 +165,7 @@ TEST_F(HostEvents, BpfLoadsWithRecordedAttachModes) {
   for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
     auto p = static_cast<BpfProgram>(i);
     auto kind = static_cast<AttachKind>(stats.attach[i].load());
-    RecordProperty(std::string(name(p)), std::string(name(kind)) + ": " + stats.attach_reason(p));
+    ::testing::Test::RecordProperty(std::string(name(p)), std::string(name(kind)) + ": " + stats.attach_reason(p));
     EXPECT_FALSE(stats.attach_reason(p).empty()) << name(p);
     EXPECT_EQ(kind != AttachKind::Off, (*src)->attached(p)) << name(p);
   }
@@ -432,6 +433,97 @@ TEST_F(HostEvents, RingBufferOverflowIsCountedAndResyncs) {
   (*src)->drain(out, clock.now());
   EXPECT_EQ(stats.resyncs.load(), 1u);
   EXPECT_GE(std::count_if(out.begin(), out.end(), [](const PressureEvent& e) { return e.type == EventType::CgroupMkdir; }), 10);
+}
+
+// PID pressure edge (root): the fork/free hooks count node tasks; 200 bounded
+// sleepers forked inside a pids-limited sandbox cross an alarm set just above
+// the current count, and killing them brings the count back below it.
+std::string pids_mount() {
+  std::error_code ec;
+  if (std::filesystem::exists("/sys/fs/cgroup/pids/cgroup.procs", ec)) return "/sys/fs/cgroup/pids";
+  std::ifstream in("/sys/fs/cgroup/cgroup.controllers");
+  std::string word;
+  while (in >> word) {
+    if (word == "pids") return "/sys/fs/cgroup";
+  }
+  return {};
+}
+
+uint64_t loadavg_tasks() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c, rt;
+  in >> a >> b >> c >> rt;
+  auto slash = rt.find('/');
+  return slash == std::string::npos ? 0 : std::stoull(rt.substr(slash + 1));
+}
+
+void pid_alarm_round_trip(const BpfFeatures& features, AttachKind expect_not, const std::string& tag) {
+  std::string mount = pids_mount();
+  PRESSURED_REQUIRE(!mount.empty(), "a pids cgroup controller");
+  SandboxCgroup sb(mount, tag);
+  ASSERT_TRUE(sb.ok()) << sb.error();
+  ASSERT_TRUE(sb.write("", "pids.max", "400"));  // bounds the fork loop whatever happens
+
+  EventsConfig cfg;
+  cfg.bpf = BpfMode::On;
+  cfg.psi_triggers = false;
+  cfg.memcg_notifications = false;
+  ReactorOptions o;
+  o.memory_mount = SandboxCgroup::find_memory_mount();
+  o.cgroup_v2 = o.memory_mount == "/sys/fs/cgroup";
+  o.handle_signals = false;
+  EventStats stats;
+  auto r = Reactor::create(cfg, o, features, stats);
+  ASSERT_TRUE(r) << r.error().message;
+  for (auto p : {BpfProgram::TaskFork, BpfProgram::TaskFree}) {
+    auto kind = static_cast<AttachKind>(stats.attach[static_cast<std::size_t>(p)].load());
+    ::testing::Test::RecordProperty(std::string(name(p)), std::string(name(kind)) + ": " + stats.attach_reason(p));
+    ASSERT_NE(kind, AttachKind::Off) << name(p) << ": " << stats.attach_reason(p);
+    ASSERT_NE(kind, expect_not) << name(p) << ": " << stats.attach_reason(p);
+  }
+  uint64_t tasks = loadavg_tasks();
+  ASSERT_GT(tasks, 0u);
+  const uint64_t alarm = tasks + 100;
+  auto armed = (*r)->set_pid_alarm(alarm);
+  ASSERT_TRUE(armed) << armed.error().message;
+  Collector h;
+  RunningReactor run{std::move(*r)};
+  run.start(h);
+
+  auto pid_event = [](EventType t) {
+    return [t](const Events& evs) {
+      return std::any_of(evs.begin(), evs.end(), [t](const PressureEvent& e) { return e.type == t; });
+    };
+  };
+  pid_t sh = sb.spawn("", {"/bin/sh", "-c", "i=0; while [ $i -lt 200 ]; do sleep 20 & i=$((i+1)); done; wait"});
+  ASSERT_GT(sh, 0);
+  EXPECT_TRUE(h.wait(pid_event(EventType::PidAlarmUp), 10s)) << describe(h.snapshot());
+  sb.kill_all();
+  EXPECT_TRUE(h.wait(pid_event(EventType::PidAlarmDown), 10s)) << describe(h.snapshot());
+  run.stop();
+  auto evs = h.snapshot();
+  auto up = std::find_if(evs.begin(), evs.end(), [](const PressureEvent& e) { return e.type == EventType::PidAlarmUp; });
+  ASSERT_NE(up, evs.end());
+  EXPECT_EQ(up->source, EventSource::Bpf);
+  EXPECT_GE(up->value, static_cast<int64_t>(alarm));
+  EXPECT_EQ(std::count_if(evs.begin(), evs.end(), [](const PressureEvent& e) { return e.type == EventType::PidAlarmUp; }),
+            1)
+      << "one up edge per crossing\n" << describe(evs);
+}
+
+TEST(HostPidAlarm, ForkedChildrenCrossTheAlarmAndFallBack) {
+  PRESSURED_REQUIRE_ROOT();
+  auto features = make_kernel_bpf_features();
+  PRESSURED_REQUIRE(features->bpf_available(), "BPF");
+  pid_alarm_round_trip(*features, AttachKind::Off, "pidtest");
+}
+
+TEST(HostPidAlarm, RawTpFallbackCountsToo) {
+  PRESSURED_REQUIRE_ROOT();
+  auto real = make_kernel_bpf_features();
+  PRESSURED_REQUIRE(real->bpf_available(), "BPF");
+  DenyKinds deny(*real, {AttachKind::TpBtf});
+  pid_alarm_round_trip(deny, AttachKind::TpBtf, "pidtest-rawtp");
 }
 
 }  // namespace

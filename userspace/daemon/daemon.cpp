@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -179,6 +180,10 @@ void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
       deps_.metrics->ring_buffer_dropped(static_cast<uint64_t>(std::max<int64_t>(ev.value, 0)));
     }
     if (ev.type == EventType::Resync && deps_.metrics) deps_.metrics->resync("ring_buffer_overflow");
+    if (ev.type == EventType::PidAlarmUp || ev.type == EventType::PidAlarmDown) {
+      spdlog::info("PID alarm {}: the kernel counts {} tasks (alarm {})", ev.type == EventType::PidAlarmUp ? "up" : "down",
+                   ev.value, pid_alarm_);
+    }
     if (ev.type == EventType::ThresholdDown || ev.type == EventType::PidAlarmDown ||
         ev.type == EventType::MemcgReclaimEnd ||
         ev.type == EventType::DirectReclaimEnd || ev.type == EventType::CgroupMkdir) {
@@ -248,7 +253,9 @@ bool Daemon::reload() {
   spdlog::info("config reloaded: {} thresholds (observe/events/metrics/kubernetes changes need a restart)",
                config_.eviction.thresholds.size());
   if (deps_.reactor != nullptr) {  // re-arm with the new thresholds
-    for (const auto& [path, w] : armed_) (void)deps_.reactor->clear_watch(w.id);
+    for (const auto& [path, w] : armed_) {
+      if (w.id != 0) (void)deps_.reactor->clear_watch(w.id);
+    }
   }
   armed_.clear();
   pid_alarm_unsupported_ = false;
@@ -262,7 +269,9 @@ uint64_t Daemon::watch_hysteresis(double capacity_bytes) {
 
 std::map<std::string, uint64_t> Daemon::armed_watch_levels() const {
   std::map<std::string, uint64_t> out;
-  for (const auto& [path, w] : armed_) out[path] = w.level;
+  for (const auto& [path, w] : armed_) {
+    if (w.id != 0) out[path] = w.level;
+  }
   return out;
 }
 
@@ -294,7 +303,11 @@ void Daemon::arm_watches() {
   for (const auto& t : config_.eviction.thresholds) {
     if (t.signal != Signal::MemoryAvailable && t.signal != Signal::AllocatableMemoryAvailable) continue;
     const auto& obs = last_.signal(t.signal);
-    if (!obs || obs->capacity <= 0 || obs->stale) continue;
+    if (obs && obs->stale) {
+      arm_pid_alarm();
+      return;  // a failed read: keep the watches as they are
+    }
+    if (!obs || obs->capacity <= 0) continue;
     const double headroom = obs->value - t.value.resolve(obs->capacity);  // bytes until the threshold
     if (headroom <= 0) continue;
     hysteresis_capacity = std::max(hysteresis_capacity, obs->capacity);
@@ -313,7 +326,7 @@ void Daemon::arm_watches() {
 
   for (auto it = armed_.begin(); it != armed_.end();) {
     if (want.count(it->first) == 0) {
-      (void)deps_.reactor->clear_watch(it->second.id);
+      if (it->second.id != 0) (void)deps_.reactor->clear_watch(it->second.id);
       spdlog::debug("watch on {} cleared", it->first);
       it = armed_.erase(it);
     } else {
@@ -331,7 +344,9 @@ void Daemon::arm_watches() {
       armed_[path] = ArmedWatch{*id, level};
       spdlog::debug("watch armed on {} at {} bytes of usage", path, level);
     } else {
-      if (cur != armed_.end()) armed_.erase(cur);
+      // Remembered with id 0: retried only when the level moves past the
+      // hysteresis, not warned about on every evaluation.
+      armed_[path] = ArmedWatch{0, level};
       spdlog::warn("could not arm a memory watch on {}: {} (the safety-net poll covers it)", path,
                    id.error().message);
     }
@@ -340,16 +355,19 @@ void Daemon::arm_watches() {
 
 void Daemon::arm_pid_alarm() {
   if (deps_.reactor == nullptr || pid_alarm_unsupported_) return;
-  // tasks now + (available - threshold) = capacity - threshold: the task count
-  // at which the threshold is crossed. Armed even when already crossed: the
-  // kernel side then reports the fall back and the next rise.
+  // tasks now + (available - threshold) = capacity - threshold; the signal is
+  // met when available < threshold, i.e. at capacity - threshold + 1 tasks
+  // (at exactly capacity - threshold the evaluation would find nothing to do
+  // and the edge would be spent). Armed even when already crossed: the kernel
+  // side then reports the fall back and the next rise.
   uint64_t want = 0;
   const auto& obs = last_.signal(Signal::PidAvailable);
-  if (obs && obs->capacity > 0 && !obs->stale) {
+  if (obs && obs->stale) return;  // a failed read: keep the alarm as it is
+  if (obs && obs->capacity > 0) {
     for (const auto& t : config_.eviction.thresholds) {
       if (t.signal != Signal::PidAvailable) continue;
-      double level = obs->capacity - t.value.resolve(obs->capacity);
-      if (level < 1) continue;
+      double level = std::floor(obs->capacity - t.value.resolve(obs->capacity)) + 1;
+      if (level < 1 || level > obs->capacity) continue;
       auto l = static_cast<uint64_t>(level);
       want = want == 0 ? l : std::min(want, l);
     }
