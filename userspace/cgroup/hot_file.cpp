@@ -101,4 +101,15 @@ Result<std::string> read_file(const std::string& path) {
   return out;
 }
 
+Result<void> write_file(const std::string& path, const std::string& value) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return Error::from_errno(errno, "open " + path);
+  ssize_t n = ::write(fd, value.data(), value.size());
+  int err = errno;
+  ::close(fd);
+  if (n < 0) return Error::from_errno(err, "write " + path);
+  if (n != static_cast<ssize_t>(value.size())) return Error{EIO, "write " + path + ": short write"};
+  return {};
+}
+
 }  // namespace pressured::cgroup

@@ -45,4 +45,9 @@ class HotFile {
 /// cgroup.controllers, pid_max, pod metadata files).
 Result<std::string> read_file(const std::string& path);
 
+/// Writes `value` to a control file in one write(2) (cgroup.procs,
+/// freezer.state, cgroup.kill, memory limits): the kernel takes it whole or
+/// refuses it, so a short write is an error.
+Result<void> write_file(const std::string& path, const std::string& value);
+
 }  // namespace pressured::cgroup

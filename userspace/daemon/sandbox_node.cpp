@@ -11,11 +11,11 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <sstream>
 #include <thread>
 
+#include "cgroup/hot_file.hpp"
 #include "evict/cgroup_evictor.hpp"
 
 namespace fs = std::filesystem;
@@ -24,19 +24,11 @@ namespace pressured {
 
 namespace {
 
-bool write_file(const std::string& path, const std::string& value) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t n = ::write(fd, value.data(), value.size());
-  ::close(fd);
-  return n == static_cast<ssize_t>(value.size());
-}
+bool write_file(const std::string& path, const std::string& value) { return cgroup::write_file(path, value).ok(); }
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = cgroup::read_file(path);
+  return text ? *text : std::string();
 }
 
 uint64_t field(const std::string& text, const std::string& key) {
@@ -107,7 +99,9 @@ Result<std::unique_ptr<SandboxNode>> SandboxNode::create(const std::string& name
   }
   std::string limit = std::to_string(limit_bytes);
   std::string file = n->kubepods() + (n->v2_ ? "/memory.max" : "/memory.limit_in_bytes");
-  if (!write_file(file, limit)) return Error::from_errno(errno, "set the sandbox memory limit in " + file);
+  if (auto w = cgroup::write_file(file, limit); !w) {
+    return Error{w.error().code, "set the sandbox memory limit: " + w.error().message};
+  }
   if (!n->v2_) write_file(n->kubepods() + "/memory.use_hierarchy", "1");
   return n;
 }

@@ -17,6 +17,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cgroup/hot_file.hpp"
+
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
@@ -44,13 +46,7 @@ std::string read_small(const std::string& path, std::size_t limit = 64 * 1024) {
   return out;
 }
 
-bool write_small(const std::string& path, const std::string& value) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t n = ::write(fd, value.data(), value.size());
-  ::close(fd);
-  return n == static_cast<ssize_t>(value.size());
-}
+bool write_small(const std::string& path, const std::string& value) { return cgroup::write_file(path, value).ok(); }
 
 bool is_dir(const std::string& path) {
   struct stat st {};
