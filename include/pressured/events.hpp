@@ -262,6 +262,16 @@ class Reactor {
   /// watch map AND (v1) the memory.usage_in_bytes threshold eventfd. Path is
   /// absolute or relative to memory_mount. Re-arming a path replaces its level.
   virtual Result<WatchId> set_watch(const std::string& cgroup_path, uint64_t alarm_bytes) = 0;
+  /// Like set_watch, with a separate level for the BPF side, which compares
+  /// against the cgroup's page counter. The two differ only at a v1 hierarchy
+  /// root, whose memory.usage_in_bytes is computed from statistics while its
+  /// page counter sums its children's charges (and a v2 root has no usage file
+  /// at all, only the page counter). Default: one level for both.
+  virtual Result<WatchId> set_watch_levels(const std::string& cgroup_path, uint64_t file_alarm_bytes,
+                                           uint64_t counter_alarm_bytes) {
+    (void)counter_alarm_bytes;
+    return set_watch(cgroup_path, file_alarm_bytes);
+  }
   /// Removes an alarm.
   virtual Result<void> clear_watch(WatchId id) = 0;
 

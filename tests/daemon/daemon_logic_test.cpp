@@ -378,10 +378,15 @@ class FakeReactor final : public Reactor {
     levels[path] = alarm_bytes;
     return id;
   }
+  Result<WatchId> set_watch_levels(const std::string& path, uint64_t file_bytes, uint64_t counter_bytes) override {
+    counter_levels[path] = counter_bytes;
+    return set_watch(path, file_bytes);
+  }
   Result<void> clear_watch(WatchId id) override {
     for (auto it = ids.begin(); it != ids.end(); ++it) {
       if (it->second == id) {
         levels.erase(it->first);
+        counter_levels.erase(it->first);
         ids.erase(it);
         ++clears;
         return {};
@@ -408,6 +413,7 @@ class FakeReactor final : public Reactor {
   std::vector<std::pair<std::string, uint64_t>> calls;
   std::map<std::string, WatchId> ids;
   std::map<std::string, uint64_t> levels;
+  std::map<std::string, uint64_t> counter_levels;
   int clears = 0;
   WatchId next = 0;
 };
@@ -466,10 +472,55 @@ TEST(DaemonWatches, NodeThresholdIsArmedOnKubepodsAtUsagePlusHeadroom) {
   // 300 MiB used + (600 - 100) MiB until the threshold.
   ASSERT_EQ(r.reactor.levels.count(kp), 1u);
   EXPECT_EQ(r.reactor.levels[kp], 800 * MiB);
-  // v2: the root memcg has no usage file and is not charged: no watch there.
-  EXPECT_EQ(r.reactor.levels.count(r.obs.layout_.memory_mount), 0u);
+  EXPECT_EQ(r.reactor.counter_levels[kp], 800 * MiB);
   EXPECT_EQ(r.d->armed_watch_levels().at(kp), 800 * MiB);
-  EXPECT_EQ(r.reactor.calls.size(), 1u);
+}
+
+TEST(DaemonWatches, V2RootIsWatchedThroughItsPageCounter) {
+  // v2: the root has no usage file; its page counter is the sum of its
+  // children's, outside kubepods too (memory taken by system.slice counts).
+  WatchRig r;
+  r.kubepods_usage(300 * MiB);
+  write_number(r.dir / "root" / "system.slice" / "memory.current", 200 * MiB);
+  std::filesystem::create_directories(r.dir / "root" / "no-memory-controller");
+  r.node(600 * MiB, 2048 * MiB);
+  r.make(100 * MiB);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  const std::string root = r.obs.layout_.memory_mount;
+  // (300 + 200) MiB charged + (600 - 100) MiB until the threshold.
+  ASSERT_EQ(r.reactor.counter_levels.count(root), 1u);
+  EXPECT_EQ(r.reactor.counter_levels[root], 1000 * MiB);
+  EXPECT_EQ(r.reactor.levels[root], 1000 * MiB);
+  auto root_calls = [&] { return std::count_if(r.reactor.calls.begin(), r.reactor.calls.end(),
+                                               [&](const auto& c) { return c.first == root; }); };
+  EXPECT_EQ(root_calls(), 1);
+  // Memory moves outside kubepods: the root watch follows past the hysteresis.
+  write_number(r.dir / "root" / "system.slice" / "memory.current", 400 * MiB);
+  r.node(400 * MiB, 2048 * MiB);
+  r.d->evaluate(at(2), "test", std::nullopt);
+  EXPECT_EQ(r.reactor.counter_levels[root], 1000 * MiB) << "same level: 700 charged + 300 headroom";
+  EXPECT_EQ(root_calls(), 1);
+  r.node(300 * MiB, 2048 * MiB);
+  r.d->evaluate(at(3), "test", std::nullopt);
+  EXPECT_EQ(r.reactor.counter_levels[root], 900 * MiB);
+}
+
+TEST(DaemonWatches, SandboxRootScopeNeverReachesAboveTheConfiguredRoot) {
+  // cgroup_root points at a sandbox: the node scope is the sandbox, not the
+  // hierarchy root, and its own usage file is its page counter.
+  WatchRig r;
+  r.obs.layout_.kubepods_memory_path = (r.dir / "root" / "sandbox" / "kubepods").string();
+  std::filesystem::create_directories(r.obs.layout_.kubepods_memory_path);
+  write_number(r.dir / "root" / "sandbox" / "kubepods" / "memory.usage_in_bytes", 300 * MiB);
+  write_number(r.dir / "root" / "sandbox" / "memory.usage_in_bytes", 350 * MiB);
+  write_number(r.dir / "root" / "memory.usage_in_bytes", 1500 * MiB);
+  r.node(600 * MiB, 2048 * MiB);
+  r.make(100 * MiB);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  const std::string sandbox = (r.dir / "root" / "sandbox").string();
+  EXPECT_EQ(r.reactor.levels[sandbox], 850 * MiB);
+  EXPECT_EQ(r.reactor.counter_levels[sandbox], 850 * MiB);
+  EXPECT_EQ(r.reactor.levels.count(r.obs.layout_.memory_mount), 0u) << "nothing armed above the configured root";
 }
 
 TEST(DaemonWatches, SmallMovesDoNotReArmLargeOnesDo) {
@@ -478,25 +529,27 @@ TEST(DaemonWatches, SmallMovesDoNotReArmLargeOnesDo) {
   r.node(600 * MiB, 2048 * MiB);
   r.make(100 * MiB);
   r.d->evaluate(at(1), "test", std::nullopt);
-  ASSERT_EQ(r.reactor.calls.size(), 1u);
   const std::string kp = r.obs.layout_.kubepods_memory_path;
+  auto kp_calls = [&] { return std::count_if(r.reactor.calls.begin(), r.reactor.calls.end(),
+                                             [&](const auto& c) { return c.first == kp; }); };
+  ASSERT_EQ(kp_calls(), 1);
   // Hysteresis: max(8 MiB, 1% of 2048 MiB) = 20.48 MiB.
   EXPECT_EQ(Daemon::watch_hysteresis(2048.0 * MiB), static_cast<uint64_t>(2048.0 * MiB / 100));
   r.kubepods_usage(310 * MiB);  // level 810 MiB: +10 MiB
   r.d->evaluate(at(2), "test", std::nullopt);
   r.node(585 * MiB, 2048 * MiB);  // level 795 MiB: -5 MiB from the armed level
   r.d->evaluate(at(3), "test", std::nullopt);
-  EXPECT_EQ(r.reactor.calls.size(), 1u) << "moves within the hysteresis must not reset the watch";
+  EXPECT_EQ(kp_calls(), 1) << "moves within the hysteresis must not reset the watch";
   EXPECT_EQ(r.reactor.levels[kp], 800 * MiB);
   r.node(500 * MiB, 2048 * MiB);  // level 310 + 400 = 710 MiB: -90 MiB
   r.d->evaluate(at(4), "test", std::nullopt);
-  ASSERT_EQ(r.reactor.calls.size(), 2u);
+  ASSERT_EQ(kp_calls(), 2);
   EXPECT_EQ(r.reactor.levels[kp], 710 * MiB);
   // Already below the threshold: no level (the evaluation acts); the watch goes.
   r.node(50 * MiB, 2048 * MiB);
   r.d->evaluate(at(5), "test", std::nullopt);
   EXPECT_EQ(r.reactor.levels.count(kp), 0u);
-  EXPECT_EQ(r.reactor.clears, 1);
+  EXPECT_EQ(r.reactor.clears, 2) << "the kubepods and the root watch";
   // Back above: armed again.
   r.node(400 * MiB, 2048 * MiB);
   r.d->evaluate(at(6), "test", std::nullopt);
@@ -526,7 +579,10 @@ TEST(DaemonWatches, CgroupV1RootKeepsItsOwnWatch) {
   r.make(100 * MiB);
   r.d->evaluate(at(1), "test", std::nullopt);
   EXPECT_EQ(r.reactor.levels[r.obs.layout_.kubepods_memory_path], 800 * MiB);
+  // The eventfd compares with the statistics-based usage file, BPF with the
+  // page counter (the children's sum: kubepods only here).
   EXPECT_EQ(r.reactor.levels[r.obs.layout_.memory_mount], 2000 * MiB);
+  EXPECT_EQ(r.reactor.counter_levels[r.obs.layout_.memory_mount], 800 * MiB);
 }
 
 TEST(DaemonWatches, PidThresholdArmsTheNodePidAlarmOnce) {

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 
 #include <spdlog/spdlog.h>
@@ -58,6 +59,24 @@ std::optional<uint64_t> read_memcg_usage(const std::string& dir) {
     if (in >> v) return v;
   }
   return std::nullopt;
+}
+
+// The page counter of a hierarchy root: the sum of its children's (charges
+// propagate up the page counters, the root's own usage file, where there is
+// one, is computed from statistics instead). nullopt when no child has one.
+std::optional<uint64_t> read_root_counter_usage(const std::string& root) {
+  std::error_code ec;
+  std::optional<uint64_t> sum;
+  for (std::filesystem::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_directory(ec) || it->is_symlink(ec)) continue;
+    if (auto u = read_memcg_usage(it->path().string())) sum = sum.value_or(0) + *u;
+  }
+  return sum;
+}
+
+std::string without_trailing_slash(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
 }
 
 // Structural part of the checkpoint: everything except the "last met" times
@@ -278,10 +297,8 @@ std::map<std::string, uint64_t> Daemon::armed_watch_levels() const {
 void Daemon::arm_watches() {
   if (deps_.reactor == nullptr || deps_.observer == nullptr) return;
   const auto& layout = deps_.observer->layout();
-  // Page-counter usage now (v2 memory.current, v1 memory.usage_in_bytes); the
-  // v2 root has neither (it is not charged), so no watch goes there.
+  // Page-counter usage now (v2 memory.current, v1 memory.usage_in_bytes).
   const auto kp_usage = read_memcg_usage(layout.kubepods_memory_path);
-  const auto root_usage = layout.memory_mount.empty() ? std::nullopt : read_memcg_usage(layout.memory_mount);
   // Fallback for kubepods usage: its working set from allocatableMemory.available.
   std::optional<double> kp_estimate;
   if (kp_usage) {
@@ -289,16 +306,38 @@ void Daemon::arm_watches() {
   } else if (const auto& a = last_.signal(Signal::AllocatableMemoryAvailable); a && a->capacity > 0 && !a->stale) {
     kp_estimate = a->capacity - a->value;
   }
+  // The node scope: the cgroup holding kubepods (the hierarchy root on a real
+  // node, the sandbox root in tests and the demo; never above the configured
+  // root). Memory charged anywhere below it, outside kubepods too, moves its
+  // page counter. At a hierarchy root the usage file (v1 only; statistics
+  // based) and the page counter (the children's sum) differ: each alarm gets
+  // its own level (Reactor::set_watch_levels).
+  std::string scope;
+  std::optional<uint64_t> scope_file_usage;
+  std::optional<uint64_t> scope_counter_usage;
+  if (!layout.kubepods_memory_path.empty()) {
+    scope = without_trailing_slash(std::filesystem::path(layout.kubepods_memory_path).parent_path().string());
+    scope_file_usage = read_memcg_usage(scope);
+    const bool is_root = !layout.memory_mount.empty() && scope == without_trailing_slash(layout.memory_mount);
+    scope_counter_usage = is_root ? read_root_counter_usage(scope) : scope_file_usage;
+  }
 
   // Lowest level per cgroup: the crossing that comes first. A threshold already
   // met gets none: the evaluation under way acts on it, the next one re-arms.
-  std::map<std::string, uint64_t> want;
+  struct Levels {
+    uint64_t file = 0;
+    uint64_t counter = 0;
+  };
+  std::map<std::string, Levels> want;
   double hysteresis_capacity = 0;
-  auto propose = [&](const std::string& path, double level) {
-    if (path.empty() || level <= 0) return;
-    auto l = static_cast<uint64_t>(level);
+  auto propose = [&](const std::string& path, double file_level, double counter_level) {
+    if (path.empty() || file_level <= 0 || counter_level <= 0) return;
+    Levels l{static_cast<uint64_t>(file_level), static_cast<uint64_t>(counter_level)};
     auto [it, inserted] = want.emplace(path, l);
-    if (!inserted) it->second = std::min(it->second, l);
+    if (!inserted) {
+      it->second.file = std::min(it->second.file, l.file);
+      it->second.counter = std::min(it->second.counter, l.counter);
+    }
   };
   for (const auto& t : config_.eviction.thresholds) {
     if (t.signal != Signal::MemoryAvailable && t.signal != Signal::AllocatableMemoryAvailable) continue;
@@ -312,13 +351,18 @@ void Daemon::arm_watches() {
     if (headroom <= 0) continue;
     hysteresis_capacity = std::max(hysteresis_capacity, obs->capacity);
     if (kp_estimate) {
-      propose(layout.kubepods_memory_path, *kp_estimate + headroom);
+      propose(layout.kubepods_memory_path, *kp_estimate + headroom, *kp_estimate + headroom);
     } else if (t.signal == Signal::AllocatableMemoryAvailable) {
-      propose(layout.kubepods_memory_path, obs->capacity - t.value.resolve(obs->capacity));
+      const double level = obs->capacity - t.value.resolve(obs->capacity);
+      propose(layout.kubepods_memory_path, level, level);
     }
-    // v1: the root's usage is maintained and its threshold eventfd works.
-    if (t.signal == Signal::MemoryAvailable && root_usage) {
-      propose(layout.memory_mount, static_cast<double>(*root_usage) + headroom);
+    // memory.available falls just as fast when the memory goes to a process
+    // outside kubepods: watch the node scope too.
+    if (t.signal == Signal::MemoryAvailable && scope_counter_usage) {
+      const double counter_level = static_cast<double>(*scope_counter_usage) + headroom;
+      const double file_level =
+          scope_file_usage ? static_cast<double>(*scope_file_usage) + headroom : counter_level;
+      propose(scope, file_level, counter_level);
     }
   }
   const uint64_t hysteresis = watch_hysteresis(hysteresis_capacity);
@@ -333,20 +377,22 @@ void Daemon::arm_watches() {
       ++it;
     }
   }
+  auto moved = [](uint64_t a, uint64_t b) { return a > b ? a - b : b - a; };
   for (const auto& [path, level] : want) {
     auto cur = armed_.find(path);
-    if (cur != armed_.end()) {
-      uint64_t moved = level > cur->second.level ? level - cur->second.level : cur->second.level - level;
-      if (moved <= hysteresis) continue;  // keep the watch and its up/down state
+    if (cur != armed_.end() && moved(level.file, cur->second.level) <= hysteresis &&
+        moved(level.counter, cur->second.counter_level) <= hysteresis) {
+      continue;  // keep the watch and its up/down state
     }
-    auto id = deps_.reactor->set_watch(path, level);
+    auto id = deps_.reactor->set_watch_levels(path, level.file, level.counter);
     if (id) {
-      armed_[path] = ArmedWatch{*id, level};
-      spdlog::debug("watch armed on {} at {} bytes of usage", path, level);
+      armed_[path] = ArmedWatch{*id, level.file, level.counter};
+      spdlog::debug("watch armed on {} at {} bytes of usage ({} bytes of page counter)", path, level.file,
+                    level.counter);
     } else {
       // Remembered with id 0: retried only when the level moves past the
       // hysteresis, not warned about on every evaluation.
-      armed_[path] = ArmedWatch{0, level};
+      armed_[path] = ArmedWatch{0, level.file, level.counter};
       spdlog::warn("could not arm a memory watch on {}: {} (the safety-net poll covers it)", path,
                    id.error().message);
     }

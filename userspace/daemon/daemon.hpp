@@ -154,7 +154,8 @@ class Daemon final : public ReactorHandler {
   /// reactor keeps one level per path), re-armed only past the hysteresis.
   struct ArmedWatch {
     WatchId id = 0;
-    uint64_t level = 0;
+    uint64_t level = 0;          // usage-file level (v1 eventfd)
+    uint64_t counter_level = 0;  // page-counter level (BPF)
   };
   std::map<std::string, ArmedWatch> armed_;
   uint64_t pid_alarm_ = 0;             // armed PID alarm (tasks); 0: none

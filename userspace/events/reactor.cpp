@@ -214,6 +214,11 @@ class ReactorImpl final : public Reactor {
   }
 
   Result<WatchId> set_watch(const std::string& cgroup_path, uint64_t alarm_bytes) override {
+    return set_watch_levels(cgroup_path, alarm_bytes, alarm_bytes);
+  }
+
+  Result<WatchId> set_watch_levels(const std::string& cgroup_path, uint64_t alarm_bytes,
+                                   uint64_t counter_alarm_bytes) override {
     std::string path = absolute(cgroup_path);
     auto cgid = cgroup_id_of(path);
     if (!cgid) return cgid.error();
@@ -234,7 +239,7 @@ class ReactorImpl final : public Reactor {
     std::string errors;
     bool armed = false;
     if (bpf_source_) {
-      if (auto r = bpf_source_->set_watch(*cgid, alarm_bytes, id); r) {
+      if (auto r = bpf_source_->set_watch(*cgid, counter_alarm_bytes, id); r) {
         armed = true;
       } else {
         errors += r.error().message;
