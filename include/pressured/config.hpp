@@ -92,6 +92,9 @@ struct ObserveConfig {
   double reclaimable_active_file_percent = 50;  // ReclaimableActive mode: share of active_file counted as free
   Duration disk_walk_budget = std::chrono::seconds(5);  // per walk, all pods
   uint64_t disk_walk_max_entries = 1000000;             // per walk, all pods
+  // Container runtime root: overlay upper dirs (writable layers) below it are
+  // counted in pod ephemeral storage; empty: imagefs_path.
+  std::string runtime_root;
 };
 
 enum class BpfMode : uint8_t { Auto, On, Off };

@@ -7,10 +7,12 @@
 // behind these interfaces; every path is rooted at the injected
 // ObserveConfig::cgroup_mount / proc_root so tests can use fake trees.
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -166,6 +168,39 @@ struct PodDiskUsage {
   uint64_t inodes = 0;  // files, directories and symlinks counted once
   TimePoint measured_at{};
   bool complete = true;  // false: the walk hit its time or entry budget
+  EphemeralStorageBreakdown breakdown;  // logs / emptyDir / writable layers (sums to bytes, inodes)
+};
+
+/// Why a container's writable layer could not be measured (docs/observation.md).
+enum class LayerFailure : uint8_t {
+  NoPid,               // the container cgroup (and its children) has no process
+  PidVanished,         // every pid tried exited while being read
+  NoOverlayRoot,       // the process's "/" is not an overlay mount with an upperdir
+  OutsideRuntimeRoot,  // the upper dir is not below the runtime root: not counted
+  PermissionDenied,    // EACCES/EPERM on cgroup.procs, mountinfo or the upper dir
+  LayerNotFound,       // the upper dir does not exist at that path here (runtime root not mounted?)
+  ReadError,           // any other error
+  Count
+};
+/// The reason's snake_case name ("no_pid", ...) for logs and `top --json`.
+std::string_view name(LayerFailure f);
+
+/// Writable-layer accounting of the last walk.
+struct WritableLayerStats {
+  bool measured = false;       // false: runtime root or cgroup layout unknown, layers not measured
+  std::string runtime_root;    // resolved (realpath) runtime root, when measured
+  std::string not_measured_reason;  // why not, when !measured
+  uint64_t containers = 0;     // container cgroups seen
+  uint64_t layers = 0;         // distinct upper dirs measured
+  uint64_t shared = 0;         // containers whose upper dir was already counted (deduplicated)
+  uint64_t skipped = 0;        // cgroups that are not containers (crio-conmon-*)
+  std::array<uint64_t, static_cast<std::size_t>(LayerFailure::Count)> unresolved{};  // by LayerFailure
+  /// Containers whose layer was not measured, over all reasons.
+  uint64_t unresolved_total() const {
+    uint64_t n = 0;
+    for (auto v : unresolved) n += v;
+    return n;
+  }
 };
 
 struct PodStorageStats {
@@ -174,10 +209,13 @@ struct PodStorageStats {
   uint64_t entries = 0;            // entries visited in the last walk
   uint64_t errors = 0;             // unreadable directories/entries (skipped)
   Duration last_walk_duration{0};
+  WritableLayerStats writable_layers;  // last walk
 };
 
-/// Measures pod logs (<pod_logs_path>/<ns>_<name>_<uid>) and emptyDir
-/// volumes (<nodefs_path>/pods/<uid>/volumes/kubernetes.io~empty-dir) by an
+/// Measures pod logs (<pod_logs_path>/<ns>_<name>_<uid>), emptyDir
+/// volumes (<nodefs_path>/pods/<uid>/volumes/kubernetes.io~empty-dir) and
+/// the containers' writable layers (the overlay upper dir mounted as "/" of a
+/// process in each container cgroup, when below the runtime root) by an
 /// iterative walk that never follows symlinks nor crosses filesystems and is
 /// bounded in time and entries. Results are cached; lookup() never does I/O.
 class PodStorageSource {

@@ -73,6 +73,23 @@ struct MemoryEvents {
   bool operator==(const MemoryEvents&) const = default;
 };
 
+/// Where a pod's ephemeral storage is, as of the storage walker's last walk
+/// (docs/observation.md, "Ephemeral storage"). The three parts add up to
+/// PodUsage::ephemeral_storage_bytes / inodes.
+struct EphemeralStorageBreakdown {
+  uint64_t logs_bytes = 0;  // /var/log/pods/<ns>_<name>_<uid>
+  uint64_t logs_inodes = 0;
+  uint64_t empty_dir_bytes = 0;  // <nodefs>/pods/<uid>/volumes/kubernetes.io~empty-dir
+  uint64_t empty_dir_inodes = 0;
+  uint64_t writable_layers_bytes = 0;  // containers' overlay upper dirs below the runtime root
+  uint64_t writable_layers_inodes = 0;
+  bool writable_layers_measured = false;  // false: runtime root unknown, layers not included
+  uint32_t containers = 0;                // container cgroups found below the pod cgroup
+  uint32_t writable_layers = 0;           // distinct layers measured for this pod
+  uint32_t unresolved_containers = 0;     // containers whose layer could not be found (not counted)
+  bool operator==(const EphemeralStorageBreakdown&) const = default;
+};
+
 struct Pod {
   std::string uid;
   std::string name;        // empty when metadata is unknown
@@ -98,6 +115,7 @@ struct Pod {
   std::optional<PsiStats> memory_pressure;     // v2 (or hybrid with a unified pod cgroup) only
   std::optional<TimePoint> usage_observed_at;  // when `usage` was last read successfully
   std::optional<TimePoint> storage_measured_at;  // when ephemeral storage was last walked
+  std::optional<EphemeralStorageBreakdown> ephemeral_storage;  // logs / emptyDir / writable layers, when walked
 };
 
 struct NodeSnapshot {

@@ -1,5 +1,5 @@
-// The ephemeral storage walker: logs + emptyDir per pod, no symlinks
-// followed, bounded by its entry budget.
+// The ephemeral storage walker: logs + emptyDir per pod (writable layers:
+// writable_layers_test.cpp), no symlinks followed, bounded by its entry budget.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,6 +39,14 @@ TEST(Storage, LogsAndEmptyDirPerPod) {
   EXPECT_LT(u->bytes, files + allocated(node.root() + "/outside/big.bin")) << "symlink target not counted";
   // logs dir, app, 0.log; empty-dir root, cache, data.bin, sub, more.bin, link
   EXPECT_EQ(u->inodes, 9u);
+  // The parts: logs (dir, app, 0.log) and emptyDir (the other 6); no runtime root here.
+  EXPECT_EQ(u->breakdown.logs_inodes, 3u);
+  EXPECT_EQ(u->breakdown.empty_dir_inodes, 6u);
+  EXPECT_GE(u->breakdown.logs_bytes, allocated(logs + "/app/0.log"));
+  EXPECT_EQ(u->breakdown.logs_bytes + u->breakdown.empty_dir_bytes, u->bytes);
+  EXPECT_EQ(u->breakdown.writable_layers_bytes, 0u);
+  EXPECT_FALSE(u->breakdown.writable_layers_measured);
+  EXPECT_FALSE(src->stats().writable_layers.measured);
   EXPECT_TRUE(src->lookup("u-other"));
   EXPECT_FALSE(src->lookup("u-none"));
 
@@ -52,6 +60,8 @@ TEST(Storage, LogsAndEmptyDirPerPod) {
   ASSERT_EQ(snap->pods.size(), 1u);
   EXPECT_EQ(snap->pods[0].usage.ephemeral_storage_bytes, u->bytes);
   EXPECT_EQ(snap->pods[0].usage.inodes, 9u);
+  ASSERT_TRUE(snap->pods[0].ephemeral_storage);
+  EXPECT_EQ(*snap->pods[0].ephemeral_storage, u->breakdown);
 }
 
 TEST(Storage, EntryBudgetStopsTheWalk) {

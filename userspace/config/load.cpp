@@ -346,6 +346,7 @@ const std::vector<Section>& sections() {
                                  number_field("reclaimableActiveFilePercent", &ObserveConfig::reclaimable_active_file_percent),
                                  duration_field("diskWalkBudget", &ObserveConfig::disk_walk_budget),
                                  count_field("diskWalkMaxEntries", &ObserveConfig::disk_walk_max_entries),
+                                 string_field("runtimeRoot", &ObserveConfig::runtime_root),
                              }),
       section<PodSourceConfig>("pods", pods_of,
                                {
@@ -972,6 +973,9 @@ Result<void> validate_config(const Config& c) {
   if (auto r = require_positive(ob.disk_walk_interval, "cgroup.diskWalkInterval"); !r) return r;
   if (auto r = require_positive(ob.disk_walk_budget, "cgroup.diskWalkBudget"); !r) return r;
   if (ob.disk_walk_max_entries == 0) return invalid("cgroup.diskWalkMaxEntries", "0", "must be at least 1");
+  if (!ob.runtime_root.empty() && (!absolute(ob.runtime_root) || ob.runtime_root.find_first_not_of('/') == std::string::npos)) {
+    return invalid("cgroup.runtimeRoot", ob.runtime_root, "must be an absolute path other than / (empty: imagefsPath)");
+  }
   if (!(ob.reclaimable_active_file_percent >= 0 && ob.reclaimable_active_file_percent <= 100)) {
     return invalid("cgroup.reclaimableActiveFilePercent", format_quantity(ob.reclaimable_active_file_percent),
                    "must be a percentage 0-100");

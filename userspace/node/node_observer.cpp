@@ -522,6 +522,7 @@ class KernelNodeObserver final : public NodeObserver {
           p.usage.ephemeral_storage_bytes = du->bytes;
           p.usage.inodes = du->inodes;
           p.storage_measured_at = du->measured_at;
+          p.ephemeral_storage = du->breakdown;
         }
       }
       out.push_back(std::move(p));

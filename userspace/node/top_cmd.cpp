@@ -88,6 +88,7 @@ Command add_top(CLI::App& app) {
       in.counters = observer.counters();
       in.metadata_source = metadata->describe();
       in.max_pods = flags->max_pods;
+      in.storage = storage->stats();
       if (flags->json) {
         std::string s = node::render_top_json(in).dump();
         std::fprintf(stdout, "%s\n", s.c_str());

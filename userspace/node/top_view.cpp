@@ -72,6 +72,55 @@ std::vector<std::pair<int, const Pod*>> ordered(const TopInput& in) {
   return out;
 }
 
+nlohmann::json breakdown_json(const EphemeralStorageBreakdown& b) {
+  return {{"logs_bytes", b.logs_bytes},
+          {"logs_inodes", b.logs_inodes},
+          {"empty_dir_bytes", b.empty_dir_bytes},
+          {"empty_dir_inodes", b.empty_dir_inodes},
+          {"writable_layers_bytes", b.writable_layers_bytes},
+          {"writable_layers_inodes", b.writable_layers_inodes},
+          {"writable_layers_measured", b.writable_layers_measured},
+          {"containers", b.containers},
+          {"writable_layers", b.writable_layers},
+          {"unresolved_containers", b.unresolved_containers}};
+}
+
+nlohmann::json storage_json(const PodStorageStats& st) {
+  const auto& wl = st.writable_layers;
+  nlohmann::json unresolved = nlohmann::json::object();
+  for (std::size_t i = 0; i < wl.unresolved.size(); ++i) unresolved[std::string(name(static_cast<LayerFailure>(i)))] = wl.unresolved[i];
+  return {{"walks", st.walks},
+          {"incomplete_walks", st.incomplete_walks},
+          {"entries", st.entries},
+          {"errors", st.errors},
+          {"last_walk_seconds", std::chrono::duration<double>(st.last_walk_duration).count()},
+          {"writable_layers",
+           {{"measured", wl.measured},
+            {"runtime_root", wl.runtime_root},
+            {"not_measured_reason", wl.not_measured_reason},
+            {"containers", wl.containers},
+            {"layers", wl.layers},
+            {"shared", wl.shared},
+            {"skipped", wl.skipped},
+            {"unresolved", unresolved}}}};
+}
+
+std::string storage_text(const PodStorageStats& st) {
+  const auto& wl = st.writable_layers;
+  std::string out = "ephemeral storage: " + std::to_string(st.walks) + " walks, last " +
+                    fmt("%.0f ms", std::chrono::duration<double, std::milli>(st.last_walk_duration).count()) + ", " +
+                    std::to_string(st.entries) + " entries";
+  if (st.walks == 0) return out + "\n";
+  if (!wl.measured) return out + "; writable layers NOT measured: " + wl.not_measured_reason + "\n";
+  out += "; writable layers below " + wl.runtime_root + ": " + std::to_string(wl.layers) + " of " +
+         std::to_string(wl.containers) + " containers";
+  if (wl.shared != 0) out += ", " + std::to_string(wl.shared) + " shared";
+  for (std::size_t i = 0; i < wl.unresolved.size(); ++i) {
+    if (wl.unresolved[i] != 0) out += ", " + std::string(name(static_cast<LayerFailure>(i))) + " " + std::to_string(wl.unresolved[i]);
+  }
+  return out + "\n";
+}
+
 }  // namespace
 
 std::string human_bytes(double b) {
@@ -148,6 +197,7 @@ std::string render_top_text(const TopInput& in) {
                 static_cast<unsigned long long>(c.pods_without_metadata),
                 static_cast<unsigned long long>(c.metadata_without_cgroup));
   out += line;
+  if (in.storage) out += storage_text(*in.storage);
   return out;
 }
 
@@ -201,6 +251,7 @@ nlohmann::json render_top_json(const TopInput& in) {
            {"cache_bytes", p->usage.memory_cache_bytes},
            {"pids", p->usage.pids},
            {"ephemeral_storage_bytes", p->usage.ephemeral_storage_bytes},
+           {"ephemeral_storage_inodes", p->usage.inodes},
            {"cgroup_path", p->cgroup_path},
            {"cgroup_id", p->cgroup_id}};
     double ur = usage_over_request(*p);
@@ -208,6 +259,7 @@ nlohmann::json render_top_json(const TopInput& in) {
     if (p->memory_pressure) e["memory_pressure_some_avg10"] = p->memory_pressure->some.avg10;
     if (p->memory_events) e["memory_events"] = {{"high", p->memory_events->high}, {"max", p->memory_events->max},
                                                 {"oom", p->memory_events->oom}, {"oom_kill", p->memory_events->oom_kill}};
+    if (p->ephemeral_storage) e["ephemeral_storage"] = breakdown_json(*p->ephemeral_storage);
     pods.push_back(e);
   }
   j["pods"] = pods;
@@ -216,6 +268,7 @@ nlohmann::json render_top_json(const TopInput& in) {
                    {"stale_pod_reads", c.stale_pod_reads},  {"vanished_pods", c.vanished_pods},
                    {"reopened_cgroups", c.reopened_cgroups}, {"pods_without_metadata", c.pods_without_metadata},
                    {"metadata_without_cgroup", c.metadata_without_cgroup}};
+  if (in.storage) j["storage"] = storage_json(*in.storage);
   return j;
 }
 

@@ -2,6 +2,7 @@
 // `pressured top` rendering: pure functions from a snapshot (+ config) to
 // text or JSON, so tests can check them without a terminal.
 
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@ struct TopInput {
   ObserverCounters counters;
   std::string metadata_source;  // describe() of the metadata source
   std::size_t max_pods = 0;     // 0: all
+  std::optional<PodStorageStats> storage;  // the ephemeral storage walker's stats, when it runs
 };
 
 /// "1.5Gi", "512Mi", "37Ki", "12" (bytes) for humans.
