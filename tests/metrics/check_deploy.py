@@ -46,7 +46,7 @@ EXPECTED_RBAC = {
     ("", "nodes/status", "get"), ("", "nodes/status", "patch"),
 }
 # Capabilities pressured may ask for; each must be explained in docs/operations.md.
-ALLOWED_CAPS = {"BPF", "PERFMON", "SYS_RESOURCE", "KILL", "DAC_READ_SEARCH", "SYS_ADMIN", "SYS_PTRACE"}
+ALLOWED_CAPS = {"BPF", "PERFMON", "SYS_RESOURCE", "KILL", "DAC_READ_SEARCH", "SYS_ADMIN", "SYS_PTRACE", "SYS_NICE"}
 REQUIRED_HOST_PATHS = {"/sys/fs/cgroup", "/sys/kernel/btf", "/sys/fs/bpf", "/proc", "/var/lib/kubelet",
                        "/var/log/pods", "/var/lib/pressured"}
 BASE_IMAGE_PACKAGES = {"libc6", "libstdc++6", "libgcc-s1"}

@@ -134,7 +134,11 @@ class ReactorImpl final : public Reactor {
       sched_param sp{};
       sp.sched_priority = std::min(99, config_.reactor_rt_priority);
       if (int e = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp); e != 0) {
-        spdlog::warn("events: cannot run the reactor SCHED_FIFO {}: {}", sp.sched_priority, std::strerror(e));
+        spdlog::warn("events: cannot run the reactor SCHED_FIFO {}: {} (needs CAP_SYS_NICE; running SCHED_OTHER, "
+                     "detection latency may reach a scheduler tick or more; events.reactorRtPriority: 0 silences this)",
+                     sp.sched_priority, std::strerror(e));
+      } else {
+        spdlog::info("events: reactor thread runs SCHED_FIFO {}", sp.sched_priority);
       }
     }
     std::array<epoll_event, 64> evs{};
