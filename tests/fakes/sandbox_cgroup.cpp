@@ -42,6 +42,7 @@ std::vector<pid_t> procs_of(const std::string& dir) {
 SandboxCgroup::SandboxCgroup(std::string mount, std::string tag) {
   root_ = mount + "/pressured-test-" + std::to_string(::getpid()) + "-" + tag;
   std::error_code ec;
+  v2_ = fs::exists(mount + "/cgroup.controllers", ec);
   if (fs::exists(root_, ec)) {
     kill_all();
     fs::remove(root_, ec);
@@ -159,6 +160,131 @@ void SandboxCgroup::kill_all() {
     ::waitpid(c, nullptr, 0);
   }
   children_.clear();
+}
+
+namespace {
+
+bool has_word(const std::string& path, const std::string& word) {
+  std::ifstream in(path);
+  std::string w;
+  while (in >> w) {
+    if (w == word) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool SandboxCgroup::enable_controller(const std::string& rel, const std::string& controller) {
+  if (!v2_) return true;
+  const std::string dir = path(rel);
+  if (has_word(dir + "/cgroup.subtree_control", controller)) return true;  // only where needed
+  if (!has_word(dir + "/cgroup.controllers", controller)) {
+    error_ = dir + " does not offer the " + controller + " controller (cgroup.controllers)";
+    return false;
+  }
+  if (!write_file(dir + "/cgroup.subtree_control", "+" + controller)) {
+    error_ = "enable +" + controller + " in " + dir + "/cgroup.subtree_control: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool SandboxCgroup::make_with(const std::string& rel, const std::string& controller) {
+  if (!v2_) return make(rel);
+  if (rel.empty()) return true;
+  // Walk down from the sandbox root: enable the controller in each parent,
+  // then create the child. Never writes above the sandbox root.
+  std::string parent;
+  std::size_t pos = 0;
+  while (pos <= rel.size()) {
+    std::size_t slash = rel.find('/', pos);
+    std::string part = rel.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+    pos = slash == std::string::npos ? rel.size() + 1 : slash + 1;
+    if (part.empty()) continue;
+    if (!enable_controller(parent, controller)) return false;
+    std::string child = parent.empty() ? part : parent + "/" + part;
+    if (::mkdir(path(child).c_str(), 0755) != 0 && errno != EEXIST) {
+      error_ = "mkdir " + path(child) + ": " + std::strerror(errno);
+      return false;
+    }
+    parent = child;
+  }
+  return true;
+}
+
+bool SandboxCgroup::set_memory_max(const std::string& rel, uint64_t bytes) {
+  const std::string v = std::to_string(bytes);
+  std::error_code ec;
+  if (v2_) {
+    if (!write(rel, "memory.max", v)) {
+      error_ = "write " + path(rel) + "/memory.max: " + std::strerror(errno);
+      return false;
+    }
+    // No swap for the sandbox: the limit is what the workload gets.
+    if (fs::exists(path(rel) + "/memory.swap.max", ec) && !write(rel, "memory.swap.max", "0")) {
+      error_ = "write " + path(rel) + "/memory.swap.max: " + std::strerror(errno);
+      return false;
+    }
+    return true;
+  }
+  if (!write(rel, "memory.limit_in_bytes", v)) {
+    error_ = "write " + path(rel) + "/memory.limit_in_bytes: " + std::strerror(errno);
+    return false;
+  }
+  (void)write(rel, "memory.swappiness", "0");  // advisory: absent on some kernels
+  return true;
+}
+
+bool SandboxCgroup::set_memory_high(const std::string& rel, uint64_t bytes) {
+  if (!v2_) {
+    error_ = "memory.high exists only on cgroup v2";
+    return false;
+  }
+  if (!write(rel, "memory.high", std::to_string(bytes))) {
+    error_ = "write " + path(rel) + "/memory.high: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool SandboxCgroup::move(const std::string& rel, pid_t pid) {
+  if (!write(rel, "cgroup.procs", std::to_string(pid))) {
+    error_ = "move " + std::to_string(pid) + " to " + path(rel) + ": " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool SandboxCgroup::has_memory(const std::string& rel) const {
+  std::error_code ec;
+  return fs::exists(path(rel) + (v2_ ? "/memory.max" : "/memory.limit_in_bytes"), ec);
+}
+
+long long SandboxCgroup::read_key(const std::string& rel, const std::string& file, const std::string& key) const {
+  std::ifstream in(path(rel) + "/" + file);
+  std::string k;
+  long long v;
+  while (in >> k >> v) {
+    if (k == key) return v;
+  }
+  return -1;
+}
+
+std::string SandboxCgroup::find_v2_memory_mount(std::string* why) {
+  const std::string root = "/sys/fs/cgroup";
+  auto fail = [why](std::string reason) {
+    if (why) *why = std::move(reason);
+    return std::string();
+  };
+  std::error_code ec;
+  if (!fs::exists(root + "/cgroup.controllers", ec))
+    return fail("cgroup v2 is not mounted at " + root + " (hybrid/v1 host; the v2 tests run in vmtests)");
+  if (!has_word(root + "/cgroup.controllers", "memory"))
+    return fail("the cgroup v2 hierarchy at " + root + " has no memory controller (it is bound to cgroup v1 here)");
+  if (!has_word(root + "/cgroup.subtree_control", "memory"))
+    return fail("memory is not enabled in " + root + "/cgroup.subtree_control (the tests never change it)");
+  return root;
 }
 
 bool SandboxCgroup::memory_controller_available(const std::string& mount) {
