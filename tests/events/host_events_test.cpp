@@ -271,7 +271,9 @@ INSTANTIATE_TEST_SUITE_P(Modes, HostEventsBpf,
 
 // With BPF disabled, the v1 threshold eventfd still reports the crossing.
 TEST_F(HostEvents, NotificationsDetectCrossingWithoutBpf) {
-  PRESSURED_REQUIRE(!v2_, "cgroup v1 memory controller (the v1 threshold eventfd)");
+  // A platform difference, not a missing privilege: skip (loudly) on v2 even
+  // under PRESSURED_REQUIRE_PRIVILEGED=1; tests/events/v2_events_test.cpp covers v2.
+  if (v2_) GTEST_SKIP() << "NOT APPLICABLE on cgroup v2: needs the v1 threshold eventfd (v2 is covered by V2Events*)";
   SandboxCgroup sb(mount_, "events-nobpf");
   ASSERT_TRUE(sb.ok()) << sb.error();
   ASSERT_TRUE(limit(sb));
@@ -310,7 +312,9 @@ TEST_F(HostEvents, NotificationsDetectCrossingWithoutBpf) {
 // The daemon's defaults (BPF auto, notifications, PSI): one crossing is reported
 // by both the BPF program and the v1 eventfd, with the same watch id.
 TEST_F(HostEvents, DefaultConfigReportsFromBpfAndEventfd) {
-  PRESSURED_REQUIRE(!v2_, "cgroup v1 memory controller (the v1 threshold eventfd)");
+  // A platform difference, not a missing privilege: skip (loudly) on v2 even
+  // under PRESSURED_REQUIRE_PRIVILEGED=1; tests/events/v2_events_test.cpp covers v2.
+  if (v2_) GTEST_SKIP() << "NOT APPLICABLE on cgroup v2: needs the v1 threshold eventfd (v2 is covered by V2Events*)";
   auto features = make_kernel_bpf_features();
   PRESSURED_REQUIRE(features->bpf_available(), "BPF");
   SandboxCgroup sb(mount_, "events-default");
