@@ -32,6 +32,7 @@ struct DemoOptions {
   uint64_t timeout_s = 60;
   uint64_t growth_mib_per_s = 120;
   bool keep_logs_quiet = false;
+  std::string daemon_log_level = "info";
 };
 
 uint16_t free_port() {
@@ -176,7 +177,8 @@ int run_demo(const DemoOptions& o) {
                                     "--eviction-pressure-transition-period", "5s",
                                     "--safety-net-interval", "100ms",
                                     "--metrics-listen", "127.0.0.1:" + std::to_string(port),
-                                    "--state-file", state};
+                                    "--state-file", state,
+                                    "--log-level", o.daemon_log_level};
   std::printf("== daemon: allocatableMemory.available<%lluMi (hard), metrics at http://127.0.0.1:%u/metrics\n",
               static_cast<unsigned long long>(threshold_mib), port);
   std::fflush(stdout);
@@ -281,6 +283,9 @@ Command add_demo(CLI::App& app) {
   c.sub->add_option("--threshold-mib", o->threshold_mib, "hard allocatableMemory.available threshold (default: limit/4)");
   c.sub->add_option("--growth-mib-per-s", o->growth_mib_per_s, "how fast the leaky pod grows")->check(CLI::Range(10, 1000));
   c.sub->add_option("--timeout-s", o->timeout_s, "stop after this long whatever happens")->check(CLI::Range(5, 600));
+  c.sub->add_option("--daemon-log-level", o->daemon_log_level,
+                    "the daemon's log level (debug shows each decision's detection latency)")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   c.run = [o] { return run_demo(*o); };
   return c;
 }

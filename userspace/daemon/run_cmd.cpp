@@ -160,7 +160,11 @@ int run_daemon(const ConfigOptions& options) {
   eo.hierarchy_mount = layout->memory_mount;
   eo.freezer_mount = layout->freezer_mount;
   eo.proc_root = config.observe.proc_root;
-  eo.empty_wait = std::chrono::milliseconds(300);  // the daemon keeps polling after that
+  // Short: the kill runs on the reactor thread, and events queued behind it
+  // wait. A large process takes 50-250 ms to exit; the victim's cgroup
+  // emptying is an event (cgroup_notify_populated), and every tick re-checks
+  // (and re-kills stragglers once a second).
+  eo.empty_wait = std::chrono::milliseconds(25);
   CgroupEvictor real_evictor(eo);
   RecordingEvictor dry_evictor;
 
