@@ -26,6 +26,7 @@
 #include <sstream>
 
 #include "cgroup/fake_node.hpp"
+#include "cgroup/tree_usage.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 #include "pressured/observer.hpp"
@@ -45,20 +46,8 @@ bool overlay_supported() {
   return false;
 }
 
-uint64_t allocated(const std::string& p) {
-  struct stat st {};
-  EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
-  return static_cast<uint64_t>(st.st_blocks) * 512;
-}
-
-std::pair<uint64_t, uint64_t> tree_usage(const std::string& root) {
-  uint64_t bytes = allocated(root), inodes = 1;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
-    bytes += allocated(e.path().string());
-    ++inodes;
-  }
-  return {bytes, inodes};
-}
+using testing::allocated;
+using testing::tree_usage;
 
 // The test's children: released through one pipe, killed and reaped on exit.
 struct Children {

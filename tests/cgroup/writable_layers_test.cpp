@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "cgroup/fake_node.hpp"
+#include "cgroup/tree_usage.hpp"
 #include "config/load.hpp"
 #include "node/top_view.hpp"
 #include "node/writable_layers.hpp"
@@ -55,21 +56,8 @@ const char* kHostMountinfo =
     "22 27 0:21 / /proc rw,relatime - proc proc rw\n"
     "24 27 0:6 / /dev rw,relatime - devtmpfs devtmpfs rw,size=12334524k,nr_inodes=3083631,mode=755\n";
 
-uint64_t allocated(const std::string& p) {
-  struct stat st {};
-  EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
-  return static_cast<uint64_t>(st.st_blocks) * 512;
-}
-
-// Bytes and inodes of a tree, computed independently of the walker.
-std::pair<uint64_t, uint64_t> tree_usage(const std::string& root) {
-  uint64_t bytes = allocated(root), inodes = 1;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
-    bytes += allocated(e.path().string());
-    ++inodes;
-  }
-  return {bytes, inodes};
-}
+using testing::allocated;
+using testing::tree_usage;
 
 TEST(MountOptions, UpperdirIsUnescapedAndCommaSafe) {
   using node::mount_option_value;
