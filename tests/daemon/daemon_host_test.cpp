@@ -342,18 +342,20 @@ TEST(DaemonHost, RestartRestoresSoftThresholdTiming) {
   ASSERT_TRUE(n.start(be));
   std::this_thread::sleep_for(300ms);
   n.write_config(
-      "evictionSoft:\n  allocatableMemory.available: 200Mi\nevictionSoftGracePeriod:\n  allocatableMemory.available: 8s\n"
+      "evictionSoft:\n  allocatableMemory.available: 200Mi\nevictionSoftGracePeriod:\n  allocatableMemory.available: 12s\n"
       "evictionMaxPodGracePeriod: 0\n");
   ASSERT_TRUE(n.start_daemon()) << n.log();
-  std::this_thread::sleep_for(4s);
+  std::this_thread::sleep_for(8s);
   EXPECT_EQ(n.stop_daemon(), 0);
   EXPECT_GT(n.procs(be), 0u);
   EXPECT_NE(slurp(n.state_path()).find("threshold_first_observed_ns"), std::string::npos);
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(n.start_daemon()) << n.log();
   EXPECT_NE(n.log().find("restored"), std::string::npos) << n.log();
-  ASSERT_TRUE(n.wait_gone(be, 15s)) << n.log();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 6500ms) << "the 8 s grace kept counting across the restart";
+  ASSERT_TRUE(n.wait_gone(be, 20s)) << n.log();
+  // Restored: ~4 s of the 12 s grace are left; starting over would take 12 s.
+  // The 9 s bound leaves 5 s of slack either way for a loaded machine.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 9s) << "the 12 s grace kept counting across the restart";
 }
 
 TEST(DaemonHost, CorruptCheckpointIsReportedAndIgnored) {
