@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "bpf/bpf_events.hpp"
+#include "events/event_test_helpers.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 #include "pressured/events.hpp"
@@ -27,101 +28,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::SandboxCgroup;
-
-struct Collector final : public ReactorHandler {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<PressureEvent> events;
-  void on_events(std::span<const PressureEvent> evs, TimePoint) override {
-    std::lock_guard l(mu);
-    events.insert(events.end(), evs.begin(), evs.end());
-    cv.notify_all();
-  }
-  void on_tick(TimePoint, bool) override {}
-  void on_signal(int) override {}
-  template <typename Pred>
-  bool wait(Pred pred, std::chrono::milliseconds timeout) {
-    std::unique_lock l(mu);
-    return cv.wait_for(l, timeout, [&] { return pred(events); });
-  }
-  std::vector<PressureEvent> snapshot() {
-    std::lock_guard l(mu);
-    return events;
-  }
-};
-
-using Events = std::vector<PressureEvent>;
-
-auto find_event(EventType t, uint64_t cg, EventSource src = EventSource::Bpf) {
-  return [=](const Events& evs) {
-    return std::any_of(evs.begin(), evs.end(),
-                       [&](const PressureEvent& e) { return e.type == t && e.cgroup_id == cg && e.source == src; });
-  };
-}
-
-long index_of(const Events& evs, EventType t, uint64_t cg, EventSource src = EventSource::Bpf) {
-  for (std::size_t i = 0; i < evs.size(); ++i)
-    if (evs[i].type == t && evs[i].cgroup_id == cg && evs[i].source == src) return static_cast<long>(i);
-  return -1;
-}
-
-std::string describe(const Events& evs) {
-  std::string s;
-  for (const auto& e : evs) {
-    s += std::string(name(e.source)) + "/" + std::string(name(e.type)) + " cg=" + std::to_string(e.cgroup_id) +
-         " pid=" + std::to_string(e.pid) + " v=" + std::to_string(e.value) + "\n";
-    if (s.size() > 4000) return s + "...";
-  }
-  return s;
-}
-
-struct RunningReactor {
-  std::unique_ptr<Reactor> reactor;
-  std::thread thread;
-  ~RunningReactor() { stop(); }
-  void start(ReactorHandler& h) {
-    thread = std::thread([this, &h] { (void)reactor->run(h); });
-  }
-  void stop() {
-    if (thread.joinable()) {
-      reactor->stop();
-      thread.join();
-    }
-  }
-};
-
-int wait_exit(pid_t pid, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    std::this_thread::sleep_for(10ms);
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
-}
-
-// The real prober, with some attach kinds refused: exercises the fallbacks on this kernel.
-class DenyKinds final : public BpfFeatures {
- public:
-  DenyKinds(const BpfFeatures& real, std::set<AttachKind> deny) : real_(real), deny_(std::move(deny)) {}
-  bool bpf_available() const override { return real_.bpf_available(); }
-  bool has_btf_type(std::string_view n) const override { return real_.has_btf_type(n); }
-  bool can_attach(AttachKind k, std::string_view t, std::string* why) const override {
-    if (deny_.count(k)) {
-      if (why) *why = "denied by test";
-      return false;
-    }
-    return real_.can_attach(k, t, why);
-  }
-  int tracepoint_arity(std::string_view tp) const override { return real_.tracepoint_arity(tp); }
-
- private:
-  const BpfFeatures& real_;
-  std::set<AttachKind> deny_;
-};
+using namespace events_test;
 
 class HostEvents : public ::testing::Test {
  protected:
@@ -268,6 +175,63 @@ TEST_P(HostEventsBpf, ThresholdReclaimOomInOrder) {
 INSTANTIATE_TEST_SUITE_P(Modes, HostEventsBpf,
                          ::testing::Values(std::set<AttachKind>{}, std::set<AttachKind>{AttachKind::TpBtf}),
                          [](const auto& info) { return info.param.empty() ? std::string("best") : std::string("raw_tp"); });
+
+// The node-scope watch of the daemon (Daemon::arm_watches): charges anywhere
+// below a hierarchy root move the root's page counter, which is the sum of its
+// children's (the root's own usage file, v1 only, is computed from statistics
+// instead). A BPF-only watch on the root at "children's sum + 32 MiB" must see a
+// 96 MiB allocation in a sandbox two levels down. Read-only on the root: no
+// eventfd is registered there (memcg notifications off).
+TEST_F(HostEvents, BpfWatchOnTheHierarchyRootSeesChargesBelowIt) {
+  auto features = make_kernel_bpf_features();
+  PRESSURED_REQUIRE(features->bpf_available(), "BPF");
+  SandboxCgroup sb(mount_, "events-rootwatch");
+  ASSERT_TRUE(sb.ok()) << sb.error();
+  ASSERT_TRUE(limit(sb));
+  ASSERT_TRUE(sb.write("", v2_ ? "memory.max" : "memory.limit_in_bytes", std::to_string(192 << 20)));
+  EventsConfig cfg;
+  cfg.bpf = BpfMode::On;
+  cfg.psi_triggers = false;
+  cfg.memcg_notifications = false;
+  cfg.charge_sample_every = 8;
+  EventStats stats;
+  auto r = Reactor::create(cfg, options(), *features, stats);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_TRUE((*r)->bpf_active());
+  auto root_id = cgroup_id_of(mount_);
+  ASSERT_TRUE(root_id);
+  uint64_t children = 0;
+  for (const auto& e : std::filesystem::directory_iterator(mount_)) {
+    if (!e.is_directory() || e.is_symlink()) continue;
+    for (const char* f : {"/memory.current", "/memory.usage_in_bytes"}) {
+      std::ifstream in(e.path().string() + f);
+      uint64_t v = 0;
+      if (in >> v) {
+        children += v;
+        break;
+      }
+    }
+  }
+  ASSERT_GT(children, 0u);
+  auto w = (*r)->set_watch_levels(mount_, children + (32 << 20), children + (32 << 20));
+  ASSERT_TRUE(w) << w.error().message;
+  Collector h;
+  RunningReactor run{std::move(*r)};
+  run.start(h);
+  pid_t p = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "96", "4", "2", "1500"});
+  ASSERT_GT(p, 0);
+  EXPECT_TRUE(h.wait(find_event(EventType::ThresholdUp, *root_id), 5s))
+      << "no edge on the root (id " << *root_id << ") at " << ((children >> 20) + 32) << " MiB of page counter\n"
+      << describe(h.snapshot());
+  EXPECT_EQ(WEXITSTATUS(wait_exit(p, 20s)), 0);
+  run.stop();
+  auto evs = h.snapshot();
+  long up = index_of(evs, EventType::ThresholdUp, *root_id);
+  ASSERT_GE(up, 0);
+  EXPECT_EQ(evs[static_cast<std::size_t>(up)].watch_id, *w);
+  EXPECT_GE(evs[static_cast<std::size_t>(up)].value, static_cast<int64_t>(children + (32 << 20)) - (64 << 20))
+      << "the reported page counter is near the level (other tasks on the host charge and uncharge too)";
+}
 
 // With BPF disabled, the v1 threshold eventfd still reports the crossing.
 TEST_F(HostEvents, NotificationsDetectCrossingWithoutBpf) {

@@ -14,8 +14,8 @@
 // PRESSURED_REQUIRE_CGROUP_V2=1, which turns a missing v2 memory controller
 // into a failure, and PRESSURED_REQUIRE_PRIVILEGED=1 for root and BPF.
 //
-// Helpers (Collector, RunningReactor, ...) mirror host_events_test.cpp; they are
-// local to each file (anonymous namespaces) so the host test stays as it is.
+// Helpers (Collector, RunningReactor, ...) are shared with the host tests:
+// tests/events/event_test_helpers.hpp.
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -38,6 +38,7 @@
 #include <gtest/gtest.h>
 
 #include "fakes/privilege.hpp"
+#include "events/event_test_helpers.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 #include "pressured/events.hpp"
 
@@ -46,7 +47,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::SandboxCgroup;
-using Events = std::vector<PressureEvent>;
+using namespace events_test;
 
 constexpr uint64_t kMiB = 1ull << 20;
 
@@ -92,49 +93,6 @@ void measured(const char* fmt, Args... args) {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-struct Collector final : public ReactorHandler {
-  std::mutex mu;
-  std::condition_variable cv;
-  Events events;
-  std::vector<TimePoint> handled_at;  // per event: when the handler got it (the kernel's clock)
-  void on_events(std::span<const PressureEvent> evs, TimePoint now) override {
-    std::lock_guard l(mu);
-    events.insert(events.end(), evs.begin(), evs.end());
-    handled_at.insert(handled_at.end(), evs.size(), now);
-    cv.notify_all();
-  }
-  /// Kernel timestamp -> handler, in microseconds, of event i.
-  double latency_us(long i) {
-    std::lock_guard l(mu);
-    auto k = static_cast<std::size_t>(i);
-    return static_cast<double>((handled_at[k] - events[k].kernel_time()).count()) / 1e3;
-  }
-  void on_tick(TimePoint, bool) override {}
-  void on_signal(int) override {}
-  template <typename Pred>
-  bool wait(Pred pred, std::chrono::milliseconds timeout) {
-    std::unique_lock l(mu);
-    return cv.wait_for(l, timeout, [&] { return pred(events); });
-  }
-  Events snapshot() {
-    std::lock_guard l(mu);
-    return events;
-  }
-};
-
-auto find_event(EventType t, uint64_t cg, EventSource src) {
-  return [=](const Events& evs) {
-    return std::any_of(evs.begin(), evs.end(),
-                       [&](const PressureEvent& e) { return e.type == t && e.cgroup_id == cg && e.source == src; });
-  };
-}
-
-long index_of(const Events& evs, EventType t, uint64_t cg, EventSource src, long from = 0) {
-  for (auto i = static_cast<std::size_t>(std::max(0L, from)); i < evs.size(); ++i)
-    if (evs[i].type == t && evs[i].cgroup_id == cg && evs[i].source == src) return static_cast<long>(i);
-  return -1;
-}
-
 int64_t sum_values(const Events& evs, EventType t, uint64_t cg) {
   int64_t s = 0;
   for (const auto& e : evs)
@@ -142,68 +100,8 @@ int64_t sum_values(const Events& evs, EventType t, uint64_t cg) {
   return s;
 }
 
-std::string describe(const Events& evs) {
-  std::string s;
-  for (const auto& e : evs) {
-    s += std::string(name(e.source)) + "/" + std::string(name(e.type)) + " cg=" + std::to_string(e.cgroup_id) +
-         " pid=" + std::to_string(e.pid) + " v=" + std::to_string(e.value) + " w=" + std::to_string(e.watch_id) +
-         "\n";
-    if (s.size() > 4000) return s + "...";
-  }
-  return s;
-}
-
-struct RunningReactor {
-  std::unique_ptr<Reactor> reactor;
-  std::thread thread;
-  ~RunningReactor() { stop(); }
-  void start(ReactorHandler& h) {
-    thread = std::thread([this, &h] { (void)reactor->run(h); });
-  }
-  void stop() {
-    if (thread.joinable()) {
-      reactor->stop();
-      thread.join();
-    }
-  }
-};
-
-// Waits for our own child; kills it (SIGKILL) when the bound passes.
-int wait_exit(pid_t pid, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    std::this_thread::sleep_for(10ms);
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
-}
-
 bool oom_killed(int status) { return status != -1 && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL; }
 bool exited_ok(int status) { return status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
-
-// The real prober with some attach kinds refused (the kprobe fallback).
-class DenyKinds final : public BpfFeatures {
- public:
-  DenyKinds(const BpfFeatures& real, std::set<AttachKind> deny) : real_(real), deny_(std::move(deny)) {}
-  bool bpf_available() const override { return real_.bpf_available(); }
-  bool has_btf_type(std::string_view n) const override { return real_.has_btf_type(n); }
-  bool can_attach(AttachKind k, std::string_view t, std::string* why) const override {
-    if (deny_.count(k)) {
-      if (why) *why = "denied by test";
-      return false;
-    }
-    return real_.can_attach(k, t, why);
-  }
-  int tracepoint_arity(std::string_view tp) const override { return real_.tracepoint_arity(tp); }
-
- private:
-  const BpfFeatures& real_;
-  std::set<AttachKind> deny_;
-};
 
 class V2Events : public ::testing::Test {
  protected:
