@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cgroup/discovery.hpp"
+#include "common/periodic_worker.hpp"
 #include "node/writable_layers.hpp"
 #include "pressured/observer.hpp"
 
@@ -234,28 +235,10 @@ class WalkingStorageSource final : public PodStorageSource {
   }
 
   void start(Duration interval, const Clock& clock) override {
-    std::lock_guard<std::mutex> lock(thread_mu_);
-    if (thread_.joinable()) return;
-    stopping_ = false;
-    thread_ = std::thread([this, interval, &clock] {
-      for (;;) {
-        walk_now(clock.now());
-        std::unique_lock<std::mutex> l(wake_mu_);
-        if (wake_.wait_for(l, interval, [&] { return stopping_; })) return;
-      }
-    });
+    worker_.start(interval, [this, &clock] { walk_now(clock.now()); });
   }
 
-  void stop() override {
-    std::lock_guard<std::mutex> lock(thread_mu_);
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> l(wake_mu_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
+  void stop() override { worker_.stop(); }
 
   PodStorageStats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -356,11 +339,7 @@ class WalkingStorageSource final : public PodStorageSource {
   mutable std::mutex mu_;
   std::unordered_map<std::string, PodDiskUsage> cache_;
   PodStorageStats stats_;
-  std::mutex thread_mu_;
-  std::thread thread_;
-  std::mutex wake_mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
+  PeriodicWorker worker_;
 };
 
 }  // namespace

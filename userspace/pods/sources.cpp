@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cgroup/hot_file.hpp"
+#include "common/periodic_worker.hpp"
 #include "pods/pod_json.hpp"
 #include "pressured/observer.hpp"
 
@@ -58,31 +59,14 @@ class SourceBase : public PodMetadataSource {
     return map_;
   }
 
+  // Requests coalesce: at most one fetch per second for bursts of pod starts.
   void start(Duration interval) final {
-    std::lock_guard<std::mutex> lock(thread_mu_);
-    if (thread_.joinable()) return;
-    stopping_ = false;
-    thread_ = std::thread([this, interval] { loop(interval); });
+    worker_.start(interval, [this] { (void)refresh(); }, std::chrono::seconds(1));
   }
 
-  void stop() final {
-    std::lock_guard<std::mutex> lock(thread_mu_);
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> l(wake_mu_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    thread_.join();
-  }
+  void stop() final { worker_.stop(); }
 
-  void request_refresh() final {
-    {
-      std::lock_guard<std::mutex> l(wake_mu_);
-      requested_ = true;
-    }
-    wake_.notify_all();
-  }
+  void request_refresh() final { worker_.request(); }
 
   PodMetadataStats stats() const final {
     std::lock_guard<std::mutex> lock(mu_);
@@ -93,31 +77,11 @@ class SourceBase : public PodMetadataSource {
   virtual Result<pods::ParsedPods> fetch() = 0;
 
  private:
-  void loop(Duration interval) {
-    for (;;) {
-      (void)refresh();
-      std::unique_lock<std::mutex> l(wake_mu_);
-      wake_.wait_for(l, interval, [&] { return stopping_ || requested_; });
-      if (stopping_) return;
-      if (requested_) {
-        // Coalesce bursts of pod starts: at most one fetch per second on request.
-        requested_ = false;
-        if (wake_.wait_for(l, std::chrono::seconds(1), [&] { return stopping_; })) return;
-        requested_ = false;
-      }
-    }
-  }
-
   mutable std::mutex mu_;
   std::shared_ptr<const PodMetadataMap> map_;
   PodMetadataStats stats_;
   std::mutex fetch_mu_;
-  std::mutex thread_mu_;
-  std::thread thread_;
-  std::mutex wake_mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;
-  bool requested_ = false;
+  PeriodicWorker worker_;  // last member: stopped (joined) before the rest is destroyed
 };
 
 class NoneSource final : public SourceBase {
