@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 
@@ -77,13 +78,18 @@ Result<std::string_view> HotFile::read(std::string& buf) {
   return r;
 }
 
-Result<std::string> read_file(const std::string& path) {
+Result<std::string> read_file(const std::string& path, std::size_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Error::from_errno(errno, "open " + path);
   std::string out;
   char chunk[8192];
   for (;;) {
-    ssize_t n = ::read(fd, chunk, sizeof chunk);
+    std::size_t want = sizeof chunk;
+    if (max_bytes != 0) {
+      if (out.size() >= max_bytes) break;
+      want = std::min(want, max_bytes - out.size());
+    }
+    ssize_t n = ::read(fd, chunk, want);
     if (n < 0) {
       if (errno == EINTR) continue;
       int err = errno;

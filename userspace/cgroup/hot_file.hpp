@@ -42,8 +42,9 @@ class HotFile {
 };
 
 /// Reads a whole file once (open, read, close): for cold files (mountinfo,
-/// cgroup.controllers, pid_max, pod metadata files).
-Result<std::string> read_file(const std::string& path);
+/// cgroup.controllers, pid_max, pod metadata files). max_bytes 0: the whole
+/// file, EFBIG beyond 64 MiB; otherwise at most its first max_bytes bytes.
+Result<std::string> read_file(const std::string& path, std::size_t max_bytes = 0);
 
 /// Writes `value` to a control file in one write(2) (cgroup.procs,
 /// freezer.state, cgroup.kill, memory limits): the kernel takes it whole or

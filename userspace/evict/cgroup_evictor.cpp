@@ -32,18 +32,11 @@ namespace {
 
 constexpr unsigned long kPfKthread = 0x00200000;  // include/linux/sched.h
 
+// At most `limit` bytes of a file; empty when it cannot be read (a task or
+// cgroup that went away reads as empty: nothing to signal).
 std::string read_small(const std::string& path, std::size_t limit = 64 * 1024) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  std::string out;
-  char buf[4096];
-  while (out.size() < limit) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return out;
+  auto r = cgroup::read_file(path, limit);
+  return r ? std::move(*r) : std::string();
 }
 
 bool write_small(const std::string& path, const std::string& value) { return cgroup::write_file(path, value).ok(); }
