@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* pressured's kernel side: memcg threshold crossings on the charge path,
  * reclaim begin/end, kswapd wakeups, OOM victims and cgroup lifecycle, streamed
- * into one ring buffer.
+ * into one ring buffer; per tracked memcg reclaim scan/steal, workingset
+ * refault and memstall totals, accumulated in a map userspace reads.
  *
  * Every hook has several flavours (tp_btf / raw_tp, fentry / kprobe) as thin
  * wrappers over one __always_inline handler; userspace (userspace/bpf) keeps
@@ -22,9 +23,12 @@ const volatile __u32 victim_has_task = 1;      /* mark_victim(task, uid) (6.7+) 
 const volatile __u32 page_shift = 12;
 const volatile __u64 wake_bytes = 64 * 1024;   /* non-edge records: wake when this much is pending */
 const volatile __u64 min_wake_gap_ns = 5000000;/* ... or when this CPU has not woken for this long */
+const volatile __u64 memstall_emit_ns = 10000000; /* a single memstall this long is also a ring record */
 
 /* Written by userspace at runtime: skip the charge path when nothing is watched. */
 __u32 nr_watches = 0;
+/* ... and the activity accounting when no memcg is tracked. */
+__u32 nr_tracked = 0;
 
 /* Node task count and PID alarm (see pressured_events.h). */
 __s64 pid_delta = 0;   /* forks - frees since load (atomic) */
@@ -44,6 +48,20 @@ struct {
 	__type(key, __u64);
 	__type(value, struct pressured_watch);
 } watches SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH); /* preallocated: no allocation on the hot paths */
+	__uint(max_entries, 1024);
+	__type(key, __u64);
+	__type(value, struct pressured_memcg_activity);
+} tracked SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH); /* tid -> memstall in progress */
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct pressured_memstall);
+} memstalls SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -131,11 +149,200 @@ static __always_inline __u64 current_memcg_id(void)
 	return m ? memcg_id(m) : 0;
 }
 
+/* ---- per tracked memcg activity ------------------------------------------ */
+
+enum activity { ACT_NONE, ACT_SCAN, ACT_STEAL, ACT_REFAULT, ACT_MEMSTALL };
+
+/* Adds to the memcg and every tracked ancestor (bounded walk), so a pod's
+ * totals include its containers'. Atomic: several CPUs reclaim at once. */
+static __always_inline void account_tracked(struct mem_cgroup *memcg, __u32 what, __u64 val)
+{
+	for (int i = 0; i < PRESSURED_MAX_DEPTH && memcg; i++) {
+		__u64 id = memcg_id(memcg);
+		struct pressured_memcg_activity *a = bpf_map_lookup_elem(&tracked, &id);
+		if (a) {
+			switch (what) {
+			case ACT_SCAN:
+				__sync_fetch_and_add(&a->pgscan, val);
+				break;
+			case ACT_STEAL:
+				__sync_fetch_and_add(&a->pgsteal, val);
+				break;
+			case ACT_REFAULT:
+				__sync_fetch_and_add(&a->refaults, val);
+				break;
+			case ACT_MEMSTALL:
+				__sync_fetch_and_add(&a->memstall_ns, val);
+				__sync_fetch_and_add(&a->memstall_count, 1);
+				break;
+			}
+		}
+		memcg = (struct mem_cgroup *)BPF_CORE_READ(memcg, css.parent);
+	}
+}
+
+/* The reclaim items of enum vm_event_item, by CO-RE (their numbers move
+ * between kernels and configs). KHUGEPAGED arrived in 6.2, PROACTIVE later:
+ * guarded by existence checks so the object loads where they are missing. */
+static __always_inline __u32 reclaim_kind(int item)
+{
+	if (item == bpf_core_enum_value(enum vm_event_item, PGSCAN_KSWAPD) ||
+	    item == bpf_core_enum_value(enum vm_event_item, PGSCAN_DIRECT))
+		return ACT_SCAN;
+	if (item == bpf_core_enum_value(enum vm_event_item, PGSTEAL_KSWAPD) ||
+	    item == bpf_core_enum_value(enum vm_event_item, PGSTEAL_DIRECT))
+		return ACT_STEAL;
+	if (bpf_core_enum_value_exists(enum vm_event_item, PGSCAN_KHUGEPAGED)) {
+		if (item == bpf_core_enum_value(enum vm_event_item, PGSCAN_KHUGEPAGED))
+			return ACT_SCAN;
+		if (item == bpf_core_enum_value(enum vm_event_item, PGSTEAL_KHUGEPAGED))
+			return ACT_STEAL;
+	}
+	if (bpf_core_enum_value_exists(enum vm_event_item, PGSCAN_PROACTIVE)) {
+		if (item == bpf_core_enum_value(enum vm_event_item, PGSCAN_PROACTIVE))
+			return ACT_SCAN;
+		if (item == bpf_core_enum_value(enum vm_event_item, PGSTEAL_PROACTIVE))
+			return ACT_STEAL;
+	}
+	return ACT_NONE;
+}
+
+/* count_memcg_events fires for every memcg event (page faults too): filter on
+ * the item first, walk only for reclaim batches. */
+static __always_inline void handle_memcg_events(struct mem_cgroup *memcg, int item, __u64 val)
+{
+	if (!nr_tracked || !memcg)
+		return;
+	__u32 what = reclaim_kind(item);
+	if (what != ACT_NONE)
+		account_tracked(memcg, what, val);
+}
+
+SEC("tp_btf/count_memcg_events")
+int BPF_PROG(btf_memcg_events, struct mem_cgroup *memcg, int item, unsigned long val)
+{
+	handle_memcg_events(memcg, item, val);
+	return 0;
+}
+
+SEC("raw_tp/count_memcg_events")
+int BPF_PROG(raw_memcg_events, struct mem_cgroup *memcg, int item, unsigned long val)
+{
+	handle_memcg_events(memcg, item, val);
+	return 0;
+}
+
+/* Before the 6.14 tracepoint: the out-of-line counter function (same arguments). */
+SEC("fentry/__count_memcg_events")
+int BPF_PROG(fentry_memcg_events, struct mem_cgroup *memcg, int item, unsigned long val)
+{
+	handle_memcg_events(memcg, item, val);
+	return 0;
+}
+
+SEC("kprobe/__count_memcg_events")
+int BPF_KPROBE(kprobe_memcg_events, struct mem_cgroup *memcg, int item, unsigned long val)
+{
+	handle_memcg_events(memcg, item, val);
+	return 0;
+}
+
+/* Workingset refaults arrive as node_stat_item updates on the memcg stat
+ * tracepoint the charge hook already uses: two compares per call, a walk only
+ * for refaults (and only when something is tracked). */
+static __always_inline void handle_refault(struct mem_cgroup *memcg, int item, int val)
+{
+	if (!nr_tracked || val <= 0 || !memcg)
+		return;
+	if (!bpf_core_enum_value_exists(enum node_stat_item, WORKINGSET_REFAULT_ANON))
+		return;
+	if (item == bpf_core_enum_value(enum node_stat_item, WORKINGSET_REFAULT_ANON) ||
+	    item == bpf_core_enum_value(enum node_stat_item, WORKINGSET_REFAULT_FILE))
+		account_tracked(memcg, ACT_REFAULT, (__u64)val);
+}
+
+/* ---- memstalls (psi_memstall_enter / leave) ------------------------------- */
+
+/* Timed per task; the kernel nests memstalls (enter while already in one is a
+ * no-op there), so only the outermost enter..leave pair counts. */
+static __always_inline void memstall_enter(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pressured_memstall *s = bpf_map_lookup_elem(&memstalls, &tid);
+	if (s) {
+		s->depth++;
+		return;
+	}
+	struct pressured_memstall n = { .start_ns = bpf_ktime_get_ns(), .depth = 1 };
+	if (bpf_map_update_elem(&memstalls, &tid, &n, BPF_NOEXIST) != 0)
+		count(PRESSURED_CNT_MEMSTALL_LOST);
+}
+
+static __always_inline void memstall_leave(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct pressured_memstall *s = bpf_map_lookup_elem(&memstalls, &tid);
+	if (!s)
+		return; /* entered before the program was attached */
+	if (s->depth > 1) {
+		s->depth--;
+		return;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	__u64 dur = now - s->start_ns;
+	bpf_map_delete_elem(&memstalls, &tid);
+	struct mem_cgroup *m = current_memcg((struct task_struct *)bpf_get_current_task());
+	if (!m)
+		return;
+	if (nr_tracked)
+		account_tracked(m, ACT_MEMSTALL, dur);
+	if (dur >= memstall_emit_ns)
+		emit(PRESSURED_EV_MEMSTALL, memcg_id(m), (__s64)dur, 0, 0, false);
+}
+
+SEC("fentry/psi_memstall_enter")
+int BPF_PROG(fentry_memstall_enter, unsigned long *flags)
+{
+	memstall_enter();
+	return 0;
+}
+
+SEC("kprobe/psi_memstall_enter")
+int BPF_KPROBE(kprobe_memstall_enter, unsigned long *flags)
+{
+	memstall_enter();
+	return 0;
+}
+
+SEC("fentry/psi_memstall_leave")
+int BPF_PROG(fentry_memstall_leave, unsigned long *flags)
+{
+	memstall_leave();
+	return 0;
+}
+
+SEC("kprobe/psi_memstall_leave")
+int BPF_KPROBE(kprobe_memstall_leave, unsigned long *flags)
+{
+	memstall_leave();
+	return 0;
+}
+
 /* ---- memcg threshold crossing ------------------------------------------ */
 
 static __always_inline void check_watch(struct mem_cgroup *memcg, __u64 id, struct pressured_watch *w)
 {
 	__u64 usage = (__u64)BPF_CORE_READ(memcg, memory.usage.counter);
+
+	/* Userspace levels a hierarchy root's alarm from this: its page counter
+	 * is readable nowhere else (the v1 root's usage file is statistics based,
+	 * the v2 root has none, and dying cgroups' charges are in no child's file).
+	 * At most once a millisecond: the entry's cache line is shared by all CPUs. */
+	__u64 now = bpf_ktime_get_ns();
+	if (now - w->seen_ns > 1000000) {
+		w->seen_pages = usage;
+		w->seen_ns = now;
+	}
 
 	if (usage >= w->alarm_pages) {
 		if (__sync_val_compare_and_swap(&w->above, 0, 1) == 0) {
@@ -179,6 +386,7 @@ static __always_inline void handle_charge(struct mem_cgroup *memcg)
 SEC("tp_btf/mod_memcg_lruvec_state")
 int BPF_PROG(btf_memcg_lruvec, struct mem_cgroup *memcg, int item, int val)
 {
+	handle_refault(memcg, item, val);
 	handle_charge(memcg);
 	return 0;
 }
@@ -186,6 +394,7 @@ int BPF_PROG(btf_memcg_lruvec, struct mem_cgroup *memcg, int item, int val)
 SEC("raw_tp/mod_memcg_lruvec_state")
 int BPF_PROG(raw_memcg_lruvec, struct mem_cgroup *memcg, int item, int val)
 {
+	handle_refault(memcg, item, val);
 	handle_charge(memcg);
 	return 0;
 }

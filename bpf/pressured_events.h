@@ -23,6 +23,8 @@ enum pressured_ev_type {
 	PRESSURED_EV_CGROUP_POPULATED = 11,
 	PRESSURED_EV_PID_UP = 12,   /* node task count rose to the PID alarm (value: tasks) */
 	PRESSURED_EV_PID_DOWN = 13, /* ... fell back below its re-arm level */
+	PRESSURED_EV_MEMSTALL = 14, /* one memstall (psi_memstall_enter..leave) longer than
+				     * memstall_emit_ns; value: its duration in ns */
 };
 
 /* One ring buffer record: 40 bytes. */
@@ -46,6 +48,25 @@ struct pressured_watch {
 	__u64 watch_id;      /* userspace handle, echoed as value's companion */
 	__u32 above;         /* 0: below (armed for an up edge), 1: above */
 	__u32 pad;
+	__u64 seen_pages;    /* page counter at the last sampled charge that walked past it */
+	__u64 seen_ns;       /* bpf_ktime_get_ns() of that sample; 0: never */
+};
+
+/* Tracked memory cgroups: cgroup id -> reclaim and stall activity, summed
+ * over the cgroup and all its descendants since the entry was created. */
+struct pressured_memcg_activity {
+	__u64 pgscan;          /* pages scanned by reclaim (kswapd, direct, khugepaged, proactive) */
+	__u64 pgsteal;         /* pages reclaimed */
+	__u64 refaults;        /* workingset refaults, anon + file */
+	__u64 memstall_ns;     /* time tasks of the cgroup spent in memstalls */
+	__u64 memstall_count;  /* memstalls (outermost psi_memstall_enter..leave) */
+};
+
+/* Per-task memstall in progress (key: tid). */
+struct pressured_memstall {
+	__u64 start_ns;
+	__u32 depth;           /* nested enter calls */
+	__u32 pad;
 };
 
 /* Node-wide task count (the /proc/loadavg total userspace reads for
@@ -59,7 +80,8 @@ enum pressured_counter {
 	PRESSURED_CNT_CHARGE_SEEN = 1,
 	PRESSURED_CNT_CHARGE_SAMPLED = 2,
 	PRESSURED_CNT_EDGES = 3,
-	PRESSURED_CNT_MAX = 4,
+	PRESSURED_CNT_MEMSTALL_LOST = 4, /* memstalls not timed: the per-task map was full */
+	PRESSURED_CNT_MAX = 5,
 };
 
 #define PRESSURED_MAX_DEPTH 8      /* ancestors walked from the charged memcg */

@@ -248,6 +248,41 @@ def dashboard():
             "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}]}]))
     y += 8
 
+    p.append(row("Reclaim and thrashing (BPF, tracked cgroups)", y)); y += 1
+    p.append(timeseries(
+        "Reclaim in kubepods and QoS tiers",
+        [target(f'sum by (node, cgroup) (rate(pressured_kubepods_reclaim_scanned_pages_total{{{SEL}}}[$__rate_interval]))',
+                "{{node}} {{cgroup}} scanned", "A"),
+         target(f'sum by (node, cgroup) (rate(pressured_kubepods_reclaim_stolen_pages_total{{{SEL}}}[$__rate_interval]))',
+                "{{node}} {{cgroup}} stolen", "B"),
+         target(f'sum by (node, cgroup) (rate(pressured_kubepods_workingset_refaults_total{{{SEL}}}[$__rate_interval]))',
+                "{{node}} {{cgroup}} refaults", "C")],
+        0, y, unit="short",
+        description="Pages per second scanned and reclaimed, and workingset refaults (thrashing), summed over "
+                    "each cgroup's subtree (from the count_memcg_events / mod_memcg_lruvec_state BPF hooks)."))
+    p.append(timeseries(
+        "Memory stall time in kubepods and QoS tiers",
+        [target(f'sum by (node, cgroup) (rate(pressured_kubepods_memstall_seconds_total{{{SEL}}}[$__rate_interval]))',
+                "{{node}} {{cgroup}}")],
+        12, y, unit="s",
+        description="Seconds of task memstall per second (psi_memstall_enter/leave hooks; 0 where they are off)."))
+    y += 8
+    p.append(timeseries(
+        "Top pods: reclaimed and refaulted pages",
+        [target(f'topk(10, rate(pressured_pod_reclaim_stolen_pages_total{{{SEL}}}[$__rate_interval]))',
+                "{{namespace}}/{{pod}} stolen", "A"),
+         target(f'topk(10, rate(pressured_pod_reclaim_scanned_pages_total{{{SEL}}}[$__rate_interval]))',
+                "{{namespace}}/{{pod}} scanned", "B"),
+         target(f'topk(10, rate(pressured_pod_workingset_refaults_total{{{SEL}}}[$__rate_interval]))',
+                "{{namespace}}/{{pod}} refaults", "C")],
+        0, y, unit="short", description="Pages per second; top pods by working set only."))
+    p.append(timeseries(
+        "Top pods: memory stall time",
+        [target(f'topk(10, rate(pressured_pod_memstall_seconds_total{{{SEL}}}[$__rate_interval]))',
+                "{{namespace}}/{{pod}}")],
+        12, y, unit="s", description="Seconds of task memstall per second in each pod."))
+    y += 8
+
     p.append(row("Latency", y)); y += 1
     p.append(timeseries("Detection latency (kernel event to decision)",
                         quantiles("pressured_detection_latency_seconds"), 0, y, unit="s",

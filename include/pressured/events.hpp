@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,6 +62,7 @@ enum class EventType : uint8_t {
   CgroupPopulated = 11,     // value: 1 populated, 0 empty
   PidAlarmUp = 12,          // node task count reached the PID alarm (value: tasks)
   PidAlarmDown = 13,        // node task count fell back below it (value: tasks)
+  Memstall = 14,            // one memstall of a task longer than the threshold (value: ns; cgroup: its memcg)
   PsiTrigger = 32,          // value: trigger id (see add_psi_trigger)
   MemoryEventHigh = 33,     // value: new count - old count
   MemoryEventMax = 34,
@@ -105,8 +107,12 @@ enum class BpfProgram : uint8_t {
   CgroupPopulated,
   TaskFork,            // node task count up (sched_process_fork): PID alarm
   TaskFree,            // node task count down (sched_process_free)
+  MemcgReclaimStats,   // per tracked memcg reclaim scan/steal (count_memcg_events)
+  WorkingsetRefault,   // per tracked memcg refaults: rides memcg_charge's mod_memcg_lruvec_state program
+  MemstallEnter,       // psi_memstall_enter: a task starts stalling on memory
+  MemstallLeave,       // psi_memstall_leave: stall time charged to its memcg
 };
-inline constexpr std::size_t kBpfProgramCount = 12;
+inline constexpr std::size_t kBpfProgramCount = 16;
 std::string_view name(BpfProgram p);
 
 /// How a program is attached. Off: not attached (reason says why).
@@ -148,6 +154,18 @@ struct EventStats {
   std::string bpf_status_;
 };
 
+/// Reclaim and stall activity of a tracked memory cgroup, summed over the
+/// cgroup and its descendants since tracking began (Reactor::track_memcg).
+/// Monotonic counters; the fields whose hook is off stay 0 (see
+/// EventStats::attach for MemcgReclaimStats, WorkingsetRefault, MemstallEnter).
+struct MemcgActivity {
+  uint64_t pgscan = 0;               // pages scanned by reclaim (kswapd, direct, khugepaged, proactive)
+  uint64_t pgsteal = 0;              // pages reclaimed
+  uint64_t workingset_refaults = 0;  // refaults of recently evicted pages, anon + file (thrashing)
+  uint64_t memstall_ns = 0;          // time its tasks spent stalled on memory (PSI memstalls)
+  uint64_t memstall_count = 0;       // number of such stalls
+};
+
 // ---------------------------------------------------------------------------
 // BPF feature probing and attach-mode selection
 
@@ -167,6 +185,12 @@ class BpfFeatures {
   virtual bool can_attach(AttachKind kind, std::string_view target, std::string* why = nullptr) const = 0;
   /// Number of parameters (without the leading ctx) of btf_trace_<tp>; -1 if unknown.
   virtual int tracepoint_arity(std::string_view tp) const = 0;
+  /// Number of parameters of kernel function `fn` in BTF (fentry/kprobe
+  /// targets whose signature must match the handler's); -1 if unknown.
+  virtual int function_arity(std::string_view fn) const {
+    (void)fn;
+    return -1;
+  }
 };
 
 /// The real prober (userspace/bpf/features.cpp). Results are cached.
@@ -175,6 +199,7 @@ std::unique_ptr<BpfFeatures> make_kernel_bpf_features();
 struct AttachCandidate {
   AttachKind kind;
   std::string target;  // tracepoint or kernel function
+  int arity = -1;      // fentry/kprobe: the parameter count the handler expects (-1: any)
 };
 
 struct AttachChoice {
@@ -274,6 +299,15 @@ class Reactor {
   }
   /// Removes an alarm.
   virtual Result<void> clear_watch(WatchId id) = 0;
+  /// The page counter (bytes) of a watched cgroup as the BPF charge hook last
+  /// saw it, if it saw it within `max_age`; nullopt otherwise (no BPF, not
+  /// watched, no charge below it lately). The only reading of a hierarchy
+  /// root's page counter there is: what its BPF alarm level must be based on.
+  virtual std::optional<uint64_t> watched_counter(const std::string& cgroup_path, Duration max_age) const {
+    (void)cgroup_path;
+    (void)max_age;
+    return std::nullopt;
+  }
 
   /// Node PID alarm: the BPF fork/free hooks keep a node-wide task count
   /// (seeded from <proc>/loadavg, the count pid.available uses, and re-seeded
@@ -283,6 +317,29 @@ class Reactor {
   virtual Result<void> set_pid_alarm(uint64_t tasks) {
     (void)tasks;
     return Error{ENOTSUP, "no PID alarm in this reactor"};
+  }
+
+  /// Starts accumulating reclaim scan/steal, workingset refaults and memstall
+  /// time for a memory cgroup (path absolute or relative to memory_mount),
+  /// including everything below it: track kubepods, the QoS tiers and each
+  /// pod, read them with memcg_activity(). Tracking an already tracked cgroup
+  /// keeps its counters. Returns the cgroup id. ENOTSUP when no activity hook
+  /// is attached (BPF off or unavailable); ENOSPC when the map is full.
+  virtual Result<uint64_t> track_memcg(const std::string& cgroup_path) {
+    (void)cgroup_path;
+    return Error{ENOTSUP, "no memcg activity tracking in this reactor"};
+  }
+  /// Stops tracking (e.g. the pod is gone; its directory may already be
+  /// removed, hence by id). ENOENT when it was not tracked.
+  virtual Result<void> untrack_memcg(uint64_t cgroup_id) {
+    (void)cgroup_id;
+    return Error{ENOTSUP, "no memcg activity tracking in this reactor"};
+  }
+  /// The accumulated activity of a tracked cgroup; nullopt when not tracked.
+  /// Thread-safe (reads the BPF map).
+  virtual std::optional<MemcgActivity> memcg_activity(uint64_t cgroup_id) const {
+    (void)cgroup_id;
+    return std::nullopt;
   }
 
   /// PSI trigger on a pressure file (/proc/pressure/memory, or a v2 cgroup's

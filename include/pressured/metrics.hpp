@@ -50,6 +50,16 @@ enum class ApiOutcome : uint8_t {
 /// other 4xx, 5xx; anything else counts as ClientError).
 ApiOutcome api_outcome_from_http_status(int status);
 
+/// Reclaim and stall activity of a memory cgroup (pod, kubepods, QoS tier),
+/// summed over it and its descendants since the daemon began tracking it
+/// (BPF; see Reactor::track_memcg). Monotonic.
+struct MemcgActivitySample {
+  double reclaim_scanned_pages = 0;  // pages scanned by reclaim
+  double reclaim_stolen_pages = 0;   // pages reclaimed
+  double workingset_refaults = 0;    // refaults of recently evicted pages (thrashing)
+  double memstall_seconds = 0;       // time its tasks were stalled on memory
+};
+
 /// One pod's memory numbers, as handed to Metrics::update_pods().
 struct PodMemorySample {
   std::string namespace_;  // empty when metadata is unknown
@@ -58,6 +68,7 @@ struct PodMemorySample {
   QosClass qos = QosClass::BestEffort;
   double working_set_bytes = 0;
   double memory_request_bytes = 0;  // 0: no request (usage-over-request is not exported)
+  std::optional<MemcgActivitySample> activity;  // nullopt: not tracked (no BPF): no activity series
 };
 
 /// Construction-time settings.
@@ -189,7 +200,17 @@ class Metrics {
   /// series; series of pods that left the top are removed.
   /// -> pressured_pod_memory_working_set_bytes, pressured_pod_memory_request_bytes,
   ///    pressured_pod_memory_usage_over_request_ratio {namespace, pod, uid, qos_class}
+  /// and, for top pods with `activity`:
+  /// -> pressured_pod_reclaim_scanned_pages_total, pressured_pod_reclaim_stolen_pages_total,
+  ///    pressured_pod_workingset_refaults_total, pressured_pod_memstall_seconds_total (counters)
   void update_pods(const std::vector<PodMemorySample>& pods);
+
+  /// Node-level reclaim activity of the pods' cgroups: `cgroup` is
+  /// "kubepods" (all pods), or a QoS tier ("burstable", "besteffort").
+  /// Values are the totals since tracking began (the counters follow them).
+  /// -> pressured_kubepods_reclaim_scanned_pages_total, pressured_kubepods_reclaim_stolen_pages_total,
+  ///    pressured_kubepods_workingset_refaults_total, pressured_kubepods_memstall_seconds_total {cgroup}
+  void memcg_activity(std::string_view cgroup, const MemcgActivitySample& activity);
 
   // --- Health -----------------------------------------------------------------
 

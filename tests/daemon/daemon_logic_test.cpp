@@ -341,6 +341,33 @@ TEST(DaemonLogic, CorruptCheckpointIsCountedAndIgnored) {
   std::filesystem::remove_all(std::filesystem::path(state).parent_path());
 }
 
+TEST(DaemonLogic, LifecycleEventsOfForeignCgroupsDoNotTriggerAnEvaluation) {
+  Rig r;
+  r.obs.add("be", QosClass::BestEffort, 100 * MiB).cgroup_id = 4242;
+  r.make(base_config());
+  r.d->evaluate(at(1), "test", std::nullopt);
+  ASSERT_EQ(r.d->stats().evaluations, 1u);
+  auto lifecycle = [](EventType t, uint64_t id) {
+    PressureEvent e;
+    e.type = t;
+    e.cgroup_id = id;
+    e.kernel_ns = 1;
+    return e;
+  };
+  // A systemd scope elsewhere in the hierarchy comes and goes: nothing to decide.
+  std::vector<PressureEvent> foreign{lifecycle(EventType::CgroupPopulated, 777), lifecycle(EventType::CgroupRmdir, 777)};
+  r.d->on_events(foreign, at(2));
+  EXPECT_EQ(r.d->stats().evaluations, 1u);
+  // The pod's own cgroup emptied: decide again from fresh numbers.
+  std::vector<PressureEvent> own{lifecycle(EventType::CgroupPopulated, 4242)};
+  r.d->on_events(own, at(3));
+  EXPECT_EQ(r.d->stats().evaluations, 2u);
+  // A threshold edge always counts.
+  std::vector<PressureEvent> edge{lifecycle(EventType::ThresholdUp, 1)};
+  r.d->on_events(edge, at(4));
+  EXPECT_EQ(r.d->stats().evaluations, 3u);
+}
+
 TEST(DaemonLogic, ObservationFailureIsCountedNotFatal) {
   Rig r;
   r.obs.add("be", QosClass::BestEffort, 900 * MiB);
@@ -378,6 +405,11 @@ class FakeReactor final : public Reactor {
     levels[path] = alarm_bytes;
     return id;
   }
+  std::optional<uint64_t> watched_counter(const std::string& path, Duration) const override {
+    auto it = seen_counters.find(path);
+    if (it == seen_counters.end()) return std::nullopt;
+    return it->second;
+  }
   Result<WatchId> set_watch_levels(const std::string& path, uint64_t file_bytes, uint64_t counter_bytes) override {
     counter_levels[path] = counter_bytes;
     return set_watch(path, file_bytes);
@@ -414,6 +446,7 @@ class FakeReactor final : public Reactor {
   std::map<std::string, WatchId> ids;
   std::map<std::string, uint64_t> levels;
   std::map<std::string, uint64_t> counter_levels;
+  std::map<std::string, uint64_t> seen_counters;  // what the BPF charge hook "saw"
   int clears = 0;
   WatchId next = 0;
 };
@@ -503,6 +536,28 @@ TEST(DaemonWatches, V2RootIsWatchedThroughItsPageCounter) {
   r.node(300 * MiB, 2048 * MiB);
   r.d->evaluate(at(3), "test", std::nullopt);
   EXPECT_EQ(r.reactor.counter_levels[root], 900 * MiB);
+}
+
+TEST(DaemonWatches, RootLevelFollowsThePageCounterBpfSaw) {
+  // Dying cgroups hold charges no child's file shows: the root's page counter
+  // is above the children's sum. The BPF-seen counter wins; when it is stale,
+  // the last seen difference is added to the sum.
+  WatchRig r;
+  r.kubepods_usage(300 * MiB);
+  write_number(r.dir / "root" / "system.slice" / "memory.current", 200 * MiB);
+  r.node(600 * MiB, 2048 * MiB);
+  r.make(100 * MiB);
+  const std::string root = r.obs.layout_.memory_mount;
+  r.reactor.seen_counters[root] = 570 * MiB;  // 70 MiB in dying cgroups
+  r.d->evaluate(at(1), "test", std::nullopt);
+  EXPECT_EQ(r.reactor.counter_levels[root], 1070 * MiB);
+  // No fresh sample now; system.slice grew by 100 MiB and available fell by as much.
+  r.reactor.seen_counters.clear();
+  write_number(r.dir / "root" / "system.slice" / "memory.current", 300 * MiB);
+  r.node(200 * MiB, 2048 * MiB);
+  r.d->evaluate(at(2), "test", std::nullopt);
+  // 600 MiB children + 70 MiB remembered + 100 MiB headroom.
+  EXPECT_EQ(r.reactor.counter_levels[root], 770 * MiB);
 }
 
 TEST(DaemonWatches, SandboxRootScopeNeverReachesAboveTheConfiguredRoot) {

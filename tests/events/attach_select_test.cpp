@@ -33,6 +33,11 @@ class FakeFeatures final : public BpfFeatures {
     return true;
   }
   int tracepoint_arity(std::string_view) const override { return 2; }
+  std::map<std::string, int> function_arities;  // unknown: -1
+  int function_arity(std::string_view fn) const override {
+    auto it = function_arities.find(std::string(fn));
+    return it == function_arities.end() ? -1 : it->second;
+  }
 };
 
 // This machine (6.18): every tracepoint in BTF, tp_btf and fentry refused, kprobes cannot attach.
@@ -44,6 +49,8 @@ FakeFeatures host_618() {
                          "cgroup_rmdir", "cgroup_notify_populated", "sched_process_fork", "sched_process_free"})
     f.btf.insert(std::string("btf_trace_") + tp);
   f.btf.insert("page_counter_try_charge");
+  f.btf.insert("psi_memstall_enter");
+  f.btf.insert("psi_memstall_leave");
   f.refused_kinds = {AttachKind::TpBtf, AttachKind::Fentry, AttachKind::Kprobe};
   return f;
 }
@@ -53,6 +60,7 @@ FakeFeatures vm_61() {
   FakeFeatures f = host_618();
   f.btf.erase("btf_trace_mod_memcg_lruvec_state");
   f.btf.erase("btf_trace_count_memcg_events");
+  f.btf.insert("__count_memcg_events");  // out of line before the 6.14 rename + tracepoint
   f.refused_kinds.clear();
   return f;
 }
@@ -61,6 +69,7 @@ TEST(AttachSelect, HostPicksRawTpEverywhere) {
   auto f = host_618();
   for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
     auto p = static_cast<BpfProgram>(i);
+    if (p == BpfProgram::MemstallEnter || p == BpfProgram::MemstallLeave) continue;  // no tracepoint: below
     auto c = choose_attach(attach_chain(p), f);
     EXPECT_EQ(c.kind, AttachKind::RawTp) << name(p) << ": " << c.reason;
     EXPECT_NE(c.reason.find("tp_btf"), std::string::npos) << "reason must say tp_btf was refused: " << c.reason;
@@ -124,6 +133,81 @@ TEST(AttachSelect, EveryChainIsNonEmptyAndMapped) {
   }
 }
 
+TEST(AttachSelect, HostActivityHooks) {
+  auto f = host_618();
+  auto stats = choose_attach(attach_chain(BpfProgram::MemcgReclaimStats), f);
+  EXPECT_EQ(stats.kind, AttachKind::RawTp);
+  EXPECT_EQ(stats.target, "count_memcg_events");
+  auto refault = choose_attach(attach_chain(BpfProgram::WorkingsetRefault), f);
+  auto charge = choose_attach(attach_chain(BpfProgram::MemcgCharge), f);
+  EXPECT_EQ(refault.kind, charge.kind);
+  EXPECT_EQ(refault.target, "mod_memcg_lruvec_state");
+  // The refault counting shares the charge hook's program (no second program on that tracepoint).
+  EXPECT_EQ(bpf::program_for(BpfProgram::WorkingsetRefault, refault.kind, refault.target),
+            bpf::program_for(BpfProgram::MemcgCharge, charge.kind, charge.target));
+  for (auto p : {BpfProgram::MemstallEnter, BpfProgram::MemstallLeave}) {
+    auto c = choose_attach(attach_chain(p), f);
+    EXPECT_EQ(c.kind, AttachKind::Off) << name(p);
+    EXPECT_NE(c.reason.find("fentry psi_memstall_"), std::string::npos) << c.reason;
+    EXPECT_NE(c.reason.find("kprobe psi_memstall_"), std::string::npos) << c.reason;
+  }
+}
+
+TEST(AttachSelect, Vm61ActivityHooksUseFentry) {
+  auto f = vm_61();
+  auto stats = choose_attach(attach_chain(BpfProgram::MemcgReclaimStats), f);
+  EXPECT_EQ(stats.kind, AttachKind::Fentry);
+  EXPECT_EQ(stats.target, "__count_memcg_events");
+  EXPECT_NE(stats.reason.find("btf_trace_count_memcg_events"), std::string::npos) << stats.reason;
+  auto refault = choose_attach(attach_chain(BpfProgram::WorkingsetRefault), f);
+  EXPECT_EQ(refault.kind, AttachKind::Off) << "6.1 has no memcg stat tracepoint";
+  EXPECT_NE(refault.reason.find("btf_trace_mod_memcg_lruvec_state"), std::string::npos) << refault.reason;
+  for (auto p : {BpfProgram::MemstallEnter, BpfProgram::MemstallLeave}) {
+    auto c = choose_attach(attach_chain(p), f);
+    EXPECT_EQ(c.kind, AttachKind::Fentry) << name(p) << ": " << c.reason;
+  }
+  // fentry refused: kprobe on the same functions.
+  f.refused_kinds = {AttachKind::Fentry};
+  EXPECT_EQ(choose_attach(attach_chain(BpfProgram::MemcgReclaimStats), f).kind, AttachKind::Kprobe);
+  auto enter = choose_attach(attach_chain(BpfProgram::MemstallEnter), f);
+  EXPECT_EQ(enter.kind, AttachKind::Kprobe);
+  EXPECT_NE(enter.reason.find("fentry psi_memstall_enter: EPERM"), std::string::npos) << enter.reason;
+  // Neither the tracepoint nor the old function: off, naming both.
+  f.btf.erase("__count_memcg_events");
+  auto none = choose_attach(attach_chain(BpfProgram::MemcgReclaimStats), f);
+  EXPECT_EQ(none.kind, AttachKind::Off);
+  EXPECT_NE(none.reason.find("__count_memcg_events"), std::string::npos) << none.reason;
+}
+
+TEST(AttachSelect, MemstallProgramsArePaired) {
+  auto f = vm_61();
+  f.refused_targets = {{AttachKind::Fentry, "psi_memstall_leave"}, {AttachKind::Kprobe, "psi_memstall_leave"}};
+  auto enter = choose_attach(attach_chain(BpfProgram::MemstallEnter), f);
+  auto leave = choose_attach(attach_chain(BpfProgram::MemstallLeave), f);
+  ASSERT_EQ(enter.kind, AttachKind::Fentry);
+  ASSERT_EQ(leave.kind, AttachKind::Off);
+  bpf::pair_choices(enter, leave);
+  EXPECT_EQ(enter.kind, AttachKind::Off);
+  EXPECT_NE(enter.reason.find("its pair is off"), std::string::npos) << enter.reason;
+  EXPECT_EQ(leave.kind, AttachKind::Off);
+  // Both on: untouched.
+  auto e2 = choose_attach(attach_chain(BpfProgram::MemstallEnter), vm_61());
+  auto l2 = choose_attach(attach_chain(BpfProgram::MemstallLeave), vm_61());
+  bpf::pair_choices(e2, l2);
+  EXPECT_EQ(e2.kind, AttachKind::Fentry);
+  EXPECT_EQ(l2.kind, AttachKind::Fentry);
+}
+
+TEST(AttachSelect, OldCounterFunctionWithAnotherSignatureIsRefused) {
+  auto f = vm_61();
+  f.function_arities["__count_memcg_events"] = 3;
+  EXPECT_EQ(choose_attach(attach_chain(BpfProgram::MemcgReclaimStats), f).kind, AttachKind::Fentry);
+  f.function_arities["__count_memcg_events"] = 4;  // a kernel where the function means something else
+  auto c = choose_attach(attach_chain(BpfProgram::MemcgReclaimStats), f);
+  EXPECT_EQ(c.kind, AttachKind::Off);
+  EXPECT_NE(c.reason.find("signature differs (4 parameters, the handler reads 3)"), std::string::npos) << c.reason;
+}
+
 // The real prober on this host: the measured machine facts.
 TEST(KernelBpfFeaturesHost, ProbesReallyAttach) {
   PRESSURED_REQUIRE_ROOT();
@@ -134,6 +218,10 @@ TEST(KernelBpfFeaturesHost, ProbesReallyAttach) {
   EXPECT_TRUE(f->can_attach(AttachKind::RawTp, "mark_victim", &why)) << why;
   EXPECT_FALSE(f->can_attach(AttachKind::RawTp, "no_such_tracepoint_xyz", &why));
   EXPECT_GE(f->tracepoint_arity("mark_victim"), 1);
+  if (f->has_btf_type("psi_memstall_enter")) {
+    EXPECT_EQ(f->function_arity("psi_memstall_enter"), 1);
+  }
+  EXPECT_EQ(f->function_arity("no_such_function_xyz"), -1);
   // Kprobe: record what this kernel does; on this host the attach must fail even though the program loads.
   std::string kwhy;
   bool kprobe = f->can_attach(AttachKind::Kprobe, "page_counter_try_charge", &kwhy);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -177,11 +178,11 @@ INSTANTIATE_TEST_SUITE_P(Modes, HostEventsBpf,
                          [](const auto& info) { return info.param.empty() ? std::string("best") : std::string("raw_tp"); });
 
 // The node-scope watch of the daemon (Daemon::arm_watches): charges anywhere
-// below a hierarchy root move the root's page counter, which is the sum of its
-// children's (the root's own usage file, v1 only, is computed from statistics
-// instead). A BPF-only watch on the root at "children's sum + 32 MiB" must see a
-// 96 MiB allocation in a sandbox two levels down. Read-only on the root: no
-// eventfd is registered there (memcg notifications off).
+// below a hierarchy root move the root's page counter. Its level must come from
+// the counter the BPF charge hook sees (Reactor::watched_counter): the
+// children's files miss what dying cgroups still hold, and the root's own usage
+// file (v1 only) is statistics based. Read-only on the root: a BPF watch only,
+// no eventfd (memcg notifications off).
 TEST_F(HostEvents, BpfWatchOnTheHierarchyRootSeesChargesBelowIt) {
   auto features = make_kernel_bpf_features();
   PRESSURED_REQUIRE(features->bpf_available(), "BPF");
@@ -213,15 +214,28 @@ TEST_F(HostEvents, BpfWatchOnTheHierarchyRootSeesChargesBelowIt) {
     }
   }
   ASSERT_GT(children, 0u);
-  auto w = (*r)->set_watch_levels(mount_, children + (32 << 20), children + (32 << 20));
+  // Out of reach first: the hook samples the counter without an edge.
+  const uint64_t far = children + (1ull << 40);
+  ASSERT_TRUE((*r)->set_watch_levels(mount_, far, far));
+  ASSERT_EQ(sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "4", "4", "1", "10"}) > 0, true);  // a charge below the root
+  std::optional<uint64_t> seen;
+  for (int i = 0; i < 300 && !seen; ++i) {
+    seen = (*r)->watched_counter(mount_, 1s);
+    if (!seen) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(seen) << "the charge hook never sampled the root's page counter";
+  ::testing::Test::RecordProperty("root_counter_minus_children_bytes",
+                                  std::to_string(static_cast<int64_t>(*seen) - static_cast<int64_t>(children)));
+  const uint64_t level = *seen + (48 << 20);
+  auto w = (*r)->set_watch_levels(mount_, level, level);
   ASSERT_TRUE(w) << w.error().message;
   Collector h;
   RunningReactor run{std::move(*r)};
   run.start(h);
-  pid_t p = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "96", "4", "2", "1500"});
+  pid_t p = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "128", "4", "2", "1500"});
   ASSERT_GT(p, 0);
   EXPECT_TRUE(h.wait(find_event(EventType::ThresholdUp, *root_id), 5s))
-      << "no edge on the root (id " << *root_id << ") at " << ((children >> 20) + 32) << " MiB of page counter\n"
+      << "no edge on the root (id " << *root_id << ") at " << (level >> 20) << " MiB of page counter\n"
       << describe(h.snapshot());
   EXPECT_EQ(WEXITSTATUS(wait_exit(p, 20s)), 0);
   run.stop();
@@ -229,8 +243,7 @@ TEST_F(HostEvents, BpfWatchOnTheHierarchyRootSeesChargesBelowIt) {
   long up = index_of(evs, EventType::ThresholdUp, *root_id);
   ASSERT_GE(up, 0);
   EXPECT_EQ(evs[static_cast<std::size_t>(up)].watch_id, *w);
-  EXPECT_GE(evs[static_cast<std::size_t>(up)].value, static_cast<int64_t>(children + (32 << 20)) - (64 << 20))
-      << "the reported page counter is near the level (other tasks on the host charge and uncharge too)";
+  EXPECT_GE(evs[static_cast<std::size_t>(up)].value, static_cast<int64_t>(level));
 }
 
 // With BPF disabled, the v1 threshold eventfd still reports the crossing.

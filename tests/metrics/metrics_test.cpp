@@ -383,6 +383,53 @@ TEST_F(ServedMetrics, TopPodsAreBoundedAndLeaversRemoved) {
   EXPECT_TRUE(e.find("pressured_pod_memory_usage_over_request_ratio").empty());
 }
 
+TEST_F(ServedMetrics, PodReclaimActivityFollowsTheTrackedTotals) {
+  start(options(2));
+  std::vector<PodMemorySample> pods(3);
+  for (int i = 0; i < 3; ++i) {
+    pods[i].namespace_ = "ns";
+    pods[i].pod = "p" + std::to_string(i);
+    pods[i].uid = "u" + std::to_string(i);
+    pods[i].working_set_bytes = 100.0 * (i + 1);
+  }
+  pods[2].activity = MemcgActivitySample{1000, 800, 50, 0.25};
+  pods[0].activity = MemcgActivitySample{7, 7, 7, 7};  // not in the top 2: no series
+  // p1 untracked (no BPF for it): no activity series.
+  metrics_->update_pods(pods);
+  metrics_->memcg_activity("kubepods", MemcgActivitySample{5000, 4000, 300, 2});
+  metrics_->memcg_activity("burstable", MemcgActivitySample{10, 9, 8, 0.5});
+  auto e = scrape();
+  EXPECT_EQ(e.value("pressured_pod_reclaim_scanned_pages_total", {{"pod", "p2"}}), 1000);
+  EXPECT_EQ(e.value("pressured_pod_reclaim_stolen_pages_total", {{"pod", "p2"}}), 800);
+  EXPECT_EQ(e.value("pressured_pod_workingset_refaults_total", {{"pod", "p2"}}), 50);
+  EXPECT_EQ(e.value("pressured_pod_memstall_seconds_total", {{"pod", "p2"}}), 0.25);
+  EXPECT_EQ(e.find("pressured_pod_reclaim_scanned_pages_total").size(), 1u) << "only tracked top pods";
+  EXPECT_TRUE(e.find("pressured_pod_reclaim_scanned_pages_total", {{"pod", "p0"}}).empty());
+  EXPECT_EQ(e.value("pressured_kubepods_reclaim_scanned_pages_total", {{"cgroup", "kubepods"}}), 5000);
+  EXPECT_EQ(e.value("pressured_kubepods_memstall_seconds_total", {{"cgroup", "burstable"}}), 0.5);
+  EXPECT_EQ(e.types.at("pressured_pod_reclaim_scanned_pages_total"), "counter");
+
+  // Totals grow: the counters follow; a lower total (re-tracked) never decreases a counter.
+  pods[2].activity = MemcgActivitySample{1500, 900, 60, 1.0};
+  metrics_->update_pods(pods);
+  metrics_->memcg_activity("kubepods", MemcgActivitySample{4000, 4000, 300, 2});
+  e = scrape();
+  EXPECT_EQ(e.value("pressured_pod_reclaim_scanned_pages_total", {{"pod", "p2"}}), 1500);
+  EXPECT_EQ(e.value("pressured_pod_memstall_seconds_total", {{"pod", "p2"}}), 1.0);
+  EXPECT_EQ(e.value("pressured_kubepods_reclaim_scanned_pages_total", {{"cgroup", "kubepods"}}), 5000);
+
+  // Untracked again, or gone: the series go.
+  pods[2].activity.reset();
+  metrics_->update_pods(pods);
+  e = scrape();
+  EXPECT_TRUE(e.find("pressured_pod_reclaim_scanned_pages_total").empty());
+  pods[2].activity = MemcgActivitySample{1, 1, 1, 1};
+  metrics_->update_pods(pods);
+  metrics_->update_pods({});
+  e = scrape();
+  EXPECT_TRUE(e.find("pressured_pod_workingset_refaults_total").empty());
+}
+
 TEST_F(ServedMetrics, PodLabelsChangeWhenMetadataArrives) {
   start(options(3));
   PodMemorySample p;
@@ -525,7 +572,8 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
   m.bpf_attach("p", "raw_tp", "");
   m.stale_read(Signal::MemoryAvailable);
   m.config_reload(true);
-  m.update_pods({PodMemorySample{"n", "p", "u", QosClass::Burstable, 10, 5}});
+  m.update_pods({PodMemorySample{"n", "p", "u", QosClass::Burstable, 10, 5, MemcgActivitySample{1, 1, 1, 0.5}}});
+  m.memcg_activity("kubepods", MemcgActivitySample{2, 2, 2, 1});
   auto e = parse_exposition(m.render());
   ASSERT_TRUE(e.errors.empty());
   const auto names = m.metric_names();

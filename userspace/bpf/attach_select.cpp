@@ -13,6 +13,7 @@ struct ChainEntry {
   AttachKind kind;
   std::string_view target;
   std::string_view skel_program;
+  int arity = -1;  // fentry/kprobe: parameters the handler reads (checked against BTF)
 };
 
 // Best first. Tracepoints: tp_btf -> raw_tp. The charge hook: the 6.14+ memcg
@@ -46,6 +47,23 @@ constexpr ChainEntry kChains[] = {
     {BpfProgram::TaskFork, AttachKind::RawTp, "sched_process_fork", "raw_task_fork"},
     {BpfProgram::TaskFree, AttachKind::TpBtf, "sched_process_free", "btf_task_free"},
     {BpfProgram::TaskFree, AttachKind::RawTp, "sched_process_free", "raw_task_free"},
+    // Per-memcg reclaim scan/steal: the 6.14+ tracepoint, then the out-of-line
+    // counter function older kernels have (same arguments).
+    {BpfProgram::MemcgReclaimStats, AttachKind::TpBtf, "count_memcg_events", "btf_memcg_events"},
+    {BpfProgram::MemcgReclaimStats, AttachKind::RawTp, "count_memcg_events", "raw_memcg_events"},
+    {BpfProgram::MemcgReclaimStats, AttachKind::Fentry, "__count_memcg_events", "fentry_memcg_events", 3},
+    {BpfProgram::MemcgReclaimStats, AttachKind::Kprobe, "__count_memcg_events", "kprobe_memcg_events", 3},
+    // Refaults are node_stat_item updates on the memcg stat tracepoint: the
+    // charge hook's own programs count them (no second program on that hot
+    // tracepoint). BpfEventSource marks this one attached only when the charge
+    // hook runs the same program.
+    {BpfProgram::WorkingsetRefault, AttachKind::TpBtf, "mod_memcg_lruvec_state", "btf_memcg_lruvec"},
+    {BpfProgram::WorkingsetRefault, AttachKind::RawTp, "mod_memcg_lruvec_state", "raw_memcg_lruvec"},
+    // Memstalls: no tracepoint exists; fentry, then kprobe.
+    {BpfProgram::MemstallEnter, AttachKind::Fentry, "psi_memstall_enter", "fentry_memstall_enter"},
+    {BpfProgram::MemstallEnter, AttachKind::Kprobe, "psi_memstall_enter", "kprobe_memstall_enter"},
+    {BpfProgram::MemstallLeave, AttachKind::Fentry, "psi_memstall_leave", "fentry_memstall_leave"},
+    {BpfProgram::MemstallLeave, AttachKind::Kprobe, "psi_memstall_leave", "kprobe_memstall_leave"},
 };
 
 bool is_tracepoint_kind(AttachKind k) {
@@ -57,7 +75,7 @@ bool is_tracepoint_kind(AttachKind k) {
 std::vector<AttachCandidate> attach_chain(BpfProgram p) {
   std::vector<AttachCandidate> out;
   for (const auto& e : kChains) {
-    if (e.program == p) out.push_back({e.kind, std::string(e.target)});
+    if (e.program == p) out.push_back({e.kind, std::string(e.target), e.arity});
   }
   return out;
 }
@@ -68,6 +86,15 @@ std::string_view program_for(BpfProgram p, AttachKind kind, std::string_view tar
     if (e.program == p && e.kind == kind && e.target == target) return e.skel_program;
   }
   return {};
+}
+
+void pair_choices(AttachChoice& a, AttachChoice& b) {
+  if ((a.kind == AttachKind::Off) == (b.kind == AttachKind::Off)) return;
+  auto& on = a.kind == AttachKind::Off ? b : a;
+  const auto& off = a.kind == AttachKind::Off ? a : b;
+  on.kind = AttachKind::Off;
+  on.target.clear();
+  on.reason = "its pair is off (" + off.reason + ")";
 }
 }  // namespace bpf
 
@@ -87,6 +114,14 @@ AttachChoice choose_attach(const std::vector<AttachCandidate>& chain, const BpfF
     if (!features.has_btf_type(btf_name)) {
       add_refusal(c, "not in kernel BTF (" + btf_name + ")");
       continue;
+    }
+    if (c.arity >= 0 && !is_tracepoint_kind(c.kind)) {
+      int have = features.function_arity(c.target);
+      if (have >= 0 && have != c.arity) {
+        add_refusal(c, "signature differs (" + std::to_string(have) + " parameters, the handler reads " +
+                           std::to_string(c.arity) + ")");
+        continue;
+      }
     }
     std::string why;
     if (!features.can_attach(c.kind, c.target, &why)) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -93,6 +94,7 @@ struct BpfEventSource::Impl {
   std::vector<PressureEvent>* sink = nullptr;
   uint64_t drops_seen = 0;
   uint32_t nr_watches = 0;
+  uint32_t nr_tracked = 0;
   int ncpus = 1;
   EventStats* stats = nullptr;
 
@@ -124,6 +126,10 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
     choices[i] = choose_attach(attach_chain(static_cast<BpfProgram>(i)), features);
   }
 
+  // Memstalls are timed from enter to leave: one without the other is useless.
+  pair_choices(choices[static_cast<std::size_t>(BpfProgram::MemstallEnter)],
+               choices[static_cast<std::size_t>(BpfProgram::MemstallLeave)]);
+
   auto impl = std::make_unique<Impl>();
   impl->stats = &stats;
   impl->ncpus = libbpf_num_possible_cpus();
@@ -152,8 +158,10 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
   skel->rodata->page_shift = static_cast<uint32_t>(__builtin_ctzl(static_cast<unsigned long>(::sysconf(_SC_PAGESIZE))));
   skel->rodata->wake_bytes = options.wake_bytes ? options.wake_bytes : ring / 4;
   skel->rodata->min_wake_gap_ns = options.min_wake_gap_ns;
+  skel->rodata->memstall_emit_ns = options.memstall_emit_ns;
   bpf_map__set_max_entries(skel->maps.events, ring);
   bpf_map__set_max_entries(skel->maps.watches, options.max_watches);
+  bpf_map__set_max_entries(skel->maps.tracked, options.max_tracked == 0 ? 1 : options.max_tracked);
 
   int err = pressured_events__load(skel);
   if (err) {
@@ -167,7 +175,17 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
     auto p = static_cast<BpfProgram>(i);
     AttachKind kind = choices[i].kind;
     std::string reason = choices[i].reason;
-    if (kind != AttachKind::Off && chosen[i]) {
+    if (p == BpfProgram::WorkingsetRefault && kind != AttachKind::Off) {
+      // Shares the charge hook's program: attached iff that one is.
+      const auto c = static_cast<std::size_t>(BpfProgram::MemcgCharge);
+      if (impl->attached[c] && chosen[c] == chosen[i]) {
+        impl->attached[i] = true;
+        reason = std::string(name(kind)) + " " + choices[i].target + " (counted by memcg_charge's program)";
+      } else {
+        kind = AttachKind::Off;
+        reason = "needs memcg_charge on mod_memcg_lruvec_state (6.14+); memcg_charge: " + choices[c].reason;
+      }
+    } else if (kind != AttachKind::Off && chosen[i]) {
       bpf_link* link = bpf_program__attach(chosen[i]);
       if (!link) {
         int e = errno;
@@ -187,7 +205,7 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
     stats.set_attach(p, kind, reason);
     if (kind == AttachKind::Off) {
       spdlog::warn("bpf: {} off: {}", name(p), reason);
-    } else if (reason.find("fallback") != std::string::npos) {
+    } else if (reason.find("fallback") != std::string::npos || p == BpfProgram::WorkingsetRefault) {
       spdlog::info("bpf: {} attached as {}", name(p), reason);
     } else {
       spdlog::info("bpf: {} attached as {} {}", name(p), name(kind), choices[i].target);
@@ -256,7 +274,10 @@ Result<void> BpfEventSource::set_watch(uint64_t cgroup_id, uint64_t alarm_bytes,
   if (existed) {
     // keep the current side so a re-arm does not fake an edge
     uint32_t above = w.above;
+    uint64_t seen_pages = w.seen_pages, seen_ns = w.seen_ns;
     w = pressured_watch{};
+    w.seen_pages = seen_pages;
+    w.seen_ns = seen_ns;
     w.alarm_pages = (alarm_bytes + (1ull << shift) - 1) >> shift;
     w.rearm_pages = w.alarm_pages - w.alarm_pages / 64;
     w.watch_id = watch_id;
@@ -268,11 +289,65 @@ Result<void> BpfEventSource::set_watch(uint64_t cgroup_id, uint64_t alarm_bytes,
   return {};
 }
 
+std::optional<BpfEventSource::CounterSample> BpfEventSource::watched_counter(uint64_t cgroup_id) const {
+  pressured_watch w{};
+  if (bpf_map__lookup_elem(impl_->skel->maps.watches, &cgroup_id, sizeof(cgroup_id), &w, sizeof(w), 0) != 0)
+    return std::nullopt;
+  if (w.seen_ns == 0) return std::nullopt;
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);  // bpf_ktime_get_ns() is CLOCK_MONOTONIC
+  const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  CounterSample s;
+  s.bytes = w.seen_pages << impl_->skel->rodata->page_shift;
+  s.age = Duration(static_cast<int64_t>(now > w.seen_ns ? now - w.seen_ns : 0));
+  return s;
+}
+
 Result<void> BpfEventSource::clear_watch(uint64_t cgroup_id) {
   if (bpf_map__delete_elem(impl_->skel->maps.watches, &cgroup_id, sizeof(cgroup_id), 0) != 0)
     return Error::from_errno(errno, "delete from BPF watch map");
   if (impl_->nr_watches > 0) impl_->skel->bss->nr_watches = --impl_->nr_watches;
   return {};
+}
+
+bool BpfEventSource::activity_active() const {
+  return attached(BpfProgram::MemcgReclaimStats) || attached(BpfProgram::WorkingsetRefault) ||
+         attached(BpfProgram::MemstallLeave);
+}
+
+Result<void> BpfEventSource::track_memcg(uint64_t cgroup_id) {
+  if (!activity_active())
+    return Error{ENOTSUP, "no memcg activity hook attached (count_memcg_events, mod_memcg_lruvec_state, "
+                          "psi_memstall_*)"};
+  pressured_memcg_activity a{};
+  if (bpf_map__update_elem(impl_->skel->maps.tracked, &cgroup_id, sizeof(cgroup_id), &a, sizeof(a), BPF_NOEXIST) !=
+      0) {
+    if (errno == EEXIST) return {};  // already tracked: keep its counters
+    int e = errno;
+    return Error::from_errno(e == E2BIG ? ENOSPC : e, "add memcg " + std::to_string(cgroup_id) + " to the BPF tracked map");
+  }
+  impl_->skel->bss->nr_tracked = ++impl_->nr_tracked;
+  return {};
+}
+
+Result<void> BpfEventSource::untrack_memcg(uint64_t cgroup_id) {
+  if (bpf_map__delete_elem(impl_->skel->maps.tracked, &cgroup_id, sizeof(cgroup_id), 0) != 0)
+    return Error::from_errno(errno, "remove memcg " + std::to_string(cgroup_id) + " from the BPF tracked map");
+  if (impl_->nr_tracked > 0) impl_->skel->bss->nr_tracked = --impl_->nr_tracked;
+  return {};
+}
+
+std::optional<MemcgActivity> BpfEventSource::memcg_activity(uint64_t cgroup_id) const {
+  pressured_memcg_activity a{};
+  if (bpf_map__lookup_elem(impl_->skel->maps.tracked, &cgroup_id, sizeof(cgroup_id), &a, sizeof(a), 0) != 0)
+    return std::nullopt;
+  MemcgActivity out;
+  out.pgscan = a.pgscan;
+  out.pgsteal = a.pgsteal;
+  out.workingset_refaults = a.refaults;
+  out.memstall_ns = a.memstall_ns;
+  out.memstall_count = a.memstall_count;
+  return out;
 }
 
 bool BpfEventSource::pid_count_active() const {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,11 +17,14 @@ extern "C" {
 namespace pressured::bpf {
 
 static_assert(sizeof(pressured_event) == 40, "bpf/pressured_events.h record layout changed");
-static_assert(sizeof(pressured_watch) == 32, "bpf/pressured_events.h watch layout changed");
+static_assert(sizeof(pressured_watch) == 48, "bpf/pressured_events.h watch layout changed");
 static_assert(static_cast<int>(EventType::OomVictim) == PRESSURED_EV_OOM_VICTIM);
 static_assert(static_cast<int>(EventType::CgroupPopulated) == PRESSURED_EV_CGROUP_POPULATED);
 static_assert(static_cast<int>(EventType::PidAlarmUp) == PRESSURED_EV_PID_UP);
 static_assert(static_cast<int>(EventType::PidAlarmDown) == PRESSURED_EV_PID_DOWN);
+static_assert(static_cast<int>(EventType::Memstall) == PRESSURED_EV_MEMSTALL);
+static_assert(sizeof(pressured_memcg_activity) == 40, "bpf/pressured_events.h activity layout changed");
+static_assert(sizeof(pressured_memstall) == 16, "bpf/pressured_events.h memstall layout changed");
 
 struct BpfEventsOptions {
   uint32_t ring_bytes = 256 * 1024;  // rounded up to a power of two >= page size
@@ -29,6 +33,8 @@ struct BpfEventsOptions {
   uint32_t max_watches = 1024;
   uint64_t wake_bytes = 0;           // 0: ring_bytes / 4
   uint64_t min_wake_gap_ns = 5'000'000;
+  uint32_t max_tracked = 1024;             // memcgs whose activity is accumulated (kubepods, tiers, pods)
+  uint64_t memstall_emit_ns = 10'000'000;  // a single memstall this long is also a Memstall event
 };
 
 /// Pure: a ring buffer record as a PressureEvent.
@@ -56,6 +62,26 @@ class BpfEventSource final : public ReactorSource {
   /// Sets the alarm of a memory cgroup in the watch map (re-arms it as "below").
   Result<void> set_watch(uint64_t cgroup_id, uint64_t alarm_bytes, uint64_t watch_id);
   Result<void> clear_watch(uint64_t cgroup_id);
+  /// The page counter of a watched memory cgroup as the charge hook last saw
+  /// it (sampled charges below it refresh it at most once a millisecond), and
+  /// that sample's age; nullopt when not watched or never sampled.
+  struct CounterSample {
+    uint64_t bytes = 0;
+    Duration age{};
+  };
+  std::optional<CounterSample> watched_counter(uint64_t cgroup_id) const;
+  /// Starts accumulating reclaim/refault/memstall activity for a memory cgroup
+  /// and its descendants (a zeroed entry in the `tracked` map; an existing one
+  /// keeps its counters). ENOTSUP when no activity hook is attached, ENOSPC
+  /// when the map is full.
+  Result<void> track_memcg(uint64_t cgroup_id);
+  /// Stops tracking; ENOENT when it was not tracked.
+  Result<void> untrack_memcg(uint64_t cgroup_id);
+  /// The accumulated activity; nullopt when the cgroup is not tracked.
+  std::optional<MemcgActivity> memcg_activity(uint64_t cgroup_id) const;
+  /// Whether any hook feeding the tracked map is attached.
+  bool activity_active() const;
+
   /// Whether the fork and free hooks both run (the task count is maintained).
   bool pid_count_active() const;
   /// Re-seeds the node task count: `tasks_now` was just read from /proc.

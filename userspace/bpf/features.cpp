@@ -111,6 +111,15 @@ class KernelBpfFeatures final : public BpfFeatures {
     return btf_vlen(t) - 1;
   }
 
+  int function_arity(std::string_view fn) const override {
+    if (!btf_) return -1;
+    int id = btf__find_by_name_kind(btf_, std::string(fn).c_str(), BTF_KIND_FUNC);
+    if (id <= 0) return -1;
+    const struct btf_type* t = btf__type_by_id(btf_, btf__type_by_id(btf_, id)->type);
+    if (!t || !btf_is_func_proto(t)) return -1;
+    return btf_vlen(t);
+  }
+
   bool can_attach(AttachKind kind, std::string_view target, std::string* why) const override {
     std::lock_guard lock(mu_);
     auto key = std::make_pair(kind, std::string(target));

@@ -11,6 +11,11 @@ namespace pressured::bpf {
 /// The skeleton program name for one candidate of a program's chain; empty if none.
 std::string_view program_for(BpfProgram p, AttachKind kind, std::string_view target);
 
+/// Pure: programs that only work as a pair (psi_memstall_enter/leave time a
+/// stall between them): when one is off, the other is turned off too, with
+/// a reason naming its partner's.
+void pair_choices(AttachChoice& a, AttachChoice& b);
+
 /// Routes libbpf's printing into spdlog (warn and info as debug: libbpf is chatty).
 void route_libbpf_logs();
 

@@ -74,6 +74,15 @@ std::optional<uint64_t> read_root_counter_usage(const std::string& root) {
   return sum;
 }
 
+MemcgActivitySample activity_sample(const MemcgActivity& a) {
+  MemcgActivitySample s;
+  s.reclaim_scanned_pages = static_cast<double>(a.pgscan);
+  s.reclaim_stolen_pages = static_cast<double>(a.pgsteal);
+  s.workingset_refaults = static_cast<double>(a.workingset_refaults);
+  s.memstall_seconds = static_cast<double>(a.memstall_ns) / 1e9;
+  return s;
+}
+
 std::string without_trailing_slash(std::string p) {
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   return p;
@@ -179,10 +188,16 @@ void Daemon::maybe_checkpoint(TimePoint now) {
   save_checkpoint();
 }
 
+bool Daemon::is_pod_cgroup(uint64_t cgroup_id) const {
+  if (cgroup_id == 0) return false;
+  return std::any_of(last_.pods.begin(), last_.pods.end(), [&](const Pod& p) { return p.cgroup_id == cgroup_id; });
+}
+
 void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
   std::optional<TimePoint> earliest;
   std::string_view source = "event";
   bool relevant = false;
+  bool edge_seen = false;
   for (const auto& ev : events) {
     if (deps_.metrics) deps_.metrics->events_received(name(ev.source), name(ev.type));
     if (ev.type == EventType::OomVictim || ev.type == EventType::MemoryEventOomKill) {
@@ -208,8 +223,27 @@ void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
         ev.type == EventType::DirectReclaimEnd || ev.type == EventType::CgroupMkdir) {
       continue;  // not a reason to decide now (the safety net still runs)
     }
+    // Lifecycle events come for every cgroup of the hierarchy (systemd scopes,
+    // other daemons' cgroups): only a pod's own cgroup going away or emptying
+    // is a reason to decide again; during an eviction every one is (the
+    // victim's exit is seen at once). New pods are picked up by the next
+    // observation.
+    if ((ev.type == EventType::CgroupRmdir || ev.type == EventType::CgroupPopulated) && !busy() &&
+        !is_pod_cgroup(ev.cgroup_id)) {
+      continue;
+    }
     if (!relevant) source = name(ev.source);
     relevant = true;
+    // Detection latency is measured from edges only: the reports the kernel
+    // side wakes pressured for. Reclaim-begin, kswapd and memstall records are batched
+    // on purpose (no wakeup, up to the 5 ms wake gap) and are hints, not
+    // detections; timing decisions from them would report the batching.
+    const bool batched = ev.source == EventSource::Bpf &&
+                         (ev.type == EventType::MemcgReclaimBegin || ev.type == EventType::DirectReclaimBegin ||
+                          ev.type == EventType::KswapdWakeup || ev.type == EventType::Memstall);
+    if (batched) continue;
+    if (!edge_seen) source = name(ev.source);
+    edge_seen = true;
     if (ev.kernel_ns != 0 && (!earliest || ev.kernel_time() < *earliest)) earliest = ev.kernel_time();
   }
   if (relevant || busy()) evaluate(now, source, earliest);
@@ -319,7 +353,21 @@ void Daemon::arm_watches() {
     scope = without_trailing_slash(std::filesystem::path(layout.kubepods_memory_path).parent_path().string());
     scope_file_usage = read_memcg_usage(scope);
     const bool is_root = !layout.memory_mount.empty() && scope == without_trailing_slash(layout.memory_mount);
-    scope_counter_usage = is_root ? read_root_counter_usage(scope) : scope_file_usage;
+    if (is_root) {
+      // The children's sum misses what dying (removed, still charged) cgroups
+      // hold; the BPF charge hook reads the real counter: use it when fresh,
+      // and remember the difference for when it is not.
+      const auto children = read_root_counter_usage(scope);
+      const auto seen = deps_.reactor->watched_counter(scope, std::chrono::seconds(1));
+      if (seen && children) root_counter_offset_ = static_cast<int64_t>(*seen) - static_cast<int64_t>(*children);
+      if (seen) {
+        scope_counter_usage = *seen;
+      } else if (children) {
+        scope_counter_usage = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(*children) + root_counter_offset_));
+      }
+    } else {
+      scope_counter_usage = scope_file_usage;
+    }
   }
 
   // Lowest level per cgroup: the crossing that comes first. A threshold already
@@ -399,6 +447,57 @@ void Daemon::arm_watches() {
   }
 }
 
+void Daemon::sync_tracked_memcgs() {
+  if (deps_.reactor == nullptr || deps_.observer == nullptr || memcg_tracking_unsupported_) return;
+  // Wanted: kubepods, its QoS tiers (cgroupfs or systemd names, whichever
+  // exist), every pod of the snapshot.
+  std::map<uint64_t, std::pair<std::string, std::string>> want;  // id -> (path, scope label; empty: pod)
+  const auto& kp = deps_.observer->layout().kubepods_memory_path;
+  if (!kp.empty()) {
+    if (auto id = cgroup_id_of(kp)) want[*id] = {kp, "kubepods"};
+    for (const char* tier : {"burstable", "besteffort"}) {
+      for (const std::string& dir : {kp + "/" + tier, kp + "/kubepods-" + tier + ".slice"}) {
+        if (auto id = cgroup_id_of(dir)) want[*id] = {dir, tier};
+      }
+    }
+  }
+  for (const auto& p : last_.pods) {
+    if (p.cgroup_id != 0 && !p.cgroup_path.empty()) want.emplace(p.cgroup_id, std::make_pair(p.cgroup_path, ""));
+  }
+  for (auto it = tracked_memcgs_.begin(); it != tracked_memcgs_.end();) {
+    if (want.count(it->first) == 0) {
+      (void)deps_.reactor->untrack_memcg(it->first);  // ENOENT when already gone with its cgroup: fine
+      spdlog::debug("memcg activity: stopped tracking {}", it->second);
+      tracked_scopes_.erase(it->first);
+      it = tracked_memcgs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [id, what] : want) {
+    if (tracked_memcgs_.count(id) != 0) continue;
+    auto r = deps_.reactor->track_memcg(what.first);
+    if (!r) {
+      if (r.error().code == ENOTSUP) {
+        memcg_tracking_unsupported_ = true;
+        spdlog::info("no per-pod reclaim activity: {}", r.error().message);
+        return;
+      }
+      // The pod may be going away between the observation and now; retried next evaluation.
+      spdlog::debug("memcg activity: cannot track {}: {}", what.first, r.error().message);
+      continue;
+    }
+    tracked_memcgs_[*r] = what.first;
+    if (!what.second.empty()) tracked_scopes_[*r] = what.second;
+  }
+}
+
+void Daemon::export_kubepods_activity(Metrics& m) {
+  for (const auto& [id, label] : tracked_scopes_) {
+    if (auto a = deps_.reactor->memcg_activity(id)) m.memcg_activity(label, activity_sample(*a));
+  }
+}
+
 void Daemon::arm_pid_alarm() {
   if (deps_.reactor == nullptr || pid_alarm_unsupported_) return;
   // tasks now + (available - threshold) = capacity - threshold; the signal is
@@ -443,6 +542,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
     return;
   }
   last_ = std::move(*snap);
+  sync_tracked_memcgs();
   Metrics* m = deps_.metrics;
   if (m) {
     for (std::size_t i = 0; i < kSignalCount; ++i) {
@@ -458,7 +558,9 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
 
   Decisions d = engine_.evaluate(last_, now);
   if (kernel_time && m) {
-    m->detection_latency(source, std::max(0.0, seconds(MonotonicClock().now() - *kernel_time)));
+    const double latency = std::max(0.0, seconds(MonotonicClock().now() - *kernel_time));
+    m->detection_latency(source, latency);
+    spdlog::debug("decision from {} {:.3f} ms after the kernel's event", source, latency * 1e3);
   }
 
   // Conditions: metrics, log, API (pressured's own types only).
@@ -518,8 +620,12 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
     for (const auto& p : last_.pods) {
       samples.push_back({p.namespace_, p.name, p.uid, p.qos, static_cast<double>(p.usage.memory_working_set_bytes),
                          static_cast<double>(p.requests.memory_bytes)});
+      if (p.cgroup_id != 0 && tracked_memcgs_.count(p.cgroup_id) != 0) {
+        if (auto a = deps_.reactor->memcg_activity(p.cgroup_id)) samples.back().activity = activity_sample(*a);
+      }
     }
     m->update_pods(samples);
+    export_kubepods_activity(*m);
   }
   last_decisions_ = std::move(d);
   arm_watches();

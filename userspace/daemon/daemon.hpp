@@ -124,6 +124,10 @@ class Daemon final : public ReactorHandler {
   uint64_t armed_pid_alarm() const { return pid_alarm_; }
   /// The armed level per cgroup path (tests, diagnostics).
   std::map<std::string, uint64_t> armed_watch_levels() const;
+  /// Memory cgroups whose reclaim activity the reactor accumulates, by cgroup
+  /// id: kubepods, the QoS tiers and every pod of the last snapshot (path or
+  /// "pod <uid>"). Empty when the reactor cannot track (no BPF).
+  const std::map<uint64_t, std::string>& tracked_memcgs() const { return tracked_memcgs_; }
   /// Whether an eviction is in flight (the daemon wants quick progress ticks).
   bool busy() const { return in_flight_.has_value() || disk_reclaim_running_; }
   /// Set by a bad `--dry-run` style toggle at reload: which evictor to use.
@@ -135,6 +139,10 @@ class Daemon final : public ReactorHandler {
   void finish(TimePoint now, const char* why);
   void maybe_checkpoint(TimePoint now);
   void arm_pid_alarm();
+  /// Tracks kubepods, the tiers and the pods of last_ (untracks pods that left).
+  void sync_tracked_memcgs();
+  /// Exports the tracked activity of kubepods and the tiers (metrics).
+  void export_kubepods_activity(Metrics& m);
   bool start_disk_reclaim(TimePoint now);
   Evictor& evictor();
   EvictionTarget target_of(const EvictingPod& p) const;
@@ -152,14 +160,20 @@ class Daemon final : public ReactorHandler {
   uint64_t eviction_seq_ = 0;
   /// Armed memory watches, by cgroup path: one alarm level per cgroup (the
   /// reactor keeps one level per path), re-armed only past the hysteresis.
+  /// Whether `cgroup_id` is a pod cgroup of the last observation.
+  bool is_pod_cgroup(uint64_t cgroup_id) const;
   struct ArmedWatch {
     WatchId id = 0;
     uint64_t level = 0;          // usage-file level (v1 eventfd)
     uint64_t counter_level = 0;  // page-counter level (BPF)
   };
   std::map<std::string, ArmedWatch> armed_;
+  int64_t root_counter_offset_ = 0;  // hierarchy root: page counter - children's sum, last seen by BPF
   uint64_t pid_alarm_ = 0;             // armed PID alarm (tasks); 0: none
   bool pid_alarm_unsupported_ = false;  // the reactor has no task-count hooks: stop asking
+  std::map<uint64_t, std::string> tracked_memcgs_;  // cgroup id -> what (reclaim activity)
+  std::map<uint64_t, std::string> tracked_scopes_;  // the kubepods/tier subset: id -> metrics label
+  bool memcg_tracking_unsupported_ = false;          // the reactor cannot track: stop asking
   Evictor* dry_evictor_ = nullptr;
   bool first_conditions_published_ = false;
   bool restored_ = false;

@@ -32,6 +32,7 @@ std::string_view name(EventType t) {
     case EventType::CgroupPopulated: return "cgroup_populated";
     case EventType::PidAlarmUp: return "pid_alarm_up";
     case EventType::PidAlarmDown: return "pid_alarm_down";
+    case EventType::Memstall: return "memstall";
     case EventType::PsiTrigger: return "psi_trigger";
     case EventType::MemoryEventHigh: return "memory_event_high";
     case EventType::MemoryEventMax: return "memory_event_max";
@@ -57,6 +58,10 @@ std::string_view name(BpfProgram p) {
     case BpfProgram::CgroupPopulated: return "cgroup_populated";
     case BpfProgram::TaskFork: return "task_fork";
     case BpfProgram::TaskFree: return "task_free";
+    case BpfProgram::MemcgReclaimStats: return "memcg_reclaim_stats";
+    case BpfProgram::WorkingsetRefault: return "workingset_refault";
+    case BpfProgram::MemstallEnter: return "memstall_enter";
+    case BpfProgram::MemstallLeave: return "memstall_leave";
   }
   return "unknown";
 }

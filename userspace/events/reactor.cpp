@@ -273,6 +273,15 @@ class ReactorImpl final : public Reactor {
     return id;
   }
 
+  std::optional<uint64_t> watched_counter(const std::string& cgroup_path, Duration max_age) const override {
+    if (bpf_source_ == nullptr) return std::nullopt;
+    auto cgid = cgroup_id_of(absolute(cgroup_path));
+    if (!cgid) return std::nullopt;
+    auto s = bpf_source_->watched_counter(*cgid);
+    if (!s || s->age > max_age) return std::nullopt;
+    return s->bytes;
+  }
+
   Result<void> clear_watch(WatchId id) override {
     auto it = watches_.find(id);
     if (it == watches_.end()) return Error{ENOENT, "no such watch " + std::to_string(id)};
@@ -319,6 +328,25 @@ class ReactorImpl final : public Reactor {
   }
 
   bool bpf_active() const override { return bpf_source_ != nullptr; }
+
+  Result<uint64_t> track_memcg(const std::string& cgroup_path) override {
+    if (bpf_source_ == nullptr) return Error{ENOTSUP, "memcg activity tracking needs BPF (not active)"};
+    std::string path = absolute(cgroup_path);
+    auto cgid = cgroup_id_of(path);
+    if (!cgid) return cgid.error();
+    if (auto r = bpf_source_->track_memcg(*cgid); !r) return Error{r.error().code, path + ": " + r.error().message};
+    return *cgid;
+  }
+
+  Result<void> untrack_memcg(uint64_t cgroup_id) override {
+    if (bpf_source_ == nullptr) return Error{ENOTSUP, "memcg activity tracking needs BPF (not active)"};
+    return bpf_source_->untrack_memcg(cgroup_id);
+  }
+
+  std::optional<MemcgActivity> memcg_activity(uint64_t cgroup_id) const override {
+    if (bpf_source_ == nullptr) return std::nullopt;
+    return bpf_source_->memcg_activity(cgroup_id);
+  }
 
   Result<void> set_pid_alarm(uint64_t tasks) override {
     if (bpf_source_ == nullptr || !bpf_source_->pid_count_active())

@@ -104,6 +104,17 @@ std::string bounded(std::string_view in, std::size_t max = 128) { return std::st
 
 std::string str(std::string_view v) { return std::string(v); }
 
+// The activity values in the order of Impl::pod_activity / kubepods_activity.
+std::array<double, 4> activity_values(const MemcgActivitySample& a) {
+  return {a.reclaim_scanned_pages, a.reclaim_stolen_pages, a.workingset_refaults, a.memstall_seconds};
+}
+
+// Counters that follow a monotonic total kept elsewhere (the BPF map).
+void follow(prometheus::Counter& c, double total) {
+  const double now = c.Value();
+  if (total > now) c.Increment(total - now);
+}
+
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -197,6 +208,9 @@ struct Metrics::Impl {
   Family<Gauge>* pod_ws = nullptr;
   Family<Gauge>* pod_req = nullptr;
   Family<Gauge>* pod_ratio = nullptr;
+  // Reclaim activity (BPF, tracked memcgs): per pod and for kubepods / QoS tiers.
+  std::array<Family<Counter>*, 4> pod_activity{};
+  std::array<Family<Counter>*, 4> kubepods_activity{};
 
   std::mutex mu;  // guards everything below (prometheus metrics are atomic themselves)
 
@@ -233,7 +247,9 @@ struct Metrics::Impl {
     Gauge* ws = nullptr;
     Gauge* req = nullptr;
     Gauge* ratio = nullptr;
+    std::array<Counter*, 4> activity{};  // null: pod not tracked
   };
+  std::map<std::string, std::array<Counter*, 4>> kubepods_series;  // by cgroup label
   std::unordered_map<std::string, PodSeries> pods;  // by uid (or namespace/pod when uid is empty)
 
   Counter* observations_c = nullptr;
@@ -272,6 +288,14 @@ struct Metrics::Impl {
     Histogram& h = f.Add(labels, buckets);
     histos.emplace(std::move(key), &h);
     return h;
+  }
+
+  // Called with mu held.
+  void remove_activity(PodSeries& s) {
+    for (std::size_t i = 0; i < s.activity.size(); ++i) {
+      if (s.activity[i] != nullptr) pod_activity[i]->Remove(s.activity[i]);
+      s.activity[i] = nullptr;
+    }
   }
 
   void update_ready() { ready_g->Set(events_attached.load() && observed_once.load() ? 1 : 0); }
@@ -341,6 +365,25 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.pod_req = &m.gauge("pressured_pod_memory_request_bytes", "Memory request of a pod; top pods only.");
   m.pod_ratio = &m.gauge("pressured_pod_memory_usage_over_request_ratio",
                          "Working set divided by memory request; top pods with a request only.");
+
+  m.pod_activity = {
+      &m.counter("pressured_pod_reclaim_scanned_pages_total",
+                 "Pages scanned by memory reclaim in a pod's cgroup and its containers (BPF); top pods only."),
+      &m.counter("pressured_pod_reclaim_stolen_pages_total",
+                 "Pages reclaimed from a pod's cgroup and its containers (BPF); top pods only."),
+      &m.counter("pressured_pod_workingset_refaults_total",
+                 "Workingset refaults (recently evicted pages needed again: thrashing) of a pod (BPF); top pods only."),
+      &m.counter("pressured_pod_memstall_seconds_total",
+                 "Time a pod's tasks were stalled on memory (PSI memstalls, BPF); top pods only.")};
+  m.kubepods_activity = {
+      &m.counter("pressured_kubepods_reclaim_scanned_pages_total",
+                 "Pages scanned by memory reclaim in kubepods or a QoS tier (BPF), by cgroup."),
+      &m.counter("pressured_kubepods_reclaim_stolen_pages_total",
+                 "Pages reclaimed from kubepods or a QoS tier (BPF), by cgroup."),
+      &m.counter("pressured_kubepods_workingset_refaults_total",
+                 "Workingset refaults in kubepods or a QoS tier (BPF), by cgroup."),
+      &m.counter("pressured_kubepods_memstall_seconds_total",
+                 "Time tasks in kubepods or a QoS tier were stalled on memory (BPF), by cgroup.")};
 
   m.build_info->Add({{"version", build_info::kVersion}, {"build_type", build_info::kBuildType}}).Set(1);
   m.start_time->Add({}).Set(unix_now());
@@ -572,6 +615,7 @@ void Metrics::update_pods(const std::vector<PodMemorySample>& pods) {
         m.pod_ws->Remove(it->second.ws);
         m.pod_req->Remove(it->second.req);
         if (it->second.ratio != nullptr) m.pod_ratio->Remove(it->second.ratio);
+        m.remove_activity(it->second);
         m.pods.erase(it);
       }
       s.labels = l;
@@ -587,6 +631,15 @@ void Metrics::update_pods(const std::vector<PodMemorySample>& pods) {
       m.pod_ratio->Remove(s.ratio);
       s.ratio = nullptr;
     }
+    if (p->activity) {
+      const auto values = activity_values(*p->activity);
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        if (s.activity[i] == nullptr) s.activity[i] = &m.pod_activity[i]->Add(l);
+        follow(*s.activity[i], values[i]);
+      }
+    } else {
+      m.remove_activity(s);
+    }
     next.emplace(std::move(key), std::move(s));
   }
   // Whatever is left in the old map left the top N (or the node).
@@ -594,8 +647,20 @@ void Metrics::update_pods(const std::vector<PodMemorySample>& pods) {
     m.pod_ws->Remove(s.ws);
     m.pod_req->Remove(s.req);
     if (s.ratio != nullptr) m.pod_ratio->Remove(s.ratio);
+    m.remove_activity(s);
   }
   m.pods = std::move(next);
+}
+
+void Metrics::memcg_activity(std::string_view cgroup, const MemcgActivitySample& activity) {
+  auto& m = *impl_;
+  std::lock_guard lock(m.mu);
+  auto [it, inserted] = m.kubepods_series.try_emplace(bounded(cgroup, 48));
+  const auto values = activity_values(activity);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (it->second[i] == nullptr) it->second[i] = &m.kubepods_activity[i]->Add({{"cgroup", it->first}});
+    follow(*it->second[i], values[i]);
+  }
 }
 
 void Metrics::set_events_attached(bool attached) {
