@@ -540,8 +540,9 @@ TEST(DaemonWatches, V2RootIsWatchedThroughItsPageCounter) {
 
 TEST(DaemonWatches, RootLevelFollowsThePageCounterBpfSaw) {
   // Dying cgroups hold charges no child's file shows: the root's page counter
-  // is above the children's sum. The BPF-seen counter wins; when it is stale,
-  // the last seen difference is added to the sum.
+  // is above the children's sum. A fresh BPF sample gives the difference,
+  // which is added to the children's sum read at each evaluation (a stale
+  // sample, e.g. from before an eviction freed memory, is never used as is).
   WatchRig r;
   r.kubepods_usage(300 * MiB);
   write_number(r.dir / "root" / "system.slice" / "memory.current", 200 * MiB);
@@ -609,6 +610,36 @@ TEST(DaemonWatches, SmallMovesDoNotReArmLargeOnesDo) {
   r.node(400 * MiB, 2048 * MiB);
   r.d->evaluate(at(6), "test", std::nullopt);
   EXPECT_EQ(r.reactor.levels[kp], 610 * MiB);
+}
+
+TEST(DaemonWatches, AnEarlyUpEdgeReArmsTheWatchFromScratch) {
+  // The page counter also grows with page cache the kubelet's formula counts
+  // as free, so an up edge can come while the threshold is not crossed. The
+  // kernel side then sits "above": the daemon must re-arm it, even when the
+  // level barely moved, or the real crossing would go unreported.
+  WatchRig r;
+  r.kubepods_usage(300 * MiB);
+  r.node(600 * MiB, 2048 * MiB);
+  r.make(100 * MiB);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  const std::string kp = r.obs.layout_.kubepods_memory_path;
+  ASSERT_EQ(r.reactor.levels[kp], 800 * MiB);
+  auto kp_calls = [&] { return std::count_if(r.reactor.calls.begin(), r.reactor.calls.end(),
+                                             [&](const auto& c) { return c.first == kp; }); };
+  PressureEvent up;
+  up.type = EventType::ThresholdUp;
+  up.watch_id = r.reactor.ids[kp];
+  up.kernel_ns = 1;
+  r.node(590 * MiB, 2048 * MiB);  // barely moved: within the hysteresis
+  std::vector<PressureEvent> evs{up};
+  r.d->on_events(evs, at(2));
+  EXPECT_EQ(r.reactor.clears, 1) << "the fired watch is cleared";
+  EXPECT_EQ(kp_calls(), 2) << "and armed again";
+  EXPECT_EQ(r.reactor.levels[kp], 790 * MiB);
+  // Without an edge the same small move keeps the watch.
+  r.node(585 * MiB, 2048 * MiB);
+  r.d->evaluate(at(3), "test", std::nullopt);
+  EXPECT_EQ(kp_calls(), 2);
 }
 
 TEST(DaemonWatches, StaleReadKeepsTheWatch) {

@@ -151,7 +151,17 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
 
   // Configure: rodata and map sizes.
   uint32_t ring = round_ring(options.ring_bytes);
-  skel->rodata->sample_every = options.sample_every == 0 ? 1 : options.sample_every;
+  // The sampling period is set for the memcg stat tracepoints (6.14+), which
+  // fire per page-sized stat update. page_counter_try_charge runs once per
+  // charge batch instead (MEMCG_CHARGE_BATCH, 64 pages: the per-CPU stock
+  // absorbs the rest), so there the same N means N times coarser edges
+  // (16 MiB per CPU at N=64): divide by the batch.
+  uint32_t sample_every = options.sample_every == 0 ? 1 : options.sample_every;
+  const auto charge = static_cast<std::size_t>(BpfProgram::MemcgCharge);
+  if (choices[charge].kind != AttachKind::Off && choices[charge].target == "page_counter_try_charge") {
+    sample_every = std::max<uint32_t>(1, sample_every / 64);
+  }
+  skel->rodata->sample_every = sample_every;
   skel->rodata->target_hierarchy = options.target_hierarchy;
   int arity = features.tracepoint_arity("mark_victim");
   skel->rodata->victim_has_task = arity == 1 ? 0 : 1;  // mark_victim(int pid) before 6.7; (task, uid) after

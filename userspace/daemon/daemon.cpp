@@ -214,6 +214,11 @@ void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
       deps_.metrics->ring_buffer_dropped(static_cast<uint64_t>(std::max<int64_t>(ev.value, 0)));
     }
     if (ev.type == EventType::Resync && deps_.metrics) deps_.metrics->resync("ring_buffer_overflow");
+    if (ev.type == EventType::ThresholdUp && ev.watch_id != 0) {
+      for (auto& [path, w] : armed_) {
+        if (w.id == ev.watch_id) w.fired = true;
+      }
+    }
     if (ev.type == EventType::PidAlarmUp || ev.type == EventType::PidAlarmDown) {
       spdlog::info("PID alarm {}: the kernel counts {} tasks (alarm {})", ev.type == EventType::PidAlarmUp ? "up" : "down",
                    ev.value, pid_alarm_);
@@ -355,15 +360,16 @@ void Daemon::arm_watches() {
     const bool is_root = !layout.memory_mount.empty() && scope == without_trailing_slash(layout.memory_mount);
     if (is_root) {
       // The children's sum misses what dying (removed, still charged) cgroups
-      // hold; the BPF charge hook reads the real counter: use it when fresh,
-      // and remember the difference for when it is not.
+      // hold; the BPF charge hook reads the real counter, but only on charges:
+      // after a large free (an eviction) its last sample is too high until the
+      // next charge. So: the children's sum, read now, plus the difference
+      // taken from a sample only when it is nearly as fresh as that sum.
       const auto children = read_root_counter_usage(scope);
-      const auto seen = deps_.reactor->watched_counter(scope, std::chrono::seconds(1));
+      const auto seen = deps_.reactor->watched_counter(scope, std::chrono::milliseconds(20));
       if (seen && children) root_counter_offset_ = static_cast<int64_t>(*seen) - static_cast<int64_t>(*children);
-      if (seen) {
-        scope_counter_usage = *seen;
-      } else if (children) {
-        scope_counter_usage = static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(*children) + root_counter_offset_));
+      if (children) {
+        scope_counter_usage =
+            static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(*children) + root_counter_offset_));
       }
     } else {
       scope_counter_usage = scope_file_usage;
@@ -428,6 +434,14 @@ void Daemon::arm_watches() {
   auto moved = [](uint64_t a, uint64_t b) { return a > b ? a - b : b - a; };
   for (const auto& [path, level] : want) {
     auto cur = armed_.find(path);
+    if (cur != armed_.end() && cur->second.fired && cur->second.id != 0) {
+      // An up edge came, yet the threshold is not crossed (the page counter
+      // also moves with page cache the kubelet's formula counts as free): the
+      // kernel side now sits "above" and would stay silent. Re-arm from scratch.
+      (void)deps_.reactor->clear_watch(cur->second.id);
+      armed_.erase(cur);
+      cur = armed_.end();
+    }
     if (cur != armed_.end() && moved(level.file, cur->second.level) <= hysteresis &&
         moved(level.counter, cur->second.counter_level) <= hysteresis) {
       continue;  // keep the watch and its up/down state

@@ -166,6 +166,7 @@ class Daemon final : public ReactorHandler {
     WatchId id = 0;
     uint64_t level = 0;          // usage-file level (v1 eventfd)
     uint64_t counter_level = 0;  // page-counter level (BPF)
+    bool fired = false;          // an up edge came since it was armed: re-arm "below" at the next evaluation
   };
   std::map<std::string, ArmedWatch> armed_;
   int64_t root_counter_offset_ = 0;  // hierarchy root: page counter - children's sum, last seen by BPF
