@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -439,6 +440,28 @@ class FakeReactor final : public Reactor {
     return {};
   }
 
+  Result<uint64_t> track_memcg(const std::string& path) override {
+    ++track_calls;
+    if (!track_supported) return Error{ENOTSUP, "fake: no activity hooks"};
+    auto it = track_ids.find(path);
+    if (it == track_ids.end()) {
+      auto id = cgroup_id_of(path);
+      if (!id) return id.error();
+      tracked.insert(*id);
+      return *id;
+    }
+    tracked.insert(it->second);
+    return it->second;
+  }
+  Result<void> untrack_memcg(uint64_t id) override {
+    if (tracked.erase(id) == 0) return Error{ENOENT, "fake: not tracked"};
+    return {};
+  }
+
+  bool track_supported = true;
+  int track_calls = 0;
+  std::map<std::string, uint64_t> track_ids;  // paths that do not exist: their ids
+  std::set<uint64_t> tracked;
   bool pid_supported = true;
   int pid_calls = 0;
   std::vector<uint64_t> pid_alarms;
@@ -640,6 +663,48 @@ TEST(DaemonWatches, AnEarlyUpEdgeReArmsTheWatchFromScratch) {
   r.node(585 * MiB, 2048 * MiB);
   r.d->evaluate(at(3), "test", std::nullopt);
   EXPECT_EQ(kp_calls(), 2);
+}
+
+TEST(DaemonWatches, KubepodsTiersAndPodsAreTrackedForReclaimActivity) {
+  WatchRig r;
+  r.kubepods_usage(300 * MiB);
+  std::filesystem::create_directories(r.obs.layout_.kubepods_memory_path + "/burstable");
+  std::filesystem::create_directories(r.obs.layout_.kubepods_memory_path + "/besteffort");
+  r.node(600 * MiB, 2048 * MiB);
+  Pod& a = r.obs.add("a", QosClass::Burstable, 10 * MiB, 5 * MiB);
+  a.cgroup_id = 9001;
+  Pod& b = r.obs.add("b", QosClass::BestEffort, 10 * MiB);
+  b.cgroup_id = 9002;
+  r.reactor.track_ids[r.obs.pods[0].cgroup_path] = 9001;
+  r.reactor.track_ids[r.obs.pods[1].cgroup_path] = 9002;
+  r.make(100 * MiB);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  auto kp = cgroup_id_of(r.obs.layout_.kubepods_memory_path);
+  auto burstable = cgroup_id_of(r.obs.layout_.kubepods_memory_path + "/burstable");
+  ASSERT_TRUE(kp && burstable);
+  EXPECT_EQ(r.reactor.tracked, (std::set<uint64_t>{*kp, *burstable,
+                                                  *cgroup_id_of(r.obs.layout_.kubepods_memory_path + "/besteffort"),
+                                                  9001, 9002}));
+  EXPECT_EQ(r.d->tracked_memcgs().size(), 5u);
+  // Pod b leaves: untracked; the rest is not asked again.
+  r.obs.pods.pop_back();
+  const int calls = r.reactor.track_calls;
+  r.d->evaluate(at(2), "test", std::nullopt);
+  EXPECT_EQ(r.reactor.tracked.count(9002), 0u);
+  EXPECT_EQ(r.reactor.tracked.count(9001), 1u);
+  EXPECT_EQ(r.reactor.track_calls, calls);
+}
+
+TEST(DaemonWatches, NoActivityHooksAreAskedOnce) {
+  WatchRig r;
+  r.kubepods_usage(300 * MiB);
+  r.node(600 * MiB, 2048 * MiB);
+  r.reactor.track_supported = false;
+  r.make(100 * MiB);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  r.d->evaluate(at(2), "test", std::nullopt);
+  EXPECT_EQ(r.reactor.track_calls, 1);
+  EXPECT_TRUE(r.d->tracked_memcgs().empty());
 }
 
 TEST(DaemonWatches, StaleReadKeepsTheWatch) {
