@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "bpf/bpf_events.hpp"
+#include "events/event_test_helpers.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 #include "pressured/events.hpp"
@@ -33,38 +34,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::SandboxCgroup;
-
-// The real prober with some attach kinds refused (exercises the raw_tp fallbacks here).
-class DenyKinds final : public BpfFeatures {
- public:
-  DenyKinds(const BpfFeatures& real, std::set<AttachKind> deny) : real_(real), deny_(std::move(deny)) {}
-  bool bpf_available() const override { return real_.bpf_available(); }
-  bool has_btf_type(std::string_view n) const override { return real_.has_btf_type(n); }
-  bool can_attach(AttachKind k, std::string_view t, std::string* why) const override {
-    if (deny_.count(k)) {
-      if (why) *why = "denied by test";
-      return false;
-    }
-    return real_.can_attach(k, t, why);
-  }
-  int tracepoint_arity(std::string_view tp) const override { return real_.tracepoint_arity(tp); }
-
- private:
-  const BpfFeatures& real_;
-  std::set<AttachKind> deny_;
-};
-
-int wait_exit(pid_t pid, std::chrono::seconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
-    std::this_thread::sleep_for(20ms);
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
-}
+using events_test::DenyKinds;
+using events_test::wait_exit;
 
 std::string describe(const MemcgActivity& a) {
   std::ostringstream o;

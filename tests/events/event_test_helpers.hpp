@@ -127,6 +127,7 @@ class DenyKinds final : public BpfFeatures {
     return real_.can_attach(k, t, why);
   }
   int tracepoint_arity(std::string_view tp) const override { return real_.tracepoint_arity(tp); }
+  int function_arity(std::string_view fn) const override { return real_.function_arity(fn); }
 
  private:
   const BpfFeatures& real_;
