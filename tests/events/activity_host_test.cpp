@@ -34,6 +34,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::SandboxCgroup;
+using events_test::alloc_path;
 using events_test::DenyKinds;
 using events_test::wait_exit;
 
@@ -42,12 +43,6 @@ std::string describe(const MemcgActivity& a) {
   o << "pgscan=" << a.pgscan << " pgsteal=" << a.pgsteal << " refaults=" << a.workingset_refaults
     << " memstall_ns=" << a.memstall_ns << " memstalls=" << a.memstall_count;
   return o.str();
-}
-
-// The workload binary: $PRESSURED_EVENTS_ALLOC (the VM guest sets it), else the build's.
-std::string alloc_path() {
-  const char* env = std::getenv("PRESSURED_EVENTS_ALLOC");
-  return env && *env ? env : PRESSURED_EVENTS_ALLOC;
 }
 
 long long stat_key(const SandboxCgroup& sb, const std::string& rel, const std::string& key) {

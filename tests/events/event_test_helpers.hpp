@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -23,6 +24,14 @@
 namespace pressured::events_test {
 
 using Events = std::vector<PressureEvent>;
+
+/// The workload binary (tests/events/alloc.c): $PRESSURED_EVENTS_ALLOC (the VM
+/// guest sets it: its /tmp is a fresh tmpfs, so a build path there is hidden),
+/// else the build's.
+inline std::string alloc_path() {
+  const char* v = std::getenv("PRESSURED_EVENTS_ALLOC");
+  return v != nullptr && *v ? std::string(v) : std::string(PRESSURED_EVENTS_ALLOC);
+}
 
 /// Records every event and when the handler got it (the kernel's clock).
 struct Collector final : public ReactorHandler {

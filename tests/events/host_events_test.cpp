@@ -38,7 +38,7 @@ class HostEvents : public ::testing::Test {
     mount_ = SandboxCgroup::find_memory_mount();
     PRESSURED_REQUIRE(SandboxCgroup::memory_controller_available(mount_), "a memory cgroup controller");
     v2_ = mount_ == "/sys/fs/cgroup";
-    PRESSURED_REQUIRE(::access(PRESSURED_EVENTS_ALLOC, X_OK) == 0, "tests/events_alloc built");
+    PRESSURED_REQUIRE(::access(alloc_path().c_str(), X_OK) == 0, "the events_alloc workload at " + alloc_path());
   }
 
   // The sandbox: <root> limited to 64 MiB, workload in <root>/pod1.
@@ -123,14 +123,14 @@ TEST_P(HostEventsBpf, ThresholdReclaimOomInOrder) {
   auto pod_id = cgroup_id_of(sb.path("pod1"));
   ASSERT_TRUE(pod_id);
   // Phase 1: 48 MiB (over the 32 MiB alarm, under the limit), hold, free, hold.
-  pid_t p1 = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "48", "4", "5", "300", "500"});
+  pid_t p1 = sb.spawn("pod1", {alloc_path(), "48", "4", "5", "300", "500"});
   ASSERT_GT(p1, 0);
   EXPECT_TRUE(h.wait(find_event(EventType::ThresholdUp, *root_id), 5s)) << describe(h.snapshot());
   EXPECT_TRUE(h.wait(find_event(EventType::ThresholdDown, *root_id), 5s)) << describe(h.snapshot());
   EXPECT_EQ(WEXITSTATUS(wait_exit(p1, 20s)), 0);
 
   // Phase 2: 128 MiB against the 64 MiB limit without swap: reclaim, then the OOM killer.
-  pid_t p2 = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "128", "4", "2", "1000"});
+  pid_t p2 = sb.spawn("pod1", {alloc_path(), "128", "4", "2", "1000"});
   ASSERT_GT(p2, 0);
   EXPECT_TRUE(h.wait(find_event(EventType::OomVictim, *pod_id), 15s)) << describe(h.snapshot());
   int status = wait_exit(p2, 20s);
@@ -217,7 +217,7 @@ TEST_F(HostEvents, BpfWatchOnTheHierarchyRootSeesChargesBelowIt) {
   // Out of reach first: the hook samples the counter without an edge.
   const uint64_t far = children + (1ull << 40);
   ASSERT_TRUE((*r)->set_watch_levels(mount_, far, far));
-  ASSERT_EQ(sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "4", "4", "1", "10"}) > 0, true);  // a charge below the root
+  ASSERT_EQ(sb.spawn("pod1", {alloc_path(), "4", "4", "1", "10"}) > 0, true);  // a charge below the root
   std::optional<uint64_t> seen;
   for (int i = 0; i < 300 && !seen; ++i) {
     seen = (*r)->watched_counter(mount_, 1s);
@@ -232,7 +232,7 @@ TEST_F(HostEvents, BpfWatchOnTheHierarchyRootSeesChargesBelowIt) {
   Collector h;
   RunningReactor run{std::move(*r)};
   run.start(h);
-  pid_t p = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "128", "4", "2", "1500"});
+  pid_t p = sb.spawn("pod1", {alloc_path(), "128", "4", "2", "1500"});
   ASSERT_GT(p, 0);
   EXPECT_TRUE(h.wait(find_event(EventType::ThresholdUp, *root_id), 5s))
       << "no edge on the root (id " << *root_id << ") at " << (level >> 20) << " MiB of page counter\n"
@@ -270,7 +270,7 @@ TEST_F(HostEvents, NotificationsDetectCrossingWithoutBpf) {
   Collector h;
   RunningReactor run{std::move(*r)};
   run.start(h);
-  pid_t p = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "48", "4", "5", "300", "500"});
+  pid_t p = sb.spawn("pod1", {alloc_path(), "48", "4", "5", "300", "500"});
   ASSERT_GT(p, 0);
   EXPECT_TRUE(h.wait(find_event(EventType::ThresholdUp, *root_id, EventSource::MemcgV1Threshold), 5s))
       << describe(h.snapshot());
@@ -309,7 +309,7 @@ TEST_F(HostEvents, DefaultConfigReportsFromBpfAndEventfd) {
   Collector h;
   RunningReactor run{std::move(*r)};
   run.start(h);
-  pid_t p = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "48", "4", "5", "300", "300"});
+  pid_t p = sb.spawn("pod1", {alloc_path(), "48", "4", "5", "300", "300"});
   ASSERT_GT(p, 0);
   EXPECT_TRUE(h.wait(find_event(EventType::ThresholdUp, *root_id, EventSource::Bpf), 5s)) << describe(h.snapshot());
   EXPECT_TRUE(h.wait(find_event(EventType::ThresholdUp, *root_id, EventSource::MemcgV1Threshold), 5s))
@@ -360,7 +360,7 @@ TEST_F(HostEvents, PsiTriggerOnSandboxCgroupFires) {
   bool fired = false;
   if (!v2_) ::setenv("PRESSURED_ALLOC_JOIN", (pressure_dir + "/cgroup.procs").c_str(), 1);
   for (int attempt = 0; attempt < 5 && !fired; ++attempt) {  // bounded: each run ends in an OOM kill within ~1 s
-    pid_t p = sb.spawn("pod1", {PRESSURED_EVENTS_ALLOC, "128", "4", "2", "200"});
+    pid_t p = sb.spawn("pod1", {alloc_path(), "128", "4", "2", "200"});
     ASSERT_GT(p, 0);
     wait_exit(p, 20s);
     fired = h.wait(find_event(EventType::PsiTrigger, *cg, EventSource::Psi), 1500ms);

@@ -63,10 +63,6 @@ bool in_vm_guest() {
   return v != nullptr && std::string(v) == "1";
 }
 
-std::string alloc_path() {
-  const char* v = std::getenv("PRESSURED_EVENTS_ALLOC");
-  return v != nullptr && *v ? std::string(v) : std::string(PRESSURED_EVENTS_ALLOC);
-}
 
 std::string kernel_release() {
   utsname u{};
