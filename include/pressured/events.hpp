@@ -231,6 +231,9 @@ class ReactorHandler {
   virtual void on_tick(TimePoint now, bool safety_net) = 0;
   /// SIGTERM / SIGINT / SIGHUP arrived (blocked and read through a signalfd).
   virtual void on_signal(int signo) = 0;
+  /// The deadline set with Reactor::wake_at() has come (a soft threshold's
+  /// grace period ends on a timer, not on a kernel event). Default: a poll tick.
+  virtual void on_deadline(TimePoint now) { on_tick(now, false); }
 };
 
 /// Anything the reactor can wait on: implemented by the BPF ring buffer, PSI
@@ -299,6 +302,11 @@ class Reactor {
   }
   /// Removes an alarm.
   virtual Result<void> clear_watch(WatchId id) = 0;
+  /// One deadline (CLOCK_MONOTONIC, like TimePoint from MonotonicClock): the
+  /// handler's on_deadline() runs when it comes. Replaces the previous one;
+  /// nullopt cancels. A deadline in the past fires at once. Default: none (the
+  /// safety-net tick covers it, up to an interval late).
+  virtual void wake_at(std::optional<TimePoint> deadline) { (void)deadline; }
   /// The page counter (bytes) of a watched cgroup as the BPF charge hook last
   /// saw it, if it saw it within `max_age`; nullopt otherwise (no BPF, not
   /// watched, no charge below it lately). The only reading of a hierarchy

@@ -415,6 +415,7 @@ class FakeReactor final : public Reactor {
     counter_levels[path] = counter_bytes;
     return set_watch(path, file_bytes);
   }
+  void wake_at(std::optional<TimePoint> deadline) override { deadlines.push_back(deadline); }
   Result<void> clear_watch(WatchId id) override {
     for (auto it = ids.begin(); it != ids.end(); ++it) {
       if (it->second == id) {
@@ -458,6 +459,7 @@ class FakeReactor final : public Reactor {
     return {};
   }
 
+  std::vector<std::optional<TimePoint>> deadlines;  // what wake_at was given
   bool track_supported = true;
   int track_calls = 0;
   std::map<std::string, uint64_t> track_ids;  // paths that do not exist: their ids
@@ -705,6 +707,42 @@ TEST(DaemonWatches, NoActivityHooksAreAskedOnce) {
   r.d->evaluate(at(2), "test", std::nullopt);
   EXPECT_EQ(r.reactor.track_calls, 1);
   EXPECT_TRUE(r.d->tracked_memcgs().empty());
+}
+
+TEST(DaemonWatches, SoftGraceEndIsATimerNotTheNextTick) {
+  WatchRig r;
+  r.kubepods_usage(300 * MiB);
+  r.node(150 * MiB, 2048 * MiB);  // below the soft threshold (200 MiB) from the start
+  r.obs.add("be", QosClass::BestEffort, 100 * MiB);
+  Config c;
+  Threshold t;
+  t.signal = Signal::MemoryAvailable;
+  t.kind = ThresholdKind::Soft;
+  t.value.quantity = static_cast<double>(200 * MiB);
+  t.grace_period = 5s;
+  c.eviction.thresholds = {t};
+  DaemonDeps deps;
+  deps.observer = &r.obs;
+  deps.evictor = &r.ev;
+  deps.reactor = &r.reactor;
+  r.d = std::make_unique<Daemon>(c, deps);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  ASSERT_EQ(r.reactor.deadlines.size(), 1u);
+  ASSERT_TRUE(r.reactor.deadlines[0]);
+  EXPECT_EQ(*r.reactor.deadlines[0], at(1) + 5s + 1ms);
+  EXPECT_TRUE(r.ev.calls.empty());
+  r.d->evaluate(at(2), "test", std::nullopt);
+  EXPECT_EQ(r.reactor.deadlines.size(), 1u) << "the same deadline is not set again";
+  // The deadline comes: the pod is evicted then, not at the next 1 s tick.
+  r.d->on_deadline(at(1) + 5s + 1ms);
+  ASSERT_FALSE(r.ev.calls.empty());
+  EXPECT_EQ(r.ev.calls[0], "terminate be");
+  // Pressure gone: the deadline is cancelled.
+  r.obs.pods.clear();
+  r.node(900 * MiB, 2048 * MiB);
+  r.d->evaluate(at(30), "test", std::nullopt);
+  ASSERT_FALSE(r.reactor.deadlines.empty());
+  EXPECT_FALSE(r.reactor.deadlines.back().has_value());
 }
 
 TEST(DaemonWatches, StaleReadKeepsTheWatch) {

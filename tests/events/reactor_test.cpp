@@ -91,6 +91,12 @@ struct Recorder final : public ReactorHandler {
     signals.push_back(signo);
     cv.notify_all();
   }
+  std::vector<TimePoint> deadlines;
+  void on_deadline(TimePoint now) override {
+    std::lock_guard l(mu);
+    deadlines.push_back(now);
+    cv.notify_all();
+  }
   template <typename Pred>
   bool wait(Pred pred, std::chrono::milliseconds timeout = 5000ms) {
     std::unique_lock l(mu);
@@ -222,6 +228,35 @@ TEST(Reactor, SafetyNetTicksAndDrainsTickSources) {
   run.start(h);
   ASSERT_TRUE(h.wait([&] { return h.safety_ticks >= 3 && h.events.size() >= 3; }));
   EXPECT_GE(stats.safety_net_ticks.load(), 3u);
+}
+
+TEST(Reactor, DeadlineWakesTheHandlerAndCanBeCancelled) {
+  EventStats stats;
+  NoBpf nobpf;
+  auto r = Reactor::create(quiet_config(), no_signals(), nobpf, stats);  // safety net 10 s: out of the way
+  ASSERT_TRUE(r);
+  MonotonicClock clock;
+  (*r)->wake_at(clock.now() + 30ms);
+  (*r)->wake_at(std::nullopt);  // cancelled before it comes
+  Recorder h;
+  Running run{std::move(*r)};
+  run.start(h);
+  std::this_thread::sleep_for(150ms);
+  {
+    std::lock_guard l(h.mu);
+    EXPECT_TRUE(h.deadlines.empty());
+    EXPECT_EQ(h.ticks, 0);
+  }
+  TimePoint due{};
+  ASSERT_TRUE(run.reactor->post([&] {
+    due = clock.now() + 40ms;
+    run.reactor->wake_at(due);
+  }));
+  ASSERT_TRUE(h.wait([&] { return !h.deadlines.empty(); }, 2000ms));
+  std::lock_guard l(h.mu);
+  EXPECT_GE(h.deadlines[0], due);
+  EXPECT_LT(h.deadlines[0] - due, 500ms) << "fired late";
+  EXPECT_EQ(h.ticks, 0) << "a deadline is not a tick";
 }
 
 TEST(Reactor, BaselineModeForcedPollOnly) {

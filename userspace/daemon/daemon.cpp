@@ -254,6 +254,22 @@ void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
   if (relevant || busy()) evaluate(now, source, earliest);
 }
 
+void Daemon::on_deadline(TimePoint now) { evaluate(now, "grace_timer", std::nullopt); }
+
+void Daemon::arm_deadline(const Decisions& d) {
+  if (deps_.reactor == nullptr) return;
+  std::optional<TimePoint> next;
+  for (const auto& t : d.thresholds) {
+    if (t.threshold.kind != ThresholdKind::Soft || !t.met || t.grace_elapsed || !t.first_observed) continue;
+    // 1 ms past the end: the engine compares "met for the whole grace period".
+    TimePoint at = *t.first_observed + t.threshold.grace_period + std::chrono::milliseconds(1);
+    if (!next || at < *next) next = at;
+  }
+  if (next == next_deadline_) return;
+  next_deadline_ = next;
+  deps_.reactor->wake_at(next);
+}
+
 void Daemon::on_tick(TimePoint now, bool safety_net) {
   bool met_before = false;
   for (const auto& t : last_decisions_.thresholds) met_before = met_before || t.met;
@@ -571,6 +587,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   }
 
   Decisions d = engine_.evaluate(last_, now);
+  arm_deadline(d);
   if (kernel_time && m) {
     const double latency = std::max(0.0, seconds(MonotonicClock().now() - *kernel_time));
     m->detection_latency(source, latency);

@@ -91,6 +91,11 @@ class Daemon final : public ReactorHandler {
   void on_events(std::span<const PressureEvent> events, TimePoint now) override;
   void on_tick(TimePoint now, bool safety_net) override;
   void on_signal(int signo) override;
+  /// A soft threshold's grace period ended (Reactor::wake_at): evaluate now
+  /// rather than at the next safety-net tick.
+  void on_deadline(TimePoint now) override;
+  /// When the next soft grace period ends (what wake_at was given); nullopt: none pending.
+  std::optional<TimePoint> next_deadline() const { return next_deadline_; }
 
   /// One full cycle: fresh observation, engine, actions, checkpoint.
   /// `kernel_time`: the event's kernel timestamp (detection latency).
@@ -141,6 +146,7 @@ class Daemon final : public ReactorHandler {
   void arm_pid_alarm();
   /// Tracks kubepods, the tiers and the pods of last_ (untracks pods that left).
   void sync_tracked_memcgs();
+  void arm_deadline(const Decisions& d);
   /// Exports the tracked activity of kubepods and the tiers (metrics).
   void export_kubepods_activity(Metrics& m);
   bool start_disk_reclaim(TimePoint now);
@@ -169,7 +175,8 @@ class Daemon final : public ReactorHandler {
     bool fired = false;          // an up edge came since it was armed: re-arm "below" at the next evaluation
   };
   std::map<std::string, ArmedWatch> armed_;
-  int64_t root_counter_offset_ = 0;  // hierarchy root: page counter - children's sum, last seen by BPF
+  int64_t root_counter_offset_ = 0;
+  std::optional<TimePoint> next_deadline_;  // armed with Reactor::wake_at  // hierarchy root: page counter - children's sum, last seen by BPF
   uint64_t pid_alarm_ = 0;             // armed PID alarm (tasks); 0: none
   bool pid_alarm_unsupported_ = false;  // the reactor has no task-count hooks: stop asking
   std::map<uint64_t, std::string> tracked_memcgs_;  // cgroup id -> what (reclaim activity)

@@ -41,6 +41,7 @@ namespace {
 constexpr uint64_t kTimerKey = 1;
 constexpr uint64_t kSignalKey = 2;
 constexpr uint64_t kWakeKey = 3;
+constexpr uint64_t kDeadlineKey = 4;
 constexpr uint64_t kFirstSourceKey = 16;
 
 class ScopedFd {
@@ -90,6 +91,10 @@ class ReactorImpl final : public Reactor {
     its.it_value = its.it_interval;
     if (::timerfd_settime(timer_.get(), 0, &its, nullptr) != 0) return Error::from_errno(errno, "timerfd_settime");
     if (auto r = watch_fd(timer_.get(), EPOLLIN, kTimerKey); !r) return r;
+
+    deadline_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (deadline_.get() < 0) return Error::from_errno(errno, "timerfd_create (deadline)");
+    if (auto r = watch_fd(deadline_.get(), EPOLLIN, kDeadlineKey); !r) return r;
 
     if (options_.handle_signals) {
       sigset_t set;
@@ -162,6 +167,7 @@ class ReactorImpl final : public Reactor {
       batch.clear();
       signals.clear();
       bool tick = false;
+      bool deadline_due = false;
       bool posted = false;
       bool linger_drain = n == 0;  // the linger timeout expired
       for (int i = 0; i < n; ++i) {
@@ -173,6 +179,10 @@ class ReactorImpl final : public Reactor {
         } else if (key == kSignalKey) {
           signalfd_siginfo si{};
           while (::read(signal_.get(), &si, sizeof(si)) == sizeof(si)) signals.push_back(static_cast<int>(si.ssi_signo));
+        } else if (key == kDeadlineKey) {
+          uint64_t expirations;
+          (void)!::read(deadline_.get(), &expirations, sizeof(expirations));
+          deadline_due = true;
         } else if (key == kWakeKey) {
           uint64_t v;
           (void)!::read(wake_.get(), &v, sizeof(v));
@@ -192,6 +202,7 @@ class ReactorImpl final : public Reactor {
       timeout = from_bpf ? kLingerMs : -1;
       if (!batch.empty()) dispatch(handler, batch, clock);
       if (posted) run_posted();
+      if (deadline_due && !tick) handler.on_deadline(now);  // a tick evaluates anyway
       if (tick) {
         resync_pid_count();  // bounds the drift of the BPF task count
         if (!baseline()) stats_.safety_net_ticks.fetch_add(1, std::memory_order_relaxed);
@@ -280,6 +291,18 @@ class ReactorImpl final : public Reactor {
     auto s = bpf_source_->watched_counter(*cgid);
     if (!s || s->age > max_age) return std::nullopt;
     return s->bytes;
+  }
+
+  void wake_at(std::optional<TimePoint> deadline) override {
+    itimerspec its{};  // all zero: disarm
+    if (deadline) {
+      auto ns = std::max<int64_t>(1, deadline->time_since_epoch().count());  // 0 would disarm
+      its.it_value.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+      its.it_value.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    }
+    if (::timerfd_settime(deadline_.get(), TFD_TIMER_ABSTIME, &its, nullptr) != 0) {
+      spdlog::warn("events: cannot set the deadline timer: {} (the safety net covers it)", std::strerror(errno));
+    }
   }
 
   Result<void> clear_watch(WatchId id) override {
@@ -496,7 +519,7 @@ class ReactorImpl final : public Reactor {
   ReactorOptions options_;
   EventStats& stats_;
   BoundedQueue<std::function<void()>> queue_;
-  ScopedFd epoll_, wake_, timer_, signal_;
+  ScopedFd epoll_, wake_, timer_, signal_, deadline_;
   sigset_t old_mask_{};
   bool signals_blocked_ = false;
   std::atomic<bool> stop_{false};
