@@ -459,6 +459,11 @@ class FakeReactor final : public Reactor {
     return {};
   }
 
+  /// How many times set_watch was called for `path`.
+  long calls_for(const std::string& path) const {
+    return std::count_if(calls.begin(), calls.end(), [&](const auto& c) { return c.first == path; });
+  }
+
   std::vector<std::optional<TimePoint>> deadlines;  // what wake_at was given
   bool track_supported = true;
   int track_calls = 0;
@@ -549,8 +554,7 @@ TEST(DaemonWatches, V2RootIsWatchedThroughItsPageCounter) {
   ASSERT_EQ(r.reactor.counter_levels.count(root), 1u);
   EXPECT_EQ(r.reactor.counter_levels[root], 1000 * MiB);
   EXPECT_EQ(r.reactor.levels[root], 1000 * MiB);
-  auto root_calls = [&] { return std::count_if(r.reactor.calls.begin(), r.reactor.calls.end(),
-                                               [&](const auto& c) { return c.first == root; }); };
+  auto root_calls = [&] { return r.reactor.calls_for(root); };
   EXPECT_EQ(root_calls(), 1);
   // Memory moves outside kubepods: the root watch follows past the hysteresis.
   write_number(r.dir / "root" / "system.slice" / "memory.current", 400 * MiB);
@@ -611,8 +615,7 @@ TEST(DaemonWatches, SmallMovesDoNotReArmLargeOnesDo) {
   r.make(100 * MiB);
   r.d->evaluate(at(1), "test", std::nullopt);
   const std::string kp = r.obs.layout_.kubepods_memory_path;
-  auto kp_calls = [&] { return std::count_if(r.reactor.calls.begin(), r.reactor.calls.end(),
-                                             [&](const auto& c) { return c.first == kp; }); };
+  auto kp_calls = [&] { return r.reactor.calls_for(kp); };
   ASSERT_EQ(kp_calls(), 1);
   // Hysteresis: max(8 MiB, 1% of 2048 MiB) = 20.48 MiB.
   EXPECT_EQ(Daemon::watch_hysteresis(2048.0 * MiB), static_cast<uint64_t>(2048.0 * MiB / 100));
@@ -649,8 +652,7 @@ TEST(DaemonWatches, AnEarlyUpEdgeReArmsTheWatchFromScratch) {
   r.d->evaluate(at(1), "test", std::nullopt);
   const std::string kp = r.obs.layout_.kubepods_memory_path;
   ASSERT_EQ(r.reactor.levels[kp], 800 * MiB);
-  auto kp_calls = [&] { return std::count_if(r.reactor.calls.begin(), r.reactor.calls.end(),
-                                             [&](const auto& c) { return c.first == kp; }); };
+  auto kp_calls = [&] { return r.reactor.calls_for(kp); };
   PressureEvent up;
   up.type = EventType::ThresholdUp;
   up.watch_id = r.reactor.ids[kp];
