@@ -739,12 +739,33 @@ TEST(DaemonWatches, SoftGraceEndIsATimerNotTheNextTick) {
   r.d->on_deadline(at(1) + 5s + 1ms);
   ASSERT_FALSE(r.ev.calls.empty());
   EXPECT_EQ(r.ev.calls[0], "terminate be");
-  // Pressure gone: the deadline is cancelled.
+  // Pressure gone: no grace to wait for; what is left is MemoryPressure going
+  // back to False a transition period after it was last met.
   r.obs.pods.clear();
   r.node(900 * MiB, 2048 * MiB);
   r.d->evaluate(at(30), "test", std::nullopt);
   ASSERT_FALSE(r.reactor.deadlines.empty());
-  EXPECT_FALSE(r.reactor.deadlines.back().has_value());
+  ASSERT_TRUE(r.reactor.deadlines.back().has_value());
+  EXPECT_EQ(*r.reactor.deadlines.back(), at(1) + 5s + 1ms + c.eviction.pressure_transition_period + 1ms);
+}
+
+TEST(DaemonWatches, ConditionGoesBackToFalseOnADeadline) {
+  WatchRig r;
+  r.kubepods_usage(300 * MiB);
+  r.node(50 * MiB, 2048 * MiB);  // below the hard threshold (100 MiB)
+  r.make(100 * MiB);             // pressure-transition period: the default
+  const Duration period = r.d->config().eviction.pressure_transition_period;
+  ASSERT_GT(period, Duration::zero());
+  r.d->evaluate(at(1), "test", std::nullopt);
+  EXPECT_TRUE(r.d->last_decisions().conditions[static_cast<std::size_t>(Condition::MemoryPressure)]);
+  r.node(900 * MiB, 2048 * MiB);  // relieved at 2 s: the condition stays True for the period
+  r.d->evaluate(at(2), "test", std::nullopt);
+  ASSERT_FALSE(r.reactor.deadlines.empty());
+  ASSERT_TRUE(r.reactor.deadlines.back());
+  EXPECT_EQ(*r.reactor.deadlines.back(), at(1) + period + 1ms);
+  r.d->on_deadline(at(1) + period + 1ms);
+  EXPECT_FALSE(r.d->last_decisions().conditions[static_cast<std::size_t>(Condition::MemoryPressure)]);
+  EXPECT_FALSE(r.reactor.deadlines.back().has_value()) << "nothing left to wait for";
 }
 
 TEST(DaemonWatches, StaleReadKeepsTheWatch) {

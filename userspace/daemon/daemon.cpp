@@ -254,16 +254,26 @@ void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
   if (relevant || busy()) evaluate(now, source, earliest);
 }
 
-void Daemon::on_deadline(TimePoint now) { evaluate(now, "grace_timer", std::nullopt); }
+void Daemon::on_deadline(TimePoint now) { evaluate(now, "deadline", std::nullopt); }
 
-void Daemon::arm_deadline(const Decisions& d) {
+void Daemon::arm_deadline(const Decisions& d, TimePoint now) {
   if (deps_.reactor == nullptr) return;
   std::optional<TimePoint> next;
+  auto consider = [&next](TimePoint at) {
+    if (!next || at < *next) next = at;
+  };
+  // 1 ms past each end: the engine compares "for the whole period".
   for (const auto& t : d.thresholds) {
     if (t.threshold.kind != ThresholdKind::Soft || !t.met || t.grace_elapsed || !t.first_observed) continue;
-    // 1 ms past the end: the engine compares "met for the whole grace period".
-    TimePoint at = *t.first_observed + t.threshold.grace_period + std::chrono::milliseconds(1);
-    if (!next || at < *next) next = at;
+    consider(*t.first_observed + t.threshold.grace_period + std::chrono::milliseconds(1));
+  }
+  // A condition no longer met goes back to False when the pressure-transition
+  // period has passed since it was last met: publish that on time too.
+  const EngineState st = engine_.state();
+  for (std::size_t c = 0; c < kConditionCount; ++c) {
+    const auto& last = st.condition_last_met[c];
+    if (!d.conditions[c] || !last || *last >= now) continue;
+    consider(*last + config_.eviction.pressure_transition_period + std::chrono::milliseconds(1));
   }
   if (next == next_deadline_) return;
   next_deadline_ = next;
@@ -587,7 +597,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   }
 
   Decisions d = engine_.evaluate(last_, now);
-  arm_deadline(d);
+  arm_deadline(d, now);
   if (kernel_time && m) {
     const double latency = std::max(0.0, seconds(MonotonicClock().now() - *kernel_time));
     m->detection_latency(source, latency);

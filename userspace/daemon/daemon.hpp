@@ -91,8 +91,9 @@ class Daemon final : public ReactorHandler {
   void on_events(std::span<const PressureEvent> events, TimePoint now) override;
   void on_tick(TimePoint now, bool safety_net) override;
   void on_signal(int signo) override;
-  /// A soft threshold's grace period ended (Reactor::wake_at): evaluate now
-  /// rather than at the next safety-net tick.
+  /// A soft threshold's grace period or a condition's pressure-transition
+  /// period ended (Reactor::wake_at): evaluate now rather than at the next
+  /// safety-net tick.
   void on_deadline(TimePoint now) override;
   /// When the next soft grace period ends (what wake_at was given); nullopt: none pending.
   std::optional<TimePoint> next_deadline() const { return next_deadline_; }
@@ -146,7 +147,7 @@ class Daemon final : public ReactorHandler {
   void arm_pid_alarm();
   /// Tracks kubepods, the tiers and the pods of last_ (untracks pods that left).
   void sync_tracked_memcgs();
-  void arm_deadline(const Decisions& d);
+  void arm_deadline(const Decisions& d, TimePoint now);
   /// Exports the tracked activity of kubepods and the tiers (metrics).
   void export_kubepods_activity(Metrics& m);
   bool start_disk_reclaim(TimePoint now);
