@@ -108,7 +108,9 @@ class Engine {
   /// exist (same signal and kind) is kept.
   void reconfigure(EvictionConfig config);
 
-  EngineState state() const { return state_; }
+  /// The engine's memory (checkpointed by the daemon); valid until the next
+  /// evaluate(), restore() or reconfigure().
+  const EngineState& state() const { return state_; }
   void restore(EngineState state) { state_ = std::move(state); }
 
  private:

@@ -273,26 +273,18 @@ int BpfEventSource::program_fd(BpfProgram p) const {
 bool BpfEventSource::attached(BpfProgram p) const { return impl_->attached[static_cast<std::size_t>(p)]; }
 
 Result<void> BpfEventSource::set_watch(uint64_t cgroup_id, uint64_t alarm_bytes, uint64_t watch_id) {
+  // A re-arm starts from the current entry: it keeps the armed side (so it
+  // does not fake an edge) and the last page-counter sample. A new one starts
+  // from zero: below, never sampled.
   pressured_watch w{};
+  const bool existed =
+      bpf_map__lookup_elem(impl_->skel->maps.watches, &cgroup_id, sizeof(cgroup_id), &w, sizeof(w), 0) == 0;
+  if (!existed) w = pressured_watch{};
   uint32_t shift = impl_->skel->rodata->page_shift;
   w.alarm_pages = (alarm_bytes + (1ull << shift) - 1) >> shift;
   // Hysteresis: fall 1/64 (~1.6%) below the alarm before a down edge re-arms it.
   w.rearm_pages = w.alarm_pages - w.alarm_pages / 64;
   w.watch_id = watch_id;
-  w.above = 0;
-  bool existed = bpf_map__lookup_elem(impl_->skel->maps.watches, &cgroup_id, sizeof(cgroup_id), &w, sizeof(w), 0) == 0;
-  if (existed) {
-    // keep the current side so a re-arm does not fake an edge
-    uint32_t above = w.above;
-    uint64_t seen_pages = w.seen_pages, seen_ns = w.seen_ns;
-    w = pressured_watch{};
-    w.seen_pages = seen_pages;
-    w.seen_ns = seen_ns;
-    w.alarm_pages = (alarm_bytes + (1ull << shift) - 1) >> shift;
-    w.rearm_pages = w.alarm_pages - w.alarm_pages / 64;
-    w.watch_id = watch_id;
-    w.above = above;
-  }
   if (bpf_map__update_elem(impl_->skel->maps.watches, &cgroup_id, sizeof(cgroup_id), &w, sizeof(w), BPF_ANY) != 0)
     return Error::from_errno(errno, "update BPF watch map");
   if (!existed) impl_->skel->bss->nr_watches = ++impl_->nr_watches;

@@ -16,6 +16,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cgroup/paths.hpp"
 #include "k8s/reporter.hpp"
 #include "pressured/metrics.hpp"
 
@@ -81,11 +82,6 @@ MemcgActivitySample activity_sample(const MemcgActivity& a) {
   s.workingset_refaults = static_cast<double>(a.workingset_refaults);
   s.memstall_seconds = static_cast<double>(a.memstall_ns) / 1e9;
   return s;
-}
-
-std::string without_trailing_slash(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  return p;
 }
 
 // Structural part of the checkpoint: everything except the "last met" times
@@ -269,7 +265,7 @@ void Daemon::arm_deadline(const Decisions& d, TimePoint now) {
   }
   // A condition no longer met goes back to False when the pressure-transition
   // period has passed since it was last met: publish that on time too.
-  const EngineState st = engine_.state();
+  const EngineState& st = engine_.state();  // no copy: read here, on every evaluation
   for (std::size_t c = 0; c < kConditionCount; ++c) {
     const auto& last = st.condition_last_met[c];
     if (!d.conditions[c] || !last || *last >= now) continue;
@@ -381,9 +377,9 @@ void Daemon::arm_watches() {
   std::optional<uint64_t> scope_file_usage;
   std::optional<uint64_t> scope_counter_usage;
   if (!layout.kubepods_memory_path.empty()) {
-    scope = without_trailing_slash(std::filesystem::path(layout.kubepods_memory_path).parent_path().string());
+    scope = cgroup::normalize_path(std::filesystem::path(layout.kubepods_memory_path).parent_path().string());
     scope_file_usage = read_memcg_usage(scope);
-    const bool is_root = !layout.memory_mount.empty() && scope == without_trailing_slash(layout.memory_mount);
+    const bool is_root = !layout.memory_mount.empty() && scope == cgroup::normalize_path(layout.memory_mount);
     if (is_root) {
       // The children's sum misses what dying (removed, still charged) cgroups
       // hold; the BPF charge hook reads the real counter, but only on charges:

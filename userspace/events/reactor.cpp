@@ -286,9 +286,10 @@ class ReactorImpl final : public Reactor {
 
   std::optional<uint64_t> watched_counter(const std::string& cgroup_path, Duration max_age) const override {
     if (bpf_source_ == nullptr) return std::nullopt;
-    auto cgid = cgroup_id_of(absolute(cgroup_path));
-    if (!cgid) return std::nullopt;
-    auto s = bpf_source_->watched_counter(*cgid);
+    // Only watched cgroups are sampled: their id is known, no stat needed.
+    auto w = watch_by_path_.find(absolute(cgroup_path));
+    if (w == watch_by_path_.end()) return std::nullopt;
+    auto s = bpf_source_->watched_counter(watches_.at(w->second).cgroup_id);
     if (!s || s->age > max_age) return std::nullopt;
     return s->bytes;
   }
