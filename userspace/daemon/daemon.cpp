@@ -12,10 +12,11 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 
 #include <spdlog/spdlog.h>
 
+#include "cgroup/hot_file.hpp"
+#include "cgroup/parse.hpp"
 #include "cgroup/paths.hpp"
 #include "k8s/reporter.hpp"
 #include "pressured/metrics.hpp"
@@ -55,9 +56,10 @@ std::string pod_label(const std::string& ns, const std::string& name, const std:
 std::optional<uint64_t> read_memcg_usage(const std::string& dir) {
   if (dir.empty()) return std::nullopt;
   for (const char* file : {"/memory.current", "/memory.usage_in_bytes"}) {
-    std::ifstream in(dir + file);
-    uint64_t v = 0;
-    if (in >> v) return v;
+    auto text = cgroup::read_file(dir + file);
+    if (!text) continue;
+    auto v = cgroup::parse_single_value(*text);
+    if (v && *v) return **v;
   }
   return std::nullopt;
 }
