@@ -335,6 +335,43 @@ TEST(DaemonHost, SoftThresholdWaitsForGraceThenKillsAProcessIgnoringSigterm) {
   EXPECT_NE(n.log().find("grace period over, killing"), std::string::npos) << n.log();
 }
 
+// kubernetes#123872 on a sandbox node with 1 GiB for pods: a soft-evicted
+// BestEffort pod ignoring SIGTERM (grace 120 s) must not hold back the hard
+// threshold when a Burstable pod spikes by 420 MiB at ~400 MiB/s.
+TEST(DaemonHost, HardThresholdKillsASoftVictimInsteadOfWaitingForItsGrace) {
+  HostNode n("daemon-escalate");
+  PRESSURED_REQUIRE_ROOT();
+  PRESSURED_REQUIRE(fs::exists("/usr/bin/python3"), "/usr/bin/python3 (the pods' workload)");
+  PRESSURED_REQUIRE(fs::exists(kBinary), "the pressured binary " + kBinary);
+  PRESSURED_REQUIRE(n.ok(), "a memory cgroup sandbox: " + n.error());
+  ASSERT_TRUE(n.setup(1024));
+  PodDef be{"55555555-0000-4000-8000-000000000001", "batch", "BestEffort",
+            {"--start-mib", "680", "--max-mib", "680", "--duration-s", "60", "--ignore-sigterm"}, 120};
+  PodDef bu{"55555555-0000-4000-8000-000000000002", "web", "Burstable",
+            {"--start-mib", "16", "--step-mib", "40", "--interval-ms", "100", "--max-mib", "436", "--duration-s", "30"}};
+  ASSERT_TRUE(n.start(be));
+  std::this_thread::sleep_for(1500ms);  // 680 MiB written
+  n.write_config(
+      "evictionSoft:\n  allocatableMemory.available: 400Mi\nevictionSoftGracePeriod:\n  allocatableMemory.available: 1s\n"
+      "evictionHard:\n  allocatableMemory.available: 150Mi\nevictionMaxPodGracePeriod: 0\n"
+      "evictionPressureTransitionPeriod: 2s\n");
+  ASSERT_TRUE(n.start_daemon()) << n.log();
+  ASSERT_TRUE(n.wait_log("(soft) grace=120s", 10s)) << n.log();
+  EXPECT_GT(n.procs(be), 0u) << "it ignores SIGTERM";
+  auto spike = std::chrono::steady_clock::now();
+  ASSERT_TRUE(n.start(bu));
+  ASSERT_TRUE(n.wait_gone(be, 10s)) << n.log();
+  const auto took = std::chrono::steady_clock::now() - spike;
+  std::this_thread::sleep_for(1500ms);  // the spike completes
+  EXPECT_EQ(n.oom_kills(), 0u) << n.log();
+  EXPECT_GT(n.procs(bu), 0u) << "the spiking pod fits once the soft victim is gone\n" << n.log();
+  EXPECT_LT(took, 5s) << "not 120 s of grace";
+  const std::string log = n.log();
+  EXPECT_EQ(count(log, "killing it now"), 1u) << log;
+  EXPECT_EQ(count(log, "kernel OOM kill"), 0u) << log;
+  EXPECT_EQ(count(log, "signal=allocatableMemory.available"), 1u) << "one eviction, escalated\n" << log;
+}
+
 TEST(DaemonHost, RestartRestoresSoftThresholdTiming) {
   HostNode n("daemon-restart");
   REQUIRE_HOST(n);

@@ -721,7 +721,8 @@ void Daemon::execute(const std::vector<PolicyAction>& actions, TimePoint now) {
         break;
       }
       case K::Released:
-        spdlog::info("eviction {} done (usage released) after {:.3f}s; next decision from fresh observations", e.id,
+        spdlog::info("eviction {} done ({} released) after {:.3f}s; next decision from fresh observations", e.id,
+                     lane_of(e.signal) == Lane::Memory ? "memory" : "usage",
                      seconds(now - e.decided_at));
         break;
       case K::ReleaseTimeout:
