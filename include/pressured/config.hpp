@@ -140,6 +140,7 @@ struct DaemonConfig {
   Duration disk_reclaim_timeout = std::chrono::seconds(60);
   Duration release_wait_timeout = std::chrono::seconds(10);  // wait for a victim's memory to come back
   Duration soft_kill_margin = std::chrono::seconds(15);      // soft: API eviction, local kill after grace + margin
+  Duration kill_timeout = std::chrono::seconds(30);          // killed victim still not empty: stuck, stop waiting
 };
 
 struct Config {

@@ -33,39 +33,60 @@ struct ConditionChange {
   bool status;
 };
 
-/// One pod to evict, and why.
-struct EvictionDecision {
+/// One pod to evict, and why. The engine fills in who and why; the policy
+/// numbers and times it when it starts the eviction. The same value goes to
+/// the evictor (EvictionTarget is built from it), the API reporter, the
+/// checkpoint, metrics and logs.
+struct Eviction {
+  std::string id;  // set by the policy when the eviction starts (logs, Events)
   std::string uid;
   std::string name;
   std::string namespace_;
+  std::string cgroup_path;
   QosClass qos = QosClass::BestEffort;
+  bool static_pod = false;
+  bool metadata_known = false;  // name and namespace come from the API: it can be told
   Signal signal = Signal::MemoryAvailable;
   ThresholdKind kind = ThresholdKind::Hard;
   double observed = 0;
   double threshold_value = 0;
   int64_t grace_period_seconds = 0;
-  std::string cgroup_path;
-  bool signal_stale = false;  // the deciding observation was stale
+  bool signal_stale = false;        // the deciding observation was stale
+  uint64_t usage_at_decision = 0;   // the pod's usage of the starved resource (release floor)
+  TimePoint decided_at{};           // set by the policy
+  bool operator==(const Eviction&) const = default;
 };
 
 struct Decisions {
   std::array<bool, kConditionCount> conditions{};  // node conditions after this evaluation
   std::vector<ConditionChange> changes;            // flips since the previous evaluation
   std::vector<ThresholdStatus> thresholds;         // every configured threshold
-  std::optional<EvictionDecision> eviction;        // at most one per evaluation
+  /// What the engine would evict: at most one pod per lane of resources
+  /// (memory, disk, pids), most urgent first. Nothing is committed: the
+  /// policy decides what to act on and passes back what is terminating.
+  std::vector<Eviction> candidates;
+  std::optional<Eviction> eviction;  // the most urgent candidate (candidates.front())
   std::vector<Signal> no_candidates;               // signals that wanted a victim and found none
 };
 
 /// The engine's memory between evaluations; checkpointed by the daemon so a
 /// restart neither resets soft grace periods nor flips conditions nor evicts twice.
+/// A threshold's identity across configuration changes: its signal and kind
+/// (a configuration has at most one threshold of each).
+struct ThresholdKey {
+  Signal signal = Signal::MemoryAvailable;
+  ThresholdKind kind = ThresholdKind::Hard;
+  auto operator<=>(const ThresholdKey&) const = default;
+};
+
 struct EngineState {
-  // Index into EvictionConfig::thresholds -> when it was first observed met.
-  std::map<std::size_t, TimePoint> threshold_first_observed;
-  // Index into EvictionConfig::thresholds -> met (for min-reclaim hysteresis).
-  std::map<std::size_t, bool> threshold_met;
+  // Threshold -> when it was first observed met.
+  std::map<ThresholdKey, TimePoint> threshold_first_observed;
+  // Threshold -> met (for min-reclaim hysteresis).
+  std::map<ThresholdKey, bool> threshold_met;
   std::array<bool, kConditionCount> conditions{};
   std::array<std::optional<TimePoint>, kConditionCount> condition_last_met{};
-  std::vector<std::string> terminating_pods;  // uids evicted and not yet gone
+  bool operator==(const EngineState&) const = default;
 };
 
 /// Pods at or above this priority are critical and never evicted (the
@@ -92,15 +113,10 @@ class Engine {
   explicit Engine(EvictionConfig config);
 
   /// Evaluates every threshold against `snapshot` at time `now` and returns the
-  /// node conditions and at most one eviction. `now` must not go backwards.
-  Decisions evaluate(const NodeSnapshot& snapshot, TimePoint now);
-
-  /// The pod is gone (its cgroup was removed or the API deleted it): it is no
-  /// longer terminating and its uid may be forgotten.
-  void pod_gone(const std::string& uid);
-
-  /// Pods evicted and not yet reported gone.
-  const std::vector<std::string>& terminating() const { return state_.terminating_pods; }
+  /// node conditions and the pods it would evict (one per lane), leaving out
+  /// `excluded` (pods being evicted: EvictionPolicy::excluded()). Commits
+  /// nothing about pods. `now` must not go backwards.
+  Decisions evaluate(const NodeSnapshot& snapshot, TimePoint now, const std::vector<std::string>& excluded = {});
 
   const EvictionConfig& config() const { return config_; }
 
@@ -111,11 +127,13 @@ class Engine {
   /// The engine's memory (checkpointed by the daemon); valid until the next
   /// evaluate(), restore() or reconfigure().
   const EngineState& state() const { return state_; }
-  void restore(EngineState state) { state_ = std::move(state); }
+  /// Takes a checkpointed state; thresholds that are no longer configured
+  /// (by signal and kind) are dropped. Returns how many entries were dropped.
+  std::size_t restore(EngineState state);
 
  private:
-  bool is_terminating(const std::string& uid) const;
   void compute_eviction_order();
+  void drop_unconfigured(EngineState& state) const;
 
   EvictionConfig config_;
   EngineState state_;

@@ -18,25 +18,35 @@ std::string temp_dir() {
 Checkpoint sample() {
   Checkpoint cp;
   cp.boot_id = "boot-1";
-  cp.engine.threshold_first_observed[1] = TimePoint(std::chrono::seconds(42));
-  cp.engine.threshold_met[1] = true;
+  const ThresholdKey soft_mem{Signal::AllocatableMemoryAvailable, ThresholdKind::Soft};
+  cp.engine.threshold_first_observed[soft_mem] = TimePoint(std::chrono::seconds(42));
+  cp.engine.threshold_met[soft_mem] = true;
   cp.engine.conditions[0] = true;
   cp.engine.condition_last_met[0] = TimePoint(std::chrono::seconds(43));
-  cp.engine.terminating_pods = {"uid-a"};
-  EvictingPod p;
+  InFlightEviction f;
+  Eviction& p = f.eviction;
   p.id = "ev-1";
   p.uid = "uid-a";
   p.name = "a";
   p.namespace_ = "ns";
   p.cgroup_path = "/sys/fs/cgroup/memory/kubepods/besteffort/poduid-a";
+  p.qos = QosClass::Burstable;
+  p.metadata_known = true;
   p.signal = Signal::AllocatableMemoryAvailable;
   p.kind = ThresholdKind::Soft;
   p.observed = 1.5e8;
   p.threshold_value = 2e8;
   p.grace_period_seconds = 30;
+  p.usage_at_decision = 123456789;
   p.decided_at = TimePoint(std::chrono::seconds(44));
-  p.kill_deadline = TimePoint(std::chrono::seconds(74));
-  cp.evicting.push_back(p);
+  f.kill_at = TimePoint(std::chrono::seconds(74));
+  f.phase_deadline = TimePoint(std::chrono::seconds(104));
+  f.killed = true;
+  f.escalated = true;
+  cp.policy.in_flight.push_back(f);
+  cp.policy.evicted = {"uid-old"};
+  cp.policy.disk_reclaim_done_at = TimePoint(std::chrono::seconds(40));
+  cp.policy.sequence = 7;
   return cp;
 }
 
@@ -45,19 +55,19 @@ TEST(Checkpoint, RoundTripsEveryField) {
   auto back = decode_checkpoint(encode_checkpoint(cp));
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(back->boot_id, "boot-1");
-  EXPECT_EQ(back->engine.threshold_first_observed, cp.engine.threshold_first_observed);
-  EXPECT_EQ(back->engine.threshold_met, cp.engine.threshold_met);
-  EXPECT_EQ(back->engine.conditions, cp.engine.conditions);
-  EXPECT_EQ(back->engine.condition_last_met, cp.engine.condition_last_met);
-  EXPECT_EQ(back->engine.terminating_pods, cp.engine.terminating_pods);
-  ASSERT_EQ(back->evicting.size(), 1u);
-  EXPECT_EQ(back->evicting[0], cp.evicting[0]);
+  EXPECT_EQ(back->engine, cp.engine);
+  EXPECT_EQ(back->policy, cp.policy);
 }
 
 TEST(Checkpoint, CorruptInputsAreErrorsNotCrashes) {
-  for (std::string bad : {"", "{", "[]", "{\"version\":1}", "{\"version\":99,\"boot_id\":\"x\"}", "\x01\x02garbage",
-                          R"({"version":1,"boot_id":"b","engine":{"threshold_first_observed_ns":{"x":1},"threshold_met":{},"conditions":[false,false,false],"condition_last_met_ns":[null,null,null],"terminating_pods":[]},"evicting":[]})",
-                          R"({"version":1,"boot_id":"b","engine":{"threshold_first_observed_ns":{},"threshold_met":{},"conditions":[false],"condition_last_met_ns":[null],"terminating_pods":[]},"evicting":[]})"}) {
+  const std::string policy = R"("policy":{"in_flight":[],"evicted":[],"disk_reclaim_running":false,"disk_reclaim_done_at_ns":null,"sequence":0})";
+  for (std::string bad : {std::string(""), std::string("{"), std::string("[]"), std::string("{\"version\":2}"),
+                          std::string("{\"version\":99,\"boot_id\":\"x\"}"), std::string("\x01\x02garbage"),
+                          // version 1 kept engine state by threshold position
+                          std::string(R"({"version":1,"boot_id":"b","engine":{"threshold_first_observed_ns":{"0":1},"threshold_met":{},"conditions":[false,false,false],"condition_last_met_ns":[null,null,null],"terminating_pods":[]},"evicting":[]})"),
+                          R"({"version":2,"boot_id":"b","engine":{"threshold_first_observed_ns":{"x":1},"threshold_met":{},"conditions":[false,false,false],"condition_last_met_ns":[null,null,null]},)" + policy + "}",
+                          R"({"version":2,"boot_id":"b","engine":{"threshold_first_observed_ns":{"memory.available/medium":1},"threshold_met":{},"conditions":[false,false,false],"condition_last_met_ns":[null,null,null]},)" + policy + "}",
+                          R"({"version":2,"boot_id":"b","engine":{"threshold_first_observed_ns":{},"threshold_met":{},"conditions":[false],"condition_last_met_ns":[null]},)" + policy + "}"}) {
     auto r = decode_checkpoint(bad);
     EXPECT_FALSE(r.ok()) << "accepted: " << bad;
   }
@@ -71,7 +81,7 @@ TEST(Checkpoint, AtomicWriteAndLoad) {
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
   auto l = load_checkpoint(path, "boot-1");
   EXPECT_EQ(l.status, CheckpointLoad::Restored) << l.error;
-  EXPECT_EQ(l.checkpoint.evicting.size(), 1u);
+  EXPECT_EQ(l.checkpoint.policy.in_flight.size(), 1u);
 
   auto other = load_checkpoint(path, "boot-2");
   EXPECT_EQ(other.status, CheckpointLoad::OtherBoot);

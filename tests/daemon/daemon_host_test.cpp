@@ -123,6 +123,20 @@ class HostNode {
     return n;
   }
 
+  /// The pod cgroup's charged memory, in MiB.
+  uint64_t usage_mib(const PodDef& p) const {
+    const std::string v = sb_.read(rel(p), v2() ? "memory.current" : "memory.usage_in_bytes");
+    return v.empty() ? 0 : std::stoull(v) >> 20;
+  }
+  bool wait_usage(const PodDef& p, uint64_t mib, std::chrono::milliseconds limit) const {
+    auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (usage_mib(p) >= mib) return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  }
+
   uint64_t oom_kills() const {
     std::istringstream in(sb_.read("kubepods", v2() ? "memory.events" : "memory.oom_control"));
     std::string k;
@@ -333,6 +347,46 @@ TEST(DaemonHost, SoftThresholdWaitsForGraceThenKillsAProcessIgnoringSigterm) {
   ASSERT_TRUE(n.wait_gone(be, 10s)) << n.log();
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 2900ms) << "2 s threshold grace + 1 s pod grace";
   EXPECT_NE(n.log().find("grace period over, killing"), std::string::npos) << n.log();
+}
+
+// kubernetes#123872 on a sandbox node with 1 GiB for pods: a soft-evicted
+// BestEffort pod ignoring SIGTERM (grace 120 s) must not hold back the hard
+// threshold when a Burstable pod spikes by 420 MiB at ~400 MiB/s.
+TEST(DaemonHost, HardThresholdKillsASoftVictimInsteadOfWaitingForItsGrace) {
+  HostNode n("daemon-escalate");
+  PRESSURED_REQUIRE_ROOT();
+  PRESSURED_REQUIRE(fs::exists("/usr/bin/python3"), "/usr/bin/python3 (the pods' workload)");
+  PRESSURED_REQUIRE(fs::exists(kBinary), "the pressured binary " + kBinary);
+  PRESSURED_REQUIRE(n.ok(), "a memory cgroup sandbox: " + n.error());
+  ASSERT_TRUE(n.setup(1024));
+  PodDef be{"55555555-0000-4000-8000-000000000001", "batch", "BestEffort",
+            {"--start-mib", "680", "--max-mib", "680", "--duration-s", "60", "--ignore-sigterm"}, 120};
+  PodDef bu{"55555555-0000-4000-8000-000000000002", "web", "Burstable",
+            {"--start-mib", "16", "--step-mib", "40", "--interval-ms", "100", "--max-mib", "436", "--duration-s", "30"}};
+  ASSERT_TRUE(n.start(be));
+  ASSERT_TRUE(n.wait_usage(be, 680, 60s)) << n.usage_mib(be) << " MiB";
+  n.write_config(
+      "evictionSoft:\n  allocatableMemory.available: 400Mi\nevictionSoftGracePeriod:\n  allocatableMemory.available: 1s\n"
+      "evictionHard:\n  allocatableMemory.available: 150Mi\nevictionMaxPodGracePeriod: 0\n"
+      "evictionPressureTransitionPeriod: 2s\n");
+  ASSERT_TRUE(n.start_daemon()) << n.log();
+  ASSERT_TRUE(n.wait_log("(soft) grace=120s", 30s)) << n.usage_mib(be) << " MiB\n" << n.log();
+  EXPECT_GT(n.procs(be), 0u) << "it ignores SIGTERM";
+  auto spike = std::chrono::steady_clock::now();
+  ASSERT_TRUE(n.start(bu));
+  ASSERT_TRUE(n.wait_gone(be, 10s)) << n.log();
+  const auto took = std::chrono::steady_clock::now() - spike;
+  ::testing::Test::RecordProperty(
+      "spike_start_to_victim_gone_ms",
+      static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+  std::this_thread::sleep_for(1500ms);  // the spike completes
+  EXPECT_EQ(n.oom_kills(), 0u) << n.log();
+  EXPECT_GT(n.procs(bu), 0u) << "the spiking pod fits once the soft victim is gone\n" << n.log();
+  EXPECT_LT(took, 30s) << "not 120 s of grace (includes the spike reaching the hard threshold, slow under load)";
+  const std::string log = n.log();
+  EXPECT_EQ(count(log, "killing it now"), 1u) << log;
+  EXPECT_EQ(count(log, "kernel OOM kill"), 0u) << log;
+  EXPECT_EQ(count(log, "signal=allocatableMemory.available"), 1u) << "one eviction, escalated\n" << log;
 }
 
 TEST(DaemonHost, RestartRestoresSoftThresholdTiming) {

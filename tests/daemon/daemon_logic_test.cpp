@@ -91,6 +91,7 @@ class FakeEvictor final : public Evictor {
     return KillReport{};
   }
   Result<KillReport> kill(const EvictionTarget& t) override {
+    if (on_kill) on_kill(t);
     calls.push_back("kill " + t.uid);
     if (!stuck) gone.push_back(t.uid);
     KillReport r;
@@ -101,6 +102,7 @@ class FakeEvictor final : public Evictor {
     return std::find(gone.begin(), gone.end(), t.uid) != gone.end();
   }
   std::vector<std::string> calls, gone;
+  std::function<void(const EvictionTarget&)> on_kill;
   bool exit_on_sigterm = false;
   bool stuck = false;
 };
@@ -158,7 +160,7 @@ TEST(DaemonLogic, HardThresholdEvictsTheBestEffortPodFirst) {
   ASSERT_EQ(r.ev.calls.size(), 1u);
   EXPECT_EQ(r.ev.calls[0], "kill besteffort");
   EXPECT_EQ(r.d->stats().evictions_started, 1u);
-  ASSERT_TRUE(r.d->in_flight().has_value());
+  ASSERT_TRUE(r.d->policy().busy());
 }
 
 TEST(DaemonLogic, NoSecondEvictionWhenTheFirstFreedEnough) {
@@ -175,7 +177,7 @@ TEST(DaemonLogic, NoSecondEvictionWhenTheFirstFreedEnough) {
   r.release("besteffort");
   for (double t = 1.3; t < 3; t += 0.1) r.d->evaluate(at(t), "test", std::nullopt);
   EXPECT_EQ(r.ev.calls.size(), 1u) << "the burstable pod must survive: 524 MiB are available again";
-  EXPECT_FALSE(r.d->in_flight().has_value());
+  EXPECT_FALSE(r.d->policy().busy());
   EXPECT_EQ(r.d->stats().evictions_completed, 1u);
 }
 
@@ -320,11 +322,115 @@ TEST(DaemonLogic, RestartRestoresSoftGraceAndTheEvictionInFlight) {
     r.obs.add("be", QosClass::BestEffort, 900 * MiB);
     r.make(c);
     r.d->restore_checkpoint();
-    ASSERT_TRUE(r.d->in_flight().has_value());
-    EXPECT_EQ(r.d->in_flight()->pod.uid, "be");
+    ASSERT_TRUE(r.d->policy().busy());
+    EXPECT_EQ(r.d->policy().state().in_flight.at(0).eviction.uid, "be");
     r.d->evaluate(at(13), "test", std::nullopt);
     EXPECT_EQ(r.ev.calls, std::vector<std::string>{"kill be"});
   }
+  std::filesystem::remove_all(std::filesystem::path(state).parent_path());
+}
+
+// kubernetes#123872: a soft victim with a long grace must not hold back a hard threshold.
+Config issue_config(const std::string& state = "") {
+  Config c = base_config(state);
+  c.eviction.thresholds = {threshold(ThresholdKind::Soft, 400 * MiB, 1s), threshold(ThresholdKind::Hard, 150 * MiB)};
+  c.eviction.max_pod_grace_period_seconds = 0;
+  return c;
+}
+
+void issue_pods(FakeObserver& obs) {
+  obs.add("be", QosClass::BestEffort, 680 * MiB).termination_grace_period_seconds = 120;
+  obs.add("bu", QosClass::Burstable, 100 * MiB, 100 * MiB);
+}
+
+TEST(DaemonLogic, SoftVictimIsKilledOnTheFirstEvaluationAfterAHardCrossing) {
+  Rig r;
+  issue_pods(r.obs);
+  r.make(issue_config());
+  r.d->evaluate(at(0), "test", std::nullopt);
+  r.d->evaluate(at(1), "test", std::nullopt);
+  ASSERT_EQ(r.ev.calls, std::vector<std::string>{"terminate be"});  // ignores it: grace 120 s
+  for (double t = 1.05; t < 5; t += 0.05) r.d->evaluate(at(t), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls.size(), 1u);
+  r.obs.find("bu")->usage.memory_working_set_bytes = 520 * MiB;  // 1024 - 1200: hard met
+  r.d->evaluate(at(5), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls, (std::vector<std::string>{"terminate be", "kill be"}));
+  EXPECT_EQ(r.d->stats().escalations, 1u);
+  r.release("be");
+  for (double t = 5.05; t < 6; t += 0.05) r.d->evaluate(at(t), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls.size(), 2u) << "the burstable pod survives: 504 MiB are back";
+  EXPECT_FALSE(r.d->policy().busy());
+}
+
+TEST(DaemonLogic, CheckpointIsWrittenBeforeTheKill) {
+  std::string state = temp_state();
+  Rig r;
+  r.obs.add("be", QosClass::BestEffort, 900 * MiB);
+  r.make(base_config(state));
+  bool recorded = false;
+  r.ev.on_kill = [&](const EvictionTarget& t) {
+    auto l = load_checkpoint(state, "test-boot");
+    recorded = l.status == CheckpointLoad::Restored && l.checkpoint.policy.in_flight.size() == 1 &&
+               l.checkpoint.policy.in_flight[0].eviction.uid == t.uid && l.checkpoint.policy.in_flight[0].killed;
+  };
+  r.d->evaluate(at(1), "test", std::nullopt);
+  ASSERT_EQ(r.ev.calls, std::vector<std::string>{"kill be"});
+  EXPECT_TRUE(recorded) << "a crash during the kill must find the eviction in the checkpoint";
+  std::filesystem::remove_all(std::filesystem::path(state).parent_path());
+}
+
+TEST(DaemonLogic, RestartDuringEscalationNeitherLosesTheKillNorKillsTwice) {
+  std::string state = temp_state();
+  for (bool died : {false, true}) {
+    {
+      Rig r;  // escalates, then "crashes" right after the checkpoint (no save at stop)
+      issue_pods(r.obs);
+      r.make(issue_config(state));
+      r.d->evaluate(at(0), "test", std::nullopt);
+      r.d->evaluate(at(1), "test", std::nullopt);
+      r.obs.find("bu")->usage.memory_working_set_bytes = 520 * MiB;
+      r.d->evaluate(at(5), "test", std::nullopt);
+      ASSERT_EQ(r.ev.calls.back(), "kill be");
+    }
+    Rig r;
+    issue_pods(r.obs);
+    r.obs.find("bu")->usage.memory_working_set_bytes = 520 * MiB;
+    if (died) r.ev.gone = {"be"};  // the kill went out before the crash
+    r.make(issue_config(state));
+    r.d->restore_checkpoint();
+    ASSERT_TRUE(r.d->policy().busy());
+    r.d->evaluate(at(5.2), "test", std::nullopt);
+    r.d->evaluate(at(5.25), "test", std::nullopt);
+    if (died) {
+      EXPECT_TRUE(r.ev.calls.empty()) << "nothing killed again, no second victim";
+    } else {
+      EXPECT_EQ(r.ev.calls, std::vector<std::string>{"kill be"}) << "the kill is resumed, once";
+    }
+  }
+  std::filesystem::remove_all(std::filesystem::path(state).parent_path());
+}
+
+TEST(DaemonLogic, ADayOldEvictionInTheCheckpointIsNotResumed) {
+  std::string state = temp_state();
+  Config c = issue_config(state);
+  {
+    Rig r;
+    issue_pods(r.obs);
+    r.make(c);
+    r.d->evaluate(at(0), "test", std::nullopt);
+    r.d->evaluate(at(1), "test", std::nullopt);
+    ASSERT_EQ(r.ev.calls, std::vector<std::string>{"terminate be"});
+  }
+  Rig r;
+  r.obs.add("be", QosClass::BestEffort, 100 * MiB);  // the pressure is long gone
+  c.eviction.thresholds = {};                           // and so are the thresholds
+  r.make(c);
+  r.d->restore_checkpoint();
+  r.d->evaluate(at(86400), "test", std::nullopt);
+  EXPECT_TRUE(r.ev.calls.empty());
+  EXPECT_EQ(r.d->stats().expired_evictions, 1u);
+  EXPECT_FALSE(r.d->policy().busy());
+  EXPECT_EQ(r.d->stats().checkpoint_dropped_thresholds, 2u) << "the soft threshold's timing and hysteresis";
   std::filesystem::remove_all(std::filesystem::path(state).parent_path());
 }
 

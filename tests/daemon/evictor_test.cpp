@@ -72,6 +72,36 @@ TEST(EvictorSafety, KernelThreadDetection) {
   EXPECT_FALSE(is_kernel_thread(text, "x"));
 }
 
+TEST(EvictorSafety, ThawsOnlyTheRestoredVictimsLeftFrozen) {
+  // A fake v1 layout: memory and freezer hierarchies side by side.
+  std::string d = temp_dir();
+  for (const char* h : {"memory", "freezer"}) {
+    for (const char* pod : {"podA", "podA/c1", "podB"}) fs::create_directories(d + "/" + h + "/kubepods/besteffort/" + pod);
+  }
+  auto state = [&](const std::string& rel) { return d + "/freezer/kubepods/besteffort/" + rel + "/freezer.state"; };
+  std::ofstream(state("podA")) << "FROZEN\n";
+  std::ofstream(state("podA/c1")) << "FREEZING\n";
+  std::ofstream(state("podB")) << "FROZEN\n";  // paused by its runtime, not ours
+  CgroupEvictorOptions o;
+  o.hierarchy_mount = d + "/memory";
+  o.pods_root = d + "/memory/kubepods";
+  o.freezer_mount = d + "/freezer";
+  CgroupEvictor ev(o);
+  EXPECT_EQ(ev.thaw_leftovers({d + "/memory/kubepods/besteffort/podA", d + "/memory/elsewhere"}), 2u);
+  auto read = [](const std::string& p) {
+    std::ifstream in(p);
+    std::string s;
+    std::getline(in, s);
+    return s;
+  };
+  EXPECT_EQ(read(state("podA")), "THAWED");
+  EXPECT_EQ(read(state("podA/c1")).rfind("THAWED", 0), 0u);  // a fake file: written over, not truncated
+  EXPECT_EQ(read(state("podB")), "FROZEN");
+  o.freezer_mount.clear();
+  EXPECT_EQ(CgroupEvictor(o).thaw_leftovers({d + "/memory/kubepods/besteffort/podB"}), 0u) << "no freezer: nothing";
+  fs::remove_all(d);
+}
+
 TEST(EvictorSafety, RefusesTargetsOutsideThePodsRoot) {
   std::string d = temp_dir();
   fs::create_directories(d + "/kubepods/besteffort/podA");

@@ -331,7 +331,7 @@ TEST(EngineCondition, EachSignalMapsToItsCondition) {
 
 // --- Evictions ----------------------------------------------------------------
 
-TEST(EngineEviction, OneEvictionPerEvaluationAndTerminatingPodsAreNotChosenAgain) {
+TEST(EngineEviction, CommitsNothingAndLeavesExcludedPodsOut) {
   Engine e(config({hard(Signal::MemoryAvailable, qty(kGi))}));
   Snap s;
   s.mem(kMi)
@@ -339,16 +339,34 @@ TEST(EngineEviction, OneEvictionPerEvaluationAndTerminatingPodsAreNotChosenAgain
       .add(pod("b", QosClass::BestEffort, 200 * kMi))
       .add(pod("c", QosClass::BestEffort, 100 * kMi));
   EXPECT_EQ(victim(e.evaluate(s, at(0))), "a");
-  EXPECT_EQ(victim(e.evaluate(s, at(0))), "b");  // the same instant, a new evaluation
-  EXPECT_EQ(victim(e.evaluate(s, at(1))), "c");
-  EXPECT_EQ(e.terminating(), (std::vector<std::string>{"a", "b", "c"}));
-  Decisions d = e.evaluate(s, at(2));
+  EXPECT_EQ(victim(e.evaluate(s, at(0))), "a") << "the engine remembers no victim: the policy does";
+  EXPECT_EQ(victim(e.evaluate(s, at(0), {"a"})), "b");
+  EXPECT_EQ(victim(e.evaluate(s, at(1), {"a", "b"})), "c");
+  Decisions d = e.evaluate(s, at(2), {"a", "b", "c"});
   EXPECT_FALSE(d.eviction);
+  EXPECT_TRUE(d.candidates.empty());
   EXPECT_EQ(d.no_candidates, std::vector<Signal>{Signal::MemoryAvailable});
-  // A terminating pod that is gone is forgotten; a pod re-using its uid is a candidate again.
-  e.pod_gone("b");
-  EXPECT_EQ(e.terminating(), (std::vector<std::string>{"a", "c"}));
-  EXPECT_EQ(victim(e.evaluate(s, at(3))), "b");
+}
+
+TEST(EngineEviction, OneCandidatePerLaneMostUrgentFirst) {
+  Engine e(config({hard(Signal::NodefsAvailable, qty(kGi)), hard(Signal::PidAvailable, qty(10)),
+                   soft(Signal::MemoryAvailable, qty(kGi), Duration(0)), hard(Signal::MemoryAvailable, qty(kMi))}));
+  Pod disk = pod("disk", QosClass::BestEffort, 1);
+  disk.usage.ephemeral_storage_bytes = 50 * kGi;
+  Pod mem = pod("mem", QosClass::BestEffort, 8 * kGi);
+  Pod pids = pod("pids", QosClass::BestEffort, 2);
+  pids.usage.pids = 5000;
+  Snap s;
+  s.mem(kMi / 2).sig(Signal::NodefsAvailable, kMi, 100 * kGi).sig(Signal::PidAvailable, 5, 32768).add(disk).add(mem).add(pids);
+  Decisions d = e.evaluate(s, at(0));
+  ASSERT_EQ(d.candidates.size(), 3u);
+  EXPECT_EQ(d.candidates[0].uid, "mem");
+  EXPECT_EQ(d.candidates[0].kind, ThresholdKind::Hard) << "memory's hard threshold outranks its soft one";
+  EXPECT_EQ(d.candidates[1].uid, "disk");
+  EXPECT_EQ(d.candidates[1].signal, Signal::NodefsAvailable);
+  EXPECT_EQ(d.candidates[2].uid, "pids");
+  EXPECT_EQ(d.candidates[2].signal, Signal::PidAvailable);
+  EXPECT_EQ(d.eviction, d.candidates[0]);
 }
 
 TEST(EngineEviction, MemoryIsReclaimedBeforeDisk) {
@@ -363,7 +381,7 @@ TEST(EngineEviction, MemoryIsReclaimedBeforeDisk) {
   ASSERT_TRUE(d.eviction);
   EXPECT_EQ(d.eviction->signal, Signal::MemoryAvailable);
   EXPECT_EQ(d.eviction->uid, "mem");
-  d = e.evaluate(s, at(1));
+  d = e.evaluate(s, at(1), {"mem"});  // mem is being evicted (the policy says so)
   ASSERT_TRUE(d.eviction);
   EXPECT_EQ(d.eviction->signal, Signal::MemoryAvailable) << "still memory; the last resort is the disk pod";
   EXPECT_EQ(d.eviction->uid, "disk");
@@ -391,7 +409,7 @@ TEST(EngineEviction, CriticalStaticAndHighPriorityPodsAreNeverEvicted) {
   Snap s;
   s.mem(kMi).add(crit).add(stat).add(prio).add(almost);
   EXPECT_EQ(victim(e.evaluate(s, at(0))), "almost");
-  Decisions d = e.evaluate(s, at(1));
+  Decisions d = e.evaluate(s, at(1), {"almost"});
   EXPECT_FALSE(d.eviction);
   EXPECT_EQ(d.no_candidates.size(), 1u);
 }
@@ -525,7 +543,7 @@ TEST(EngineRanking, SelectionAgreesWithTheFullRanking) {
     std::vector<std::string> terminating;
     for (int k = 0; k < 3; ++k) {
       auto ranked = rank_pods(pods, StarvedResource::Memory, c, terminating);
-      Decisions d = e.evaluate(s, at(k));
+      Decisions d = e.evaluate(s, at(k), terminating);
       if (ranked.empty()) {
         EXPECT_FALSE(d.eviction);
         break;
@@ -539,7 +557,7 @@ TEST(EngineRanking, SelectionAgreesWithTheFullRanking) {
 
 // --- State ----------------------------------------------------------------------
 
-TEST(EngineState, RestoreKeepsGracePeriodsConditionsAndTerminatingPods) {
+TEST(EngineState, RestoreKeepsGracePeriodsAndConditions) {
   EvictionConfig c = config({soft(Signal::MemoryAvailable, qty(kGi), seconds(30)), hard(Signal::NodefsAvailable, qty(kGi))},
                             seconds(60));
   Engine first(c);
@@ -550,18 +568,40 @@ TEST(EngineState, RestoreKeepsGracePeriodsConditionsAndTerminatingPods) {
   EXPECT_EQ(victim(d), "a");  // nodefs hard, the only pod using disk
 
   Engine second(c);
-  second.restore(first.state());
-  EXPECT_EQ(second.terminating(), std::vector<std::string>{"a"});
-  d = second.evaluate(s, at(29));
+  EXPECT_EQ(second.restore(first.state()), 0u);
+  // Which pods are terminating is the policy's: it passes them in.
+  d = second.evaluate(s, at(29), {"a"});
   EXPECT_TRUE(d.changes.empty()) << "conditions were restored, nothing flips";
   EXPECT_EQ(victim(d), "b") << "nodefs hard again; a is terminating";
-  d = second.evaluate(s, at(30));
+  d = second.evaluate(s, at(30), {"a", "b"});
   // The soft memory threshold (index 0) is due: its grace period started at 0
   // in the first engine. Both pods are terminating now, so nothing is left.
   EXPECT_EQ(*d.thresholds[0].first_observed, at(0)) << "the soft grace period was not reset by the restart";
   EXPECT_TRUE(d.thresholds[0].grace_elapsed);
   EXPECT_FALSE(d.eviction);
   EXPECT_EQ(d.no_candidates, (std::vector<Signal>{Signal::MemoryAvailable, Signal::NodefsAvailable}));
+}
+
+TEST(EngineState, RestoreMatchesThresholdsBySignalAndKindNotPosition) {
+  // Saved with a hard memory threshold met (first in the list); restored
+  // under a configuration whose first threshold is nodefs with a minimum
+  // reclaim: nodefs must not inherit memory's "met" (hysteresis would make
+  // it met with the signal above its threshold).
+  Engine first(config({hard(Signal::MemoryAvailable, qty(kGi))}));
+  Snap s;
+  s.mem(kMi).sig(Signal::NodefsAvailable, 12 * kGi, 100 * kGi).add(pod("a", QosClass::BestEffort, kMi));
+  s.s.pods[0].usage.ephemeral_storage_bytes = 5 * static_cast<uint64_t>(kGi);
+  ASSERT_TRUE(first.evaluate(s, at(0)).thresholds[0].met);
+  Engine second(config({hard(Signal::NodefsAvailable, qty(10 * kGi), qty(5 * kGi)), hard(Signal::MemoryAvailable, qty(2 * kMi))}));
+  EXPECT_EQ(second.restore(first.state()), 0u) << "memory.available/hard is still configured";
+  Decisions d = second.evaluate(s, at(1));
+  EXPECT_FALSE(d.thresholds[0].met) << "12Gi available is above the 10Gi nodefs threshold";
+  for (const auto& c : d.candidates) EXPECT_NE(c.signal, Signal::NodefsAvailable);
+  EXPECT_EQ(*d.thresholds[1].first_observed, at(0)) << "memory.available/hard kept its state";
+
+  Engine third(config({hard(Signal::NodefsAvailable, qty(10 * kGi), qty(5 * kGi))}));
+  EXPECT_EQ(third.restore(first.state()), 2u) << "first observed and met of memory.available/hard dropped";
+  EXPECT_TRUE(third.state().threshold_met.empty());
 }
 
 TEST(EngineState, ReconfigureKeepsStateOfThresholdsThatStillExist) {

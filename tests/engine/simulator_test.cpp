@@ -70,9 +70,18 @@ TEST(Simulator, PodDeletedEndsTerminatingAndUnknownUidsAreErrors) {
   ASSERT_TRUE(sim.feed(R"({"t":0,"kind":"observe","signals":{"memory.available":{"available":"1Mi","capacity":"16Gi"}}})", out).ok());
   ASSERT_TRUE(sim.feed(R"({"t":0,"kind":"pod","uid":"a","usage":{"memory":"1Mi"}})", out).ok());
   ASSERT_TRUE(sim.feed(R"({"t":1,"kind":"tick"})", out).ok());
-  EXPECT_EQ(sim.engine().terminating(), std::vector<std::string>{"a"});
+  ASSERT_EQ(out.size(), 2u);  // condition, evict
+  out.clear();
+  ASSERT_TRUE(sim.feed(R"({"t":1.5,"kind":"tick"})", out).ok());
+  EXPECT_EQ(out, std::vector<std::string>{R"({"t":1.5,"kind":"noCandidates","signal":"memory.available"})"})
+      << "a is terminating";
   ASSERT_TRUE(sim.feed(R"({"t":2,"kind":"podDeleted","uid":"a"})", out).ok());
-  EXPECT_TRUE(sim.engine().terminating().empty());
+  out.clear();
+  ASSERT_TRUE(sim.feed(R"({"t":2,"kind":"pod","uid":"a","usage":{"memory":"1Mi"}})", out).ok());
+  ASSERT_TRUE(sim.feed(R"({"t":2,"kind":"tick"})", out).ok());
+  ASSERT_EQ(out.size(), 1u) << "a new pod with that uid is a candidate again";
+  EXPECT_NE(out[0].find(R"("kind":"evict","uid":"a")"), std::string::npos) << out[0];
+  ASSERT_TRUE(sim.feed(R"({"t":2.5,"kind":"podDeleted","uid":"a"})", out).ok());
   auto r = sim.feed(R"({"t":3,"kind":"podDeleted","uid":"a"})", out);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("unknown pod uid \"a\""), std::string::npos);

@@ -2,7 +2,9 @@
 # Golden timelines for `pressured simulate`.
 #   run.sh PRESSURED_BINARY [NAME...]
 # For each NAME (default: every *.jsonl here) it runs
-#   pressured simulate --config NAME.yaml [$(cat NAME.args)] --input NAME.jsonl
+#   pressured simulate --config NAME.yaml [$(cat NAME.args)] [--engine-only] --input NAME.jsonl
+# Every timeline states its mode on its first line: "# mode: policy" (the
+# whole eviction policy, as the daemon runs it) or "# mode: engine-only".
 # and diffs stdout against NAME.expected. When NAME.error exists the command
 # must fail (non-zero exit) and its stderr must contain that file's first line.
 # Expected outputs were derived by hand from the rules in docs/engine.md; the
@@ -21,6 +23,12 @@ failed=0
 for name in "${names[@]}"; do
   args=()
   if [[ -f "${here}/${name}.args" ]]; then read -r -a args <"${here}/${name}.args"; fi
+  mode=$(head -n1 "${here}/${name}.jsonl")
+  case "${mode}" in
+    "# mode: policy"*) ;;
+    "# mode: engine-only"*) args+=(--engine-only) ;;
+    *) echo "FAIL ${name}: the first line must be '# mode: policy' or '# mode: engine-only'"; failed=$((failed + 1)); continue ;;
+  esac
   "${bin}" simulate --config "${here}/${name}.yaml" "${args[@]}" --input "${here}/${name}.jsonl" \
     >"${tmp}/${name}.out" 2>"${tmp}/${name}.err"
   rc=$?

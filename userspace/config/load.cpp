@@ -399,6 +399,7 @@ const std::vector<Section>& sections() {
                                 duration_field("diskReclaimTimeout", &DaemonConfig::disk_reclaim_timeout),
                                 duration_field("releaseWaitTimeout", &DaemonConfig::release_wait_timeout),
                                 duration_field("softKillMargin", &DaemonConfig::soft_kill_margin),
+                                duration_field("killTimeout", &DaemonConfig::kill_timeout),
                             }),
   };
   return kSections;
@@ -1043,6 +1044,10 @@ Result<void> validate_config(const Config& c) {
   }
   if (c.daemon.soft_kill_margin.count() < 0) {
     return invalid("daemon.softKillMargin", format_duration(c.daemon.soft_kill_margin), "is negative");
+  }
+  if (c.daemon.kill_timeout < std::chrono::seconds(1)) {
+    return invalid("daemon.killTimeout", format_duration(c.daemon.kill_timeout),
+                   "is under 1s (a victim needs time to die before it counts as stuck)");
   }
   return {};
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -16,49 +17,113 @@ namespace pressured {
 namespace {
 
 using json = nlohmann::json;
-constexpr int kVersion = 1;
+// 2: engine state keyed by signal and kind; the policy's state.
+constexpr int kVersion = 2;
 constexpr std::size_t kMaxBytes = 4 * 1024 * 1024;
 
 int64_t ns(TimePoint t) { return t.time_since_epoch().count(); }
 TimePoint tp(int64_t v) { return TimePoint(Duration(v)); }
 
-json encode_pod(const EvictingPod& p) {
-  return json{{"id", p.id},
-              {"uid", p.uid},
-              {"name", p.name},
-              {"namespace", p.namespace_},
-              {"cgroup_path", p.cgroup_path},
-              {"signal", std::string(name(p.signal))},
-              {"kind", p.kind == ThresholdKind::Hard ? "hard" : "soft"},
-              {"observed", p.observed},
-              {"threshold", p.threshold_value},
-              {"grace_period_seconds", p.grace_period_seconds},
-              {"decided_at_ns", ns(p.decided_at)},
-              {"kill_deadline_ns", ns(p.kill_deadline)}};
+const char* kind_name(ThresholdKind k) { return k == ThresholdKind::Hard ? "hard" : "soft"; }
+
+ThresholdKind parse_kind(const std::string& s) {
+  if (s == "hard") return ThresholdKind::Hard;
+  if (s == "soft") return ThresholdKind::Soft;
+  throw std::runtime_error("threshold kind '" + s + "' is not hard or soft");
+}
+
+Signal parse_signal_or_throw(const std::string& s) {
+  auto sig = parse_signal(s);
+  if (!sig) throw std::runtime_error("unknown signal \"" + s + "\"");
+  return *sig;
+}
+
+// "memory.available/hard"
+std::string key_name(const ThresholdKey& k) { return std::string(name(k.signal)) + "/" + kind_name(k.kind); }
+
+ThresholdKey parse_key(const std::string& s) {
+  auto slash = s.rfind('/');
+  if (slash == std::string::npos) throw std::runtime_error("threshold key '" + s + "' is not signal/kind");
+  return ThresholdKey{parse_signal_or_throw(s.substr(0, slash)), parse_kind(s.substr(slash + 1))};
+}
+
+json encode_eviction(const Eviction& e) {
+  return json{{"id", e.id},
+              {"uid", e.uid},
+              {"name", e.name},
+              {"namespace", e.namespace_},
+              {"cgroup_path", e.cgroup_path},
+              {"qos", std::string(name(e.qos))},
+              {"static_pod", e.static_pod},
+              {"metadata_known", e.metadata_known},
+              {"signal", std::string(name(e.signal))},
+              {"kind", kind_name(e.kind)},
+              {"observed", e.observed},
+              {"threshold", e.threshold_value},
+              {"grace_period_seconds", e.grace_period_seconds},
+              {"signal_stale", e.signal_stale},
+              {"usage_at_decision", e.usage_at_decision},
+              {"decided_at_ns", ns(e.decided_at)}};
+}
+
+Eviction decode_eviction(const json& p) {
+  Eviction e;
+  e.id = p.at("id").get<std::string>();
+  e.uid = p.at("uid").get<std::string>();
+  e.name = p.at("name").get<std::string>();
+  e.namespace_ = p.at("namespace").get<std::string>();
+  e.cgroup_path = p.at("cgroup_path").get<std::string>();
+  auto q = parse_qos(p.at("qos").get<std::string>());
+  if (!q) throw std::runtime_error("unknown QoS class " + p.at("qos").dump());
+  e.qos = *q;
+  e.static_pod = p.at("static_pod").get<bool>();
+  e.metadata_known = p.at("metadata_known").get<bool>();
+  e.signal = parse_signal_or_throw(p.at("signal").get<std::string>());
+  e.kind = parse_kind(p.at("kind").get<std::string>());
+  e.observed = p.at("observed").get<double>();
+  e.threshold_value = p.at("threshold").get<double>();
+  e.grace_period_seconds = p.at("grace_period_seconds").get<int64_t>();
+  e.signal_stale = p.at("signal_stale").get<bool>();
+  e.usage_at_decision = p.at("usage_at_decision").get<uint64_t>();
+  e.decided_at = tp(p.at("decided_at_ns").get<int64_t>());
+  return e;
 }
 
 }  // namespace
 
 std::string encode_checkpoint(const Checkpoint& cp) {
   json first = json::object(), met = json::object();
-  for (const auto& [i, t] : cp.engine.threshold_first_observed) first[std::to_string(i)] = ns(t);
-  for (const auto& [i, m] : cp.engine.threshold_met) met[std::to_string(i)] = m;
+  for (const auto& [k, t] : cp.engine.threshold_first_observed) first[key_name(k)] = ns(t);
+  for (const auto& [k, m] : cp.engine.threshold_met) met[key_name(k)] = m;
   json conds = json::array(), last = json::array();
   for (std::size_t i = 0; i < kConditionCount; ++i) {
     conds.push_back(cp.engine.conditions[i]);
     last.push_back(cp.engine.condition_last_met[i] ? json(ns(*cp.engine.condition_last_met[i])) : json(nullptr));
   }
-  json pods = json::array();
-  for (const auto& p : cp.evicting) pods.push_back(encode_pod(p));
+  json flights = json::array();
+  for (const auto& f : cp.policy.in_flight) {
+    flights.push_back(json{{"eviction", encode_eviction(f.eviction)},
+                           {"phase", f.phase == InFlightEviction::Phase::Terminating ? "terminating" : "releasing"},
+                           {"kill_at_ns", ns(f.kill_at)},
+                           {"phase_deadline_ns", ns(f.phase_deadline)},
+                           {"killed", f.killed},
+                           {"api", f.api},
+                           {"escalated", f.escalated}});
+  }
+  const auto& pol = cp.policy;
   json j{{"version", kVersion},
          {"boot_id", cp.boot_id},
          {"engine",
           {{"threshold_first_observed_ns", first},
            {"threshold_met", met},
            {"conditions", conds},
-           {"condition_last_met_ns", last},
-           {"terminating_pods", cp.engine.terminating_pods}}},
-         {"evicting", pods}};
+           {"condition_last_met_ns", last}}},
+         {"policy",
+          {{"in_flight", flights},
+           {"evicted", pol.evicted},
+           {"disk_reclaim_running", pol.disk_reclaim_running},
+           {"disk_reclaim_done_at_ns", pol.disk_reclaim_done_at ? json(ns(*pol.disk_reclaim_done_at)) : json(nullptr)},
+           {"sequence", pol.sequence}}}};
   return j.dump(1) + "\n";
 }
 
@@ -73,9 +138,9 @@ Result<Checkpoint> decode_checkpoint(const std::string& text) {
     cp.boot_id = j.at("boot_id").get<std::string>();
     const json& e = j.at("engine");
     for (const auto& [k, v] : e.at("threshold_first_observed_ns").items()) {
-      cp.engine.threshold_first_observed[std::stoul(k)] = tp(v.get<int64_t>());
+      cp.engine.threshold_first_observed[parse_key(k)] = tp(v.get<int64_t>());
     }
-    for (const auto& [k, v] : e.at("threshold_met").items()) cp.engine.threshold_met[std::stoul(k)] = v.get<bool>();
+    for (const auto& [k, v] : e.at("threshold_met").items()) cp.engine.threshold_met[parse_key(k)] = v.get<bool>();
     const json& conds = e.at("conditions");
     const json& last = e.at("condition_last_met_ns");
     if (!conds.is_array() || conds.size() != kConditionCount || !last.is_array() || last.size() != kConditionCount) {
@@ -85,27 +150,26 @@ Result<Checkpoint> decode_checkpoint(const std::string& text) {
       cp.engine.conditions[i] = conds[i].get<bool>();
       if (!last[i].is_null()) cp.engine.condition_last_met[i] = tp(last[i].get<int64_t>());
     }
-    cp.engine.terminating_pods = e.at("terminating_pods").get<std::vector<std::string>>();
-    for (const auto& p : j.at("evicting")) {
-      EvictingPod ep;
-      ep.id = p.at("id").get<std::string>();
-      ep.uid = p.at("uid").get<std::string>();
-      ep.name = p.at("name").get<std::string>();
-      ep.namespace_ = p.at("namespace").get<std::string>();
-      ep.cgroup_path = p.at("cgroup_path").get<std::string>();
-      auto sig = parse_signal(p.at("signal").get<std::string>());
-      if (!sig) return Error{EINVAL, "checkpoint names unknown signal " + p.at("signal").dump()};
-      ep.signal = *sig;
-      std::string kind = p.at("kind").get<std::string>();
-      if (kind != "hard" && kind != "soft") return Error{EINVAL, "checkpoint threshold kind '" + kind + "'"};
-      ep.kind = kind == "hard" ? ThresholdKind::Hard : ThresholdKind::Soft;
-      ep.observed = p.at("observed").get<double>();
-      ep.threshold_value = p.at("threshold").get<double>();
-      ep.grace_period_seconds = p.at("grace_period_seconds").get<int64_t>();
-      ep.decided_at = tp(p.at("decided_at_ns").get<int64_t>());
-      ep.kill_deadline = tp(p.at("kill_deadline_ns").get<int64_t>());
-      cp.evicting.push_back(std::move(ep));
+    const json& p = j.at("policy");
+    for (const auto& f : p.at("in_flight")) {
+      InFlightEviction r;
+      r.eviction = decode_eviction(f.at("eviction"));
+      const std::string phase = f.at("phase").get<std::string>();
+      if (phase != "terminating" && phase != "releasing") {
+        return Error{EINVAL, "checkpoint phase '" + phase + "' is not terminating or releasing"};
+      }
+      r.phase = phase == "terminating" ? InFlightEviction::Phase::Terminating : InFlightEviction::Phase::Releasing;
+      r.kill_at = tp(f.at("kill_at_ns").get<int64_t>());
+      r.phase_deadline = tp(f.at("phase_deadline_ns").get<int64_t>());
+      r.killed = f.at("killed").get<bool>();
+      r.api = f.at("api").get<bool>();
+      r.escalated = f.at("escalated").get<bool>();
+      cp.policy.in_flight.push_back(std::move(r));
     }
+    cp.policy.evicted = p.at("evicted").get<std::vector<std::string>>();
+    cp.policy.disk_reclaim_running = p.at("disk_reclaim_running").get<bool>();
+    if (const json& d = p.at("disk_reclaim_done_at_ns"); !d.is_null()) cp.policy.disk_reclaim_done_at = tp(d.get<int64_t>());
+    cp.policy.sequence = p.at("sequence").get<uint64_t>();
     return cp;
   } catch (const std::exception& ex) {
     return Error{EINVAL, std::string("malformed checkpoint: ") + ex.what()};

@@ -1,6 +1,7 @@
 #pragma once
 // The daemon's checkpoint: what must survive a restart (soft-threshold first
-// observed times, condition state and transition times, pods being evicted).
+// observed times, condition state and transition times, the eviction
+// policy's state: evictions in flight, their phase and deadlines).
 // Written atomically (temp file, fsync, rename, fsync of the directory) and
 // tagged with the boot id: monotonic time points mean nothing after a reboot,
 // so a checkpoint from another boot is discarded. See docs/daemon.md.
@@ -10,31 +11,15 @@
 #include <vector>
 
 #include "pressured/engine.hpp"
+#include "pressured/policy.hpp"
 #include "pressured/result.hpp"
 
 namespace pressured {
 
-/// A pod whose eviction was started and not yet confirmed gone.
-struct EvictingPod {
-  std::string id;  // eviction id (logs, events)
-  std::string uid;
-  std::string name;
-  std::string namespace_;
-  std::string cgroup_path;
-  Signal signal = Signal::MemoryAvailable;
-  ThresholdKind kind = ThresholdKind::Hard;
-  double observed = 0;
-  double threshold_value = 0;
-  int64_t grace_period_seconds = 0;
-  TimePoint decided_at{};
-  TimePoint kill_deadline{};  // local SIGKILL due at
-  bool operator==(const EvictingPod&) const = default;
-};
-
 struct Checkpoint {
   std::string boot_id;
-  EngineState engine;
-  std::vector<EvictingPod> evicting;
+  EngineState engine;  // keyed by signal and kind: restored only onto matching thresholds
+  PolicyState policy;  // evictions in flight (with their phase and deadlines), evicted pods
 };
 
 /// Serialises to JSON (versioned). Pure.

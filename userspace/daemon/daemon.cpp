@@ -29,21 +29,32 @@ namespace {
 
 constexpr Duration kCheckpointMinInterval = std::chrono::seconds(5);
 constexpr Duration kConditionHeartbeat = std::chrono::seconds(60);
-constexpr Duration kDiskReclaimValidity = std::chrono::minutes(5);
-constexpr uint64_t kReleasedFloorBytes = 8ull << 20;
 
 double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
-const Pod* find_pod(const NodeSnapshot& s, const std::string& uid) {
-  for (const auto& p : s.pods) {
-    if (p.uid == uid) return &p;
-  }
-  return nullptr;
+// The evictor's and the API's views of one Eviction.
+EvictionTarget target_of(const Eviction& e) {
+  EvictionTarget t;
+  t.uid = e.uid;
+  t.name = e.name;
+  t.namespace_ = e.namespace_;
+  t.cgroup_path = e.cgroup_path;
+  t.grace_period = std::chrono::seconds(e.grace_period_seconds);
+  return t;
 }
 
-bool is_disk_signal(Signal s) {
-  auto r = info(s).resource;
-  return r == StarvedResource::EphemeralStorage || r == StarvedResource::Inodes;
+k8s::PodEviction api_view(const Eviction& e) {
+  k8s::PodEviction pe;
+  pe.eviction_id = e.id;
+  pe.uid = e.uid;
+  pe.name = e.name;
+  pe.namespace_ = e.namespace_;
+  pe.static_pod = e.static_pod;
+  pe.grace_period_seconds = e.grace_period_seconds;
+  pe.signal = e.signal;
+  pe.observed = e.observed;
+  pe.threshold_value = e.threshold_value;
+  return pe;
 }
 
 std::string pod_label(const std::string& ns, const std::string& name, const std::string& uid) {
@@ -96,7 +107,16 @@ std::string structural(Checkpoint cp) {
 }  // namespace
 
 Daemon::Daemon(Config config, DaemonDeps deps)
-    : config_(std::move(config)), deps_(std::move(deps)), engine_(config_.eviction) {
+    : config_(std::move(config)),
+      deps_(std::move(deps)),
+      engine_(config_.eviction),
+      policy_([this] {
+        PolicyConfig p = policy_config(config_.daemon, deps_.reporter != nullptr);
+        char prefix[24];
+        std::snprintf(prefix, sizeof prefix, "%lx", static_cast<unsigned long>(std::time(nullptr)));
+        p.id_prefix = prefix;
+        return p;
+      }()) {
   if (deps_.metrics) deps_.metrics->set_thresholds(config_.eviction);
 }
 
@@ -107,16 +127,6 @@ Daemon::~Daemon() {
 Evictor& Daemon::evictor() {
   if (config_.daemon.dry_run && dry_evictor_ != nullptr) return *dry_evictor_;
   return *deps_.evictor;
-}
-
-EvictionTarget Daemon::target_of(const EvictingPod& p) const {
-  EvictionTarget t;
-  t.uid = p.uid;
-  t.name = p.name;
-  t.namespace_ = p.namespace_;
-  t.cgroup_path = p.cgroup_path;
-  t.grace_period = std::chrono::seconds(p.grace_period_seconds);
-  return t;
 }
 
 void Daemon::restore_checkpoint() {
@@ -136,21 +146,27 @@ void Daemon::restore_checkpoint() {
     case CheckpointLoad::Restored:
       break;
   }
-  engine_.restore(loaded.checkpoint.engine);
-  if (!loaded.checkpoint.evicting.empty()) {
-    InFlight f;
-    f.pod = loaded.checkpoint.evicting.front();
-    f.phase = InFlight::Phase::Terminating;
-    in_flight_ = f;
-    spdlog::info("checkpoint: resuming eviction {} of {}", f.pod.id,
-                 pod_label(f.pod.namespace_, f.pod.name, f.pod.uid));
+  // State of thresholds no longer configured (matched by signal and kind,
+  // never by position) is dropped: it would time or hold the wrong threshold.
+  if (std::size_t dropped = engine_.restore(loaded.checkpoint.engine); dropped > 0) {
+    stats_.checkpoint_dropped_thresholds += dropped;
+    spdlog::info("checkpoint: dropped the state of {} threshold(s) no longer configured", dropped);
   }
+  PolicyState ps = loaded.checkpoint.policy;
+  ps.disk_reclaim_running = false;  // the command died with the previous process
+  for (const auto& f : ps.in_flight) {
+    spdlog::info("checkpoint: resuming eviction {} of {} ({}{})", f.eviction.id,
+                 pod_label(f.eviction.namespace_, f.eviction.name, f.eviction.uid),
+                 f.phase == InFlightEviction::Phase::Terminating ? "terminating" : "releasing",
+                 f.killed ? ", killed" : "");
+  }
+  const std::size_t resumed = ps.in_flight.size();
+  policy_.restore(std::move(ps));
   ++stats_.checkpoint_restored;
   restored_ = true;
   last_checkpoint_ = encode_checkpoint(loaded.checkpoint);
-  spdlog::info("checkpoint {} restored ({} soft thresholds timing, {} terminating pods)", config_.daemon.state_file,
-               loaded.checkpoint.engine.threshold_first_observed.size(),
-               loaded.checkpoint.engine.terminating_pods.size());
+  spdlog::info("checkpoint {} restored ({} soft thresholds timing, {} evictions in flight)", config_.daemon.state_file,
+               engine_.state().threshold_first_observed.size(), resumed);
 }
 
 void Daemon::save_checkpoint() {
@@ -158,7 +174,7 @@ void Daemon::save_checkpoint() {
   Checkpoint cp;
   cp.boot_id = deps_.boot_id;
   cp.engine = engine_.state();
-  if (in_flight_) cp.evicting.push_back(in_flight_->pod);
+  cp.policy = policy_.state();
   std::string text = encode_checkpoint(cp);
   auto w = write_file_atomically(config_.daemon.state_file, text);
   if (!w) {
@@ -176,7 +192,7 @@ void Daemon::maybe_checkpoint(TimePoint now) {
   Checkpoint cp;
   cp.boot_id = deps_.boot_id;
   cp.engine = engine_.state();
-  if (in_flight_) cp.evicting.push_back(in_flight_->pod);
+  cp.policy = policy_.state();
   std::string text = encode_checkpoint(cp);
   if (text == last_checkpoint_) return;
   auto old = decode_checkpoint(last_checkpoint_);
@@ -319,6 +335,11 @@ bool Daemon::reload() {
   }
   Config& n = *c;
   engine_.reconfigure(n.eviction);
+  {
+    PolicyConfig p = policy_config(n.daemon, deps_.reporter != nullptr);
+    p.id_prefix = policy_.config().id_prefix;
+    policy_.reconfigure(std::move(p));
+  }
   if (n.daemon.dry_run != config_.daemon.dry_run) {
     spdlog::info("reload: dry run {}", n.daemon.dry_run ? "on" : "off");
   }
@@ -594,7 +615,8 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
     }
   }
 
-  Decisions d = engine_.evaluate(last_, now);
+  if (disk_reclaim_finished_.exchange(false)) policy_.disk_reclaim_finished(now);
+  Decisions d = engine_.evaluate(last_, now, policy_.excluded());
   arm_deadline(d, now);
   if (kernel_time && m) {
     const double latency = std::max(0.0, seconds(MonotonicClock().now() - *kernel_time));
@@ -625,33 +647,24 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
     }
   }
 
-  // Pods evicted earlier whose cgroup is gone: the engine may forget them.
-  std::vector<std::string> gone;
-  for (const auto& uid : engine_.terminating()) {
-    if (find_pod(last_, uid) == nullptr && !(in_flight_ && in_flight_->pod.uid == uid)) gone.push_back(uid);
-  }
-  for (const auto& uid : gone) engine_.pod_gone(uid);
-
-  if (in_flight_) progress(last_, now);
-
-  if (d.eviction) {
-    const auto& e = *d.eviction;
-    if (in_flight_ || disk_reclaim_running_) {
-      // One eviction at a time: the next decision comes from observations
-      // taken after the victim's memory is back (seeds/002, "evicts more
-      // pods than needed").
-      ++stats_.decisions_deferred;
-      engine_.pod_gone(e.uid);
-      spdlog::debug("decision for {} deferred: an eviction is in flight", e.uid);
-    } else if (is_disk_signal(e.signal) && !config_.daemon.disk_reclaim_command.empty() &&
-               (!disk_reclaim_done_at_ || now - *disk_reclaim_done_at_ > kDiskReclaimValidity)) {
-      engine_.pod_gone(e.uid);
-      start_disk_reclaim(now);
-    } else {
-      start_eviction(e, last_, now);
+  // Which victims have no process left: the policy's input from the evictor.
+  std::vector<std::string> exited;
+  for (const auto& f : policy_.state().in_flight) {
+    if (f.phase != InFlightEviction::Phase::Terminating) continue;
+    auto empty = evictor().is_empty(target_of(f.eviction));
+    if (!empty) {
+      spdlog::warn("eviction {}: cannot tell whether {} is empty: {}", f.eviction.id, f.eviction.cgroup_path,
+                   empty.error().message);
+    } else if (*empty) {
+      exited.push_back(f.eviction.uid);
     }
   }
-  if (!d.conditions[static_cast<std::size_t>(Condition::DiskPressure)]) disk_reclaim_done_at_.reset();
+  auto actions = policy_.step(now, last_, d, exited);
+  // A kill or an API eviction about to happen must survive a crash: the
+  // checkpoint is written before they are (a restart then resumes the kill
+  // instead of choosing a second victim).
+  if (!actions.empty()) maybe_checkpoint(now);
+  execute(actions, now);
 
   if (m) {
     std::vector<PodMemorySample> samples;
@@ -671,163 +684,127 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   maybe_checkpoint(now);
 }
 
-void Daemon::start_eviction(const EvictionDecision& d, const NodeSnapshot& snap, TimePoint now) {
-  const Pod* pod = find_pod(snap, d.uid);
-  EvictingPod ep;
-  char id[48];
-  std::snprintf(id, sizeof id, "%lx-%" PRIu64, static_cast<unsigned long>(std::time(nullptr)), ++eviction_seq_);
-  ep.id = id;
-  ep.uid = d.uid;
-  ep.name = d.name;
-  ep.namespace_ = d.namespace_;
-  ep.cgroup_path = d.cgroup_path.empty() && pod ? pod->cgroup_path : d.cgroup_path;
-  ep.signal = d.signal;
-  ep.kind = d.kind;
-  ep.observed = d.observed;
-  ep.threshold_value = d.threshold_value;
-  ep.grace_period_seconds = d.kind == ThresholdKind::Hard ? 0 : std::max<int64_t>(0, d.grace_period_seconds);
-  ep.decided_at = now;
-  ep.kill_deadline = now;
-  EvictionTarget target = target_of(ep);
+void Daemon::execute(const std::vector<PolicyAction>& actions, TimePoint now) {
+  using K = PolicyAction::Kind;
+  for (const auto& a : actions) {
+    const Eviction& e = a.eviction;
+    const std::string who = pod_label(e.namespace_, e.name, e.uid);
+    switch (a.kind) {
+      case K::Start:
+        start(a);
+        break;
+      case K::Escalate:
+        ++stats_.escalations;
+        spdlog::warn("eviction {}: hard threshold {} met while {} is within its soft grace period: killing it now",
+                     e.id, name(a.trigger), who);
+        kill_now(e, "escalation");
+        break;
+      case K::GraceEndKill:
+        spdlog::info("eviction {}: grace period over, killing what is left of {}", e.id, who);
+        kill_now(e, "grace end");
+        break;
+      case K::StragglerKill:
+        spdlog::info("eviction {}: {} still has processes after the kill, killing again", e.id, who);
+        kill_now(e, "straggler");
+        break;
+      case K::Exited: {
+        if (!a.killed_before) ++stats_.victim_exited_early;
+        struct stat st {};
+        if (::stat(e.cgroup_path.c_str(), &st) != 0) ++stats_.cgroup_vanished;
+        const double secs = seconds(now - e.decided_at);
+        ++stats_.evictions_completed;
+        if (deps_.metrics) {
+          deps_.metrics->eviction_completed(e.kind, secs);
+          deps_.metrics->local_kill(true);
+        }
+        spdlog::info("eviction {}: {} has no process left after {:.3f}s", e.id, who, secs);
+        break;
+      }
+      case K::Released:
+        spdlog::info("eviction {} done ({} released) after {:.3f}s; next decision from fresh observations", e.id,
+                     lane_of(e.signal) == Lane::Memory ? "memory" : "usage",
+                     seconds(now - e.decided_at));
+        break;
+      case K::ReleaseTimeout:
+        ++stats_.release_timeouts;
+        spdlog::warn("eviction {}: {} still holds its usage after {:.1f}s; deciding again", e.id, who,
+                     seconds(config_.daemon.release_wait_timeout));
+        break;
+      case K::Stuck:
+        ++stats_.stuck_evictions;
+        ++stats_.evictions_failed;
+        spdlog::error("eviction {}: {} still has processes {:.1f}s after the kill (uninterruptible sleep?); "
+                      "no longer waiting for it, it stays out of ranking",
+                      e.id, who, seconds(config_.daemon.kill_timeout));
+        break;
+      case K::Expired:
+        ++stats_.expired_evictions;
+        spdlog::warn("checkpoint: eviction {} of {} is too old to resume, dropped", e.id, who);
+        break;
+      case K::Deferred:
+        ++stats_.decisions_deferred;
+        spdlog::debug("decision for {} deferred: {}", e.uid, a.reason);
+        break;
+      case K::DiskReclaim:
+        start_disk_reclaim();
+        break;
+    }
+  }
+}
 
+void Daemon::start(const PolicyAction& a) {
+  const Eviction& e = a.eviction;
+  const EvictionTarget target = target_of(e);
   auto valid = evictor().validate(target);
   if (!valid) {
+    policy_.refused(e.uid);
     ++stats_.refused_targets;
     ++stats_.evictions_failed;
     if (deps_.metrics) deps_.metrics->local_kill(false);
-    spdlog::error("eviction {} of {} refused: {}", ep.id, pod_label(ep.namespace_, ep.name, ep.uid),
+    spdlog::error("eviction {} of {} refused: {}", e.id, pod_label(e.namespace_, e.name, e.uid),
                   valid.error().message);
-    return;  // the engine keeps it as terminating: it is not picked again
+    return;
   }
-
   const bool dry = config_.daemon.dry_run;
   spdlog::info("{}eviction {}: pod {} qos={} signal={} observed={:.0f} threshold={:.0f} ({}) grace={}s cgroup={}",
-               dry ? "[dry-run] " : "", ep.id, pod_label(ep.namespace_, ep.name, ep.uid), name(d.qos),
-               name(ep.signal), ep.observed, ep.threshold_value, ep.kind == ThresholdKind::Hard ? "hard" : "soft",
-               ep.grace_period_seconds, ep.cgroup_path);
-  if (deps_.metrics) {
-    deps_.metrics->eviction(ep.signal, d.qos, ep.kind, ep.namespace_, ep.name, ep.uid);
-  }
+               dry ? "[dry-run] " : "", e.id, pod_label(e.namespace_, e.name, e.uid), name(e.qos), name(e.signal),
+               e.observed, e.threshold_value, e.kind == ThresholdKind::Hard ? "hard" : "soft", e.grace_period_seconds,
+               e.cgroup_path);
+  if (deps_.metrics) deps_.metrics->eviction(e.signal, e.qos, e.kind, e.namespace_, e.name, e.uid);
   ++stats_.evictions_started;
-
-  InFlight f;
-  f.pod = ep;
-  f.working_set_at_decision = pod ? pod->usage.memory_working_set_bytes : 0;
-  const bool api = deps_.reporter != nullptr && !dry && pod != nullptr && pod->metadata_known &&
-                   !ep.name.empty() && !ep.namespace_.empty();
-  k8s::PodEviction pe;
-  if (api) {
-    pe.eviction_id = ep.id;
-    pe.uid = ep.uid;
-    pe.name = ep.name;
-    pe.namespace_ = ep.namespace_;
-    pe.static_pod = pod->static_pod;
-    pe.grace_period_seconds = ep.grace_period_seconds;
-    pe.signal = ep.signal;
-    pe.observed = ep.observed;
-    pe.threshold_value = ep.threshold_value;
-  }
-
-  if (ep.grace_period_seconds == 0) {
-    // Hard: relief in milliseconds first, then tell the API.
-    auto r = evictor().kill(target);
-    ++stats_.sigkills;
-    if (!r) {
-      ++stats_.evictions_failed;
-      if (deps_.metrics) deps_.metrics->local_kill(false);
-      spdlog::error("eviction {}: kill failed: {}", ep.id, r.error().message);
-    } else if (r->skipped_unsafe > 0) {
-      spdlog::warn("eviction {}: {} process(es) not signalled (pid 1, the daemon, kernel threads)", ep.id,
-                   r->skipped_unsafe);
-    }
-    if (api) deps_.reporter->report_eviction(pe);
-    f.killed = true;
-    f.pod.kill_deadline = now + std::chrono::seconds(1);  // re-kill stragglers if any
-  } else if (api && !pod->static_pod) {
-    // Soft with the API: the kubelet terminates the pod with its grace
-    // period; pressured kills locally only if it is still running later.
-    deps_.reporter->report_eviction(pe);
-    f.api_soft = true;
-    f.pod.kill_deadline = now + std::chrono::seconds(ep.grace_period_seconds) + config_.daemon.soft_kill_margin;
+  const bool report = a.report && deps_.reporter != nullptr;
+  if (e.grace_period_seconds == 0) {
+    kill_now(e, "hard");  // relief in milliseconds first, then tell the API
+    if (report) deps_.reporter->report_eviction(api_view(e));
+  } else if (a.delegate && report) {
+    // The kubelet terminates the pod with its grace period; the policy kills
+    // locally only if it is still running at grace + margin.
+    deps_.reporter->report_eviction(api_view(e));
   } else {
     auto r = evictor().terminate(target);
-    if (!r) spdlog::warn("eviction {}: SIGTERM failed: {}", ep.id, r.error().message);
-    if (api) deps_.reporter->report_eviction(pe);  // static pod: the Event only
-    f.pod.kill_deadline = now + std::chrono::seconds(ep.grace_period_seconds);
-  }
-  in_flight_ = f;
-  save_checkpoint();  // a pod being evicted must survive a restart
-}
-
-void Daemon::progress(const NodeSnapshot& snap, TimePoint now) {
-  InFlight& f = *in_flight_;
-  EvictionTarget target = target_of(f.pod);
-  if (f.phase == InFlight::Phase::Terminating) {
-    auto empty = evictor().is_empty(target);
-    if (empty && !*empty && now >= f.pod.kill_deadline) {
-      spdlog::info("eviction {}: grace period over, killing what is left of {}", f.pod.id,
-                   pod_label(f.pod.namespace_, f.pod.name, f.pod.uid));
-      auto r = evictor().kill(target);
-      ++stats_.sigkills;
-      f.killed = true;
-      if (!r) {
-        ++stats_.evictions_failed;
-        if (deps_.metrics) deps_.metrics->local_kill(false);
-        spdlog::error("eviction {}: kill failed: {}", f.pod.id, r.error().message);
-        f.pod.kill_deadline = now + std::chrono::seconds(1);
-        return;
-      }
-      if (r->cgroup_vanished) ++stats_.cgroup_vanished;
-      empty = r->empty;
-      f.pod.kill_deadline = now + std::chrono::seconds(1);
-    }
-    if (!empty) {
-      spdlog::warn("eviction {}: cannot tell whether {} is empty: {}", f.pod.id, f.pod.cgroup_path,
-                   empty.error().message);
-      return;
-    }
-    if (!*empty) return;
-    if (!f.killed) ++stats_.victim_exited_early;
-    struct stat st {};
-    if (::stat(f.pod.cgroup_path.c_str(), &st) != 0) ++stats_.cgroup_vanished;
-    double secs = seconds(now - f.pod.decided_at);
-    ++stats_.evictions_completed;
-    if (deps_.metrics) {
-      deps_.metrics->eviction_completed(f.pod.kind, secs);
-      deps_.metrics->local_kill(true);
-    }
-    spdlog::info("eviction {}: {} has no process left after {:.3f}s", f.pod.id,
-                 pod_label(f.pod.namespace_, f.pod.name, f.pod.uid), secs);
-    f.phase = InFlight::Phase::Releasing;
-    f.release_deadline = now + config_.daemon.release_wait_timeout;
-    return;  // the snapshot in hand predates the exit: judge release on the next one
-  }
-  const Pod* pod = find_pod(snap, f.pod.uid);
-  uint64_t floor = std::max(kReleasedFloorBytes, f.working_set_at_decision / 20);
-  if (pod == nullptr || pod->usage.memory_working_set_bytes <= floor) {
-    finish(now, "memory released");
-  } else if (now >= f.release_deadline) {
-    ++stats_.release_timeouts;
-    spdlog::warn("eviction {}: {} still holds {} bytes after {:.1f}s; deciding again", f.pod.id,
-                 pod_label(f.pod.namespace_, f.pod.name, f.pod.uid), pod->usage.memory_working_set_bytes,
-                 seconds(config_.daemon.release_wait_timeout));
-    finish(now, "release wait timed out");
+    if (!r) spdlog::warn("eviction {}: SIGTERM failed: {}", e.id, r.error().message);
+    if (report) deps_.reporter->report_eviction(api_view(e));  // static pod: the Event only
   }
 }
 
-void Daemon::finish(TimePoint now, const char* why) {
-  spdlog::info("eviction {} done ({}) after {:.3f}s; next decision from fresh observations", in_flight_->pod.id,
-               why, seconds(now - in_flight_->pod.decided_at));
-  // In a dry run the pod is still there: let the engine consider it again.
-  if (config_.daemon.dry_run) engine_.pod_gone(in_flight_->pod.uid);
-  in_flight_.reset();
-  save_checkpoint();
+void Daemon::kill_now(const Eviction& e, const char* why) {
+  auto r = evictor().kill(target_of(e));
+  ++stats_.sigkills;
+  if (!r) {
+    ++stats_.evictions_failed;
+    if (deps_.metrics) deps_.metrics->local_kill(false);
+    spdlog::error("eviction {}: kill ({}) failed: {}", e.id, why, r.error().message);
+    return;
+  }
+  if (r->cgroup_vanished) ++stats_.cgroup_vanished;
+  if (r->skipped_unsafe > 0) {
+    spdlog::warn("eviction {}: {} process(es) not signalled (pid 1, the daemon, kernel threads)", e.id,
+                 r->skipped_unsafe);
+  }
 }
 
-bool Daemon::start_disk_reclaim(TimePoint now) {
-  (void)now;
+void Daemon::start_disk_reclaim() {
   if (disk_reclaim_thread_.joinable()) disk_reclaim_thread_.join();
-  disk_reclaim_running_ = true;
   ++stats_.disk_reclaims;
   auto argv = config_.daemon.disk_reclaim_command;
   auto timeout = config_.daemon.disk_reclaim_timeout;
@@ -839,16 +816,10 @@ bool Daemon::start_disk_reclaim(TimePoint now) {
     } else {
       spdlog::info("disk reclaim command exited with status {}", *r);
     }
-    auto post_done = [this] {
-      disk_reclaim_done_at_ = MonotonicClock().now();
-      disk_reclaim_running_ = false;
-      evaluate(MonotonicClock().now(), "disk_reclaim", std::nullopt);
-    };
-    if (deps_.reactor == nullptr || !deps_.reactor->post(post_done)) {
-      disk_reclaim_running_ = false;  // the next tick proceeds
-    }
+    disk_reclaim_finished_ = true;  // handed to the policy by the next evaluation
+    auto post_done = [this] { evaluate(MonotonicClock().now(), "disk_reclaim", std::nullopt); };
+    if (deps_.reactor != nullptr) (void)deps_.reactor->post(post_done);  // else: the next tick
   });
-  return true;
 }
 
 Result<int> run_command_with_timeout(const std::vector<std::string>& argv, Duration timeout) {

@@ -1,9 +1,9 @@
 #pragma once
 // The daemon's reactor handler: on every kernel event or tick it takes fresh
-// observations, runs the engine, acts on its decisions (one eviction at a
-// time, waiting for the victim's memory to come back before deciding again),
-// reports to metrics and the Kubernetes API, and checkpoints what must survive
-// a restart. No I/O of its own beyond the injected seams, so tests drive it
+// observations, runs the engine and the eviction policy (include/pressured/
+// policy.hpp: it holds every eviction decision and deadline), executes the
+// policy's actions through the evictor, reports to metrics and the Kubernetes
+// API, and checkpoints what must survive a restart. No I/O of its own beyond the injected seams, so tests drive it
 // with a fake observer, a recording evictor and synthetic time.
 // See docs/daemon.md.
 
@@ -23,6 +23,7 @@
 #include "pressured/events.hpp"
 #include "pressured/evictor.hpp"
 #include "pressured/observer.hpp"
+#include "pressured/policy.hpp"
 
 namespace pressured {
 
@@ -52,17 +53,12 @@ struct DaemonStats {
   std::atomic<uint64_t> observe_failures{0};
   std::atomic<uint64_t> kernel_oom_kills{0};
   std::atomic<uint64_t> disk_reclaims{0};
+  std::atomic<uint64_t> escalations{0};          // soft victims killed at once for a hard threshold
+  std::atomic<uint64_t> stuck_evictions{0};      // killed, never emptied: stopped blocking
+  std::atomic<uint64_t> expired_evictions{0};    // restored records too old to resume
+  std::atomic<uint64_t> checkpoint_dropped_thresholds{0};  // restored state of thresholds no longer configured
 };
 
-/// The eviction in flight.
-struct InFlight {
-  EvictingPod pod;
-  enum class Phase { Terminating, Releasing } phase = Phase::Terminating;
-  TimePoint release_deadline{};
-  uint64_t working_set_at_decision = 0;
-  bool api_soft = false;  // soft eviction delegated to the API; local kill after grace + margin
-  bool killed = false;    // SIGKILL sent
-};
 
 struct DaemonDeps {
   NodeObserver* observer = nullptr;  // required
@@ -111,7 +107,7 @@ class Daemon final : public ReactorHandler {
   const DaemonStats& stats() const { return stats_; }
   const Config& config() const { return config_; }
   const Engine& engine() const { return engine_; }
-  const std::optional<InFlight>& in_flight() const { return in_flight_; }
+  const EvictionPolicy& policy() const { return policy_; }
   /// The last snapshot (for the demo's display).
   const NodeSnapshot& last_snapshot() const { return last_; }
   /// The last decisions (for the demo's display).
@@ -135,14 +131,15 @@ class Daemon final : public ReactorHandler {
   /// "pod <uid>"). Empty when the reactor cannot track (no BPF).
   const std::map<uint64_t, std::string>& tracked_memcgs() const { return tracked_memcgs_; }
   /// Whether an eviction is in flight (the daemon wants quick progress ticks).
-  bool busy() const { return in_flight_.has_value() || disk_reclaim_running_; }
+  bool busy() const { return policy_.busy(); }
   /// Set by a bad `--dry-run` style toggle at reload: which evictor to use.
   void set_dry_run_evictor(Evictor* recorder) { dry_evictor_ = recorder; }
 
  private:
-  void start_eviction(const EvictionDecision& d, const NodeSnapshot& snap, TimePoint now);
-  void progress(const NodeSnapshot& snap, TimePoint now);
-  void finish(TimePoint now, const char* why);
+  /// Carries out what the policy decided (evictor, API, metrics, logs).
+  void execute(const std::vector<PolicyAction>& actions, TimePoint now);
+  void start(const PolicyAction& a);
+  void kill_now(const Eviction& e, const char* why);
   void maybe_checkpoint(TimePoint now);
   void arm_pid_alarm();
   /// Tracks kubepods, the tiers and the pods of last_ (untracks pods that left).
@@ -150,21 +147,19 @@ class Daemon final : public ReactorHandler {
   void arm_deadline(const Decisions& d, TimePoint now);
   /// Exports the tracked activity of kubepods and the tiers (metrics).
   void export_kubepods_activity(Metrics& m);
-  bool start_disk_reclaim(TimePoint now);
+  void start_disk_reclaim();
   Evictor& evictor();
-  EvictionTarget target_of(const EvictingPod& p) const;
 
   Config config_;
   DaemonDeps deps_;
   Engine engine_;
+  EvictionPolicy policy_;
   DaemonStats stats_;
-  std::optional<InFlight> in_flight_;
   NodeSnapshot last_;
   Decisions last_decisions_;
   std::string last_checkpoint_;
   TimePoint last_checkpoint_write_{};
   TimePoint last_condition_publish_{};
-  uint64_t eviction_seq_ = 0;
   /// Armed memory watches, by cgroup path: one alarm level per cgroup (the
   /// reactor keeps one level per path), re-armed only past the hysteresis.
   /// Whether `cgroup_id` is a pod cgroup of the last observation.
@@ -186,10 +181,10 @@ class Daemon final : public ReactorHandler {
   Evictor* dry_evictor_ = nullptr;
   bool first_conditions_published_ = false;
   bool restored_ = false;
-  // Disk reclaim command (runs on its own thread; evictions for disk wait for it).
+  // Disk reclaim command (runs on its own thread; the policy holds disk
+  // evictions until the next evaluation after it finished).
   std::thread disk_reclaim_thread_;
-  std::atomic<bool> disk_reclaim_running_{false};
-  std::optional<TimePoint> disk_reclaim_done_at_;
+  std::atomic<bool> disk_reclaim_finished_{false};
 };
 
 /// Runs `argv` with a timeout (SIGKILL to its process group when exceeded).

@@ -179,6 +179,15 @@ int run_daemon(const ConfigOptions& options) {
   Daemon daemon(config, deps);
   daemon.set_dry_run_evictor(&dry_evictor);
   daemon.restore_checkpoint();
+  {
+    // A crash between the freeze and the thaw of a v1 kill leaves the victim
+    // frozen for good (SIGKILLed tasks only exit once thawed).
+    std::vector<std::string> victims;
+    for (const auto& f : daemon.policy().state().in_flight) victims.push_back(f.eviction.cgroup_path);
+    if (std::size_t n = real_evictor.thaw_leftovers(victims); n > 0) {
+      spdlog::warn("thawed {} freezer cgroup(s) a previous run left frozen mid-kill", n);
+    }
+  }
   if (config.daemon.dry_run) spdlog::warn("dry run: decisions are logged and exported, nothing is killed");
 
   (void)(*reactor)->add_source(std::make_unique<ProgressTimer>(daemon, std::chrono::milliseconds(50)));

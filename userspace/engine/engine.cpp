@@ -114,38 +114,47 @@ void Engine::compute_eviction_order() {
             [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
 }
 
-bool Engine::is_terminating(const std::string& uid) const { return contains(state_.terminating_pods, uid); }
+void Engine::drop_unconfigured(EngineState& state) const {
+  auto configured = [this](const ThresholdKey& k) {
+    return std::any_of(config_.thresholds.begin(), config_.thresholds.end(),
+                       [&](const Threshold& t) { return t.signal == k.signal && t.kind == k.kind; });
+  };
+  std::erase_if(state.threshold_first_observed, [&](const auto& e) { return !configured(e.first); });
+  std::erase_if(state.threshold_met, [&](const auto& e) { return !configured(e.first); });
+}
 
-void Engine::pod_gone(const std::string& uid) {
-  auto& t = state_.terminating_pods;
-  t.erase(std::remove(t.begin(), t.end(), uid), t.end());
+std::size_t Engine::restore(EngineState state) {
+  const std::size_t before = state.threshold_first_observed.size() + state.threshold_met.size();
+  drop_unconfigured(state);
+  state_ = std::move(state);
+  return before - state_.threshold_first_observed.size() - state_.threshold_met.size();
 }
 
 void Engine::reconfigure(EvictionConfig config) {
-  // Carry state over for thresholds with the same signal and kind.
-  EngineState next;
-  next.conditions = state_.conditions;
-  next.condition_last_met = state_.condition_last_met;
-  next.terminating_pods = std::move(state_.terminating_pods);
-  for (std::size_t n = 0; n < config.thresholds.size(); ++n) {
-    for (std::size_t o = 0; o < config_.thresholds.size(); ++o) {
-      if (config_.thresholds[o].signal != config.thresholds[n].signal ||
-          config_.thresholds[o].kind != config.thresholds[n].kind) {
-        continue;
-      }
-      if (auto it = state_.threshold_first_observed.find(o); it != state_.threshold_first_observed.end()) {
-        next.threshold_first_observed[n] = it->second;
-      }
-      if (auto it = state_.threshold_met.find(o); it != state_.threshold_met.end()) next.threshold_met[n] = it->second;
-      break;
-    }
-  }
+  // State is keyed by signal and kind: it carries over to the thresholds
+  // that still exist.
   config_ = std::move(config);
-  state_ = std::move(next);
+  drop_unconfigured(state_);
   compute_eviction_order();
 }
 
-Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now) {
+namespace {
+
+// Candidates of different lanes are independent (see EvictionPolicy).
+int lane_index(StarvedResource r) {
+  switch (r) {
+    case StarvedResource::Memory: return 0;
+    case StarvedResource::EphemeralStorage:
+    case StarvedResource::Inodes: return 1;
+    case StarvedResource::Pids: return 2;
+    case StarvedResource::None: break;
+  }
+  return -1;
+}
+
+}  // namespace
+
+Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const std::vector<std::string>& excluded) {
   Decisions d;
   d.thresholds.reserve(config_.thresholds.size());
   std::array<bool, kConditionCount> condition_met{};
@@ -153,6 +162,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now) {
   for (std::size_t i = 0; i < config_.thresholds.size(); ++i) {
     const Threshold& t = config_.thresholds[i];
     const SignalInfo& si = info(t.signal);
+    const ThresholdKey key{t.signal, t.kind};
     ThresholdStatus st;
     st.threshold = t;
     const auto& obs = snapshot.signal(t.signal);
@@ -162,7 +172,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now) {
       const double capacity = si.is_psi ? 100.0 : obs->capacity;
       const double threshold = t.value.resolve(capacity);
       const double reclaim = t.min_reclaim.resolve(capacity);
-      auto was = state_.threshold_met.find(i);
+      auto was = state_.threshold_met.find(key);
       const bool was_met = was != state_.threshold_met.end() && was->second;
       st.signal_observed = true;
       st.stale = obs->stale;
@@ -176,14 +186,14 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now) {
       }
     }
     if (met) {
-      state_.threshold_met[i] = true;
-      auto [it, inserted] = state_.threshold_first_observed.try_emplace(i, now);
+      state_.threshold_met[key] = true;
+      auto [it, inserted] = state_.threshold_first_observed.try_emplace(key, now);
       st.first_observed = it->second;
       st.grace_elapsed = t.kind == ThresholdKind::Hard || now - it->second >= t.grace_period;
       condition_met[static_cast<std::size_t>(si.condition)] = true;
     } else {
-      state_.threshold_met.erase(i);
-      state_.threshold_first_observed.erase(i);
+      state_.threshold_met.erase(key);
+      state_.threshold_first_observed.erase(key);
     }
     st.met = met;
     d.thresholds.push_back(st);
@@ -199,12 +209,15 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now) {
   }
   d.conditions = state_.conditions;
 
+  std::array<bool, 3> lane_done{};
   for (std::size_t i : eviction_order_) {
     const ThresholdStatus& st = d.thresholds[i];
     if (!st.met || !st.grace_elapsed) continue;
     const Threshold& t = config_.thresholds[i];
     const StarvedResource resource = info(t.signal).resource;
-    if (resource == StarvedResource::None) continue;  // condition only, see docs/engine.md
+    const int lane = lane_index(resource);
+    if (lane < 0) continue;  // condition only, see docs/engine.md
+    if (lane_done[static_cast<std::size_t>(lane)]) continue;  // a more urgent threshold of this lane decided
 
     // Partial selection: only the first pod of the ranking is needed.
     const Pod* best = nullptr;
@@ -213,7 +226,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now) {
       if (never_evicted(p, config_)) continue;
       const RankKey k = rank_key(p, resource, config_.daemonset_pods);
       if (best && !evict_before(k, p.uid, best_key, best->uid)) continue;
-      if (is_terminating(p.uid)) continue;
+      if (contains(excluded, p.uid)) continue;
       best = &p;
       best_key = k;
     }
@@ -223,11 +236,14 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now) {
       }
       continue;
     }
-    EvictionDecision e;
+    Eviction e;
     e.uid = best->uid;
     e.name = best->name;
     e.namespace_ = best->namespace_;
     e.qos = best->qos;
+    e.static_pod = best->static_pod;
+    e.metadata_known = best->metadata_known;
+    e.usage_at_decision = pod_usage(*best, resource);
     e.signal = t.signal;
     e.kind = t.kind;
     e.observed = st.observed;
@@ -235,10 +251,10 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now) {
     e.grace_period_seconds = eviction_grace_period(*best, t.kind, config_);
     e.cgroup_path = best->cgroup_path;
     e.signal_stale = st.stale;
-    state_.terminating_pods.push_back(best->uid);
-    d.eviction = std::move(e);
-    break;
+    lane_done[static_cast<std::size_t>(lane)] = true;
+    d.candidates.push_back(std::move(e));
   }
+  if (!d.candidates.empty()) d.eviction = d.candidates.front();
   return d;
 }
 

@@ -89,7 +89,9 @@ QosClass derive_qos(std::optional<double> request_cpu, std::optional<double> req
   return QosClass::Burstable;
 }
 
-Simulator::Simulator(EvictionConfig config) : engine_(std::move(config)) {}
+Simulator::Simulator(EvictionConfig config, std::optional<PolicyConfig> policy) : engine_(std::move(config)) {
+  if (policy) policy_.emplace(std::move(*policy));
+}
 
 Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& out) {
   std::size_t first = line.find_first_not_of(" \t\r");
@@ -111,7 +113,7 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
   if (last_t_ && t < *last_t_) {
     return err("\"t\" goes backwards (" + tj.dump() + " after " + format_quantity(*last_t_) + ")");
   }
-  if (!j.contains("kind") || !j["kind"].is_string()) return err("missing \"kind\" (observe, pod, podDeleted or tick)");
+  if (!j.contains("kind") || !j["kind"].is_string()) return err("missing \"kind\" (observe, pod, podExited, podDeleted or tick)");
   const std::string kind = j["kind"].get<std::string>();
   const TimePoint now{std::chrono::duration_cast<Duration>(std::chrono::duration<double>(t))};
 
@@ -260,13 +262,21 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
     const std::string uid = j["uid"].get<std::string>();
     if (!pods_.erase(uid)) return err("podDeleted for unknown pod uid \"" + uid + "\"");
     pod_order_.erase(std::find(pod_order_.begin(), pod_order_.end(), uid));
-    engine_.pod_gone(uid);
+    std::erase(evicted_, uid);
+    std::erase(exited_, uid);
+  } else if (kind == "podExited") {
+    if (auto r = check_keys(j, {"t", "kind", "uid"}, ""); !r) return r;
+    if (!j.contains("uid") || !j["uid"].is_string()) return err("podExited needs a \"uid\"");
+    const std::string uid = j["uid"].get<std::string>();
+    if (pods_.count(uid) == 0) return err("podExited for unknown pod uid \"" + uid + "\"");
+    if (!policy_) return err("podExited needs the policy (it is ignored by --engine-only)");
+    if (std::find(exited_.begin(), exited_.end(), uid) == exited_.end()) exited_.push_back(uid);
   } else if (kind == "tick") {
     if (auto r = check_keys(j, {"t", "kind"}, ""); !r) return r;
     snapshot_.taken_at = now;
     snapshot_.pods.clear();
     for (const auto& uid : pod_order_) snapshot_.pods.push_back(pods_.at(uid).pod);
-    Decisions d = engine_.evaluate(snapshot_, now);
+    Decisions d = engine_.evaluate(snapshot_, now, policy_ ? policy_->excluded() : evicted_);
     for (const auto& c : d.changes) {
       ordered_json o;
       o["t"] = echo_t(tj);
@@ -282,28 +292,83 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
       o["signal"] = std::string(name(s));
       out.push_back(o.dump());
     }
-    if (d.eviction) {
-      const auto& e = *d.eviction;
+    auto line = [&](std::string_view what, const Eviction& e) {
       ordered_json o;
       o["t"] = echo_t(tj);
-      o["kind"] = "evict";
+      o["kind"] = std::string(what);
       o["uid"] = e.uid;
+      return o;
+    };
+    auto evict_line = [&](const Eviction& e) {
+      ordered_json o = line("evict", e);
       o["name"] = e.name;
       o["namespace"] = e.namespace_;
       o["signal"] = std::string(name(e.signal));
       o["threshold"] = e.kind == ThresholdKind::Hard ? "hard" : "soft";
       o["gracePeriodSeconds"] = e.grace_period_seconds;
-      out.push_back(o.dump());
+      return o.dump();
+    };
+    if (!policy_) {
+      if (d.eviction) {
+        evicted_.push_back(d.eviction->uid);
+        out.push_back(evict_line(*d.eviction));
+      }
+    } else {
+      using K = PolicyAction::Kind;
+      for (const auto& a : policy_->step(now, snapshot_, d, exited_)) {
+        const Eviction& e = a.eviction;
+        switch (a.kind) {
+          case K::Start: out.push_back(evict_line(e)); break;
+          case K::Escalate: {
+            ordered_json o = line("escalate", e);
+            o["signal"] = std::string(name(a.trigger));
+            out.push_back(o.dump());
+            break;
+          }
+          case K::GraceEndKill:
+          case K::StragglerKill: {
+            ordered_json o = line("kill", e);
+            o["reason"] = a.kind == K::GraceEndKill ? "graceEnd" : "straggler";
+            out.push_back(o.dump());
+            break;
+          }
+          case K::Deferred: {
+            ordered_json o = line("deferred", e);
+            o["signal"] = std::string(name(e.signal));
+            o["threshold"] = e.kind == ThresholdKind::Hard ? "hard" : "soft";
+            o["reason"] = a.reason;
+            out.push_back(o.dump());
+            break;
+          }
+          case K::DiskReclaim: {
+            ordered_json o;
+            o["t"] = echo_t(tj);
+            o["kind"] = "diskReclaim";
+            o["signal"] = std::string(name(e.signal));
+            out.push_back(o.dump());
+            // The command is not run here: it counts as done at once, so the
+            // disk eviction comes at the next tick if the pressure remains.
+            policy_->disk_reclaim_finished(now);
+            break;
+          }
+          case K::Exited:
+          case K::Released:
+          case K::ReleaseTimeout:
+          case K::Stuck:
+          case K::Expired: out.push_back(line(name(a.kind), e).dump()); break;
+        }
+      }
     }
   } else {
-    return err("unknown kind \"" + kind + "\" (expected observe, pod, podDeleted or tick)");
+    return err("unknown kind \"" + kind + "\" (expected observe, pod, podExited, podDeleted or tick)");
   }
   last_t_ = t;
   return {};
 }
 
-Result<void> simulate_stream(std::istream& in, std::ostream& out, const EvictionConfig& config) {
-  Simulator sim(config);
+Result<void> simulate_stream(std::istream& in, std::ostream& out, const EvictionConfig& config,
+                             std::optional<PolicyConfig> policy) {
+  Simulator sim(config, std::move(policy));
   std::string line;
   std::vector<std::string> lines;
   for (std::size_t number = 1; std::getline(in, line); ++number) {

@@ -11,6 +11,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -124,6 +125,30 @@ bool CgroupEvictor::is_safe_pid(pid_t pid) const {
   std::string stat = read_small(base + "/stat");
   if (stat.empty()) return false;  // gone or unreadable: do not guess
   return !is_kernel_thread(stat, read_small(base + "/cmdline", 16));
+}
+
+std::size_t CgroupEvictor::thaw_leftovers(const std::vector<std::string>& pod_cgroups) const {
+  if (opts_.freezer_mount.empty()) return 0;
+  std::size_t thawed = 0;
+  for (const auto& path : pod_cgroups) {
+    auto dir = contained_path(opts_.pods_root, path);  // never outside the pods root
+    if (!dir) continue;
+    const std::string rel = relative(*dir);
+    if (rel.empty() || rel == "/") continue;
+    auto root = contained_path(opts_.freezer_mount, opts_.freezer_mount + rel);
+    if (!root) continue;
+    std::vector<std::string> dirs{*root};
+    std::error_code ec;
+    for (std::filesystem::recursive_directory_iterator it(*root, ec), end; !ec && it != end; it.increment(ec)) {
+      if (!it->is_symlink(ec) && it->is_directory(ec)) dirs.push_back(it->path().string());
+    }
+    for (const auto& d : dirs) {
+      const std::string state = d + "/freezer.state";
+      const std::string now = read_small(state, 64);
+      if ((now.rfind("FROZEN", 0) == 0 || now.rfind("FREEZING", 0) == 0) && write_small(state, "THAWED")) ++thawed;
+    }
+  }
+  return thawed;
 }
 
 std::string CgroupEvictor::relative(const std::string& canonical) const {

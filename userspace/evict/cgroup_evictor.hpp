@@ -47,6 +47,13 @@ class CgroupEvictor final : public Evictor {
   Result<KillReport> kill(const EvictionTarget& target) override;
   Result<bool> is_empty(const EvictionTarget& target) const override;
 
+  /// v1: thaws the freezer cgroups (and their children) of `pod_cgroups`
+  /// (memory-hierarchy paths below the pods root: the victims a restarted
+  /// daemon finds in its checkpoint) that a crash left FROZEN or FREEZING
+  /// between the freeze and the thaw of a kill. Only those: a pod paused by
+  /// its runtime stays paused. Returns how many were thawed.
+  std::size_t thaw_leftovers(const std::vector<std::string>& pod_cgroups) const;
+
   /// Every process in the cgroup tree at `path` (recursive, no symlinks).
   static std::vector<pid_t> processes(const std::string& path);
 

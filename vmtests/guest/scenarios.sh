@@ -598,6 +598,30 @@ scenario_restart() {
   vmt_end "{\"leak_mib\":$size,\"restart_after_crossing_ms\":$restarted,\"soft_grace_s\":3,\"max_pod_grace_s\":6,\"checkpoint_restored_lines\":${restored:-0}}"
 }
 
+# 9. kubernetes#123872: a BestEffort pod ignoring SIGTERM (grace 120 s, no
+#    evictionMaxPodGracePeriod cap) is soft-evicted; then a Burstable pod
+#    spikes at 400 MiB/s past what is left. A hard threshold must not wait
+#    behind the soft grace: the soft victim is killed, the spike survives.
+scenario_soft_then_spike() {
+  vmt_tree cgroupfs
+  vmt_thresholds 150 400 1s 0 10s 0 0
+  vmt_pod burstable-spike Burstable 64 0
+  vmt_pod besteffort-stubborn BestEffort 0 0 0 120
+  vmt_pods_json
+  local a=$(avail_mib)
+  local hold=$((a - 300))  # leaves ~300 MiB: under soft (400), over hard (150)
+  vmt_pod_run besteffort-stubborn memhog --ignore-term 1 --mib $hold --hold 300
+  vmt_wait_mem besteffort-stubborn $hold 60
+  vmt_begin soft-then-spike memory $((HARD_MI * 1048576))
+  sleep 4  # soft grace (1 s) over: SIGTERM sent, ignored
+  local left=$(avail_mib)
+  local size=$((left + 120))  # past what is left: without an eviction, a kernel OOM kill
+  vmt_pod_run burstable-spike memhog --mib $size --rate 400 --hold 300
+  vmt_wait_gone besteffort-stubborn 40
+  sleep 3  # the spike completes; anything evicted after the victim is over-eviction
+  vmt_end "{\"stubborn_mib\":$hold,\"spike_mib\":$size,\"avail_before_spike_mib\":$left,\"termination_grace_s\":120}"
+}
+
 vmt_run_scenarios() {
   ip link set lo up 2>/dev/null
   vmt_reset
@@ -612,6 +636,7 @@ vmt_run_scenarios() {
       page-cache) scenario_page_cache ;;
       pid-pressure) scenario_pid_pressure ;;
       restart) scenario_restart ;;
+      soft-then-spike) scenario_soft_then_spike ;;
       *) vmt_mark ERROR "unknown scenario $s" ;;
     esac
   done

@@ -1,0 +1,298 @@
+// The eviction policy with synthetic time, driven with the real engine as the
+// daemon and `simulate` drive it: escalation of a soft eviction when a hard
+// threshold is met, independence of lanes, every phase's deadline, restart,
+// dry run.
+#include "pressured/policy.hpp"
+
+#include <gtest/gtest.h>
+
+#include "engine/engine_helpers.hpp"
+
+namespace pressured {
+namespace {
+
+using namespace std::chrono_literals;
+using namespace pressured::testing;
+using K = PolicyAction::Kind;
+
+// Engine + policy + a little world: pods with usage, which ones exited.
+struct World {
+  Engine engine;
+  EvictionPolicy policy;
+  Snap snap;
+  std::vector<std::string> exited;
+
+  World(EvictionConfig ec, PolicyConfig pc = {}) : engine(std::move(ec)), policy(std::move(pc)) {}
+
+  std::vector<PolicyAction> step(double t) {
+    Decisions d = engine.evaluate(snap, at(t), policy.excluded());
+    return policy.step(at(t), snap, d, exited);
+  }
+  Pod* pod(const std::string& uid) {
+    for (auto& p : snap.s.pods) {
+      if (p.uid == uid) return &p;
+    }
+    return nullptr;
+  }
+  // memory.available follows the pods' working sets on a node of `capacity`.
+  void settle(double capacity) {
+    double used = 0;
+    for (const auto& p : snap.s.pods) used += static_cast<double>(p.usage.memory_working_set_bytes);
+    snap.mem(std::max(0.0, capacity - used), capacity);
+  }
+};
+
+std::vector<K> kinds(const std::vector<PolicyAction>& v) {
+  std::vector<K> out;
+  for (const auto& a : v) out.push_back(a.kind);
+  return out;
+}
+
+const PolicyAction* find(const std::vector<PolicyAction>& v, K kind) {
+  for (const auto& a : v) {
+    if (a.kind == kind) return &a;
+  }
+  return nullptr;
+}
+
+// The issue's node: soft < 400Mi (grace 1 s), hard < 150Mi, no grace cap,
+// 1 GiB for pods; a BestEffort pod ignoring SIGTERM with a 120 s grace.
+World issue_node() {
+  EvictionConfig ec = config({soft(Signal::MemoryAvailable, qty(400 * kMi), 1s), hard(Signal::MemoryAvailable, qty(150 * kMi))});
+  ec.max_pod_grace_period_seconds = 0;
+  World w(ec);
+  Pod be = pod("be", QosClass::BestEffort, 680 * kMi);
+  be.termination_grace_period_seconds = 120;
+  Pod bu = pod("bu", QosClass::Burstable, 100 * kMi, 100 * kMi);
+  w.snap.add(be).add(bu);
+  w.settle(kGi);
+  return w;
+}
+
+TEST(Policy, HardThresholdKillsTheSoftVictimAtOnce) {
+  World w = issue_node();
+  EXPECT_TRUE(w.step(0).empty());  // soft met, grace running
+  auto a = w.step(1.0);
+  ASSERT_EQ(kinds(a), std::vector<K>{K::Start});
+  EXPECT_EQ(a[0].eviction.uid, "be");
+  EXPECT_EQ(a[0].eviction.kind, ThresholdKind::Soft);
+  EXPECT_EQ(a[0].eviction.grace_period_seconds, 120);
+  for (double t = 1.05; t < 5; t += 0.05) {  // within its grace: the next candidate waits, nothing is killed
+    auto b = w.step(t);
+    EXPECT_EQ(kinds(b), std::vector<K>{K::Deferred}) << t;
+  }
+
+  // The burstable pod spikes by 420 MiB: available 1024 - 680 - 520 < 150Mi.
+  w.pod("bu")->usage.memory_working_set_bytes = 520 * static_cast<uint64_t>(kMi);
+  w.settle(kGi);
+  a = w.step(5.0);
+  const PolicyAction* esc = find(a, K::Escalate);
+  ASSERT_NE(esc, nullptr) << "the first evaluation after the hard crossing kills the soft victim";
+  EXPECT_EQ(esc->eviction.uid, "be");
+  EXPECT_EQ(esc->trigger, Signal::MemoryAvailable);
+  EXPECT_EQ(find(a, K::Start), nullptr) << "the burstable pod waits for the release";
+  ASSERT_NE(find(a, K::Deferred), nullptr);
+  EXPECT_EQ(find(a, K::Deferred)->eviction.uid, "bu");
+  EXPECT_TRUE(w.policy.in_flight(Lane::Memory)->escalated);
+
+  // No second kill for the same victim before it had a chance to die.
+  a = w.step(5.05);
+  EXPECT_EQ(find(a, K::Escalate), nullptr);
+  EXPECT_EQ(find(a, K::GraceEndKill), nullptr);
+
+  // It dies; its memory comes back; memory is fine again: nothing else evicted.
+  w.exited = {"be"};
+  EXPECT_EQ(kinds(w.step(5.1)).front(), K::Exited);
+  w.pod("be")->usage.memory_working_set_bytes = 0;
+  w.settle(kGi);
+  a = w.step(5.15);
+  EXPECT_EQ(kinds(a), std::vector<K>{K::Released});
+  EXPECT_EQ(w.policy.in_flight(Lane::Memory), nullptr);
+  EXPECT_TRUE(w.step(5.2).empty()) << "504 MiB available: the burstable pod survives";
+}
+
+TEST(Policy, SoftVictimStillRunsItsGraceWithoutAHardThreshold) {
+  World w = issue_node();
+  w.step(0);
+  w.step(1.0);
+  for (double t = 2; t < 121; t += 1) EXPECT_EQ(find(w.step(t), K::GraceEndKill), nullptr) << t;
+  auto a = w.step(121.0);
+  ASSERT_NE(find(a, K::GraceEndKill), nullptr);
+  EXPECT_EQ(find(a, K::GraceEndKill)->eviction.uid, "be");
+}
+
+TEST(Policy, HardThresholdOfAnotherLaneIsNotBlocked) {
+  EvictionConfig ec = config({soft(Signal::MemoryAvailable, qty(kGi), 0s), hard(Signal::PidAvailable, qty(100))});
+  World w(ec);
+  Pod mem = pod("mem", QosClass::BestEffort, 4 * kGi);
+  mem.termination_grace_period_seconds = 60;
+  Pod forky = pod("forky", QosClass::BestEffort, kMi);
+  forky.usage.pids = 30000;
+  w.snap.add(mem).add(forky);
+  w.snap.mem(512 * kMi).sig(Signal::PidAvailable, 1000, 32768);
+  auto a = w.step(0);
+  ASSERT_EQ(kinds(a), std::vector<K>{K::Start});
+  EXPECT_EQ(a[0].eviction.uid, "mem");
+  EXPECT_EQ(a[0].eviction.grace_period_seconds, 60);
+
+  w.snap.sig(Signal::PidAvailable, 50, 32768);  // a fork bomb: pid.available < 100
+  a = w.step(0.05);
+  const PolicyAction* start = find(a, K::Start);
+  ASSERT_NE(start, nullptr) << "the pids lane has nothing in flight";
+  EXPECT_EQ(start->eviction.uid, "forky");
+  EXPECT_EQ(start->eviction.signal, Signal::PidAvailable);
+  EXPECT_EQ(start->eviction.grace_period_seconds, 0);
+  EXPECT_FALSE(w.policy.in_flight(Lane::Memory)->killed) << "a pids threshold does not escalate a memory eviction";
+}
+
+TEST(Policy, SecondDecisionWaitsForTheReleaseAndTheReleaseWaitIsBounded) {
+  World w(config({hard(Signal::MemoryAvailable, qty(200 * kMi))}), PolicyConfig{.release_wait_timeout = 2s});
+  w.snap.add(pod("a", QosClass::BestEffort, 900 * kMi)).add(pod("b", QosClass::BestEffort, 10 * kMi));
+  w.settle(kGi);
+  ASSERT_EQ(kinds(w.step(1)), std::vector<K>{K::Start});
+  EXPECT_EQ(kinds(w.step(1.05)), std::vector<K>{K::Deferred});
+  w.exited = {"a"};
+  EXPECT_EQ(kinds(w.step(1.1)), (std::vector<K>{K::Exited, K::Deferred}));
+  EXPECT_EQ(kinds(w.step(2)), std::vector<K>{K::Deferred});  // memory never comes back
+  auto a = w.step(3.2);
+  ASSERT_EQ(kinds(a), (std::vector<K>{K::ReleaseTimeout, K::Start}));
+  EXPECT_EQ(a[1].eviction.uid, "b") << "a stays out of ranking while it is still observed";
+}
+
+TEST(Policy, AVictimThatNeverEmptiesIsStuckAndStopsBlocking) {
+  PolicyConfig pc;
+  pc.kill_timeout = 5s;
+  World w(config({hard(Signal::MemoryAvailable, qty(200 * kMi))}), pc);
+  w.snap.add(pod("dstate", QosClass::BestEffort, 900 * kMi)).add(pod("next", QosClass::BestEffort, 50 * kMi));
+  w.settle(kGi);
+  ASSERT_EQ(kinds(w.step(0)), std::vector<K>{K::Start});
+  int rekills = 0;
+  for (double t = 0.5; t < 5; t += 0.5) {
+    auto a = w.step(t);
+    if (find(a, K::StragglerKill)) ++rekills;
+    EXPECT_EQ(find(a, K::Start), nullptr);
+  }
+  EXPECT_GE(rekills, 3) << "stragglers are killed again every second";
+  auto a = w.step(5.0);
+  ASSERT_EQ(kinds(a), (std::vector<K>{K::Stuck, K::Start}));
+  EXPECT_EQ(a[0].eviction.uid, "dstate");
+  EXPECT_EQ(a[1].eviction.uid, "next");
+  auto ex = w.policy.excluded();
+  EXPECT_NE(std::find(ex.begin(), ex.end(), "dstate"), ex.end()) << "still there: still not ranked";
+  // Once it is gone it is forgotten.
+  w.snap.s.pods.erase(w.snap.s.pods.begin());
+  w.step(5.5);
+  ex = w.policy.excluded();
+  EXPECT_EQ(std::find(ex.begin(), ex.end(), "dstate"), ex.end());
+}
+
+TEST(Policy, EveryPhaseHasADeadline) {
+  World w = issue_node();
+  w.step(0);
+  w.step(1);
+  // Terminating, not killed: the grace end; killed: the kill timeout.
+  EXPECT_EQ(w.policy.next_deadline(), at(121));
+  w.pod("bu")->usage.memory_working_set_bytes = 520 * static_cast<uint64_t>(kMi);
+  w.settle(kGi);
+  w.step(5);
+  EXPECT_EQ(w.policy.in_flight(Lane::Memory)->phase_deadline, at(5) + w.policy.config().kill_timeout);
+  w.exited = {"be"};
+  w.step(6);
+  EXPECT_EQ(w.policy.in_flight(Lane::Memory)->phase_deadline, at(6) + w.policy.config().release_wait_timeout);
+}
+
+TEST(Policy, RestartDuringEscalationNeitherLosesTheKillNorKillsTwice) {
+  World w = issue_node();
+  w.step(0);
+  w.step(1);
+  w.pod("bu")->usage.memory_working_set_bytes = 520 * static_cast<uint64_t>(kMi);
+  w.settle(kGi);
+  ASSERT_NE(find(w.step(5), K::Escalate), nullptr);
+  const PolicyState saved = w.policy.state();  // checkpointed before the kill is executed
+
+  {  // The daemon died before the SIGKILL went out: the restarted one sends it at once.
+    World r = issue_node();
+    r.pod("bu")->usage.memory_working_set_bytes = 520 * static_cast<uint64_t>(kMi);
+    r.settle(kGi);
+    r.engine.restore(w.engine.state());
+    r.policy.restore(saved);
+    auto a = r.step(5.2);
+    EXPECT_EQ(std::count_if(a.begin(), a.end(), [](const auto& x) { return x.kind == K::StragglerKill; }), 1);
+    EXPECT_EQ(find(a, K::Start), nullptr) << "no second victim while the first is dying";
+    a = r.step(5.25);
+    EXPECT_EQ(find(a, K::StragglerKill), nullptr) << "one kill, not one per evaluation";
+  }
+  {  // The kill had happened: the victim is empty, nothing is killed again.
+    World r = issue_node();
+    r.pod("bu")->usage.memory_working_set_bytes = 520 * static_cast<uint64_t>(kMi);
+    r.settle(kGi);
+    r.engine.restore(w.engine.state());
+    r.policy.restore(saved);
+    r.exited = {"be"};
+    auto a = r.step(5.2);
+    EXPECT_EQ(kinds(a), (std::vector<K>{K::Exited, K::Deferred}));
+  }
+}
+
+TEST(Policy, AStaleRestoredRecordIsDroppedNotResumed) {
+  World w = issue_node();
+  w.step(0);
+  w.step(1);
+  const PolicyState saved = w.policy.state();
+  World r = issue_node();
+  r.snap.mem(900 * kMi, kGi);  // no threshold met any more
+  r.policy.restore(saved);
+  auto a = r.step(86400);  // a day later
+  ASSERT_EQ(kinds(a), std::vector<K>{K::Expired});
+  EXPECT_FALSE(r.policy.busy());
+}
+
+TEST(Policy, DryRunOffersTheSamePodAgainAfterTheReleaseWait) {
+  PolicyConfig pc;
+  pc.dry_run = true;
+  pc.release_wait_timeout = 1s;
+  World w(config({hard(Signal::MemoryAvailable, qty(200 * kMi))}), pc);
+  w.snap.add(pod("be", QosClass::BestEffort, 900 * kMi));
+  w.settle(kGi);
+  ASSERT_EQ(kinds(w.step(0)), std::vector<K>{K::Start});
+  w.exited = {"be"};  // the recording evictor reports it empty after the recorded kill
+  EXPECT_EQ(kinds(w.step(0.1)), std::vector<K>{K::Exited});
+  w.exited.clear();
+  auto a = w.step(1.2);
+  ASSERT_EQ(kinds(a), std::vector<K>{K::ReleaseTimeout});
+  a = w.step(1.3);
+  ASSERT_EQ(kinds(a), std::vector<K>{K::Start});
+  EXPECT_EQ(a[0].eviction.uid, "be");
+  EXPECT_EQ(a[0].eviction.id, "e-2");
+}
+
+TEST(Policy, DiskEvictionsWaitForOneReclaimRun) {
+  PolicyConfig pc;
+  pc.disk_reclaim = true;
+  World w(config({hard(Signal::NodefsAvailable, qty(kGi))}), pc);
+  Pod p = pod("logs", QosClass::BestEffort, kMi);
+  p.usage.ephemeral_storage_bytes = 5 * static_cast<uint64_t>(kGi);
+  w.snap.add(p).sig(Signal::NodefsAvailable, 100 * kMi, 100 * kGi);
+  EXPECT_EQ(kinds(w.step(0)), std::vector<K>{K::DiskReclaim});
+  EXPECT_EQ(kinds(w.step(1)), std::vector<K>{K::Deferred});
+  w.policy.disk_reclaim_finished(at(2));
+  EXPECT_EQ(kinds(w.step(2.1)), std::vector<K>{K::Start}) << "the reclaim did not help: evict";
+}
+
+TEST(Policy, HardEvictionsAreReportedSoftOnesDelegatedOnlyWithMetadata) {
+  PolicyConfig pc;
+  pc.api = true;
+  pc.soft_kill_margin = 5s;
+  World w(config({soft(Signal::MemoryAvailable, qty(kGi), 0s)}), pc);
+  Pod p = pod("web", QosClass::BestEffort, 900 * kMi);
+  p.termination_grace_period_seconds = 3;
+  w.snap.add(p).mem(100 * kMi, 2 * kGi);
+  auto a = w.step(0);
+  ASSERT_EQ(kinds(a), std::vector<K>{K::Start});
+  EXPECT_TRUE(a[0].report);
+  EXPECT_TRUE(a[0].delegate);
+  EXPECT_EQ(w.policy.in_flight(Lane::Memory)->kill_at, at(8)) << "grace 3 s + margin 5 s";
+}
+
+}  // namespace
+}  // namespace pressured

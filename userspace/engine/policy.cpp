@@ -1,0 +1,306 @@
+// The eviction policy state machine. Pure: no I/O, no clock, no logging; the
+// daemon and `simulate` execute and log the actions it returns. Semantics:
+// include/pressured/policy.hpp and docs/daemon.md.
+
+#include "pressured/policy.hpp"
+
+#include <algorithm>
+
+namespace pressured {
+namespace {
+
+// Below this much memory a victim counts as released (page cache and kernel
+// structures linger for a while after the last process exits).
+constexpr uint64_t kReleasedFloorBytes = 8ull << 20;
+
+const Pod* find_pod(const NodeSnapshot& s, const std::string& uid) {
+  for (const auto& p : s.pods) {
+    if (p.uid == uid) return &p;
+  }
+  return nullptr;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+Lane lane_or_memory(Signal s) { return lane_of(s).value_or(Lane::Memory); }
+
+// Whether `pod` gave back what it held when it was chosen.
+bool released(const InFlightEviction& f, const Pod& pod) {
+  const StarvedResource r = info(f.eviction.signal).resource;
+  const uint64_t now = pod_usage(pod, r);
+  uint64_t floor = f.eviction.usage_at_decision / 20;
+  if (r == StarvedResource::Memory) floor = std::max(kReleasedFloorBytes, floor);
+  return now <= floor;
+}
+
+}  // namespace
+
+std::optional<Lane> lane_of(Signal signal) {
+  switch (info(signal).resource) {
+    case StarvedResource::Memory: return Lane::Memory;
+    case StarvedResource::EphemeralStorage:
+    case StarvedResource::Inodes: return Lane::Disk;
+    case StarvedResource::Pids: return Lane::Pids;
+    case StarvedResource::None: break;
+  }
+  return std::nullopt;
+}
+
+std::string_view name(Lane lane) {
+  switch (lane) {
+    case Lane::Memory: return "memory";
+    case Lane::Disk: return "disk";
+    case Lane::Pids: return "pids";
+  }
+  return "?";
+}
+
+std::string_view name(PolicyAction::Kind kind) {
+  using K = PolicyAction::Kind;
+  switch (kind) {
+    case K::Start: return "evict";
+    case K::Escalate: return "escalate";
+    case K::GraceEndKill: return "kill";
+    case K::StragglerKill: return "rekill";
+    case K::Exited: return "exited";
+    case K::Released: return "released";
+    case K::ReleaseTimeout: return "releaseTimeout";
+    case K::Stuck: return "stuck";
+    case K::Expired: return "expired";
+    case K::Deferred: return "deferred";
+    case K::DiskReclaim: return "diskReclaim";
+  }
+  return "?";
+}
+
+PolicyConfig policy_config(const DaemonConfig& daemon, bool api) {
+  PolicyConfig p;
+  p.release_wait_timeout = daemon.release_wait_timeout;
+  p.kill_timeout = daemon.kill_timeout;
+  p.soft_kill_margin = daemon.soft_kill_margin;
+  p.dry_run = daemon.dry_run;
+  p.disk_reclaim = !daemon.disk_reclaim_command.empty();
+  p.api = api;
+  return p;
+}
+
+EvictionPolicy::EvictionPolicy(PolicyConfig config) : config_(std::move(config)) {}
+
+std::vector<std::string> EvictionPolicy::excluded() const {
+  std::vector<std::string> out = state_.evicted;
+  for (const auto& f : state_.in_flight) out.push_back(f.eviction.uid);
+  return out;
+}
+
+const InFlightEviction* EvictionPolicy::in_flight(Lane lane) const {
+  for (const auto& f : state_.in_flight) {
+    if (lane_or_memory(f.eviction.signal) == lane) return &f;
+  }
+  return nullptr;
+}
+
+std::optional<TimePoint> EvictionPolicy::next_deadline() const {
+  std::optional<TimePoint> next;
+  for (const auto& f : state_.in_flight) {
+    const TimePoint at = f.phase == InFlightEviction::Phase::Terminating ? std::min(f.kill_at, f.phase_deadline)
+                                                                          : f.phase_deadline;
+    if (!next || at < *next) next = at;
+  }
+  return next;
+}
+
+void EvictionPolicy::restore(PolicyState state) {
+  state_ = std::move(state);
+  check_expiry_ = true;
+}
+
+void EvictionPolicy::refused(const std::string& uid) {
+  auto& v = state_.in_flight;
+  auto it = std::find_if(v.begin(), v.end(), [&](const auto& f) { return f.eviction.uid == uid; });
+  if (it == v.end()) return;
+  v.erase(it);
+  if (!contains(state_.evicted, uid)) state_.evicted.push_back(uid);
+}
+
+void EvictionPolicy::disk_reclaim_finished(TimePoint now) {
+  state_.disk_reclaim_running = false;
+  state_.disk_reclaim_done_at = now;
+}
+
+void EvictionPolicy::kill(InFlightEviction& f, TimePoint now) {
+  // The stuck deadline counts from the first kill: re-kills do not extend it.
+  if (!f.killed) f.phase_deadline = now + config_.kill_timeout;
+  f.killed = true;
+  f.kill_at = now + config_.rekill_interval;
+}
+
+void EvictionPolicy::finish(std::size_t index, const NodeSnapshot& snapshot) {
+  const std::string uid = state_.in_flight[index].eviction.uid;
+  state_.in_flight.erase(state_.in_flight.begin() + static_cast<std::ptrdiff_t>(index));
+  // In a dry run the pod is still there: offer it again.
+  if (!config_.dry_run && find_pod(snapshot, uid) != nullptr && !contains(state_.evicted, uid)) {
+    state_.evicted.push_back(uid);
+  }
+}
+
+std::vector<PolicyAction> EvictionPolicy::step(TimePoint now, const NodeSnapshot& snapshot,
+                                               const Decisions& decisions, const std::vector<std::string>& exited) {
+  std::vector<PolicyAction> out;
+  if (check_expiry_) {
+    // A record whose current phase ended more than a whole kill and release
+    // cycle ago belongs to another era (the daemon was down): resuming it
+    // would act on a situation nobody observed.
+    check_expiry_ = false;
+    const Duration slack = config_.kill_timeout + config_.release_wait_timeout;
+    for (std::size_t i = 0; i < state_.in_flight.size();) {
+      const auto& f = state_.in_flight[i];
+      if (now > f.phase_deadline + slack && now > f.kill_at + slack) {
+        PolicyAction a;
+        a.kind = PolicyAction::Kind::Expired;
+        a.eviction = f.eviction;
+        out.push_back(std::move(a));
+        finish(i, snapshot);
+        continue;
+      }
+      // A kill ordered before the restart may never have gone out (the
+      // checkpoint is written first): send it again now, once.
+      if (f.phase == InFlightEviction::Phase::Terminating && f.killed) state_.in_flight[i].kill_at = now;
+      ++i;
+    }
+  }
+  // Victims no longer observed are gone for good.
+  std::erase_if(state_.evicted, [&](const std::string& uid) { return find_pod(snapshot, uid) == nullptr; });
+  progress(now, snapshot, exited, out);
+  escalate(now, decisions, out);
+  if (!decisions.conditions[static_cast<std::size_t>(Condition::DiskPressure)]) state_.disk_reclaim_done_at.reset();
+  decide(now, decisions, out);
+  return out;
+}
+
+void EvictionPolicy::progress(TimePoint now, const NodeSnapshot& snapshot, const std::vector<std::string>& exited,
+                              std::vector<PolicyAction>& out) {
+  using K = PolicyAction::Kind;
+  for (std::size_t i = 0; i < state_.in_flight.size();) {
+    InFlightEviction& f = state_.in_flight[i];
+    const Pod* pod = find_pod(snapshot, f.eviction.uid);
+    PolicyAction a;
+    a.eviction = f.eviction;
+    if (f.phase == InFlightEviction::Phase::Terminating) {
+      if (pod == nullptr || contains(exited, f.eviction.uid)) {
+        a.kind = K::Exited;
+        a.killed_before = f.killed;
+        out.push_back(std::move(a));
+        f.phase = InFlightEviction::Phase::Releasing;
+        f.phase_deadline = now + config_.release_wait_timeout;
+        // The snapshot in hand predates the exit: judge the release on the next one.
+      } else if (f.killed && now >= f.phase_deadline) {
+        a.kind = K::Stuck;
+        out.push_back(std::move(a));
+        finish(i, snapshot);
+        continue;
+      } else if (now >= f.kill_at) {
+        a.kind = f.killed ? K::StragglerKill : K::GraceEndKill;
+        out.push_back(std::move(a));
+        kill(f, now);
+      }
+      ++i;
+      continue;
+    }
+    if (pod == nullptr || released(f, *pod)) {
+      a.kind = K::Released;
+      out.push_back(std::move(a));
+      finish(i, snapshot);
+      continue;
+    }
+    if (now >= f.phase_deadline) {
+      a.kind = K::ReleaseTimeout;
+      out.push_back(std::move(a));
+      finish(i, snapshot);
+      continue;
+    }
+    ++i;
+  }
+}
+
+void EvictionPolicy::escalate(TimePoint now, const Decisions& decisions, std::vector<PolicyAction>& out) {
+  // The kubelet re-kills a soft victim with grace 0 once a hard threshold is
+  // met (TestHardEvictPodThatHasBeenSoftEvictedOnceHardThresholdReached,
+  // kubernetes#123872): it is already chosen, and its memory is the fastest
+  // relief.
+  for (auto& f : state_.in_flight) {
+    if (f.phase != InFlightEviction::Phase::Terminating || f.killed || f.eviction.kind != ThresholdKind::Soft) continue;
+    const Lane lane = lane_or_memory(f.eviction.signal);
+    for (const auto& t : decisions.thresholds) {
+      if (t.threshold.kind != ThresholdKind::Hard || !t.met || lane_of(t.threshold.signal) != lane) continue;
+      PolicyAction a;
+      a.kind = PolicyAction::Kind::Escalate;
+      a.trigger = t.threshold.signal;
+      f.escalated = true;
+      f.eviction.grace_period_seconds = 0;
+      kill(f, now);
+      a.eviction = f.eviction;
+      out.push_back(std::move(a));
+      break;
+    }
+  }
+}
+
+void EvictionPolicy::decide(TimePoint now, const Decisions& decisions, std::vector<PolicyAction>& out) {
+  using K = PolicyAction::Kind;
+  for (const Eviction& c : decisions.candidates) {
+    const auto lane = lane_of(c.signal);
+    if (!lane) continue;
+    PolicyAction a;
+    a.eviction = c;
+    const bool victim_elsewhere = std::any_of(state_.in_flight.begin(), state_.in_flight.end(),
+                                              [&](const auto& f) { return f.eviction.uid == c.uid; });
+    if (in_flight(*lane) != nullptr || victim_elsewhere) {
+      // One eviction at a time per lane: the next decision comes from
+      // observations taken after the victim's usage is back (seeds/002,
+      // "evicts more pods than needed").
+      a.kind = K::Deferred;
+      a.reason = "an eviction is in flight";
+      out.push_back(std::move(a));
+      continue;
+    }
+    if (*lane == Lane::Disk && state_.disk_reclaim_running) {
+      a.kind = K::Deferred;
+      a.reason = "the disk reclaim command is running";
+      out.push_back(std::move(a));
+      continue;
+    }
+    if (*lane == Lane::Disk && config_.disk_reclaim &&
+        (!state_.disk_reclaim_done_at || now - *state_.disk_reclaim_done_at > config_.disk_reclaim_validity)) {
+      a.kind = K::DiskReclaim;
+      state_.disk_reclaim_running = true;
+      out.push_back(std::move(a));
+      continue;
+    }
+    InFlightEviction f;
+    f.eviction = c;
+    f.eviction.id = config_.id_prefix + "-" + std::to_string(++state_.sequence);
+    f.eviction.decided_at = now;
+    if (c.kind == ThresholdKind::Hard) f.eviction.grace_period_seconds = 0;
+    f.eviction.grace_period_seconds = std::max<int64_t>(0, f.eviction.grace_period_seconds);
+    const bool report = config_.api && !config_.dry_run && c.metadata_known && !c.name.empty() &&
+                        !c.namespace_.empty();
+    const Duration grace = std::chrono::seconds(f.eviction.grace_period_seconds);
+    if (grace == Duration::zero()) {
+      kill(f, now);
+    } else {
+      f.api = report && !c.static_pod;
+      f.kill_at = now + grace + (f.api ? config_.soft_kill_margin : Duration::zero());
+      f.phase_deadline = f.kill_at;
+    }
+    a.kind = K::Start;
+    a.eviction = f.eviction;
+    a.report = report;
+    a.delegate = f.api;
+    state_.in_flight.push_back(std::move(f));
+    out.push_back(std::move(a));
+  }
+}
+
+}  // namespace pressured
