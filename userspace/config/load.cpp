@@ -1063,6 +1063,7 @@ Result<void> validate_config(const Config& c) {
   // The reactor may run SCHED_FIFO: an interval of a few nanoseconds would
   // make it spin and starve the CPU it runs on.
   const Duration min_interval = std::chrono::milliseconds(10);
+  if (auto r = require_positive(e.safety_net_interval, "events.safetyNetInterval"); !r) return r;
   if (e.safety_net_interval < min_interval) {
     return invalid("events.safetyNetInterval", format_duration(e.safety_net_interval), "must be at least 10ms");
   }
