@@ -126,6 +126,9 @@ struct K8sConfig {
 struct MetricsConfig {
   std::string listen = "0.0.0.0:9847";
   uint32_t top_pods = 20;  // per-pod series are exported for this many pods only
+  // node_exporter-style web configuration (TLS, basic auth, bearer token) for
+  // the metrics port; empty: plain HTTP without authentication.
+  std::string web_config_file;
 };
 
 struct LogConfig {
@@ -141,6 +144,10 @@ struct DaemonConfig {
   Duration release_wait_timeout = std::chrono::seconds(10);  // wait for a victim's memory to come back
   Duration soft_kill_margin = std::chrono::seconds(15);      // soft: API eviction, local kill after grace + margin
   Duration kill_timeout = std::chrono::seconds(30);          // killed victim still not empty: stuck, stop waiting
+  // mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) at start: the daemon's
+  // pages are never reclaimed under the pressure it fights (needs
+  // CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK; a failure is logged).
+  bool lock_memory = true;
 };
 
 struct Config {

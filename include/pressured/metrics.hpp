@@ -196,6 +196,11 @@ class Metrics {
 
   // --- Pods -------------------------------------------------------------------
 
+  /// Pods that are never evicted because their metadata is unavailable (the
+  /// configured source has no good answer, or listed them unparsably).
+  /// -> pressured_pods_unevictable_without_metadata
+  void pods_unevictable_without_metadata(uint64_t count);
+
   /// The current pods. Only the `top_pods` with the largest working set get
   /// series; series of pods that left the top are removed.
   /// -> pressured_pod_memory_working_set_bytes, pressured_pod_memory_request_bytes,
@@ -252,12 +257,54 @@ struct ListenAddress {
 /// Parses MetricsConfig::listen; an error says what is wrong.
 Result<ListenAddress> parse_listen_address(std::string_view text);
 
-/// Serves /metrics, /healthz and /readyz over HTTP on its own thread.
+/// TLS and authentication for the metrics port, read from a web
+/// configuration file in node_exporter's format (docs/operations.md):
+///   tls_server_config: {cert_file: ..., key_file: ...}
+///   basic_auth_users: {user: <bcrypt hash>}
+///   bearer_token_file: <file holding one token>   (pressured's addition)
+/// /healthz and /readyz never require authentication (probes reveal
+/// nothing); /metrics requires it when users or a token are configured.
+struct WebConfig {
+  std::string cert_file;  // PEM certificate chain; TLS when set (with key_file)
+  std::string key_file;   // PEM private key
+  std::vector<std::pair<std::string, std::string>> basic_auth_users;  // user -> bcrypt hash ($2a$/$2b$/$2y$)
+  std::string bearer_token;  // the token itself (read from bearer_token_file)
+  bool tls() const { return !cert_file.empty(); }
+  bool auth() const { return !basic_auth_users.empty() || !bearer_token.empty(); }
+};
+
+/// Reads and validates a web configuration file; every problem (unknown key,
+/// missing file, a hash that is not bcrypt, ...) is an error naming it.
+Result<WebConfig> load_web_config(const std::string& path);
+
+/// Bounds that keep the port answering under abuse (see server.cpp).
+struct MetricsServerLimits {
+  std::size_t max_connections = 128;
+  Duration header_timeout = std::chrono::seconds(5);  // accept -> whole request (TLS handshake included)
+  Duration write_timeout = std::chrono::seconds(10);  // request -> whole answer written
+  std::size_t max_request_bytes = 8192;
+  unsigned auth_failures_per_second = 5;  // bcrypt checks of unknown credentials (each ~50-100 ms)
+};
+
+/// What the server did; for tests and `top`.
+struct MetricsServerStats {
+  uint64_t accepted = 0;
+  uint64_t served = 0;
+  uint64_t shed = 0;       // dropped at the connection cap
+  uint64_t timed_out = 0;  // request or answer not complete in time
+  uint64_t rejected = 0;   // malformed, too large, or TLS handshake failed
+  uint64_t unauthorized = 0;
+  std::size_t open = 0;
+};
+
+/// Serves /metrics, /healthz and /readyz over HTTP(S) on its own thread.
 class MetricsServer {
  public:
   /// Binds `listen` and starts serving `metrics` (which must outlive the
-  /// server). Errors (bad address, port in use, permission) are returned.
-  static Result<std::unique_ptr<MetricsServer>> start(const Metrics& metrics, std::string_view listen);
+  /// server). Errors (bad address, port in use, permission, unusable TLS
+  /// files) are returned.
+  static Result<std::unique_ptr<MetricsServer>> start(const Metrics& metrics, std::string_view listen,
+                                                      const WebConfig& web = {}, MetricsServerLimits limits = {});
 
   ~MetricsServer();  // stops serving
   MetricsServer(const MetricsServer&) = delete;
@@ -268,6 +315,11 @@ class MetricsServer {
 
   /// host:port actually bound.
   std::string address() const;
+
+  /// "http" or "https".
+  std::string scheme() const;
+
+  MetricsServerStats stats() const;
 
   /// Stops serving and joins the thread; idempotent.
   void stop();

@@ -107,6 +107,7 @@ struct PodMetadata {
   PodResources requests;  // sum over containers (init containers: max), as the scheduler sees them
   PodResources limits;    // 0 when any container has no limit
   std::string phase;      // status.phase, may be empty
+  bool unparsable = false;  // the source listed this uid but its fields could not be parsed
 };
 
 using PodMetadataMap = std::unordered_map<std::string, PodMetadata>;  // by uid
@@ -167,7 +168,7 @@ struct PodDiskUsage {
   uint64_t bytes = 0;   // allocated bytes (st_blocks * 512)
   uint64_t inodes = 0;  // files, directories and symlinks counted once
   TimePoint measured_at{};
-  bool complete = true;  // false: the walk hit its time or entry budget
+  bool complete = true;  // false: the walk hit this pod's fair share of the time or entry budget (a lower bound)
   EphemeralStorageBreakdown breakdown;  // logs / emptyDir / writable layers (sums to bytes, inodes)
 };
 
@@ -205,7 +206,8 @@ struct WritableLayerStats {
 
 struct PodStorageStats {
   uint64_t walks = 0;
-  uint64_t incomplete_walks = 0;   // budget exhausted
+  uint64_t incomplete_walks = 0;   // walks that cut at least one pod at its share of the budget
+  uint64_t truncated_pods = 0;     // pods cut at their fair share of the budget in the last walk
   uint64_t entries = 0;            // entries visited in the last walk
   uint64_t errors = 0;             // unreadable directories/entries (skipped)
   Duration last_walk_duration{0};
@@ -253,6 +255,9 @@ struct ObserverCounters {
   uint64_t reopened_cgroups = 0;    // a pod cgroup was recreated (new inode): fds reopened
   uint64_t pods_without_metadata = 0;  // in cgroups, not in metadata (last observation)
   uint64_t metadata_without_cgroup = 0;  // in metadata (Running), not in cgroups (last observation)
+  // Pods never evicted because their metadata is unavailable: the configured
+  // source has no good answer, or listed them unparsably (last observation).
+  uint64_t pods_unevictable_without_metadata = 0;
 };
 
 /// Reads the node's signals and every pod's usage straight from the kernel's

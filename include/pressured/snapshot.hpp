@@ -104,6 +104,10 @@ struct Pod {
   PodResources limits;
   PodUsage usage;
   bool metadata_known = false;  // false: known from cgroups only
+  // Known from cgroups only while the configured metadata source has no good
+  // answer (none yet, 401, TLS, ...) or listed the pod unparsably: it might be
+  // critical or static, so it is never evicted (fail safe).
+  bool metadata_unavailable = false;
   bool stale = false;           // a usage read failed
   std::string cgroup_path;      // absolute path of the pod cgroup (memory hierarchy)
   uint64_t cgroup_id = 0;       // kernfs inode id, as BPF sees it

@@ -5,13 +5,18 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
+#include <fstream>
+#include <functional>
 #include <thread>
 
 #include "cgroup/fake_node.hpp"
 #include "pods/pod_json.hpp"
+#include "pressured/engine.hpp"
 #include "pressured/observer.hpp"
 
 namespace pressured {
@@ -122,19 +127,138 @@ spec:
 }
 
 TEST(PodJson, ErrorsAreClear) {
+  // A bad field costs that pod only: it is kept, marked unparsable, and the
+  // reason is reported.
   auto bad = pods::parse_pod_documents(R"({"kind":"Pod","metadata":{"uid":"x","name":"n"},
     "spec":{"containers":[{"name":"c","resources":{"requests":{"memory":"12Qi"}}}]}})");
-  ASSERT_FALSE(bad);
-  EXPECT_NE(bad.error().message.find("memory"), std::string::npos);
+  ASSERT_TRUE(bad) << bad.error().message;
+  ASSERT_EQ(bad->pods.size(), 1u);
+  EXPECT_TRUE(bad->pods[0].unparsable);
+  EXPECT_EQ(bad->skipped, 1u);
+  ASSERT_EQ(bad->errors.size(), 1u);
+  EXPECT_NE(bad->errors[0].find("memory"), std::string::npos);
   auto syntax = pods::parse_pod_documents("{\"kind\": ");
   ASSERT_FALSE(syntax);
   EXPECT_NE(syntax.error().message.find("syntax"), std::string::npos);
   auto prio = pods::parse_pod_documents(R"({"kind":"Pod","metadata":{"uid":"x"},"spec":{"priority":"high"}})");
-  EXPECT_FALSE(prio);
+  ASSERT_TRUE(prio);
+  ASSERT_EQ(prio->pods.size(), 1u);
+  EXPECT_TRUE(prio->pods[0].unparsable);
   auto nouid = pods::parse_pod_documents(R"({"kind":"Pod","metadata":{"name":"x"},"spec":{}})");
   ASSERT_TRUE(nouid);
   EXPECT_EQ(nouid->pods.size(), 0u);
   EXPECT_EQ(nouid->skipped, 1u);
+}
+
+TEST(PodJson, OneBadPodIsSkippedNotTheList) {
+  auto r = pods::parse_pod_documents(R"({"kind":"PodList","items":[
+    {"metadata":{"uid":"good","name":"web"},"spec":{"containers":[{"name":"c"}]}},
+    {"metadata":{"uid":"bad","name":"odd","namespace":"kube-system"},
+     "spec":{"containers":[{"name":"c","resources":{"requests":{"memory":"12Qi"}}}]}},
+    {"metadata":{"uid":"crit"},"spec":{"priorityClassName":"system-node-critical"}}]})");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->pods.size(), 3u);
+  EXPECT_FALSE(r->pods[0].unparsable);
+  EXPECT_TRUE(r->pods[1].unparsable);
+  EXPECT_EQ(r->pods[1].namespace_, "kube-system");
+  EXPECT_TRUE(r->pods[2].critical);
+  EXPECT_EQ(r->skipped, 1u);
+}
+
+TEST(PodJson, NumbersOutOfRangeNeitherWrapNorCrash) {
+  // 1e300 cast to int64 is undefined behaviour (UBSan aborts the test).
+  auto prio = pods::parse_pod_documents(R"({"kind":"Pod","metadata":{"uid":"p"},"spec":{"priority":1e300}})");
+  ASSERT_TRUE(prio);
+  EXPECT_TRUE(prio->pods[0].unparsable);
+  auto req = pods::parse_pod_documents(R"({"kind":"Pod","metadata":{"uid":"r"},"spec":{"containers":[
+    {"name":"c","resources":{"requests":{"memory":1e30}}}]}})");
+  ASSERT_TRUE(req);
+  EXPECT_FALSE(req->pods[0].unparsable);
+  EXPECT_EQ(req->pods[0].requests.memory_bytes, UINT64_MAX) << "saturates, never 0";
+  auto big = pods::parse_pod_documents("kind: Pod\nmetadata: {uid: q}\nspec:\n  containers:\n  - name: c\n"
+                                       "    resources: {requests: {memory: 1e30}}\n");
+  ASSERT_TRUE(big) << big.error().message;
+  EXPECT_EQ(big->pods[0].requests.memory_bytes, UINT64_MAX);
+}
+
+TEST(PodJson, DeepNestingIsAnErrorNotAStackOverflow) {
+  std::string deep;
+  for (int i = 0; i < 20000; ++i) deep += R"({"kind":"List","items":[)";
+  deep += "{}";
+  for (int i = 0; i < 20000; ++i) deep += "]}";
+  auto r = pods::parse_pod_documents(deep);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message.find("nested"), std::string::npos) << r.error().message;
+  std::string deep_uid = R"({"kind":"Pod","metadata":{"uid":)" + std::string(20000, '[') + std::string(20000, ']') + "}}";
+  EXPECT_FALSE(pods::parse_pod_documents(deep_uid));
+  std::string yaml = "kind: List\nitems: ";
+  for (int i = 0; i < 5000; ++i) yaml += "[";
+  for (int i = 0; i < 5000; ++i) yaml += "]";
+  EXPECT_FALSE(pods::parse_pod_documents(yaml, pods::DocumentFormat::Yaml));
+}
+
+// Runs `fn` in a child bounded in time and resident memory, so a parser that
+// hangs or grows fails the test instead of eating the machine. (RLIMIT_AS is
+// useless under AddressSanitizer, which reserves terabytes of shadow.)
+// Returns the child's exit code, or -1 when it had to be killed.
+int run_bounded(const std::function<int()>& fn, std::chrono::milliseconds limit, uint64_t max_rss_kib,
+                std::string* why) {
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(fn());
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (true) {
+    int status = 0;
+    if (::waitpid(child, &status, WNOHANG) == child) return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+    std::ifstream st("/proc/" + std::to_string(child) + "/status");
+    std::string line;
+    uint64_t rss = 0;
+    while (std::getline(st, line)) {
+      if (line.rfind("VmRSS:", 0) == 0) rss = std::strtoull(line.c_str() + 6, nullptr, 10);
+    }
+    const bool late = std::chrono::steady_clock::now() > end;
+    if (late || rss > max_rss_kib) {
+      *why = late ? "still running after the time limit" : "resident memory over the limit: " + std::to_string(rss) + " KiB";
+      ::kill(child, SIGKILL);
+      ::waitpid(child, nullptr, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// yaml-cpp 0.7's LoadAll() never returns on a stray ',' and grows by about
+// 200 MB a second: the pod file path must fail fast instead.
+TEST(PodYaml, StrayCommaFailsFastInsteadOfHanging) {
+  for (std::string text : {std::string(","), std::string("kind: Pod\nmetadata: {uid: a}\n---\n,\n"),
+                           std::string("- a\n,"), std::string("a: b\n, c\n")}) {
+    std::string why;
+    int rc = run_bounded(
+        [&] {
+          auto r = pods::parse_pod_documents(text, pods::DocumentFormat::Yaml);
+          return r ? 0 : 3;
+        },
+        std::chrono::seconds(10), 512 * 1024, &why);
+    EXPECT_NE(rc, -1) << "parsing " << ::testing::PrintToString(text) << ": " << why;
+  }
+  auto r = pods::parse_pod_documents(",", pods::DocumentFormat::Yaml);
+  EXPECT_FALSE(r);
+}
+
+TEST(PodYaml, AliasBombsAndDuplicateKeysAreRefused) {
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
+  char prev = 'a';
+  for (char c = 'b'; c <= 'k'; ++c, ++prev) {
+    bomb += std::string(1, c) + ": &" + c + " [";
+    for (int i = 0; i < 10; ++i) bomb += std::string(i ? ", *" : "*") + prev;
+    bomb += "]\n";
+  }
+  std::string why;
+  int rc = run_bounded([&] { return pods::parse_pod_documents(bomb, pods::DocumentFormat::Yaml) ? 0 : 3; },
+                       std::chrono::seconds(10), 512 * 1024, &why);
+  EXPECT_EQ(rc, 3) << why;
+  auto dup = pods::parse_pod_documents("kind: Pod\nmetadata: {uid: a, uid: b}\n", pods::DocumentFormat::Yaml);
+  ASSERT_FALSE(dup);
+  EXPECT_NE(dup.error().message.find("duplicate"), std::string::npos) << dup.error().message;
 }
 
 TEST(PodSources, FileAndDirectory) {
@@ -299,6 +423,55 @@ TEST(PodSources, MergedIntoTheObserverWithMismatchesCounted) {
   EXPECT_EQ((*obs)->counters().pods_without_metadata, 1u);
   // u-static is Running in metadata but has no cgroup; u-be Succeeded does not count.
   EXPECT_EQ((*obs)->counters().metadata_without_cgroup, 1u);
+  EXPECT_EQ((*obs)->counters().pods_unevictable_without_metadata, 0u) << "the source answered: u-unknown is evictable";
+}
+
+// A configured source with no good answer (startup, 401, TLS, ...): pods known
+// only from cgroups might be critical or static, so none is ever evicted.
+TEST(PodSources, PodsWithoutMetadataAreNeverEvictedWhileTheSourceFails) {
+  testing::FakeNode node(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+  node.add_pod("u-crit", QosClass::Guaranteed, testing::FakePodMemory{300 * MiB, 250 * MiB, 0, 0, 0});
+  node.add_pod("u-be", QosClass::BestEffort, testing::FakePodMemory{10 * MiB, 10 * MiB, 0, 0, 0});
+  OneShotServer server(401, "Unauthorized");
+  PodSourceConfig pc;
+  pc.kind = PodSourceKind::Kubelet;
+  pc.kubelet_url = server.url();
+  auto src = make_pod_metadata_source(pc);
+  ASSERT_TRUE(src);
+  std::shared_ptr<PodMetadataSource> md = std::move(*src);
+  ASSERT_FALSE(md->refresh());
+  auto obs = make_node_observer(node.config(), md);
+  ASSERT_TRUE(obs);
+  auto snap = (*obs)->observe(TimePoint(std::chrono::seconds(1)));
+  ASSERT_TRUE(snap);
+  ASSERT_EQ(snap->pods.size(), 2u);
+  EvictionConfig ec;
+  for (const auto& p : snap->pods) {
+    EXPECT_TRUE(p.metadata_unavailable) << p.uid;
+    EXPECT_TRUE(never_evicted(p, ec)) << p.uid;
+  }
+  EXPECT_TRUE(rank_pods(snap->pods, StarvedResource::Memory, ec).empty());
+  EXPECT_EQ((*obs)->counters().pods_unevictable_without_metadata, 2u);
+
+  // An answer listing one pod unparsably: that pod stays protected, the rest
+  // of the list is used.
+  testing::write_text(node.root() + "/pods.json", R"({"kind":"PodList","items":[
+    {"metadata":{"uid":"u-be","name":"batch"},"spec":{"containers":[{"name":"c"}]}},
+    {"metadata":{"uid":"u-crit","name":"etcd"},"spec":{"priority":"x"}}]})");
+  pc.kind = PodSourceKind::File;
+  pc.path = node.root() + "/pods.json";
+  auto file_src = make_pod_metadata_source(pc);
+  ASSERT_TRUE(file_src);
+  std::shared_ptr<PodMetadataSource> fmd = std::move(*file_src);
+  ASSERT_TRUE(fmd->refresh());
+  auto obs2 = make_node_observer(node.config(), fmd);
+  ASSERT_TRUE(obs2);
+  snap = (*obs2)->observe(TimePoint(std::chrono::seconds(2)));
+  ASSERT_TRUE(snap);
+  auto ranked = rank_pods(snap->pods, StarvedResource::Memory, ec);
+  ASSERT_EQ(ranked.size(), 1u);
+  EXPECT_EQ(ranked[0]->uid, "u-be");
+  EXPECT_EQ((*obs2)->counters().pods_unevictable_without_metadata, 1u);
 }
 
 }  // namespace

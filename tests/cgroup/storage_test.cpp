@@ -80,5 +80,50 @@ TEST(Storage, EntryBudgetStopsTheWalk) {
   EXPECT_EQ(src->stats().incomplete_walks, 1u);
 }
 
+// A tenant's hard links must not spend the budget before deduplication (they
+// hid a whole pod's usage), and one pod's huge tree must not starve the others.
+TEST(Storage, HardLinksAreDeduplicatedBeforeSpendingTheBudget) {
+  testing::FakeNode node(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+  const std::string a = node.root() + "/var/lib/kubelet/pods/u-a/volumes/kubernetes.io~empty-dir/v";
+  const std::string b = node.root() + "/var/lib/kubelet/pods/u-b/volumes/kubernetes.io~empty-dir/v";
+  testing::write_text(a + "/big.bin", std::string(200000, 'a'));
+  for (int i = 0; i < 3000; ++i) {
+    ASSERT_EQ(::link((a + "/big.bin").c_str(), (a + "/l" + std::to_string(i)).c_str()), 0);
+  }
+  for (int i = 0; i < 20; ++i) testing::write_text(b + "/f" + std::to_string(i), std::string(100000, 'b'));
+  ObserveConfig c = node.config();
+  c.disk_walk_max_entries = 1000;
+  auto src = make_pod_storage_source(c);
+  src->walk_now(TimePoint{});
+  auto ua = src->lookup("u-a"), ub = src->lookup("u-b");
+  ASSERT_TRUE(ua && ub);
+  EXPECT_TRUE(ua->complete) << "3000 links to one file are one file";
+  EXPECT_GE(ua->bytes, allocated(a + "/big.bin"));
+  EXPECT_LT(ua->bytes, 2 * allocated(a + "/big.bin") + 64 * 1024);
+  EXPECT_TRUE(ub->complete);
+  EXPECT_GE(ub->bytes, 20 * allocated(b + "/f0"));
+  EXPECT_EQ(src->stats().truncated_pods, 0u);
+}
+
+TEST(Storage, TheBudgetIsSharedFairlyAndTruncationIsPerPod) {
+  testing::FakeNode node(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+  const std::string big = node.root() + "/var/lib/kubelet/pods/u-a-big/volumes/kubernetes.io~empty-dir/v";
+  const std::string small = node.root() + "/var/lib/kubelet/pods/u-b-small/volumes/kubernetes.io~empty-dir/v";
+  for (int i = 0; i < 1500; ++i) testing::write_text(big + "/f" + std::to_string(i), "x");
+  for (int i = 0; i < 10; ++i) testing::write_text(small + "/f" + std::to_string(i), std::string(50000, 's'));
+  ObserveConfig c = node.config();
+  c.disk_walk_max_entries = 1000;
+  auto src = make_pod_storage_source(c);
+  src->walk_now(TimePoint{});
+  auto ub = src->lookup("u-a-big"), us = src->lookup("u-b-small");
+  ASSERT_TRUE(ub && us);
+  EXPECT_FALSE(ub->complete) << "the big pod is cut at its share";
+  EXPECT_LE(ub->inodes, 502u);
+  EXPECT_TRUE(us->complete) << "the small pod walked after the big one is measured in full";
+  EXPECT_EQ(us->inodes, 12u);  // empty-dir root, v, 10 files
+  EXPECT_EQ(src->stats().truncated_pods, 1u);
+  EXPECT_EQ(src->stats().incomplete_walks, 1u);
+}
+
 }  // namespace
 }  // namespace pressured

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 
 #include "config/quantity.hpp"
 
@@ -502,6 +503,104 @@ TEST(ConfigValidation, HandBuiltConfigsAreCheckedToo) {
   ASSERT_FALSE(r.ok());
   EXPECT_HAS(r.error().message, "evictionSoft.memory.available: '150%'");
   EXPECT_TRUE(validate_config(Config{}).ok());
+}
+
+}  // namespace
+}  // namespace pressured
+
+namespace pressured {
+namespace {
+
+// SIGHUP takes a complete document or nothing: the shipped ConfigMap cut
+// after any line must be refused, an empty file too.
+TEST(ConfigReload, EmptyOrTruncatedFilesAreRefused) {
+  const std::string path = ::testing::TempDir() + "/pressured-reload-test.yaml";
+  ConfigOptions o;
+  o.config_path = path;
+  auto write = [&](const std::string& text) { std::ofstream(path, std::ios::trunc) << text; };
+
+  write("");
+  auto r = reload_config(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.error().message, "empty");
+  write("# only a comment\n\n");
+  EXPECT_FALSE(reload_config(o).ok());
+  EXPECT_FALSE(load_config(o).ok()) << "an empty file is an error at start too";
+
+  const std::string full =
+      "evictionHard:\n  memory.available: 200Mi\n  nodefs.available: 10%\ndaemon:\n  dryRun: true\nlog:\n  level: info\n...\n";
+  write(full);
+  r = reload_config(o);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->daemon.dry_run);
+  EXPECT_EQ(r->eviction.thresholds.size(), 2u);
+
+  // Every cut at a line boundary before the marker is refused.
+  std::size_t cuts = 0;
+  for (std::size_t pos = full.find('\n'); pos + 1 < full.size() - 4; pos = full.find('\n', pos + 1)) {
+    write(full.substr(0, pos + 1));
+    auto cut = reload_config(o);
+    EXPECT_FALSE(cut.ok()) << "accepted a file cut after byte " << pos + 1;
+    if (!cut.ok()) {
+      EXPECT_HAS(cut.error().message, "'...'");
+    }
+    ++cuts;
+  }
+  EXPECT_GE(cuts, 6u);
+  write(full.substr(0, full.size() - 2));  // "..": cut inside the marker
+  EXPECT_FALSE(reload_config(o).ok());
+
+  EXPECT_TRUE(ends_with_document_end("a: 1\n...\n\n"));
+  EXPECT_TRUE(ends_with_document_end("...  \n"));
+  EXPECT_FALSE(ends_with_document_end("a: ...\n"));
+  EXPECT_FALSE(ends_with_document_end(""));
+  std::remove(path.c_str());
+}
+
+TEST(ConfigReload, ShippedFilesEndWithTheMarker) {
+  for (const char* f : {"/docs/examples/pressured.yaml"}) {
+    std::ifstream in(std::string(PRESSURED_SOURCE_DIR) + f);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_TRUE(ends_with_document_end(text.str())) << f << " must be reloadable";
+  }
+}
+
+TEST(ConfigErrors, DuplicateKeysAreAnError) {
+  auto r = parse_config_yaml("log:\n  level: info\n  level: debug\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.error().message, "duplicate key 'level'");
+  r = parse_config_yaml("evictionHard:\n  memory.available: 1Gi\nevictionHard:\n  memory.available: 2Gi\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.error().message, "line 3");
+}
+
+}  // namespace
+}  // namespace pressured
+
+namespace pressured {
+namespace {
+
+TEST(ConfigErrors, NumbersAndNamesAtTheEdges) {
+  // 16Ei = 2^64: one past UINT64_MAX, it printed as 0.
+  auto r = parse_config_yaml("cgroup:\n  diskWalkMaxEntries: 16Ei\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.error().message, "too large");
+  // Thousands of hours overflow now + timeout.
+  r = parse_config_yaml("daemon:\n  diskReclaimTimeout: 2000000h\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.error().message, "too long");
+  // A SCHED_FIFO reactor woken every nanosecond spins.
+  r = parse_config_yaml("events:\n  safetyNetInterval: 1ns\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.error().message, "at least 10ms");
+  r = parse_config_yaml("events:\n  forcedPollInterval: 1ns\n");
+  ASSERT_FALSE(r.ok());
+  for (const char* name : {".", ".."}) {
+    r = parse_config_yaml(std::string("cgroup:\n  kubepodsName: '") + name + "'\n");
+    ASSERT_FALSE(r.ok()) << name;
+    EXPECT_HAS(r.error().message, "kubepodsName");
+  }
 }
 
 }  // namespace

@@ -136,3 +136,19 @@ TEST(Quantity, FormatsShortestExactText) {
 
 }  // namespace
 }  // namespace pressured
+
+namespace pressured {
+namespace {
+
+TEST(Duration, OverflowIsAnErrorNotAWrap) {
+  // INT64_MAX nanoseconds rounds up to 2^63 as a double: it wrapped to INT64_MIN.
+  auto r = parse_duration("2562047h47m16.854775807s");
+  EXPECT_FALSE(r.ok()) << (r.ok() ? std::to_string(r->count()) : "");
+  EXPECT_FALSE(parse_duration("1e400h").ok());
+  auto ok = parse_duration("2562047h");
+  ASSERT_TRUE(ok.ok());
+  EXPECT_GT(ok->count(), 0);
+}
+
+}  // namespace
+}  // namespace pressured

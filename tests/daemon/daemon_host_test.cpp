@@ -317,13 +317,19 @@ TEST(DaemonHost, SighupReloadsAndRejectsAnInvalidConfig) {
   std::this_thread::sleep_for(300ms);
   n.write_config("evictionHard:\n  allocatableMemory.available: 16Mi\n");
   ASSERT_TRUE(n.start_daemon()) << n.log();
-  n.write_config("evictionHard:\n  allocatableMemory.available: banana\n");
+  n.write_config("evictionHard:\n  allocatableMemory.available: banana\n...\n");
   n.signal(SIGHUP);
   ASSERT_TRUE(n.wait_log("config reload rejected", 5s)) << n.log();
   std::this_thread::sleep_for(300ms);
   EXPECT_TRUE(n.running());
   EXPECT_GT(n.procs(be), 0u);
+  // Valid but without the end marker: possibly cut mid-write, so refused.
   n.write_config("evictionHard:\n  allocatableMemory.available: 160Mi\n");
+  n.signal(SIGHUP);
+  ASSERT_TRUE(n.wait_log("may be truncated", 5s)) << n.log();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_GT(n.procs(be), 0u);
+  n.write_config("evictionHard:\n  allocatableMemory.available: 160Mi\n...\n");
   n.signal(SIGHUP);
   ASSERT_TRUE(n.wait_log("config reloaded", 5s)) << n.log();
   EXPECT_TRUE(n.wait_gone(be, 5s)) << n.log();

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,6 +49,21 @@ bool alive(pid_t p) {
   std::string text((std::istreambuf_iterator<char>(st)), {});
   auto close = text.rfind(')');
   return close != std::string::npos && text.size() > close + 2 && text[close + 2] != 'Z';
+}
+
+// A spawned child moves itself into its cgroup: on a loaded machine that can
+// take longer than a fixed sleep.
+bool wait_member(const std::string& cgroup_dir, pid_t p, std::chrono::milliseconds limit = 5000ms) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    std::ifstream in(cgroup_dir + "/cgroup.procs");
+    long q;
+    while (in >> q) {
+      if (q == p) return true;
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
 }
 
 bool wait_dead(pid_t p, std::chrono::milliseconds limit = 3000ms) {
@@ -253,13 +269,70 @@ TEST(EvictorHost, FreezesKillsTheWholeTreeAndConfirmsEmpty) {
   }
 }
 
+// A containerised daemon runs in its own cgroup namespace: /proc/<pid>/cgroup
+// then reads "/../kubepods/..." for a pod. The daemon (a forked child here)
+// moves to a sibling cgroup and unshares its cgroup namespace, as a DaemonSet
+// pod is on cgroup v2 nodes; it must still signal the pod, and on every pass.
+TEST(EvictorHost, SignalsPodsFromItsOwnCgroupNamespace) {
+  PRESSURED_REQUIRE_ROOT();
+  PodSandbox sb("evict-cgns");
+  PRESSURED_REQUIRE(sb.mem->ok(), "a memory cgroup sandbox: " + sb.mem->error());
+  ASSERT_TRUE(sb.make("kubepods/besteffort/podz"));
+  ASSERT_TRUE(sb.make("daemon"));
+  pid_t victim = sb.spawn("kubepods/besteffort/podz", /*ignore_term=*/false, /*fork_child=*/false);
+  ASSERT_TRUE(wait_member(sb.mem->path("kubepods/besteffort/podz"), victim));
+  EvictionTarget t;
+  t.cgroup_path = sb.mem->path("kubepods/besteffort/podz");
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  pid_t daemon = ::fork();
+  if (daemon == 0) {
+    ::close(pipefd[0]);
+    std::string me = std::to_string(::getpid());
+    int fd = ::open((sb.mem->path("daemon") + "/cgroup.procs").c_str(), O_WRONLY);
+    if (fd < 0 || ::write(fd, me.data(), me.size()) < 0) ::_exit(120);
+    ::close(fd);
+    if (sb.freezer) {
+      fd = ::open((sb.freezer->path("daemon") + "/cgroup.procs").c_str(), O_WRONLY);
+      if (fd < 0 || ::write(fd, me.data(), me.size()) < 0) ::_exit(121);
+      ::close(fd);
+    }
+    if (::unshare(CLONE_NEWCGROUP) != 0) ::_exit(122);
+    std::ifstream own("/proc/" + std::to_string(victim) + "/cgroup");
+    std::string text((std::istreambuf_iterator<char>(own)), {});
+    if (text.find("/..") == std::string::npos) ::_exit(123);  // not really namespaced
+    auto ev = sb.evictor();
+    auto term = ev.terminate(t);
+    std::size_t n = term ? term->signalled : 999;
+    auto k = ev.kill(t);
+    std::size_t empty = (k && k->empty) ? 1 : 0;
+    char out[64];
+    int len = std::snprintf(out, sizeof out, "%zu %zu", n, empty);
+    if (::write(pipefd[1], out, len) < 0) ::_exit(124);
+    ::_exit(0);
+  }
+  ::close(pipefd[1]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(daemon, &status, 0), daemon);
+  char buf[64] = {};
+  ssize_t got = ::read(pipefd[0], buf, sizeof buf - 1);
+  ::close(pipefd[0]);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "daemon child status " << status;
+  ASSERT_GT(got, 0);
+  std::size_t signalled = 99, empty = 0;
+  ASSERT_EQ(std::sscanf(buf, "%zu %zu", &signalled, &empty), 2);
+  EXPECT_EQ(signalled, 1u) << "SIGTERM must reach the pod from another cgroup namespace";
+  EXPECT_EQ(empty, 1u);
+  EXPECT_TRUE(wait_dead(victim));
+}
+
 TEST(EvictorHost, PodCgroupVanishingMidEvictionIsNotAnError) {
   PRESSURED_REQUIRE_ROOT();
   PodSandbox sb("evict-vanish");
   PRESSURED_REQUIRE(sb.mem->ok(), "a memory cgroup sandbox: " + sb.mem->error());
   ASSERT_TRUE(sb.make("kubepods/besteffort/pody"));
   pid_t p = sb.spawn("kubepods/besteffort/pody", false, false);
-  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(wait_member(sb.mem->path("kubepods/besteffort/pody"), p));
   auto ev = sb.evictor();
   EvictionTarget t;
   t.cgroup_path = sb.mem->path("kubepods/besteffort/pody");

@@ -189,5 +189,14 @@ TEST(Simulator, ABadObserveLineChangesNothing) {
   EXPECT_TRUE(out.empty()) << "memory.available from the rejected line must not have been applied";
 }
 
+// A request past 2^64 bytes saturates; the float-to-int cast was UB (UBSan
+// aborts the test) and read as 0 in release builds.
+TEST(Simulator, HugeRequestsSaturateInsteadOfWrapping) {
+  Simulator sim(mem_hard(kGi));
+  std::vector<std::string> out;
+  ASSERT_TRUE(sim.feed(R"({"t":0,"kind":"pod","uid":"h","requests":{"memory":1e30},"usage":{"memory":"1Gi"}})", out).ok());
+  ASSERT_TRUE(sim.feed(R"({"t":0,"kind":"pod","uid":"s","requests":{"memory":"1e30"},"usage":{"memory":"1Gi"}})", out).ok());
+}
+
 }  // namespace
 }  // namespace pressured

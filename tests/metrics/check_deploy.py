@@ -10,11 +10,16 @@ the fields they use (unknown keys are typos and fail), and for consistency:
     metrics.listen uses, scrape annotations with that port, every mount has a
     volume, the host paths pressured needs are mounted, the state file and
     procRoot live on mounts, capabilities drop ALL and add only documented ones;
+    host /proc is read only except /proc/pressure (PSI triggers); seccomp is
+    the shipped Localhost profile, never Unconfined;
+  - deploy/seccomp/pressured.json: an allow list (default errno) that has the
+    calls pressured cannot run without and none that break out of a container;
   - RBAC: exactly the API calls the daemon makes, no wildcards, binding wired;
   - ConfigMap: its config.yaml passes `pressured check-config`;
   - `kubectl kustomize deploy/` renders (when kubectl is installed);
   - pressured.service: `systemd-analyze verify` (when available), same
-    capability set as the DaemonSet;
+    capability set as the DaemonSet, real-time scheduling allowed (the
+    reactor is SCHED_FIFO), sd_notify with a watchdog, memory protected;
   - Containerfile: multi-stage, and every library the built binary needs
     (readelf NEEDED -> dpkg -S) is installed in the runtime stage.
 """
@@ -46,7 +51,16 @@ EXPECTED_RBAC = {
     ("", "nodes/status", "get"), ("", "nodes/status", "patch"),
 }
 # Capabilities pressured may ask for; each must be explained in docs/operations.md.
-ALLOWED_CAPS = {"BPF", "PERFMON", "SYS_RESOURCE", "KILL", "DAC_READ_SEARCH", "SYS_ADMIN", "SYS_PTRACE", "SYS_NICE"}
+ALLOWED_CAPS = {"BPF", "PERFMON", "SYS_RESOURCE", "KILL", "DAC_READ_SEARCH", "SYS_ADMIN", "SYS_PTRACE", "SYS_NICE",
+                "IPC_LOCK"}
+# The seccomp profile must allow these (pressured cannot work without them)
+# and must not allow those (container escapes, kernel state).
+SECCOMP_REQUIRED = {"bpf", "perf_event_open", "pidfd_open", "pidfd_send_signal", "epoll_wait", "epoll_ctl",
+                    "timerfd_create", "signalfd4", "openat", "read", "write", "pread64", "accept4", "mlockall",
+                    "sched_setscheduler", "getrandom", "statfs", "newfstatat", "clone3", "futex"}
+SECCOMP_FORBIDDEN = {"mount", "umount2", "unshare", "setns", "ptrace", "init_module", "finit_module",
+                     "delete_module", "kexec_load", "reboot", "pivot_root", "keyctl", "add_key", "open_by_handle_at",
+                     "userfaultfd", "process_vm_writev"}
 REQUIRED_HOST_PATHS = {"/sys/fs/cgroup", "/sys/kernel/btf", "/sys/fs/bpf", "/proc", "/var/lib/kubelet",
                        "/var/log/pods", "/var/lib/pressured"}
 BASE_IMAGE_PACKAGES = {"libc6", "libstdc++6", "libgcc-s1"}
@@ -272,12 +286,22 @@ def check_daemonset(c, ds, config, sa_name, cm_name, operations_md):
         state = config.get("daemon", {}).get("stateFile", "/var/lib/pressured/state.json")
         if not on_mount(os.path.dirname(state), writable=True):
             c.fail(f"{w}: the state file {state} is not on a writable mount")
-        for key, default, writable in (("cgroupMount", "/sys/fs/cgroup", True), ("procRoot", "/proc", True),
+        for key, default, writable in (("cgroupMount", "/sys/fs/cgroup", True), ("procRoot", "/proc", False),
                                        ("nodefsPath", "/var/lib/kubelet", False),
                                        ("podLogsPath", "/var/log/pods", False)):
             path = config.get("cgroup", {}).get(key, default)
             if not on_mount(path, writable):
                 c.fail(f"{w}: cgroup.{key} {path} is not on a{' writable' if writable else ''} host mount")
+        # Host /proc: read only, except /proc/pressure (PSI triggers are writes).
+        proc_root = config.get("cgroup", {}).get("procRoot", "/proc")
+        if on_mount(proc_root, writable=True):
+            c.fail(f"{w}: host /proc ({proc_root}) is mounted writable; only {proc_root}/pressure needs writes")
+        if not on_mount(proc_root + "/pressure", writable=True):
+            c.fail(f"{w}: {proc_root}/pressure is not on a writable mount (PSI triggers)")
+        seccomp = sc.get("seccompProfile", {})
+        if seccomp.get("type") != "Localhost" or seccomp.get("localhostProfile") != "profiles/pressured.json":
+            c.fail(f"{w}: seccompProfile must be Localhost profiles/pressured.json (deploy/seccomp), "
+                   f"not {seccomp}")
 
         # The config file the args name is the ConfigMap's key, mounted.
         cfg_arg = next((a.split("=", 1)[1] for a in ct.get("args", []) if a.startswith("--config=")), None)
@@ -286,6 +310,30 @@ def check_daemonset(c, ds, config, sa_name, cm_name, operations_md):
         if not cfg_arg or not cfg_mount or cfg_arg != os.path.join(cfg_mount, "config.yaml"):
             c.fail(f"{w}: --config {cfg_arg!r} is not config.yaml of the mounted ConfigMap ({cfg_mount})")
     return caps_added
+
+
+def check_seccomp(c, path):
+    import json
+    try:
+        with open(path) as f:
+            prof = json.load(f)
+    except (OSError, ValueError) as e:
+        c.fail(f"seccomp profile {path}: {e}")
+        return
+    if prof.get("defaultAction") not in ("SCMP_ACT_ERRNO", "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL"):
+        c.fail(f"seccomp profile: defaultAction {prof.get('defaultAction')!r} is not a deny")
+    allowed = set()
+    for rule in prof.get("syscalls", []):
+        if rule.get("action") == "SCMP_ACT_ALLOW":
+            if rule.get("args"):
+                continue  # conditional: not a blanket allow
+            allowed |= set(rule.get("names", []))
+    for name in sorted(SECCOMP_REQUIRED - allowed):
+        c.fail(f"seccomp profile: {name} is not allowed (pressured needs it)")
+    for name in sorted(SECCOMP_FORBIDDEN & allowed):
+        c.fail(f"seccomp profile: {name} is allowed (nothing in pressured needs it)")
+    if not c.errors:
+        print(f"seccomp profile: {len(allowed)} calls allowed")
 
 
 def check_config_with_pressured(c, text, pressured):
@@ -317,14 +365,21 @@ def check_systemd(c, unit_path, pressured, caps_added):
     want = {f"CAP_{x}" for x in caps_added}
     if bounding != want:
         c.fail(f"pressured.service CapabilityBoundingSet {sorted(bounding)} differs from the DaemonSet's {sorted(want)}")
-    for line in ("NoNewPrivileges=yes", "ProtectSystem=strict", "ExecReload=/bin/kill -HUP $MAINPID"):
+    for line in ("NoNewPrivileges=yes", "ProtectSystem=strict", "ExecReload=/bin/kill -HUP $MAINPID", "Type=notify",
+                 "RestrictRealtime=no", "OOMScoreAdjust=-999"):
         if line not in text.splitlines():
             c.fail(f"pressured.service: missing {line}")
     settings = [l.strip() for l in text.splitlines() if l.strip() and not l.strip().startswith("#")]
     for forbidden in ("ProtectControlGroups=yes", "ProtectKernelTunables=yes", "PrivateNetwork=yes",
-                      "ProtectProc=invisible"):
+                      "ProtectProc=invisible", "RestrictRealtime=yes"):
         if forbidden in settings:
-            c.fail(f"pressured.service: {forbidden} would break cgroup writes, metrics or killing")
+            c.fail(f"pressured.service: {forbidden} would break cgroup writes, metrics, killing or the RT reactor")
+    for prefix, why in (("WatchdogSec=", "the reactor feeds systemd's watchdog"),
+                        ("MemoryMin=", "the daemon's memory must be protected from reclaim")):
+        if not any(l.startswith(prefix) for l in settings):
+            c.fail(f"pressured.service: no {prefix} ({why})")
+    if "CAP_IPC_LOCK" in bounding and not any(l.startswith("LimitMEMLOCK=") for l in settings):
+        c.fail("pressured.service: CAP_IPC_LOCK without LimitMEMLOCK=")
     analyze = shutil.which("systemd-analyze")
     if not analyze:
         print("NOTE: systemd-analyze not installed; unit checked structurally only")
@@ -386,6 +441,12 @@ def self_test(by_kind, config, sa, cm, ops):
         "privileged: true":
             lambda ds: ds["spec"]["template"]["spec"]["containers"][0]["securityContext"].update(privileged=True),
         "no hostPID": lambda ds: ds["spec"]["template"]["spec"].update(hostPID=False),
+        "seccomp Unconfined":
+            lambda ds: ds["spec"]["template"]["spec"]["containers"][0]["securityContext"].update(
+                seccompProfile={"type": "Unconfined"}),
+        "host /proc writable":
+            lambda ds: [m.pop("readOnly", None) for m in ds["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+                        if m.get("name") == "proc"],
     }
     for what, mutate in mutations.items():
         ds = copy.deepcopy(by_kind["DaemonSet"][0])
@@ -446,6 +507,7 @@ def main():
         print("NOTE: kubectl not installed; kustomization not rendered")
 
     check_systemd(c, os.path.join(deploy, "pressured.service"), args.pressured, caps)
+    check_seccomp(c, os.path.join(deploy, "seccomp", "pressured.json"))
     check_containerfile(c, os.path.join(deploy, "Containerfile"), args.pressured)
 
     if c.errors:

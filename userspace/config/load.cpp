@@ -27,6 +27,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/quantity.hpp"
+#include "config/yaml_guard.hpp"
 
 namespace pressured {
 namespace {
@@ -81,11 +82,18 @@ Result<bool> decode_bool(const Node& n, const std::string& where) {
   return value_error(where, n, "is not a boolean (true or false)");
 }
 
+constexpr Duration kMaxConfigDuration = std::chrono::hours(100000);
+
 Result<Duration> decode_duration(const Node& n, const std::string& where) {
   if (!n.IsScalar()) return value_error(where, n, "is not a duration");
   auto d = parse_duration(n.Scalar());
   if (!d) return field_error(where, d.error().message);
   if (d->count() < 0) return value_error(where, n, "is negative; durations must not be negative");
+  // Deadlines are now + duration on a nanosecond clock: past ~11 years that
+  // sum is one step from overflowing. Nothing in pressured waits that long.
+  if (*d > kMaxConfigDuration) {
+    return value_error(where, n, "is too long (at most " + format_duration(kMaxConfigDuration) + ")");
+  }
   return *d;
 }
 
@@ -95,7 +103,11 @@ Result<uint64_t> decode_count(const Node& n, const std::string& where, uint64_t 
   if (!q) return field_error(where, q.error().message);
   if (*q < 0) return value_error(where, n, "is negative");
   if (*q != std::floor(*q)) return value_error(where, n, "is not a whole number");
-  if (*q > static_cast<double>(max)) return value_error(where, n, "is too large (at most " + std::to_string(max) + ")");
+  // static_cast<double>(UINT64_MAX) rounds up to 2^64, which would pass the
+  // comparison and then wrap to 0 in the cast (16Ei printed as 0).
+  if (*q >= 18446744073709551616.0 || *q > static_cast<double>(max)) {
+    return value_error(where, n, "is too large (at most " + std::to_string(max) + ")");
+  }
   return static_cast<uint64_t>(*q);
 }
 
@@ -385,6 +397,7 @@ const std::vector<Section>& sections() {
                              {
                                  string_field("listen", &MetricsConfig::listen),
                                  count_field("topPods", &MetricsConfig::top_pods),
+                                 string_field("webConfigFile", &MetricsConfig::web_config_file),
                              }),
       section<LogConfig>("log", log_of,
                          {
@@ -400,6 +413,7 @@ const std::vector<Section>& sections() {
                                 duration_field("releaseWaitTimeout", &DaemonConfig::release_wait_timeout),
                                 duration_field("softKillMargin", &DaemonConfig::soft_kill_margin),
                                 duration_field("killTimeout", &DaemonConfig::kill_timeout),
+                                bool_field("lockMemory", &DaemonConfig::lock_memory),
                             }),
   };
   return kSections;
@@ -808,6 +822,9 @@ Result<Config> parse_tree(Node root, const std::string& source, const ConfigOpti
 
 Result<Config> parse_impl(const std::string& text, const std::string& source, const ConfigOptions& o,
                           std::vector<std::string>* warnings) {
+  // Bounded (depth, aliases) and strict: a key given twice is an error, not
+  // a silent last-wins.
+  if (auto g = check_yaml(text); !g) return Error{EINVAL, source + ": " + g.error().message};
   Node root;
   try {
     root = YAML::Load(text);
@@ -916,23 +933,75 @@ Result<Config> parse_config_yaml(const std::string& text, const ConfigOptions& o
   return parse_impl(text, "config", overrides, warnings);
 }
 
-Result<Config> load_config(const ConfigOptions& options, std::vector<std::string>* warnings) {
-  std::string text;
-  std::string source = "config";
-  if (!options.config_path.empty()) {
-    std::ifstream in(options.config_path);
-    if (!in) return Error::from_errno(errno, "cannot read config file " + options.config_path);
-    std::stringstream buf;
-    buf << in.rdbuf();
-    if (in.bad()) return Error::from_errno(errno, "cannot read config file " + options.config_path);
-    text = buf.str();
-    source = options.config_path;
+namespace {
+
+Result<std::string> read_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error::from_errno(errno, "cannot read config file " + path);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return Error::from_errno(errno, "cannot read config file " + path);
+  return buf.str();
+}
+
+// True when the text has no YAML content: blank lines and comments only.
+bool no_content(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    std::size_t eol = text.find('\n', i);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(i, eol - i);
+    auto first = line.find_first_not_of(" \t\r");
+    if (first != std::string_view::npos && line[first] != '#') return false;
+    i = eol + 1;
+  }
+  return true;
+}
+
+Result<Config> load_text(const std::string& text, const ConfigOptions& options, std::vector<std::string>* warnings) {
+  std::string source = options.config_path.empty() ? "config" : options.config_path;
+  if (!options.config_path.empty() && no_content(text)) {
+    return Error{EINVAL, "config file " + options.config_path +
+                             " is empty: an empty file is never taken as the defaults (write '{}' for them)"};
   }
   auto r = parse_impl(text, source, options, warnings);
   if (!r && !options.config_path.empty() && r.error().message.rfind(source, 0) != 0) {
     return Error{r.error().code, options.config_path + ": " + r.error().message};
   }
   return r;
+}
+
+}  // namespace
+
+bool ends_with_document_end(std::string_view text) {
+  std::size_t end = text.find_last_not_of(" \t\r\n");
+  if (end == std::string_view::npos) return false;
+  std::size_t start = text.rfind('\n', end);
+  start = start == std::string_view::npos ? 0 : start + 1;
+  std::string_view last = text.substr(start, end + 1 - start);
+  return last == "...";
+}
+
+Result<Config> load_config(const ConfigOptions& options, std::vector<std::string>* warnings) {
+  std::string text;
+  if (!options.config_path.empty()) {
+    auto t = read_config_file(options.config_path);
+    if (!t) return t.error();
+    text = std::move(*t);
+  }
+  return load_text(text, options, warnings);
+}
+
+Result<Config> reload_config(const ConfigOptions& options, std::vector<std::string>* warnings) {
+  if (options.config_path.empty()) return load_text("", options, warnings);  // flags only: nothing can be cut
+  auto t = read_config_file(options.config_path);  // read once: check and parse the same bytes
+  if (!t) return t.error();
+  if (!no_content(*t) && !ends_with_document_end(*t)) {
+    return Error{EINVAL, "config file " + options.config_path +
+                             " does not end with the document end marker '...' on a line of its own: it may be "
+                             "truncated (a write in progress), so it is not reloaded"};
+  }
+  return load_text(*t, options, warnings);
 }
 
 Result<void> validate_config(const Config& c) {
@@ -967,7 +1036,8 @@ Result<void> validate_config(const Config& c) {
   auto absolute = [](const std::string& p) { return !p.empty() && p[0] == '/'; };
   if (!absolute(ob.cgroup_mount)) return invalid("cgroup.cgroupMount", ob.cgroup_mount, "must be an absolute path");
   if (!absolute(ob.cgroup_root)) return invalid("cgroup.cgroupRoot", ob.cgroup_root, "must be an absolute path");
-  if (ob.kubepods_name.empty() || ob.kubepods_name.find('/') != std::string::npos) {
+  if (ob.kubepods_name.empty() || ob.kubepods_name.find('/') != std::string::npos || ob.kubepods_name == "." ||
+      ob.kubepods_name == "..") {
     return invalid("cgroup.kubepodsName", ob.kubepods_name, "must be a single cgroup name");
   }
   if (!absolute(ob.proc_root)) return invalid("cgroup.procRoot", ob.proc_root, "must be an absolute path");
@@ -991,9 +1061,21 @@ Result<void> validate_config(const Config& c) {
   if (auto r = require_positive(ob.pods.timeout, "pods.timeout"); !r) return r;
 
   const auto& e = c.events;
+  // The reactor may run SCHED_FIFO: an interval of a few nanoseconds would
+  // make it spin and starve the CPU it runs on.
+  const Duration min_interval = std::chrono::milliseconds(10);
   if (auto r = require_positive(e.safety_net_interval, "events.safetyNetInterval"); !r) return r;
-  if (e.forced_poll_interval) {
-    if (auto r = require_positive(*e.forced_poll_interval, "events.forcedPollInterval"); !r) return r;
+  if (e.safety_net_interval < min_interval) {
+    return invalid("events.safetyNetInterval", format_duration(e.safety_net_interval), "must be at least 10ms");
+  }
+  if (e.forced_poll_interval && *e.forced_poll_interval < min_interval) {
+    return invalid("events.forcedPollInterval", format_duration(*e.forced_poll_interval), "must be at least 10ms");
+  }
+  if (ob.pods.refresh_interval < min_interval) {
+    return invalid("pods.refreshInterval", format_duration(ob.pods.refresh_interval), "must be at least 10ms");
+  }
+  if (ob.disk_walk_interval < min_interval) {
+    return invalid("cgroup.diskWalkInterval", format_duration(ob.disk_walk_interval), "must be at least 10ms");
   }
   if (e.ring_buffer_bytes < 4096 || (e.ring_buffer_bytes & (e.ring_buffer_bytes - 1)) != 0) {
     return invalid("events.ringBufferBytes", format_quantity(e.ring_buffer_bytes),

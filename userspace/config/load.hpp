@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -67,6 +68,16 @@ std::shared_ptr<ConfigOptions> add_config_flags(CLI::App* sub);
 /// returns the effective configuration. Warnings (ignored 0%/100% thresholds,
 /// unused settings) go to `warnings` when given, else to the log at warn.
 Result<Config> load_config(const ConfigOptions& options, std::vector<std::string>* warnings = nullptr);
+
+/// The SIGHUP path: load_config() that only accepts a complete document. The
+/// file is read once; it must not be empty and its last non-blank line must
+/// be YAML's document end marker `...`, so a file cut after any line (a write
+/// in progress, a full disk) is refused as a whole and the running
+/// configuration stays. See docs/configuration.md "Reloading".
+Result<Config> reload_config(const ConfigOptions& options, std::vector<std::string>* warnings = nullptr);
+
+/// True when the last non-blank line of `text` is `...` (YAML document end).
+bool ends_with_document_end(std::string_view text);
 
 /// Same as load_config() with the YAML text given directly (tests, reloads).
 Result<Config> parse_config_yaml(const std::string& text, const ConfigOptions& overrides = {},

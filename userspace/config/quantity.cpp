@@ -142,8 +142,11 @@ Result<Duration> parse_duration(std::string_view text) {
     else return fail(cat({"unknown unit '", unit, "'"}));
     total_ns += static_cast<long double>(number) * scale;
   }
-  if (total_ns > static_cast<long double>(std::numeric_limits<int64_t>::max())) return fail("too large");
-  auto ns = static_cast<int64_t>(std::llround(static_cast<double>(total_ns)));
+  // Compared after rounding to double: INT64_MAX itself rounds up to 2^63,
+  // which llround cannot represent (it wrapped to INT64_MIN).
+  const double rounded = static_cast<double>(total_ns);
+  if (!(rounded < 9223372036854775808.0)) return fail("too large");
+  auto ns = static_cast<int64_t>(std::llround(rounded));
   return Duration(negative ? -ns : ns);
 }
 

@@ -1,12 +1,18 @@
 // `pressured run`: the daemon. Wires observation (issue 3), the event reactor
 // (issue 4), the engine (issue 2), metrics (issue 6), the evictor and the
 // Kubernetes reporter together; see docs/daemon.md.
+#include <sys/mman.h>
 #include <sys/timerfd.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include <spdlog/spdlog.h>
 
@@ -23,10 +29,13 @@ namespace pressured::cli {
 namespace {
 
 // Quick ticks while an eviction is in flight (SIGKILL at the end of a grace
-// period, release of the victim's memory); idle otherwise.
+// period, release of the victim's memory); idle otherwise. Each tick also
+// exports the observer's count of pods protected for lack of metadata (the
+// observer belongs to this, the reactor's, thread).
 class ProgressTimer final : public ReactorSource {
  public:
-  ProgressTimer(Daemon& daemon, Duration period) : daemon_(daemon) {
+  ProgressTimer(Daemon& daemon, Duration period, const NodeObserver& observer, Metrics& metrics)
+      : daemon_(daemon), observer_(observer), metrics_(metrics) {
     fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     itimerspec its{};
     auto ns = period.count();
@@ -44,10 +53,31 @@ class ProgressTimer final : public ReactorSource {
     while (::read(fd_, &n, sizeof n) == sizeof n) {
     }
     if (daemon_.busy()) daemon_.evaluate(now, "progress", std::nullopt);
+    // systemd's watchdog is fed from the reactor thread: a reactor that hangs
+    // stops feeding it and systemd restarts the service.
+    if (watchdog_.count() > 0 && now - last_watchdog_ >= watchdog_ / 2) {
+      ::sd_notify(0, "WATCHDOG=1");
+      last_watchdog_ = now;
+    }
+    uint64_t unevictable = observer_.counters().pods_unevictable_without_metadata;
+    if (unevictable != last_unevictable_) {
+      metrics_.pods_unevictable_without_metadata(unevictable);
+      last_unevictable_ = unevictable;
+    }
   }
 
  private:
   Daemon& daemon_;
+  const NodeObserver& observer_;
+  Metrics& metrics_;
+  uint64_t last_unevictable_ = 0;
+  Duration watchdog_ = watchdog_interval();
+  TimePoint last_watchdog_{};
+
+  static Duration watchdog_interval() {
+    uint64_t usec = 0;
+    return ::sd_watchdog_enabled(0, &usec) > 0 ? std::chrono::microseconds(usec) : Duration(0);
+  }
   int fd_ = -1;
 };
 
@@ -70,6 +100,14 @@ int run_daemon(const ConfigOptions& options) {
   }
   if (config.kubernetes.node_name.empty()) config.kubernetes.node_name = hostname();
   auto t0 = MonotonicClock().now();
+  if (config.daemon.lock_memory) {
+    // MCL_ONFAULT: lock pages as they are touched, not every mapping up front.
+    if (::mlockall(MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT) != 0) {
+      spdlog::warn("daemon.lockMemory: mlockall failed ({}): the daemon's memory can be reclaimed under pressure "
+                   "(grant CAP_IPC_LOCK or raise RLIMIT_MEMLOCK)",
+                   std::strerror(errno));
+    }
+  }
 
   auto layout = detect_layout(config.observe);
   if (!layout) {
@@ -127,13 +165,23 @@ int run_daemon(const ConfigOptions& options) {
   }
   std::unique_ptr<MetricsServer> server;
   if (!config.metrics.listen.empty()) {
-    auto s = MetricsServer::start(metrics, config.metrics.listen);
+    WebConfig web;
+    if (!config.metrics.web_config_file.empty()) {
+      auto w = load_web_config(config.metrics.web_config_file);
+      if (!w) {
+        spdlog::error("metrics: {}", w.error().message);
+        return 2;
+      }
+      web = std::move(*w);
+    }
+    auto s = MetricsServer::start(metrics, config.metrics.listen, web);
     if (!s) {
       spdlog::error("metrics endpoint {}: {}", config.metrics.listen, s.error().message);
       return 1;
     }
     server = std::move(*s);
-    spdlog::info("metrics at http://{}/metrics", server->address());
+    spdlog::info("metrics at {}://{}/metrics{}", server->scheme(), server->address(),
+                 web.auth() ? " (authentication required)" : "");
   }
 
   std::unique_ptr<k8s::Reporter> reporter;
@@ -175,7 +223,19 @@ int run_daemon(const ConfigOptions& options) {
   deps.reporter = reporter.get();
   deps.reactor = reactor->get();
   deps.boot_id = read_boot_id(config.observe.proc_root);
-  deps.reload = [options] { return load_config(options); };
+  // A reload takes the whole file or nothing: reload_config() refuses an
+  // empty file and one not ending in '...' (possibly cut mid-write).
+  deps.reload = [options] { return reload_config(options); };
+  if (!options.config_path.empty()) {
+    std::ifstream in(options.config_path);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!ends_with_document_end(text.str())) {
+      spdlog::warn("config file {} does not end with '...': SIGHUP reloads will refuse it as possibly truncated "
+                   "(docs/configuration.md, Reloading)",
+                   options.config_path);
+    }
+  }
   Daemon daemon(config, deps);
   daemon.set_dry_run_evictor(&dry_evictor);
   daemon.restore_checkpoint();
@@ -190,7 +250,7 @@ int run_daemon(const ConfigOptions& options) {
   }
   if (config.daemon.dry_run) spdlog::warn("dry run: decisions are logged and exported, nothing is killed");
 
-  (void)(*reactor)->add_source(std::make_unique<ProgressTimer>(daemon, std::chrono::milliseconds(50)));
+  (void)(*reactor)->add_source(std::make_unique<ProgressTimer>(daemon, std::chrono::milliseconds(50), **observer, metrics));
   daemon.evaluate(MonotonicClock().now(), "startup", std::nullopt);
   metrics.resync("startup");
   spdlog::info("pressured running: {} thresholds, {} pods, bpf {}, started in {:.1f} ms",
@@ -198,7 +258,10 @@ int run_daemon(const ConfigOptions& options) {
                (*reactor)->bpf_active() ? "active" : "inactive (" + event_stats.bpf_status() + ")",
                std::chrono::duration<double, std::milli>(MonotonicClock().now() - t0).count());
 
+  ::sd_notifyf(0, "READY=1\nSTATUS=running: %zu thresholds, %zu pods", config.eviction.thresholds.size(),
+               daemon.last_snapshot().pods.size());
   auto ran = (*reactor)->run(daemon);
+  ::sd_notify(0, "STOPPING=1");
   daemon.save_checkpoint();
   if (reporter) {
     reporter->drain(std::chrono::seconds(2));

@@ -51,7 +51,7 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 }  // namespace
 
 bool never_evicted(const Pod& pod, const EvictionConfig& config) {
-  return pod.critical || pod.static_pod || pod.priority >= kCriticalPodPriority ||
+  return pod.critical || pod.static_pod || pod.metadata_unavailable || pod.priority >= kCriticalPodPriority ||
          (pod.daemonset && config.daemonset_pods == DaemonSetPolicy::Never);
 }
 

@@ -247,7 +247,12 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
       }
     }
     // API defaulting: a request left out defaults to the limit.
-    auto bytes = [](const std::optional<double>& v) { return v ? static_cast<uint64_t>(std::ceil(*v)) : 0; };
+    // Saturating: a 1e30 request is "more than any node", never a wrapped 0 (UB).
+    auto bytes = [](const std::optional<double>& v) -> uint64_t {
+      if (!v || !(*v > 0)) return 0;
+      double c = std::ceil(*v);
+      return c >= 18446744073709551616.0 ? UINT64_MAX : static_cast<uint64_t>(c);
+    };
     p.requests.memory_bytes = bytes(sp.request_memory ? sp.request_memory : sp.limit_memory);
     p.requests.ephemeral_storage_bytes = bytes(sp.request_storage ? sp.request_storage : sp.limit_storage);
     p.limits.memory_bytes = bytes(sp.limit_memory);

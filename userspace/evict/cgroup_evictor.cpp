@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -162,56 +163,68 @@ std::string CgroupEvictor::relative(const std::string& canonical) const {
   return {};
 }
 
-bool CgroupEvictor::in_cgroup(pid_t pid, const std::string& canonical) const {
-  // After pidfd_open the pidfd pins one process: if *that* process is in the
-  // pod's cgroup now, a recycled pid cannot be hit.
-  std::string rel = relative(canonical);
-  if (rel.empty()) return true;  // no mount known: membership came from cgroup.procs
-  std::istringstream in(read_small(opts_.proc_root + "/" + std::to_string(pid) + "/cgroup"));
-  std::string line;
-  while (std::getline(in, line)) {
-    // "hierarchy-id:controllers:path"
-    auto a = line.find(':');
-    auto b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    std::string path = line.substr(b + 1);
-    if (path == rel || (path.size() > rel.size() && path.compare(0, rel.size(), rel) == 0 && path[rel.size()] == '/')) {
-      return true;
-    }
-  }
-  return false;  // unreadable (gone) or elsewhere
+std::vector<pid_t> CgroupEvictor::members(const std::string& dir) {
+  std::vector<pid_t> out;
+  std::istringstream in(read_small(dir + "/cgroup.procs", 4 * 1024 * 1024));
+  long p;
+  while (in >> p) out.push_back(static_cast<pid_t>(p));
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 CgroupEvictor::SignalResult CgroupEvictor::signal_tree(const std::string& dir, int sig) const {
+  // Membership is checked against the cgroup itself, never against the text
+  // of /proc/<pid>/cgroup: that text is relative to the reader's cgroup
+  // namespace (a containerised daemon reads "/../../kubepods/...") and says
+  // nothing about which hierarchy a pod directory belongs to. Each pid is
+  // first pinned with a pidfd, then the directory's cgroup.procs is read
+  // again: a pinned, living process keeps its pid number, so finding the
+  // number there means *that* process is in the pod now, in any namespace and
+  // on every pass (memory, freezer, re-kill). A recycled number can only
+  // belong to a new process after ours exited, and the pidfd then signals
+  // nobody (ESRCH).
   SignalResult r;
-  for (pid_t pid : processes(dir)) {
-    if (!is_safe_pid(pid)) {
-      if (pid == self_ || pid <= 2 || ::access((opts_.proc_root + "/" + std::to_string(pid)).c_str(), F_OK) == 0) {
+  std::vector<std::string> dirs;
+  collect_dirs(dir, dirs, 0);
+  for (const auto& d : dirs) {
+    std::vector<std::pair<pid_t, int>> pinned;
+    for (pid_t pid : members(d)) {
+      if (pid <= 2 || pid == self_) {
         ++r.skipped;
-        spdlog::warn("evict: refusing to signal pid {} in {} (pid 1/2, the daemon itself, or a kernel thread)", pid, dir);
-      } else {
-        ++r.vanished;
+        spdlog::warn("evict: refusing to signal pid {} in {} (pid 1/2 or the daemon itself)", pid, d);
+        continue;
       }
-      continue;
+      int fd = pidfd_open(pid);
+      if (fd < 0) {
+        ++r.vanished;  // exited between listing and opening
+        continue;
+      }
+      if (!is_safe_pid(pid)) {
+        if (::access((opts_.proc_root + "/" + std::to_string(pid)).c_str(), F_OK) == 0) {
+          ++r.skipped;
+          spdlog::warn("evict: refusing to signal pid {} in {} (a kernel thread)", pid, d);
+        } else {
+          ++r.vanished;
+        }
+        ::close(fd);
+        continue;
+      }
+      pinned.emplace_back(pid, fd);
     }
-    int fd = pidfd_open(pid);
-    if (fd < 0) {
-      ++r.vanished;  // exited between listing and opening
-      continue;
-    }
-    if (!in_cgroup(pid, dir)) {
-      ++r.vanished;  // recycled or moved away: not ours to signal
+    if (pinned.empty()) continue;
+    std::vector<pid_t> now = members(d);
+    for (auto [pid, fd] : pinned) {
+      if (!std::binary_search(now.begin(), now.end(), pid)) {
+        ++r.vanished;  // moved away or exited: not ours to signal
+      } else if (pidfd_send_signal(fd, sig) == 0) {
+        ++r.signalled;
+      } else if (errno == ESRCH) {
+        ++r.vanished;
+      } else {
+        spdlog::warn("evict: pidfd_send_signal({}, {}) failed: {}", pid, sig, std::strerror(errno));
+      }
       ::close(fd);
-      continue;
     }
-    if (pidfd_send_signal(fd, sig) == 0) {
-      ++r.signalled;
-    } else if (errno == ESRCH) {
-      ++r.vanished;
-    } else {
-      spdlog::warn("evict: pidfd_send_signal({}, {}) failed: {}", pid, sig, std::strerror(errno));
-    }
-    ::close(fd);
   }
   return r;
 }

@@ -18,7 +18,7 @@ struct CgroupEvictorOptions {
   /// /sys/fs/cgroup/memory/kubepods). Targets must be strictly below it.
   std::string pods_root;
   /// The memory hierarchy's mount (e.g. /sys/fs/cgroup/memory); used to find
-  /// the pod's relative path for the freezer and /proc/<pid>/cgroup checks.
+  /// the pod's relative path in the freezer hierarchy.
   std::string hierarchy_mount;
   /// v1 freezer hierarchy (e.g. /sys/fs/cgroup/freezer); empty: no freezing.
   std::string freezer_mount;
@@ -66,7 +66,8 @@ class CgroupEvictor final : public Evictor {
   // Signals every process below `dir` through pidfds after the safety checks.
   SignalResult signal_tree(const std::string& dir, int sig) const;
   bool is_safe_pid(pid_t pid) const;
-  bool in_cgroup(pid_t pid, const std::string& canonical) const;
+  // The pids in one directory's own cgroup.procs, sorted.
+  static std::vector<pid_t> members(const std::string& dir);
   std::string relative(const std::string& canonical) const;
 
   CgroupEvictorOptions opts_;

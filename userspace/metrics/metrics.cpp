@@ -208,6 +208,7 @@ struct Metrics::Impl {
   Family<Gauge>* pod_ws = nullptr;
   Family<Gauge>* pod_req = nullptr;
   Family<Gauge>* pod_ratio = nullptr;
+  Family<Gauge>* unevictable_without_metadata = nullptr;
   // Reclaim activity (BPF, tracked memcgs): per pod and for kubepods / QoS tiers.
   std::array<Family<Counter>*, 4> pod_activity{};
   std::array<Family<Counter>*, 4> kubepods_activity{};
@@ -365,6 +366,10 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.pod_req = &m.gauge("pressured_pod_memory_request_bytes", "Memory request of a pod; top pods only.");
   m.pod_ratio = &m.gauge("pressured_pod_memory_usage_over_request_ratio",
                          "Working set divided by memory request; top pods with a request only.");
+  m.unevictable_without_metadata =
+      &m.gauge("pressured_pods_unevictable_without_metadata",
+               "Pods never evicted because the configured metadata source has no good answer (none yet, HTTP/TLS "
+               "error) or listed them unparsably; they might be critical or static. Last observation.");
 
   m.pod_activity = {
       &m.counter("pressured_pod_reclaim_scanned_pages_total",
@@ -395,6 +400,7 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.safety_detections_c = &m.safety_detections->Add({});
   m.config_last_ok_g = &m.config_last_ok->Add({});
   m.config_last_ok_g->Set(1);
+  m.unevictable_without_metadata->Add({}).Set(0);
   for (std::size_t i = 0; i < kConditionCount; ++i) {
     const auto c = static_cast<Condition>(i);
     m.condition_g[i] = &m.node_condition->Add({{"condition", str(name(c))}});
@@ -581,6 +587,10 @@ void Metrics::config_reload(bool ok) {
   auto& m = *impl_;
   m.counter_for(*m.config_reloads, {{"result", ok ? "success" : "failure"}}).Increment();
   m.config_last_ok_g->Set(ok ? 1 : 0);
+}
+
+void Metrics::pods_unevictable_without_metadata(uint64_t count) {
+  impl_->unevictable_without_metadata->Add({}).Set(static_cast<double>(count));
 }
 
 void Metrics::update_pods(const std::vector<PodMemorySample>& pods) {

@@ -465,8 +465,18 @@ class KernelNodeObserver final : public NodeObserver {
     }
     std::sort(dirs.begin(), dirs.end(), [](const cgroup::PodDir& a, const cgroup::PodDir& b) { return a.memory_path < b.memory_path; });
     std::shared_ptr<const PodMetadataMap> meta = metadata_ ? metadata_->current() : nullptr;
+    // Fail safe: while a configured source has no good answer (none yet, an
+    // HTTP or TLS error, an unparsable answer), a pod it does not describe
+    // might be critical or static; it is marked so the engine never evicts it.
+    bool source_failing = false;
+    std::string failing_why;
+    if (metadata_) {
+      auto st = metadata_->stats();
+      source_failing = !st.last_success.has_value() || !st.last_error.empty();
+      failing_why = st.last_error.empty() ? "no answer yet" : st.last_error;
+    }
     std::unordered_set<std::string> seen_uids;
-    uint64_t without_meta = 0;
+    uint64_t without_meta = 0, unevictable = 0;
     bool new_unknown = false;
     out.reserve(dirs.size());
     for (const auto& d : dirs) {
@@ -500,7 +510,13 @@ class KernelNodeObserver final : public NodeObserver {
       seen_uids.insert(p.uid);
       if (meta) {
         auto m = meta->find(p.uid);
-        if (m != meta->end()) {
+        if (m != meta->end() && m->second.unparsable) {
+          p.name = m->second.name;
+          p.namespace_ = m->second.namespace_;
+          p.metadata_unavailable = true;
+          ++unevictable;
+          ++without_meta;
+        } else if (m != meta->end()) {
           const PodMetadata& md = m->second;
           p.name = md.name;
           p.namespace_ = md.namespace_;
@@ -515,7 +531,15 @@ class KernelNodeObserver final : public NodeObserver {
         } else {
           ++without_meta;
           if (!known_unknown_.count(p.uid)) new_unknown = true;
+          if (source_failing) {
+            p.metadata_unavailable = true;
+            ++unevictable;
+          }
         }
+      } else if (metadata_ && source_failing) {
+        ++without_meta;
+        p.metadata_unavailable = true;
+        ++unevictable;
       }
       if (storage_) {
         if (auto du = storage_->lookup(p.uid)) {
@@ -532,6 +556,15 @@ class KernelNodeObserver final : public NodeObserver {
       else ++it;
     }
     counters_.pods_without_metadata = without_meta;
+    counters_.pods_unevictable_without_metadata = unevictable;
+    if (unevictable > 0 && !protecting_) {
+      spdlog::error("pod metadata unavailable ({}): {} pods known only from cgroups are never evicted until the "
+                    "source answers; eviction can only pick pods with metadata",
+                    source_failing ? failing_why : "unparsable pods in the answer", unevictable);
+    } else if (unevictable == 0 && protecting_) {
+      spdlog::info("pod metadata available again: every pod can be ranked for eviction");
+    }
+    protecting_ = unevictable > 0;
     uint64_t orphans = 0;
     if (meta) {
       for (const auto& [uid, md] : *meta) {
@@ -553,6 +586,7 @@ class KernelNodeObserver final : public NodeObserver {
   std::shared_ptr<PodMetadataSource> metadata_;
   std::shared_ptr<PodStorageSource> storage_;
   bool v2_ = false;
+  bool protecting_ = false;  // some pods are unevictable for lack of metadata (logged on each change)
 
   HotFile meminfo_, root_usage_, root_stat_, kp_usage_, kp_stat_, kp_limit_, psi_memory_, psi_io_, psi_cpu_, loadavg_;
   std::string buf_;

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -35,9 +36,19 @@ struct WalkBudget {
   uint64_t errors = 0;
   uint64_t entries = 0;
 
+  uint64_t visited = 0;  // entries looked at, counted or not (hard links seen before)
+
+  /// Every entry looked at costs time: checks the deadline now and then.
+  bool tick() {
+    if (exhausted) return false;
+    if ((++visited & 255) == 0 && std::chrono::steady_clock::now() > deadline) exhausted = true;
+    return !exhausted;
+  }
+
+  /// An entry that is counted spends one of the entry budget.
   bool spend() {
     if (exhausted) return false;
-    if (entries_left == 0 || ((entries & 255) == 0 && std::chrono::steady_clock::now() > deadline)) {
+    if (entries_left == 0) {
       exhausted = true;
       return false;
     }
@@ -93,7 +104,7 @@ int walk_tree(const std::string& root, PodDiskUsage& out, WalkBudget& budget, st
       continue;
     }
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-    if (!budget.spend()) {
+    if (!budget.tick()) {
       out.complete = false;
       break;
     }
@@ -103,9 +114,16 @@ int walk_tree(const std::string& root, PodDiskUsage& out, WalkBudget& budget, st
       continue;
     }
     if (st.st_dev != dev) continue;  // a mount point below: another filesystem
+    // Deduplicate before spending: thousands of links to one file cost a
+    // stat each, not the entry budget (they would hide the rest of the tree).
     if (st.st_nlink > 1 && !S_ISDIR(st.st_mode)) {
-      if (!seen.emplace(st.st_dev, st.st_ino).second) continue;
+      if (seen.count({st.st_dev, st.st_ino})) continue;
     }
+    if (!budget.spend()) {
+      out.complete = false;
+      break;
+    }
+    if (st.st_nlink > 1 && !S_ISDIR(st.st_mode)) seen.emplace(st.st_dev, st.st_ino);
     out.bytes += static_cast<uint64_t>(st.st_blocks) * 512;
     out.inodes += 1;
     if (S_ISDIR(st.st_mode)) {
@@ -175,9 +193,7 @@ class WalkingStorageSource final : public PodStorageSource {
   void walk_now(TimePoint now) override {
     std::lock_guard<std::mutex> walking(walk_mu_);  // one walk at a time (thread and direct callers)
     auto t0 = std::chrono::steady_clock::now();
-    WalkBudget b;
-    b.deadline = t0 + budget_;
-    b.entries_left = max_entries_;
+    const auto deadline = t0 + budget_;
     std::set<std::pair<dev_t, ino_t>> seen;
     std::unordered_map<std::string, PodDiskUsage> result;
     auto usage_for = [&](const std::string& uid) -> PodDiskUsage& {
@@ -185,45 +201,77 @@ class WalkingStorageSource final : public PodStorageSource {
       if (inserted) it->second.measured_at = now;
       return it->second;
     };
+    // 1. Every pod's directories first, nothing walked yet, so that each pod
+    //    gets a fair share of the budget: one pod's huge tree can neither hide
+    //    the others nor push its own writable layer past the budget.
+    std::map<std::string, PodRoots> roots;  // by uid: a stable order
     // Logs: <logs>/<namespace>_<name>_<uid>
     for (const auto& n : list_dir(logs_)) {
       auto us = n.rfind('_');
       if (us == std::string::npos || us + 1 >= n.size()) continue;
-      PodDiskUsage& u = usage_for(n.substr(us + 1));
-      PodDiskUsage part;
-      walk_tree(logs_ + "/" + n, part, b, seen);
-      add_part(u, part, u.breakdown.logs_bytes, u.breakdown.logs_inodes);
+      roots[n.substr(us + 1)].logs.push_back(logs_ + "/" + n);
     }
     // emptyDir volumes: <nodefs>/pods/<uid>/volumes/kubernetes.io~empty-dir
     for (const auto& uid : list_dir(pods_dir_)) {
-      std::string ed = pods_dir_ + "/" + uid + "/volumes/kubernetes.io~empty-dir";
-      PodDiskUsage& u = usage_for(uid);
-      PodDiskUsage part;
-      walk_tree(ed, part, b, seen);
-      add_part(u, part, u.breakdown.empty_dir_bytes, u.breakdown.empty_dir_inodes);
+      roots[uid].empty_dirs.push_back(pods_dir_ + "/" + uid + "/volumes/kubernetes.io~empty-dir");
     }
-    // Writable layers of the containers in each pod cgroup.
-    WritableLayerStats layers = walk_writable_layers(b, seen, usage_for);
-    if (b.exhausted) {
-      for (auto& [uid, u] : result) u.complete = u.complete && !b.exhausted;
+    WalkBudget resolving;
+    resolving.deadline = deadline;
+    WritableLayerStats layers = resolve_writable_layers(resolving, roots, usage_for);
+
+    // 2. Walk pod by pod; each gets the remaining budget (time and entries)
+    //    divided by the pods still to walk, so what one leaves unused goes to
+    //    the next.
+    uint64_t entries_left = max_entries_, entries = 0, errors = resolving.errors;
+    std::vector<std::string> truncated;
+    std::size_t pods_left = roots.size();
+    for (auto& [uid, r] : roots) {
+      PodDiskUsage& u = usage_for(uid);
+      WalkBudget b;
+      auto now_steady = std::chrono::steady_clock::now();
+      auto remaining = std::chrono::duration_cast<Duration>(deadline > now_steady ? deadline - now_steady
+                                                                                 : std::chrono::steady_clock::duration(0));
+      b.deadline = now_steady + remaining / static_cast<int64_t>(pods_left);
+      b.entries_left = entries_left / pods_left;
+      --pods_left;
+      for (const auto& l : r.logs) {
+        PodDiskUsage part;
+        walk_tree(l, part, b, seen);
+        add_part(u, part, u.breakdown.logs_bytes, u.breakdown.logs_inodes);
+      }
+      for (const auto& ed : r.empty_dirs) {
+        PodDiskUsage part;
+        walk_tree(ed, part, b, seen);
+        add_part(u, part, u.breakdown.empty_dir_bytes, u.breakdown.empty_dir_inodes);
+      }
+      for (const auto& layer : r.layers) walk_layer(uid, layer, u, b, seen, layers);
+      if (b.exhausted) u.complete = false;
+      if (!u.complete) truncated.push_back(uid);
+      entries_left -= std::min(entries_left, b.entries);
+      entries += b.entries;
+      errors += b.errors;
     }
     auto dt = std::chrono::steady_clock::now() - t0;
     std::lock_guard<std::mutex> lock(mu_);
-    // Pods the walk did not reach keep their previous value.
     for (auto& [uid, u] : result) cache_[uid] = u;
     for (auto it = cache_.begin(); it != cache_.end();) {
-      if (!result.count(it->first) && !b.exhausted) it = cache_.erase(it);
+      if (!result.count(it->first)) it = cache_.erase(it);
       else ++it;
     }
     ++stats_.walks;
-    if (b.exhausted) {
+    stats_.truncated_pods = truncated.size();
+    if (!truncated.empty()) {
       ++stats_.incomplete_walks;
-      spdlog::warn("ephemeral storage walk stopped at its budget ({} entries, {} ms)", b.entries,
+      std::string some;
+      for (std::size_t i = 0; i < truncated.size() && i < 5; ++i) some += (i ? ", " : "") + truncated[i];
+      spdlog::warn("ephemeral storage walk cut at its fair share of the budget for {} of {} pods ({}{}); their "
+                   "usage is a lower bound ({} entries, {} ms)",
+                   truncated.size(), roots.size(), some, truncated.size() > 5 ? ", ..." : "", entries,
                    std::chrono::duration_cast<std::chrono::milliseconds>(dt).count());
     }
     stats_.writable_layers = std::move(layers);
-    stats_.entries = b.entries;
-    stats_.errors += b.errors;
+    stats_.entries = entries;
+    stats_.errors += errors;
     stats_.last_walk_duration = std::chrono::duration_cast<Duration>(dt);
   }
 
@@ -246,11 +294,19 @@ class WalkingStorageSource final : public PodStorageSource {
   }
 
  private:
-  // Resolves and walks the writable layer of every container below every pod
-  // cgroup; each upper dir is counted once. Failures are counted by reason,
-  // logged at warn once per reason, and never stop the walk.
+  struct Layer {
+    std::string upper_dir, container_id;
+  };
+  struct PodRoots {
+    std::vector<std::string> logs, empty_dirs;
+    std::vector<Layer> layers;
+  };
+
+  // Resolves the writable layer of every container below every pod cgroup
+  // into `roots` (each upper dir once); nothing is walked here. Failures are
+  // counted by reason, logged at warn once per reason, and never stop it.
   template <typename UsageFor>
-  WritableLayerStats walk_writable_layers(WalkBudget& b, std::set<std::pair<dev_t, ino_t>>& seen, UsageFor&& usage_for) {
+  WritableLayerStats resolve_writable_layers(WalkBudget& b, std::map<std::string, PodRoots>& roots, UsageFor&& usage_for) {
     WritableLayerStats ls;
     const std::string configured = cfg_.runtime_root.empty() ? cfg_.imagefs_path : cfg_.runtime_root;
     int err = 0;
@@ -281,6 +337,7 @@ class WalkingStorageSource final : public PodStorageSource {
     for (const auto& pod : cgroup::scan_pods(*layout)) {
       if (b.expired()) break;
       PodDiskUsage& u = usage_for(pod.uid);
+      PodRoots& r = roots[pod.uid];
       u.breakdown.writable_layers_measured = true;
       for (const auto& c : cgroup::scan_containers(pod.memory_path)) {
         if (b.expired()) break;
@@ -298,35 +355,45 @@ class WalkingStorageSource final : public PodStorageSource {
             ++ls.shared;
             continue;
           }
-          PodDiskUsage part;
-          int e = walk_tree(layer.upper_dir, part, b, seen);
-          if (e == 0) {
-            ++ls.layers;
-            ++u.breakdown.writable_layers;
-            add_part(u, part, u.breakdown.writable_layers_bytes, u.breakdown.writable_layers_inodes);
-            continue;
-          }
-          layer.failure = e == ENOENT || e == ENOTDIR ? LayerFailure::LayerNotFound
-                          : e == EACCES || e == EPERM ? LayerFailure::PermissionDenied
-                                                      : LayerFailure::ReadError;
-          layer.detail = layer.upper_dir + ": " + std::strerror(e);
+          r.layers.push_back(Layer{layer.upper_dir, c.id});
+          continue;
         }
-        auto f = static_cast<std::size_t>(*layer.failure);
-        ++ls.unresolved[f];
-        ++u.breakdown.unresolved_containers;
-        // A container starting or exiting has no process for a moment: expected.
-        const bool expected = *layer.failure == LayerFailure::NoPid || *layer.failure == LayerFailure::PidVanished;
-        if (!expected && !warned_failure_[f]) {
-          warned_failure_[f] = true;
-          spdlog::warn("writable layer of container {} in pod {} not counted ({}): {}", c.id, pod.uid,
-                       name(*layer.failure), layer.detail);
-        } else {
-          spdlog::debug("writable layer of container {} in pod {} not counted ({}): {}", c.id, pod.uid,
-                        name(*layer.failure), layer.detail);
-        }
+        layer_failed(ls, u, pod.uid, c.id, *layer.failure, layer.detail);
       }
     }
     return ls;
+  }
+
+  void walk_layer(const std::string& uid, const Layer& layer, PodDiskUsage& u, WalkBudget& b,
+                  std::set<std::pair<dev_t, ino_t>>& seen, WritableLayerStats& ls) {
+    PodDiskUsage part;
+    int e = walk_tree(layer.upper_dir, part, b, seen);
+    if (e == 0) {
+      ++ls.layers;
+      ++u.breakdown.writable_layers;
+      add_part(u, part, u.breakdown.writable_layers_bytes, u.breakdown.writable_layers_inodes);
+      return;
+    }
+    LayerFailure f = e == ENOENT || e == ENOTDIR ? LayerFailure::LayerNotFound
+                     : e == EACCES || e == EPERM ? LayerFailure::PermissionDenied
+                                                 : LayerFailure::ReadError;
+    layer_failed(ls, u, uid, layer.container_id, f, layer.upper_dir + ": " + std::strerror(e));
+  }
+
+  void layer_failed(WritableLayerStats& ls, PodDiskUsage& u, const std::string& uid, const std::string& container,
+                    LayerFailure failure, const std::string& detail) {
+    auto f = static_cast<std::size_t>(failure);
+    ++ls.unresolved[f];
+    ++u.breakdown.unresolved_containers;
+    // A container starting or exiting has no process for a moment: expected.
+    const bool expected = failure == LayerFailure::NoPid || failure == LayerFailure::PidVanished;
+    if (!expected && !warned_failure_[f]) {
+      warned_failure_[f] = true;
+      spdlog::warn("writable layer of container {} in pod {} not counted ({}): {}", container, uid, name(failure), detail);
+    } else {
+      spdlog::debug("writable layer of container {} in pod {} not counted ({}): {}", container, uid, name(failure),
+                    detail);
+    }
   }
 
   ObserveConfig cfg_;

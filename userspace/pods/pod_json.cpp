@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "config/quantity.hpp"
+#include "config/yaml_guard.hpp"
 
 namespace pressured::pods {
 namespace {
@@ -51,7 +54,13 @@ std::optional<int64_t> get_int(const json& o, std::string_view key, std::string_
   const json* v = get(o, key);
   if (v == nullptr) return std::nullopt;
   if (v->is_number_integer()) return v->get<int64_t>();
-  if (v->is_number()) return static_cast<int64_t>(v->get<double>());
+  if (v->is_number()) {
+    // A float outside int64 (1e300) has no integer value: casting it is
+    // undefined behaviour, not a clamp.
+    double d = v->get<double>();
+    if (std::isfinite(d) && d >= -9.2233720368547758e18 && d < 9.2233720368547758e18) return static_cast<int64_t>(d);
+    throw BadDocument{std::string(where) + "." + std::string(key) + ": " + v->dump() + " is out of range"};
+  }
   if (v->is_string()) {
     const std::string& s = v->get_ref<const std::string&>();
     int64_t n = 0;
@@ -97,7 +106,13 @@ ContainerResources container_resources(const json& c, const std::string& where) 
   return r;
 }
 
-uint64_t to_bytes(double v) { return v <= 0 ? 0 : static_cast<uint64_t>(v); }
+// Saturates: a request of 1e30 bytes is "more than the node has", never 0
+// (casting a double past 2^64 is undefined behaviour).
+uint64_t to_bytes(double v) {
+  if (!(v > 0)) return 0;
+  if (v >= 18446744073709551615.0) return std::numeric_limits<uint64_t>::max();
+  return static_cast<uint64_t>(v);
+}
 
 PodMetadata parse_pod(const json& pod) {
   PodMetadata m;
@@ -196,7 +211,13 @@ PodMetadata parse_pod(const json& pod) {
   return m;
 }
 
-void collect(const json& doc, ParsedPods& out) {
+// Lists of lists are legal but never deep: a bound keeps a hostile answer
+// (items nested 20000 deep) from overflowing the stack.
+constexpr int kMaxListDepth = 8;
+// JSON nesting the parser accepts at all (a Pod is about 10 levels deep).
+constexpr int kMaxJsonDepth = 64;
+
+void collect(const json& doc, ParsedPods& out, int depth = 0) {
   if (!doc.is_object()) {
     ++out.skipped;
     return;
@@ -206,19 +227,37 @@ void collect(const json& doc, ParsedPods& out) {
   if (kind == "PodList" || kind == "List" || (kind.empty() && items != nullptr)) {
     if (items == nullptr) return;  // an empty list
     if (!items->is_array()) throw BadDocument{kind + ".items is not a list"};
-    for (const auto& it : *items) collect(it, out);
+    if (depth >= kMaxListDepth) throw BadDocument{"lists nested deeper than " + std::to_string(kMaxListDepth) + " levels"};
+    for (const auto& it : *items) collect(it, out, depth + 1);
     return;
   }
   if (kind != "Pod" && !(kind.empty() && get(doc, "metadata") && get(doc, "spec"))) {
     ++out.skipped;
     return;
   }
-  PodMetadata m = parse_pod(doc);
-  if (m.uid.empty()) {
+  // One bad pod costs that pod, not the whole answer. When its uid is
+  // readable it is kept, marked unparsable: the observer then treats it as a
+  // pod whose metadata is unknown and never evicts it (it might be critical).
+  try {
+    PodMetadata m = parse_pod(doc);
+    if (m.uid.empty()) {
+      ++out.skipped;
+      return;
+    }
+    out.pods.push_back(std::move(m));
+  } catch (const BadDocument& e) {
     ++out.skipped;
-    return;
+    if (out.errors.size() < 10) out.errors.push_back(e.what);
+    PodMetadata bad;
+    if (const json* meta = get(doc, "metadata"); meta != nullptr && meta->is_object()) {
+      if (const json* uid = get(*meta, "uid"); uid != nullptr && uid->is_string()) bad.uid = uid->get<std::string>();
+      if (const json* n = get(*meta, "name"); n != nullptr && n->is_string()) bad.name = n->get<std::string>();
+      if (const json* ns = get(*meta, "namespace"); ns != nullptr && ns->is_string()) bad.namespace_ = ns->get<std::string>();
+    }
+    if (bad.uid.empty()) return;
+    bad.unparsable = true;
+    out.pods.push_back(std::move(bad));
   }
-  out.pods.push_back(std::move(m));
 }
 
 }  // namespace
@@ -232,13 +271,22 @@ Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat for
   }
   try {
     if (format == DocumentFormat::Json) {
-      json doc = json::parse(text);
+      json::parser_callback_t bounded = [](int depth, json::parse_event_t, json&) {
+        if (depth > kMaxJsonDepth) throw BadDocument{"nested deeper than " + std::to_string(kMaxJsonDepth) + " levels"};
+        return true;
+      };
+      json doc = json::parse(text, bounded);
       if (doc.is_array()) {
         for (const auto& d : doc) collect(d, out);
       } else {
         collect(doc, out);
       }
     } else {
+      // yaml-cpp's LoadAll() never returns on some inputs (a stray ','):
+      // walk the events once, bounded, before building any tree.
+      YamlLimits limits;
+      limits.max_depth = kMaxJsonDepth;
+      if (auto g = check_yaml(text, limits); !g) return Error{EINVAL, g.error().message};
       for (const auto& n : YAML::LoadAll(std::string(text))) {
         if (n.IsNull()) continue;
         collect(yaml_to_json(n), out);

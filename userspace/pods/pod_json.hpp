@@ -12,14 +12,17 @@ namespace pressured::pods {
 
 struct ParsedPods {
   std::vector<PodMetadata> pods;
-  uint64_t skipped = 0;  // objects that were not a Pod, or a Pod without metadata.uid
+  uint64_t skipped = 0;  // objects that were not a Pod, a Pod without metadata.uid, or an unparsable Pod
+  std::vector<std::string> errors;  // why pods were unparsable (the first ten)
 };
 
 enum class DocumentFormat : uint8_t { Json, Yaml, Auto };
 
 /// Parses one JSON document, or one or more YAML documents ("---"), each a
-/// Pod, a PodList or a List of Pods. Errors name the problem (syntax, a bad
-/// quantity, ...).
+/// Pod, a PodList or a List of Pods. A syntax error fails the whole text; a
+/// Pod that is well-formed but unparsable (a bad quantity, ...) is skipped,
+/// counted, and kept as `unparsable` when its uid is readable. Bounded in
+/// depth and size on every input.
 Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat format = DocumentFormat::Auto);
 
 /// The kubelet's system-critical priority (scheduling.SystemCriticalPriority).

@@ -1,0 +1,287 @@
+// The metrics port under abuse, on 127.0.0.1 only and bounded in time:
+// slow-loris and thousands of idle connections must not starve /healthz;
+// requests that never finish are cut; TLS and authentication follow the web
+// configuration file.
+
+#include <arpa/inet.h>
+#include <crypt.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "pressured/metrics.hpp"
+
+namespace pressured {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+MetricsOptions options() {
+  MetricsOptions o;
+  o.node = "node-a";
+  return o;
+}
+
+int connect_loopback(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A probe as the kubelet makes it: 2 s to connect and answer.
+int probe(uint16_t port, const std::string& path = "/healthz") {
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_connection_timeout(2, 0);
+  cli.set_read_timeout(2, 0);
+  cli.set_write_timeout(2, 0);
+  auto res = cli.Get(path.c_str());
+  return res ? res->status : 0;
+}
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/pressured-web-XXXXXX";
+  return ::mkdtemp(tmpl);
+}
+
+TEST(MetricsServerAbuse, SlowLorisAndIdleConnectionsCannotStarveHealthz) {
+  // Room for the idle connections (both ends live in this process).
+  rlimit rl{};
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  rlim_t want = std::min<rlim_t>(rl.rlim_max, 8192);
+  rl.rlim_cur = std::max(rl.rlim_cur, want);
+  ::setrlimit(RLIMIT_NOFILE, &rl);
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  const std::size_t idle_count = std::min<std::size_t>(3000, rl.rlim_cur > 200 ? (rl.rlim_cur - 100) / 2 : 0);
+  ASSERT_GE(idle_count, 1000u) << "RLIMIT_NOFILE too small for the test: " << rl.rlim_cur;
+
+  Metrics m(options());
+  auto s = MetricsServer::start(m, "127.0.0.1:0");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  const uint16_t port = (*s)->port();
+
+  // Two slow-loris clients: one header byte every 500 ms, for at most 8 s.
+  std::atomic<bool> done{false};
+  std::vector<std::thread> loris;
+  for (int i = 0; i < 2; ++i) {
+    loris.emplace_back([&] {
+      const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+      auto end = std::chrono::steady_clock::now() + 8s;
+      int fd = connect_loopback(port);
+      std::size_t i = 0;
+      while (!done && std::chrono::steady_clock::now() < end) {
+        if (fd < 0 || ::send(fd, &req[i % req.size()], 1, MSG_NOSIGNAL) != 1) {
+          if (fd >= 0) ::close(fd);
+          fd = connect_loopback(port);  // cut: come back, as an attacker would
+        }
+        ++i;
+        std::this_thread::sleep_for(500ms);
+      }
+      if (fd >= 0) ::close(fd);
+    });
+  }
+  // Thousands of idle connections that never send a byte.
+  std::vector<int> idle;
+  for (std::size_t i = 0; i < idle_count; ++i) {
+    int fd = connect_loopback(port);
+    if (fd >= 0) idle.push_back(fd);
+  }
+  EXPECT_GE(idle.size(), idle_count * 9 / 10);
+
+  int ok = 0;
+  const int probes = 10;
+  for (int i = 0; i < probes; ++i) {
+    if (probe(port) == 200) ++ok;
+    std::this_thread::sleep_for(200ms);
+  }
+  done = true;
+  for (auto& t : loris) t.join();
+  for (int fd : idle) ::close(fd);
+  EXPECT_EQ(ok, probes) << "every liveness probe must be answered";
+  auto st = (*s)->stats();
+  EXPECT_GT(st.shed, 0u) << "the idle connections were shed at the cap";
+  EXPECT_LE(st.open, MetricsServerLimits{}.max_connections);
+  EXPECT_EQ(probe(port), 200);
+}
+
+TEST(MetricsServerAbuse, IncompleteAndOversizedRequestsAreCut) {
+  Metrics m(options());
+  MetricsServerLimits lim;
+  lim.header_timeout = 300ms;
+  auto s = MetricsServer::start(m, "127.0.0.1:0", {}, lim);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  const uint16_t port = (*s)->port();
+  int fd = connect_loopback(port);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::send(fd, "GET /healthz HTTP/1.1\r\n", 23, MSG_NOSIGNAL), 23);
+  timeval tv{3, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char buf[64];
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(::recv(fd, buf, sizeof buf, 0), 0) << "closed without an answer";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  ::close(fd);
+  EXPECT_GE((*s)->stats().timed_out, 1u);
+
+  fd = connect_loopback(port);
+  ASSERT_GE(fd, 0);
+  std::string big = "GET /healthz HTTP/1.1\r\nX: " + std::string(20000, 'a') + "\r\n\r\n";
+  (void)::send(fd, big.data(), big.size(), MSG_NOSIGNAL);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string got;
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) got.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  EXPECT_EQ(got.rfind("HTTP/1.1 431", 0), 0u) << got;
+  EXPECT_EQ(probe(port), 200);
+}
+
+std::string bcrypt(const std::string& password) {
+  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+  if (::crypt_gensalt_rn("$2b$", 4, nullptr, 0, salt, sizeof salt) == nullptr) return {};
+  crypt_data data{};
+  const char* h = ::crypt_rn(password.c_str(), salt, &data, sizeof data);
+  return h ? h : "";
+}
+
+TEST(MetricsServerAuth, BasicAuthWithBcryptAndBearerToken) {
+  std::string d = temp_dir();
+  std::string hash = bcrypt("s3cret");
+  ASSERT_EQ(hash.size(), 60u);
+  std::ofstream(d + "/token") << "0123456789abcdef0123\n";
+  std::ofstream(d + "/web.yml") << "basic_auth_users:\n  prom: " << hash << "\nbearer_token_file: token\n";
+  auto web = load_web_config(d + "/web.yml");
+  ASSERT_TRUE(web.ok()) << web.error().message;
+  EXPECT_TRUE(web->auth());
+  EXPECT_FALSE(web->tls());
+  Metrics m(options());
+  auto s = MetricsServer::start(m, "127.0.0.1:0", *web);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  httplib::Client cli("127.0.0.1", (*s)->port());
+  cli.set_read_timeout(5, 0);
+  auto r = cli.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_EQ(r->get_header_value("WWW-Authenticate"), "Basic realm=\"pressured\"");
+  EXPECT_EQ(probe((*s)->port(), "/healthz"), 200) << "probes need no credentials";
+  cli.set_basic_auth("prom", "wrong");
+  r = cli.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  cli.set_basic_auth("prom", "s3cret");
+  r = cli.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("pressured_build_info"), std::string::npos);
+  httplib::Client bearer("127.0.0.1", (*s)->port());
+  bearer.set_bearer_token_auth("0123456789abcdef0123");
+  r = bearer.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  bearer.set_bearer_token_auth("0123456789abcdef0124");
+  r = bearer.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);
+  EXPECT_GE((*s)->stats().unauthorized, 3u);
+  fs::remove_all(d);
+}
+
+TEST(MetricsServerAuth, PasswordGuessingIsRateLimited) {
+  std::string d = temp_dir();
+  std::ofstream(d + "/web.yml") << "basic_auth_users:\n  prom: " << bcrypt("s3cret") << "\n";
+  auto web = load_web_config(d + "/web.yml");
+  ASSERT_TRUE(web.ok()) << web.error().message;
+  Metrics m(options());
+  MetricsServerLimits lim;
+  lim.auth_failures_per_second = 2;
+  auto s = MetricsServer::start(m, "127.0.0.1:0", *web, lim);
+  ASSERT_TRUE(s.ok());
+  int limited = 0;
+  for (int i = 0; i < 6; ++i) {
+    httplib::Client cli("127.0.0.1", (*s)->port());
+    cli.set_basic_auth("prom", "guess" + std::to_string(i));
+    auto r = cli.Get("/metrics");
+    ASSERT_TRUE(r);
+    if (r->status == 429) ++limited;
+  }
+  EXPECT_GE(limited, 3);
+  fs::remove_all(d);
+}
+
+TEST(MetricsServerAuth, TlsWithTheConfiguredCertificate) {
+  std::string d = temp_dir();
+  std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout " + d +
+                    "/key.pem -out " + d + "/cert.pem >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl is needed to make a test certificate";
+  std::ofstream(d + "/web.yml") << "tls_server_config:\n  cert_file: cert.pem\n  key_file: " << d << "/key.pem\n";
+  auto web = load_web_config(d + "/web.yml");
+  ASSERT_TRUE(web.ok()) << web.error().message;
+  EXPECT_TRUE(web->tls());
+  Metrics m(options());
+  auto s = MetricsServer::start(m, "127.0.0.1:0", *web);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ((*s)->scheme(), "https");
+  httplib::SSLClient cli("127.0.0.1", (*s)->port());
+  cli.set_ca_cert_path((d + "/cert.pem").c_str());
+  cli.enable_server_certificate_verification(true);
+  cli.set_read_timeout(5, 0);
+  auto r = cli.Get("/metrics");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(probe((*s)->port()), 0) << "plain HTTP is refused on a TLS port";
+  httplib::SSLClient again("127.0.0.1", (*s)->port());
+  again.enable_server_certificate_verification(false);
+  auto h = again.Get("/healthz");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  fs::remove_all(d);
+}
+
+TEST(MetricsServerAuth, WebConfigErrorsAreClear) {
+  std::string d = temp_dir();
+  auto write = [&](const std::string& text) {
+    std::ofstream(d + "/web.yml") << text;
+    return load_web_config(d + "/web.yml");
+  };
+  auto expect_error = [&](const std::string& text, const std::string& needle) {
+    auto r = write(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_NE(r.error().message.find(needle), std::string::npos) << r.error().message;
+  };
+  expect_error("basic_auth_users:\n  prom: plaintext\n", "bcrypt");
+  expect_error("tls_server_config:\n  cert_file: /nonexistent.pem\n  key_file: /nonexistent.key\n", "nonexistent");
+  expect_error("tls_server_config:\n  cert_file: a.pem\n", "both");
+  expect_error("basic_auth_user:\n  prom: x\n", "unknown key");
+  expect_error("basic_auth_users:\n  a: x\n  a: y\n", "duplicate");
+  expect_error("tls_server_config:\n  client_ca_file: ca.pem\n", "not supported");
+  expect_error("bearer_token_file: /nonexistent/token\n", "token");
+  EXPECT_FALSE(load_web_config(d + "/missing.yml").ok());
+  auto empty = write("");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_FALSE(empty->auth());
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace pressured
