@@ -73,6 +73,22 @@ TEST(K8sConnection, KubeconfigWithTokenFileOrInlineCaData) {
   ASSERT_TRUE(s) << s.error().message;
   expect_pressured_calls_work(*cp, *s, "kubeconfig-node");
 
+  // The pod source as the daemon builds it from its config (pods.kind:
+  // apiserver with the kubernetes section's kubeconfig and node).
+  ASSERT_TRUE(cp->ensure_namespace("kc-pods"));
+  auto uid = cp->create_pod("kc-pods", "one", "kubeconfig-node");
+  ASSERT_TRUE(uid);
+  PodSourceConfig pc;
+  pc.kind = PodSourceKind::ApiServer;
+  pc.kubeconfig = kc;
+  pc.node_name = "kubeconfig-node";
+  auto src = make_pod_metadata_source(pc);
+  ASSERT_TRUE(src) << src.error().message;
+  auto refreshed = (*src)->refresh();
+  ASSERT_TRUE(refreshed) << refreshed.error().message;
+  EXPECT_EQ((*src)->current()->count(*uid), 1u);
+  EXPECT_EQ((*src)->describe().rfind("apiserver:", 0), 0u);
+
   // Inline CA data and token, as `kubectl config view --raw --flatten` writes.
   int st = 0;
   std::string b64;
