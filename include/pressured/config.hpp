@@ -61,7 +61,7 @@ enum class MemoryAvailableMode : uint8_t {
 };
 
 enum class CgroupDriver : uint8_t { Auto, Cgroupfs, Systemd };
-enum class PodSourceKind : uint8_t { None, Kubelet, File };
+enum class PodSourceKind : uint8_t { None, Kubelet, File, ApiServer };
 
 struct PodSourceConfig {
   PodSourceKind kind = PodSourceKind::None;
@@ -72,6 +72,12 @@ struct PodSourceConfig {
   bool insecure_skip_verify = false;
   Duration refresh_interval = std::chrono::seconds(30);
   Duration timeout = std::chrono::seconds(2);
+  // ApiServer: list + watch pods with spec.nodeName=<node>. The connection is
+  // the kubernetes section's (kubeconfig or in-cluster) and node name, copied
+  // here when the config is loaded.
+  Duration watch_timeout = std::chrono::seconds(60);  // server-side timeoutSeconds of one watch
+  std::string kubeconfig;
+  std::string node_name;
 };
 
 struct ObserveConfig {
@@ -121,6 +127,10 @@ struct K8sConfig {
   std::string node_name;   // default: hostname
   Duration request_timeout = std::chrono::seconds(5);
   std::string condition_prefix = "Pressured";
+  // A NoSchedule taint <taintKeyPrefix>memory-pressure (disk-, pid-) while
+  // pressured's matching condition is true (needs `patch nodes`).
+  bool taint_nodes = true;
+  std::string taint_key_prefix = "pressured.io/";
 };
 
 struct MetricsConfig {

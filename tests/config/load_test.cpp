@@ -505,6 +505,34 @@ TEST(ConfigValidation, HandBuiltConfigsAreCheckedToo) {
   EXPECT_TRUE(validate_config(Config{}).ok());
 }
 
+TEST(ConfigK8s, ApiServerPodSourceAndSchedulingTaint) {
+  Config d = ok("{}\n");
+  EXPECT_TRUE(d.kubernetes.taint_nodes) << "the taint is on by default";
+  EXPECT_EQ(d.kubernetes.taint_key_prefix, "pressured.io/");
+  EXPECT_EQ(d.observe.pods.watch_timeout, std::chrono::seconds(60));
+
+  Config c = ok(R"(
+pods: {kind: apiserver, watchTimeout: 5m}
+kubernetes: {enabled: true, kubeconfig: /etc/k.conf, nodeName: n7, taintNodes: false, taintKeyPrefix: example.com/}
+)");
+  EXPECT_EQ(c.observe.pods.kind, PodSourceKind::ApiServer);
+  EXPECT_EQ(c.observe.pods.watch_timeout, std::chrono::minutes(5));
+  // The watch uses the reporter's connection and node.
+  EXPECT_EQ(c.observe.pods.kubeconfig, "/etc/k.conf");
+  EXPECT_EQ(c.observe.pods.node_name, "n7");
+  EXPECT_FALSE(c.kubernetes.taint_nodes);
+  EXPECT_EQ(c.kubernetes.taint_key_prefix, "example.com/");
+  ok("kubernetes: {taintKeyPrefix: pressured-}\n");  // no DNS prefix: plain names
+
+  EXPECT_HAS(fails("pods: {watchTimeout: 0s}\n"), "pods.watchTimeout");
+  EXPECT_HAS(fails("pods: {watchTimeout: 2h}\n"), "pods.watchTimeout: '2h0m0s' must be between 1s and 1h");
+  EXPECT_HAS(fails("pods: {kind: apiservr}\n"), "apiserver");
+  EXPECT_HAS(fails("kubernetes: {taintKeyPrefix: ''}\n"), "kubernetes.taintKeyPrefix");
+  EXPECT_HAS(fails("kubernetes: {taintKeyPrefix: 'a/b/'}\n"), "kubernetes.taintKeyPrefix: 'a/b/'");
+  EXPECT_HAS(fails("kubernetes: {taintKeyPrefix: 'Pressured.IO/'}\n"), "kubernetes.taintKeyPrefix");
+  EXPECT_HAS(fails("kubernetes: {taintKeyPrefix: 'with space/'}\n"), "kubernetes.taintKeyPrefix");
+}
+
 }  // namespace
 }  // namespace pressured
 

@@ -36,6 +36,7 @@ struct Api {
       res.set_content("{}", "application/json");
     };
     srv.Post(".*", h);
+    srv.Get(".*", h);  // the reporter reads the pod before evicting it
     srv.Patch(".*", h);
     srv.Delete(".*", h);
     port = srv.bind_to_any_port("127.0.0.1");
@@ -119,6 +120,7 @@ struct K8sRig {
     s.token = "t";
     k8s::ReporterOptions ro;
     ro.node_name = "n1";
+    ro.taint_nodes = false;  // tested against a real API server (tests/k8s/)
     rep = std::make_unique<k8s::Reporter>(k8s::ApiClient(s, 2s), ro);
     rep->start();
     obs.pods = {pod(static_pod)};

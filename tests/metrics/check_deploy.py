@@ -44,7 +44,8 @@ NAMESPACE = "pressured"
 
 # The API calls pressured makes (userspace/k8s, userspace/pods) as (group, resource, verb).
 EXPECTED_RBAC = {
-    ("", "pods", "get"), ("", "pods", "list"), ("", "nodes/proxy", "get"),
+    ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
+    ("", "nodes", "get"), ("", "nodes", "patch"),
     ("", "pods/eviction", "create"), ("", "pods", "delete"),
     ("", "events", "create"), ("", "events", "patch"),
     ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch"),

@@ -13,6 +13,7 @@
 #include "config/load.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -307,7 +308,10 @@ const EnumNames<MemoryAvailableMode> kMemoryModes{{"kubelet", MemoryAvailableMod
                                                   {"excludeReserved", MemoryAvailableMode::ExcludeReserved},
                                                   {"reclaimableActive", MemoryAvailableMode::ReclaimableActive}};
 const EnumNames<PodSourceKind> kPodSources{
-    {"none", PodSourceKind::None}, {"kubelet", PodSourceKind::Kubelet}, {"file", PodSourceKind::File}};
+    {"none", PodSourceKind::None},
+    {"kubelet", PodSourceKind::Kubelet},
+    {"file", PodSourceKind::File},
+    {"apiserver", PodSourceKind::ApiServer}};
 const EnumNames<BpfMode> kBpfModes{{"auto", BpfMode::Auto}, {"on", BpfMode::On}, {"off", BpfMode::Off}};
 const EnumNames<DaemonSetPolicy> kDaemonSetPolicies{
     {"evictLast", DaemonSetPolicy::EvictLast}, {"normal", DaemonSetPolicy::Normal}, {"never", DaemonSetPolicy::Never}};
@@ -370,6 +374,7 @@ const std::vector<Section>& sections() {
                                    bool_field("insecureSkipVerify", &PodSourceConfig::insecure_skip_verify),
                                    duration_field("refreshInterval", &PodSourceConfig::refresh_interval),
                                    duration_field("timeout", &PodSourceConfig::timeout),
+                                   duration_field("watchTimeout", &PodSourceConfig::watch_timeout),
                                }),
       section<EventsConfig>("events", events_of,
                             {
@@ -392,6 +397,8 @@ const std::vector<Section>& sections() {
                              string_field("nodeName", &K8sConfig::node_name),
                              duration_field("requestTimeout", &K8sConfig::request_timeout),
                              string_field("conditionPrefix", &K8sConfig::condition_prefix),
+                             bool_field("taintNodes", &K8sConfig::taint_nodes),
+                             string_field("taintKeyPrefix", &K8sConfig::taint_key_prefix),
                          }),
       section<MetricsConfig>("metrics", metrics_of,
                              {
@@ -459,7 +466,7 @@ const FlagSpec kFlags[] = {
      "auto|cgroupfs|systemd"},
     {"--memory-available-mode", &ConfigOptions::memory_available_mode, "cgroup", "memoryAvailableMode",
      FlagSyntax::Scalar, "kubelet|excludeReserved|reclaimableActive"},
-    {"--pod-source", &ConfigOptions::pod_source, "pods", "kind", FlagSyntax::Scalar, "none|kubelet|file"},
+    {"--pod-source", &ConfigOptions::pod_source, "pods", "kind", FlagSyntax::Scalar, "none|kubelet|file|apiserver"},
     {"--pod-file", &ConfigOptions::pod_file, "pods", "path", FlagSyntax::Scalar,
      "Pod/PodList file or directory (implies --pod-source=file)"},
     {"--bpf", &ConfigOptions::bpf, "events", "bpf", FlagSyntax::Scalar, "auto|on|off"},
@@ -880,6 +887,9 @@ Result<Config> parse_tree(Node root, const std::string& source, const ConfigOpti
     }
   }
   if (auto r = decode_eviction(eviction_keys, cfg.eviction, ctx); !r) return r.error();
+  // pods.kind: apiserver talks to the same API server as the reporter.
+  cfg.observe.pods.kubeconfig = cfg.kubernetes.kubeconfig;
+  cfg.observe.pods.node_name = cfg.kubernetes.node_name;
   if (auto r = validate_config(cfg); !r) return r.error();
 
   for (auto& w : ctx.warnings) {
@@ -1059,6 +1069,9 @@ Result<void> validate_config(const Config& c) {
   }
   if (auto r = require_positive(ob.pods.refresh_interval, "pods.refreshInterval"); !r) return r;
   if (auto r = require_positive(ob.pods.timeout, "pods.timeout"); !r) return r;
+  if (ob.pods.watch_timeout < std::chrono::seconds(1) || ob.pods.watch_timeout > std::chrono::hours(1)) {
+    return invalid("pods.watchTimeout", format_duration(ob.pods.watch_timeout), "must be between 1s and 1h");
+  }
 
   const auto& e = c.events;
   // The reactor may run SCHED_FIFO: an interval of a few nanoseconds would
@@ -1098,6 +1111,24 @@ Result<void> validate_config(const Config& c) {
 
   if (auto r = require_positive(c.kubernetes.request_timeout, "kubernetes.requestTimeout"); !r) return r;
   if (c.kubernetes.condition_prefix.empty()) return invalid("kubernetes.conditionPrefix", "", "must not be empty");
+  {
+    // A taint key is a qualified name: [DNS subdomain "/"] name; the prefix
+    // is completed with "memory-pressure" etc., so it must end in '/' or be
+    // a valid name start.
+    const std::string& p = c.kubernetes.taint_key_prefix;
+    auto slash = p.find('/');
+    bool ok = !p.empty() && p.size() <= 230 && p.find('/', slash == std::string::npos ? 0 : slash + 1) == std::string::npos &&
+              p.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._/") == std::string::npos &&
+              std::isalnum(static_cast<unsigned char>(p.front())) != 0;
+    if (ok && slash != std::string::npos) {
+      for (char ch : p.substr(0, slash)) ok = ok && !std::isupper(static_cast<unsigned char>(ch)) && ch != '_';
+    }
+    if (!ok) {
+      return invalid("kubernetes.taintKeyPrefix", p,
+                     "must start a taint key: an optional DNS-subdomain prefix ending in '/' (e.g. pressured.io/), "
+                     "letters, digits, '-', '_', '.'");
+    }
+  }
 
   const std::string& listen = c.metrics.listen;
   if (!listen.empty()) {

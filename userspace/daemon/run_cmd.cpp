@@ -195,6 +195,8 @@ int run_daemon(const ConfigOptions& options) {
     k8s::ReporterOptions ro;
     ro.node_name = config.kubernetes.node_name;
     ro.condition_prefix = config.kubernetes.condition_prefix;
+    ro.taint_nodes = config.kubernetes.taint_nodes;
+    ro.taint_key_prefix = config.kubernetes.taint_key_prefix;
     reporter = std::make_unique<k8s::Reporter>(k8s::ApiClient(*api, config.kubernetes.request_timeout), ro);
     reporter->set_outcome_hook([&metrics](ApiAction a, ApiOutcome o) { metrics.api_request(a, o); });
     reporter->start();

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 
@@ -138,20 +139,76 @@ ApiClient::ApiClient(ApiServer server, Duration timeout) : server_(std::move(ser
   curl_init_once();
 }
 
-Result<HttpResponse> ApiClient::request(const std::string& method, const std::string& path, const std::string& body,
-                                        const std::string& content_type) const {
+namespace {
+
+struct StreamSink {
+  const std::function<bool(std::string_view)>* on_data = nullptr;
+  std::string* body = nullptr;
+  long status = 0;
+  CURL* curl = nullptr;
+  bool aborted = false;
+};
+
+size_t on_stream(char* data, size_t size, size_t n, void* user) {
+  auto* s = static_cast<StreamSink*>(user);
+  if (s->status == 0) curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &s->status);
+  if (s->status < 200 || s->status >= 300) return on_body(data, size, n, s->body);  // an error Status
+  if (!(*s->on_data)(std::string_view(data, size * n))) {
+    s->aborted = true;
+    return 0;
+  }
+  return size * n;
+}
+
+// Called about once a second even while a stream is idle: lets the caller
+// end a watch (daemon stop) without waiting for data.
+int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* s = static_cast<StreamSink*>(user);
+  if (!(*s->on_data)(std::string_view())) {
+    s->aborted = true;
+    return 1;
+  }
+  return 0;
+}
+
+// Why a TLS handshake failed, in an operator's words.
+std::string describe_curl_error(CURLcode rc, const char* errbuf, const ApiServer& s) {
+  std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : curl_easy_strerror(rc);
+  if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE) {
+    std::string ca = !s.ca_file.empty() ? s.ca_file : (!s.ca_data.empty() ? "certificate-authority-data" : "the system CAs");
+    detail += " (the API server's certificate is not trusted by " + ca + ": wrong CA?)";
+  }
+  return detail;
+}
+
+}  // namespace
+
+Result<HttpResponse> ApiClient::perform(const std::string& method, const std::string& path, const std::string& body,
+                                        const std::string& content_type, Duration total_timeout,
+                                        const std::function<bool(std::string_view)>* on_data) const {
   CURL* c = curl_easy_init();
   if (c == nullptr) return Error{ENOMEM, "curl_easy_init failed"};
   HttpResponse resp;
+  StreamSink sink{on_data, &resp.body, 0, c, false};
+  char errbuf[CURL_ERROR_SIZE] = {0};
   std::string url = server_.server + path;
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  long ms = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(timeout_).count());
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &resp.body);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  auto ms = [](Duration d) { return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms(total_timeout));
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms(timeout_));
+  if (on_data != nullptr) {
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_stream);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &sink);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  } else {
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &resp.body);
+  }
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &resp.headers);
   if (!body.empty()) {
@@ -183,11 +240,21 @@ Result<HttpResponse> ApiClient::request(const std::string& method, const std::st
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
   curl_slist_free_all(hdrs);
   curl_easy_cleanup(c);
-  if (rc != CURLE_OK) {
+  if (rc != CURLE_OK && !((rc == CURLE_WRITE_ERROR || rc == CURLE_ABORTED_BY_CALLBACK) && sink.aborted)) {
     return Error{rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : EIO,
-                 method + " " + path + ": " + curl_easy_strerror(rc)};
+                 method + " " + server_.server + path + ": " + describe_curl_error(rc, errbuf, server_)};
   }
   return resp;
+}
+
+Result<HttpResponse> ApiClient::request(const std::string& method, const std::string& path, const std::string& body,
+                                        const std::string& content_type) const {
+  return perform(method, path, body, content_type, timeout_, nullptr);
+}
+
+Result<HttpResponse> ApiClient::stream(const std::string& path, Duration total_timeout,
+                                       const std::function<bool(std::string_view)>& on_data) const {
+  return perform("GET", path, {}, {}, total_timeout, &on_data);
 }
 
 long retry_after_ms(const HttpResponse& r) {

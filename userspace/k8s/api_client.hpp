@@ -3,8 +3,10 @@
 // (in-cluster service account or kubeconfig) and one bounded HTTP request.
 // Only what the reporter needs; see docs/kubernetes.md.
 
+#include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "pressured/clock.hpp"
 #include "pressured/result.hpp"
@@ -44,9 +46,20 @@ class ApiClient {
   explicit ApiClient(ApiServer server, Duration timeout);
   Result<HttpResponse> request(const std::string& method, const std::string& path, const std::string& body = {},
                                const std::string& content_type = "application/json") const;
+  /// A streaming GET (a watch): `on_data` gets the body as it arrives (and
+  /// an empty chunk about once a second while idle) and returns false to end
+  /// the transfer. Connecting (TCP + TLS) is bounded by
+  /// the client's timeout, the whole transfer by `total_timeout`; the answer
+  /// carries the status and, for non-2xx, the body. A transfer ended by
+  /// `on_data` is not an error.
+  Result<HttpResponse> stream(const std::string& path, Duration total_timeout,
+                              const std::function<bool(std::string_view)>& on_data) const;
   const ApiServer& server() const { return server_; }
 
  private:
+  Result<HttpResponse> perform(const std::string& method, const std::string& path, const std::string& body,
+                               const std::string& content_type, Duration total_timeout,
+                               const std::function<bool(std::string_view)>* on_data) const;
   ApiServer server_;
   Duration timeout_;
 };

@@ -62,8 +62,8 @@ std::string eviction_message(const PodEviction& e) {
          std::string(name(e.signal)) + ", evicted by pressured (eviction " + e.eviction_id + ").";
 }
 
-std::string eviction_body(const PodEviction& e) {
-  json j{{"apiVersion", "policy/v1"},
+std::string eviction_body(const PodEviction& e, const std::string& api_version) {
+  json j{{"apiVersion", api_version},
          {"kind", "Eviction"},
          {"metadata", {{"name", e.name}, {"namespace", e.namespace_}}},
          {"deleteOptions",
@@ -114,6 +114,48 @@ std::string conditions_patch(const std::string& prefix, const std::array<bool, k
     conds.push_back(std::move(c));
   }
   return json{{"status", {{"conditions", conds}}}}.dump();
+}
+
+bool eviction_version_not_served(const HttpResponse& r) {
+  if (r.status != 400 && r.status != 404) return false;
+  return r.body.find("no kind \\\"Eviction\\\" is registered") != std::string::npos ||
+         r.body.find("no kind \"Eviction\" is registered") != std::string::npos;
+}
+
+std::array<std::string, kConditionCount> taint_keys(const std::string& prefix) {
+  return {prefix + "memory-pressure", prefix + "disk-pressure", prefix + "pid-pressure"};
+}
+
+std::optional<json> updated_taints(const json& current, const std::string& prefix,
+                                   const std::array<bool, kConditionCount>& status, const std::string& now) {
+  auto keys = taint_keys(prefix);
+  std::array<bool, kConditionCount> present{};
+  json out = json::array();
+  bool changed = false;
+  if (current.is_array()) {
+    for (const auto& t : current) {
+      std::size_t own = kConditionCount;
+      for (std::size_t i = 0; i < kConditionCount; ++i) {
+        if (t.is_object() && t.value("key", "") == keys[i] && t.value("effect", "") == "NoSchedule") own = i;
+      }
+      if (own == kConditionCount) {
+        out.push_back(t);  // someone else's: untouched
+      } else if (status[own] && !present[own]) {
+        present[own] = true;
+        out.push_back(t);
+      } else {
+        changed = true;  // cleared (or a duplicate)
+      }
+    }
+  }
+  for (std::size_t i = 0; i < kConditionCount; ++i) {
+    if (status[i] && !present[i]) {
+      out.push_back(json{{"key", keys[i]}, {"effect", "NoSchedule"}, {"timeAdded", now}});
+      changed = true;
+    }
+  }
+  if (!changed) return std::nullopt;
+  return out;
 }
 
 Reporter::Reporter(ApiClient client, ReporterOptions options) : client_(std::move(client)), opts_(std::move(options)) {
@@ -244,12 +286,42 @@ void Reporter::execute(const Task& t) {
     case Task::Kind::Evict: {
       const auto& e = t.eviction;
       std::string what = "eviction of " + e.namespace_ + "/" + e.name;
-      auto r = with_retries(
-          ApiAction::Eviction, what, [&] { return client_.request("POST", pod_path(e) + "/eviction", eviction_body(e)); },
-          /*retry_429_500=*/false);
+      // Read the pod first: a pod already gone or recreated under the same
+      // name needs no eviction at all, and API servers before 1.22 retry a
+      // failed uid precondition inside the Eviction for ~10 s before they
+      // answer 409 (longer than the request timeout). The precondition still
+      // guards the race between this read and the eviction.
+      auto current = with_retries(ApiAction::ListPods, "get pod " + e.namespace_ + "/" + e.name,
+                                  [&] { return client_.request("GET", pod_path(e)); });
+      if (current && current->status == 404) {
+        ++stats_.pods_not_found;
+        return;
+      }
+      if (current && current->status == 200 && !e.uid.empty()) {
+        json pod = json::parse(current->body, nullptr, false);
+        std::string uid = pod.is_object() && pod.contains("metadata") ? pod["metadata"].value("uid", "") : "";
+        if (!uid.empty() && uid != e.uid) {
+          ++stats_.uid_conflicts;
+          spdlog::info("k8s: {}: the pod now has uid {} (recreated), not {}: not evicted", what, uid, e.uid);
+          return;
+        }
+      }
+      auto evict = [&] {
+        return client_.request("POST", pod_path(e) + "/eviction",
+                               eviction_body(e, eviction_v1beta1_ ? "policy/v1beta1" : "policy/v1"));
+      };
+      auto r = with_retries(ApiAction::Eviction, what, evict, /*retry_429_500=*/false);
+      if (r && !eviction_v1beta1_ && eviction_version_not_served(*r)) {
+        // Kubernetes < 1.22 serves policy/v1beta1 only; remembered for the
+        // daemon's lifetime (a server is not downgraded under a running node).
+        eviction_v1beta1_ = true;
+        spdlog::warn("k8s: the API server does not serve policy/v1 Eviction; using policy/v1beta1");
+        r = with_retries(ApiAction::Eviction, what, evict, /*retry_429_500=*/false);
+      }
       if (!r) {
         return;
       }
+      if (eviction_v1beta1_) ++stats_.eviction_v1beta1;
       if (r->status == 200 || r->status == 201) {
         ++stats_.evictions_accepted;
         return;
@@ -307,11 +379,60 @@ void Reporter::execute(const Task& t) {
       if (r && r->status == 200) {
         ++stats_.conditions_patched;
       } else {
-        if (r) ++stats_.failures;
+        if (r) {
+          ++stats_.failures;
+          spdlog::error("k8s: node conditions: HTTP {}: {}", r->status, r->body.substr(0, 200));
+        }
       }
+      if (opts_.taint_nodes) sync_taints(t.status);
       return;
     }
   }
+}
+
+void Reporter::sync_taints(const std::array<bool, kConditionCount>& status) {
+  const std::string path = "/api/v1/nodes/" + opts_.node_name;
+  // Read-modify-write on the Node's resourceVersion: a taint someone else
+  // adds between the GET and the PATCH makes the PATCH fail with 409, and
+  // the list is computed again from the fresh Node.
+  for (int attempt = 1; attempt <= opts_.max_attempts; ++attempt) {
+    auto g = with_retries(ApiAction::NodeStatus, "get node " + opts_.node_name, [&] { return client_.request("GET", path); });
+    if (!g) return;
+    if (g->status != 200) {
+      ++stats_.failures;
+      spdlog::error("k8s: node taints: GET {}: HTTP {}: {}", path, g->status, g->body.substr(0, 200));
+      return;
+    }
+    json node = json::parse(g->body, nullptr, false);
+    if (node.is_discarded() || !node.contains("metadata")) {
+      ++stats_.failures;
+      spdlog::error("k8s: node taints: GET {}: not a Node", path);
+      return;
+    }
+    json current = node.contains("spec") && node["spec"].contains("taints") ? node["spec"]["taints"] : json::array();
+    auto next = updated_taints(current, opts_.taint_key_prefix, status, rfc3339_now());
+    if (!next) return;
+    json patch{{"metadata", {{"resourceVersion", node["metadata"].value("resourceVersion", "")}}},
+               {"spec", {{"taints", *next}}}};
+    auto p = with_retries(ApiAction::NodeStatus, "taint node " + opts_.node_name, [&] {
+      return client_.request("PATCH", path, patch.dump(), "application/merge-patch+json");
+    });
+    if (!p) return;
+    if (p->status == 200) {
+      ++stats_.taints_updated;
+      spdlog::info("k8s: node {} taints now {}", opts_.node_name, next->dump());
+      return;
+    }
+    if (p->status == 409) {
+      ++stats_.taint_conflicts;
+      continue;
+    }
+    ++stats_.failures;
+    spdlog::error("k8s: node taints: PATCH {}: HTTP {}: {}", path, p->status, p->body.substr(0, 200));
+    return;
+  }
+  ++stats_.failures;
+  spdlog::error("k8s: node taints: the Node kept changing under {} attempts", opts_.max_attempts);
 }
 
 }  // namespace pressured::k8s

@@ -1,7 +1,9 @@
 #pragma once
-// Tells the Kubernetes API what pressured did: evictions (policy/v1 Eviction
-// with the pod's uid as precondition, DELETE fallback on 429/500), an
-// `Evicted` Event on the pod, and pressured's own node conditions. All API
+// Tells the Kubernetes API what pressured did: evictions (policy/v1 Eviction,
+// policy/v1beta1 on servers that do not serve v1, with the pod's uid as
+// precondition, DELETE fallback on 429/500), an `Evicted` Event on the pod,
+// pressured's own node conditions, and a NoSchedule taint of its own while a
+// pressure condition is true. All API
 // work runs on one worker thread behind a bounded queue: the API being slow or
 // down never delays a local eviction, and requests never pile up (the oldest
 // is dropped and counted). See docs/kubernetes.md.
@@ -15,6 +17,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "k8s/api_client.hpp"
 #include "pressured/metrics.hpp"
@@ -45,6 +49,9 @@ struct ReporterStats {
   std::atomic<uint64_t> failures{0};             // gave up after the retry budget
   std::atomic<uint64_t> dropped{0};              // queue full: oldest dropped
   std::atomic<uint64_t> refused_static{0};       // static/mirror pod eviction not sent
+  std::atomic<uint64_t> eviction_v1beta1{0};     // evictions sent as policy/v1beta1 (v1 not served)
+  std::atomic<uint64_t> taints_updated{0};       // node taints written (added or removed)
+  std::atomic<uint64_t> taint_conflicts{0};      // 409 on the Node's resourceVersion: re-read, retried
 };
 
 struct ReporterOptions {
@@ -54,12 +61,22 @@ struct ReporterOptions {
   int max_attempts = 5;
   Duration initial_backoff{std::chrono::milliseconds(200)};
   Duration max_backoff{std::chrono::seconds(30)};
+  // A NoSchedule taint `<taint_key_prefix>memory-pressure` (disk-, pid-)
+  // while the matching condition is true, so the scheduler stops sending pods
+  // to a node pressured is evicting from.
+  bool taint_nodes = true;
+  std::string taint_key_prefix = "pressured.io/";
 };
 
 /// The kubelet's message for a node-pressure eviction, naming pressured's signal.
 std::string eviction_message(const PodEviction& e);
-/// Body of the policy/v1 Eviction subresource request.
-std::string eviction_body(const PodEviction& e);
+/// Body of the Eviction subresource request (policy/v1, or policy/v1beta1
+/// for servers older than 1.22).
+std::string eviction_body(const PodEviction& e, const std::string& api_version = "policy/v1");
+/// True when an Eviction answer says the server does not serve this
+/// Eviction version (1.20 answers 400 "no kind "Eviction" is registered for
+/// version "policy/v1"").
+bool eviction_version_not_served(const HttpResponse& r);
 /// Body of the DELETE fallback (same grace period, uid precondition).
 std::string delete_body(const PodEviction& e);
 /// Body of the core/v1 Event.
@@ -68,6 +85,14 @@ std::string event_body(const PodEviction& e, const std::string& node, const std:
 /// lastTransitionTime is set only for conditions in `flipped`.
 std::string conditions_patch(const std::string& prefix, const std::array<bool, kConditionCount>& status,
                              const std::array<bool, kConditionCount>& flipped, const std::string& now_rfc3339);
+/// The taint keys pressured owns, by Condition.
+std::array<std::string, kConditionCount> taint_keys(const std::string& prefix);
+/// The Node's new spec.taints when pressured's own NoSchedule taints must
+/// change for `status`, or nullopt when they are already right. Every other
+/// taint is kept as it is, in order.
+std::optional<nlohmann::json> updated_taints(const nlohmann::json& current, const std::string& prefix,
+                                             const std::array<bool, kConditionCount>& status,
+                                             const std::string& now_rfc3339);
 /// Now, as RFC 3339 UTC with seconds.
 std::string rfc3339_now();
 
@@ -86,7 +111,9 @@ class Reporter {
   /// Queues the API eviction of a pod plus its Event. Static/mirror pods are
   /// refused (counted) and only the Event is sent. Never blocks on the API.
   void report_eviction(const PodEviction& e);
-  /// Publishes the node conditions (the newest state replaces a queued one).
+  /// Publishes the node conditions (the newest state replaces a queued one)
+  /// and, with taint_nodes, sets or clears pressured's NoSchedule taints to
+  /// match them.
   void report_conditions(const std::array<bool, kConditionCount>& status,
                          const std::array<bool, kConditionCount>& flipped);
 
@@ -114,6 +141,7 @@ class Reporter {
                                            const std::function<Result<HttpResponse>()>& call,
                                            bool retry_429_500 = true);
   bool wait_interruptible(Duration d);
+  void sync_taints(const std::array<bool, kConditionCount>& status);
 
   ApiClient client_;
   ReporterOptions opts_;
@@ -125,6 +153,8 @@ class Reporter {
   bool busy_ = false;
   bool stopping_ = false;
   std::thread worker_;
+  // Learnt from the first answer: the server serves policy/v1beta1 only.
+  std::atomic<bool> eviction_v1beta1_{false};
 };
 
 }  // namespace pressured::k8s

@@ -1,4 +1,5 @@
-// Pod metadata sources: none, local file/directory, kubelet /pods (libcurl).
+// Pod metadata sources: none, local file/directory, kubelet /pods (libcurl),
+// and the API server's list+watch (apiserver_source.cpp).
 // Fetches run on the source's own thread (or an explicit refresh()); readers
 // only copy a shared_ptr under a short lock.
 #include <curl/curl.h>
@@ -15,6 +16,8 @@
 
 #include "cgroup/hot_file.hpp"
 #include "common/periodic_worker.hpp"
+#include "k8s/api_client.hpp"
+#include "pods/apiserver_source.hpp"
 #include "pods/pod_json.hpp"
 #include "pressured/observer.hpp"
 
@@ -225,6 +228,23 @@ Result<std::unique_ptr<PodMetadataSource>> make_pod_metadata_source(const PodSou
       }
       if (config.timeout <= Duration::zero()) return Error{EINVAL, "kubelet timeout must be positive"};
       return std::unique_ptr<PodMetadataSource>(std::make_unique<KubeletSource>(config));
+    }
+    case PodSourceKind::ApiServer: {
+      auto api = config.kubeconfig.empty() ? k8s::in_cluster_config() : k8s::load_kubeconfig(config.kubeconfig);
+      if (!api) return Error{api.error().code, "pod source 'apiserver': " + api.error().message};
+      pods::ApiServerSourceOptions o;
+      o.server = *api;
+      o.node_name = config.node_name;
+      if (o.node_name.empty()) {
+        char host[256] = {0};
+        if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') {
+          return Error{EINVAL, "pod source 'apiserver' needs the node name (kubernetes.nodeName / --node-name)"};
+        }
+        o.node_name = host;
+      }
+      o.request_timeout = std::max(config.timeout, Duration(std::chrono::seconds(5)));
+      o.watch_timeout = config.watch_timeout;
+      return std::unique_ptr<PodMetadataSource>(std::make_unique<pods::ApiServerPodSource>(o));
     }
   }
   return Error{EINVAL, "unknown pod source kind"};

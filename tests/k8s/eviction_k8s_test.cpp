@@ -1,0 +1,240 @@
+// pressured's evictions against a real kube-apiserver 1.20, authenticated as
+// the `pressured` ServiceAccount bound to deploy/rbac.yaml (a TokenRequest
+// token; nothing as admin). Any verb the ClusterRole lacks shows up as a 403,
+// counted as a failure, and fails the test.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <mutex>
+
+#include "fakes/privilege.hpp"
+#include "k8s/control_plane.hpp"
+#include "k8s/reporter.hpp"
+
+namespace pressured::k8s {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+// Every HTTP answer pressured got, by action and outcome.
+struct Outcomes {
+  std::mutex mu;
+  std::map<std::pair<ApiAction, ApiOutcome>, int> n;
+  int count(ApiAction a, ApiOutcome o) {
+    std::lock_guard lk(mu);
+    return n[{a, o}];
+  }
+  int total(ApiAction a) {
+    std::lock_guard lk(mu);
+    int t = 0;
+    for (auto& [k, v] : n) t += k.first == a ? v : 0;
+    return t;
+  }
+};
+
+struct Harness {
+  std::unique_ptr<Reporter> reporter;
+  std::shared_ptr<Outcomes> outcomes = std::make_shared<Outcomes>();
+};
+
+Harness make_reporter(const testing::ControlPlane& cp, const std::string& node = "node-a") {
+  auto id = cp.pressured_identity();
+  EXPECT_TRUE(id) << (id ? "" : id.error().message);
+  ReporterOptions o;
+  o.node_name = node;
+  o.initial_backoff = 50ms;
+  o.taint_nodes = false;
+  Harness h;
+  h.reporter = std::make_unique<Reporter>(ApiClient(*id, 10s), o);
+  auto out = h.outcomes;
+  h.reporter->set_outcome_hook([out](ApiAction a, ApiOutcome oc) {
+    std::lock_guard lk(out->mu);
+    ++out->n[{a, oc}];
+  });
+  h.reporter->start();
+  return h;
+}
+
+PodEviction eviction_of(const std::string& ns, const std::string& name, const std::string& uid, int64_t grace) {
+  PodEviction e;
+  e.eviction_id = "test-" + name;
+  e.uid = uid;
+  e.name = name;
+  e.namespace_ = ns;
+  e.grace_period_seconds = grace;
+  e.signal = Signal::MemoryAvailable;
+  e.observed = 255.0 * 1024 * 1024;
+  e.threshold_value = 256.0 * 1024 * 1024;
+  return e;
+}
+
+json get_pod(const testing::ControlPlane& cp, const std::string& ns, const std::string& name, long* status) {
+  auto r = cp.admin_call("GET", "/api/v1/namespaces/" + ns + "/pods/" + name);
+  *status = r.status;
+  return r.status == 200 ? json::parse(r.body) : json();
+}
+
+TEST(K8sEviction, ServerAnswersPolicyV1WithVersionNotServedThen1beta1IsUsedAndRemembered) {
+  PRESSURED_REQUIRE_CONTROL_PLANE(cp);
+  ASSERT_TRUE(cp->ensure_namespace("evict-v1"));
+  // What the server says to the v1 body: the reason for the fallback.
+  auto uid0 = cp->create_pod("evict-v1", "probe", "node-a");
+  ASSERT_TRUE(uid0) << uid0.error().message;
+  auto probe = cp->admin_call("POST", "/api/v1/namespaces/evict-v1/pods/probe/eviction",
+                              json::parse(eviction_body(eviction_of("evict-v1", "probe", *uid0, 0))));
+  EXPECT_TRUE(eviction_version_not_served(probe)) << probe.status << " " << probe.body;
+
+  auto h = make_reporter(*cp);
+  for (const char* name : {"web-1", "web-2"}) {
+    auto uid = cp->create_pod("evict-v1", name, "node-a", json::object(), 30);
+    ASSERT_TRUE(uid) << uid.error().message;
+    h.reporter->report_eviction(eviction_of("evict-v1", name, *uid, 7));
+    ASSERT_TRUE(h.reporter->drain(30s));
+    long st = 0;
+    json pod = get_pod(*cp, "evict-v1", name, &st);
+    ASSERT_EQ(st, 200) << "no kubelet: a graceful eviction leaves the pod terminating";
+    EXPECT_TRUE(pod["metadata"].contains("deletionTimestamp")) << pod.dump();
+    EXPECT_EQ(pod["metadata"].value("deletionGracePeriodSeconds", -1), 7);
+  }
+  const auto& s = h.reporter->stats();
+  EXPECT_EQ(s.evictions_accepted.load(), 2u);
+  EXPECT_EQ(s.eviction_v1beta1.load(), 2u);
+  EXPECT_EQ(s.failures.load(), 0u);
+  // One 400 for the v1 attempt, then v1beta1 only (the answer is remembered).
+  EXPECT_EQ(h.outcomes->count(ApiAction::Eviction, ApiOutcome::ClientError), 1);
+  EXPECT_EQ(h.outcomes->count(ApiAction::Eviction, ApiOutcome::Success), 2);
+  EXPECT_EQ(s.events_recorded.load(), 2u);
+}
+
+TEST(K8sEviction, DisruptionBudgetRefusesWith429ThenDeleteWithSameGraceAndUid) {
+  PRESSURED_REQUIRE_CONTROL_PLANE(cp);
+  ASSERT_TRUE(cp->ensure_namespace("evict-pdb"));
+  auto uid = cp->create_pod("evict-pdb", "db-0", "node-a", json{{"app", "db"}}, 30);
+  ASSERT_TRUE(uid) << uid.error().message;
+  json pdb{{"apiVersion", "policy/v1beta1"},
+           {"kind", "PodDisruptionBudget"},
+           {"metadata", {{"name", "db"}, {"namespace", "evict-pdb"}}},
+           {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "db"}}}}}}}};
+  auto r = cp->admin_call("POST", "/apis/policy/v1beta1/namespaces/evict-pdb/poddisruptionbudgets", pdb);
+  ASSERT_EQ(r.status, 201) << r.body;
+  // No disruption controller here: its verdict (no disruption allowed) is
+  // written through the status subresource, as the controller would.
+  json created = json::parse(r.body);
+  created["status"] = {{"observedGeneration", created["metadata"].value("generation", 1)},
+                       {"disruptionsAllowed", 0},
+                       {"currentHealthy", 1},
+                       {"desiredHealthy", 1},
+                       {"expectedPods", 1}};
+  r = cp->admin_call("PUT", "/apis/policy/v1beta1/namespaces/evict-pdb/poddisruptionbudgets/db/status", created);
+  ASSERT_EQ(r.status, 200) << r.body;
+
+  // The kubelet would have reported it running and ready: the API server
+  // evicts Pending pods, and not-ready pods while the budget is otherwise
+  // met, without asking the budget.
+  r = cp->admin_call("PATCH", "/api/v1/namespaces/evict-pdb/pods/db-0/status",
+                     json{{"status",
+                           {{"phase", "Running"},
+                            {"conditions", json::array({{{"type", "Ready"}, {"status", "True"}}})}}}},
+                     "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+
+  auto h = make_reporter(*cp);
+  h.reporter->report_eviction(eviction_of("evict-pdb", "db-0", *uid, 12));
+  ASSERT_TRUE(h.reporter->drain(30s));
+  const auto& s = h.reporter->stats();
+  EXPECT_EQ(h.outcomes->count(ApiAction::Eviction, ApiOutcome::TooManyRequests), 1)
+      << "the budget must refuse; accepted " << s.evictions_accepted.load() << ", failures " << s.failures.load()
+      << ", pdb " << cp->admin_call("GET", "/apis/policy/v1beta1/namespaces/evict-pdb/poddisruptionbudgets/db").body;
+  EXPECT_EQ(s.evictions_refused.load(), 1u);
+  EXPECT_EQ(s.deletes_accepted.load(), 1u);
+  EXPECT_EQ(s.failures.load(), 0u);
+  long st = 0;
+  json pod = get_pod(*cp, "evict-pdb", "db-0", &st);
+  ASSERT_EQ(st, 200);
+  EXPECT_TRUE(pod["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(pod["metadata"].value("deletionGracePeriodSeconds", -1), 12) << "the DELETE keeps the eviction's grace";
+}
+
+TEST(K8sEviction, PodRecreatedUnderTheSameNameIsNeverHit) {
+  PRESSURED_REQUIRE_CONTROL_PLANE(cp);
+  ASSERT_TRUE(cp->ensure_namespace("evict-uid"));
+  auto old_uid = cp->create_pod("evict-uid", "job", "node-a", json::object(), 0);
+  ASSERT_TRUE(old_uid);
+  auto d = cp->admin_call("DELETE", "/api/v1/namespaces/evict-uid/pods/job", json{{"gracePeriodSeconds", 0}});
+  ASSERT_EQ(d.status, 200) << d.body;
+  auto new_uid = cp->create_pod("evict-uid", "job", "node-a");
+  ASSERT_TRUE(new_uid);
+  ASSERT_NE(*old_uid, *new_uid);
+
+  auto h = make_reporter(*cp);
+  h.reporter->report_eviction(eviction_of("evict-uid", "job", *old_uid, 0));
+  ASSERT_TRUE(h.reporter->drain(30s));
+  EXPECT_EQ(h.reporter->stats().uid_conflicts.load(), 1u);
+  // The read before the eviction sees the new uid: nothing is sent (1.20
+  // would spend ~10 s retrying the failed precondition before its 409).
+  EXPECT_EQ(h.outcomes->total(ApiAction::Eviction), 0);
+  EXPECT_EQ(h.outcomes->total(ApiAction::Delete), 0);
+  EXPECT_EQ(h.reporter->stats().failures.load(), 0u);
+  long st = 0;
+  json pod = get_pod(*cp, "evict-uid", "job", &st);
+  ASSERT_EQ(st, 200);
+  EXPECT_EQ(pod["metadata"]["uid"], *new_uid);
+  EXPECT_FALSE(pod["metadata"].contains("deletionTimestamp")) << "the new pod was hit";
+}
+
+// The uid precondition itself, as the server enforces it when a pod is
+// recreated between pressured's read and its DELETE: 409, counted, final.
+TEST(K8sEviction, UidPreconditionOnTheDeleteAnswers409) {
+  PRESSURED_REQUIRE_CONTROL_PLANE(cp);
+  ASSERT_TRUE(cp->ensure_namespace("evict-409"));
+  auto uid = cp->create_pod("evict-409", "svc", "node-a");
+  ASSERT_TRUE(uid);
+  auto id = cp->pressured_identity();
+  ASSERT_TRUE(id);
+  auto stale = eviction_of("evict-409", "svc", "00000000-0000-0000-0000-000000000002", 0);
+  auto r = ApiClient(*id, 10s).request("DELETE", "/api/v1/namespaces/evict-409/pods/svc", delete_body(stale));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->status, 409) << r->body;
+  long st = 0;
+  json pod = get_pod(*cp, "evict-409", "svc", &st);
+  EXPECT_FALSE(pod["metadata"].contains("deletionTimestamp"));
+}
+
+TEST(K8sEviction, PodAlreadyGoneIsCountedNotAnError) {
+  PRESSURED_REQUIRE_CONTROL_PLANE(cp);
+  ASSERT_TRUE(cp->ensure_namespace("evict-gone"));
+  auto h = make_reporter(*cp);
+  h.reporter->report_eviction(eviction_of("evict-gone", "vanished", "00000000-0000-0000-0000-000000000001", 0));
+  ASSERT_TRUE(h.reporter->drain(30s));
+  EXPECT_EQ(h.reporter->stats().pods_not_found.load(), 1u);
+  EXPECT_EQ(h.reporter->stats().failures.load(), 0u);
+}
+
+TEST(K8sEviction, EventIsReadableBackWithTheKubeletStyleMessage) {
+  PRESSURED_REQUIRE_CONTROL_PLANE(cp);
+  ASSERT_TRUE(cp->ensure_namespace("evict-event"));
+  auto uid = cp->create_pod("evict-event", "cache", "node-a", json::object(), 0);
+  ASSERT_TRUE(uid);
+  auto h = make_reporter(*cp);
+  auto e = eviction_of("evict-event", "cache", *uid, 0);
+  h.reporter->report_eviction(e);
+  ASSERT_TRUE(h.reporter->drain(30s));
+  EXPECT_EQ(h.reporter->stats().events_recorded.load(), 1u);
+  auto r = cp->admin_call("GET", "/api/v1/namespaces/evict-event/events?fieldSelector=involvedObject.name%3Dcache");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto items = json::parse(r.body)["items"];
+  ASSERT_EQ(items.size(), 1u) << r.body;
+  const auto& ev = items[0];
+  EXPECT_EQ(ev["reason"], "Evicted");
+  EXPECT_EQ(ev["type"], "Warning");
+  EXPECT_EQ(ev["involvedObject"]["uid"], *uid);
+  EXPECT_EQ(ev["source"]["component"], "pressured");
+  EXPECT_EQ(ev["message"],
+            "The node was low on resource: memory. Threshold quantity: 256Mi, available: 255Mi. Signal "
+            "memory.available, evicted by pressured (eviction test-cache).");
+}
+
+}  // namespace
+}  // namespace pressured::k8s
