@@ -356,6 +356,10 @@ TEST_P(V2EventsBpf, ThresholdReclaimOomLifecycleInOrder) {
   if (format.empty()) format = read_text("/sys/kernel/debug/tracing/events/oom/mark_victim/format");
   const int arity = real->tracepoint_arity("mark_victim");
   ::testing::Test::RecordProperty("mark_victim_arity", arity);
+  if (!deny_fentry) {
+    measured("%s: mark_victim has %d parameter(s) in BTF (%s); memcg_charge: %s", kernel_release().c_str(), arity,
+             arity == 1 ? "pid only" : "task, uid", charge_reason.c_str());
+  }
   if (!format.empty()) {
     const bool has_uid = format.find(" uid;") != std::string::npos;
     EXPECT_EQ(arity, has_uid ? 2 : 1) << "BTF btf_trace_mark_victim vs tracefs format:\n" << format;
