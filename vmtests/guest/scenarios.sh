@@ -272,10 +272,17 @@ vmt_contender_start() {
   CONTENDER_PID=$!
   CONTENDER_PIDS="$CONTENDER_PIDS $CONTENDER_PID"
   # Readiness: give it time to load (BPF under TCG is slow), bounded.
-  local i=0
-  while [ $i -lt 30 ]; do
+  # pressured says "pressured running" once its events are attached: under TCG
+  # on a loaded host that took 4-18 s (2026-11-22), so wait for it up to 60 s
+  # rather than start the pressure before the daemon is there.
+  local i=0 max=30
+  case "$VMT_CONTENDER" in pressured*) max=600 ;; esac
+  while [ $i -lt $max ]; do
     kill -0 $CONTENDER_PID 2>/dev/null || break
-    grep -qiE "ready|started|running|monitoring|sending SIGTERM when|Running oomd" /tmp/contender.log && break
+    case "$VMT_CONTENDER" in
+      pressured*) grep -q "pressured running" /tmp/contender.log && break ;;
+      *) grep -qiE "ready|started|running|monitoring|sending SIGTERM when|Running oomd" /tmp/contender.log && break ;;
+    esac
     sleep 0.1
     i=$((i + 1))
   done
