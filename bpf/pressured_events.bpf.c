@@ -77,6 +77,28 @@ struct {
 	__type(value, __u64);
 } last_wake SEC(".maps");
 
+/* Flips an edge flag from -> to; true for the one caller that flipped it.
+ *
+ * BPF_CMPXCHG and the fetching atomics arrived in 5.12 ("bpf: Add
+ * instructions for atomic_[cmp]xchg", "bpf: Add BPF_FETCH field / create
+ * atomic_fetch_add instruction"); older verifiers reject any BPF_STX with a
+ * non-zero imm in a linear pass over the whole program ("BPF_STX uses reserved
+ * fields"), dead code included. So the edge hooks come twice: with atomics, and
+ * as "<name>_plain" programs compiled with atomics = false (no such
+ * instruction in them), which userspace picks where the kernel lacks them.
+ * There a plain read and write: two CPUs may both see the same edge and
+ * userspace gets a duplicate (harmless: an edge only makes it re-read the
+ * cgroup files), never a lost one. */
+static __always_inline bool flip_edge(__u32 *flag, __u32 from, __u32 to, bool atomics)
+{
+	if (atomics)
+		return __sync_val_compare_and_swap(flag, from, to) == from;
+	if (*(volatile __u32 *)flag != from)
+		return false;
+	*(volatile __u32 *)flag = to;
+	return true;
+}
+
 static __always_inline __u64 *counter(__u32 idx)
 {
 	return bpf_map_lookup_elem(&counters, &idx);
@@ -330,7 +352,8 @@ int BPF_KPROBE(kprobe_memstall_leave, unsigned long *flags)
 
 /* ---- memcg threshold crossing ------------------------------------------ */
 
-static __always_inline void check_watch(struct mem_cgroup *memcg, __u64 id, struct pressured_watch *w)
+static __always_inline void check_watch(struct mem_cgroup *memcg, __u64 id, struct pressured_watch *w,
+					 bool atomics)
 {
 	__u64 usage = (__u64)BPF_CORE_READ(memcg, memory.usage.counter);
 
@@ -345,19 +368,19 @@ static __always_inline void check_watch(struct mem_cgroup *memcg, __u64 id, stru
 	}
 
 	if (usage >= w->alarm_pages) {
-		if (__sync_val_compare_and_swap(&w->above, 0, 1) == 0) {
+		if (flip_edge(&w->above, 0, 1, atomics)) {
 			count(PRESSURED_CNT_EDGES);
 			emit(PRESSURED_EV_THRESHOLD_UP, id, (__s64)(usage << page_shift), 0, 0, true);
 		}
 	} else if (usage < w->rearm_pages) {
-		if (__sync_val_compare_and_swap(&w->above, 1, 0) == 1) {
+		if (flip_edge(&w->above, 1, 0, atomics)) {
 			count(PRESSURED_CNT_EDGES);
 			emit(PRESSURED_EV_THRESHOLD_DOWN, id, (__s64)(usage << page_shift), 0, 0, true);
 		}
 	}
 }
 
-static __always_inline void handle_charge(struct mem_cgroup *memcg)
+static __always_inline void handle_charge(struct mem_cgroup *memcg, bool atomics)
 {
 	if (!nr_watches || !memcg)
 		return;
@@ -373,7 +396,7 @@ static __always_inline void handle_charge(struct mem_cgroup *memcg)
 		__u64 id = memcg_id(memcg);
 		struct pressured_watch *w = bpf_map_lookup_elem(&watches, &id);
 		if (w)
-			check_watch(memcg, id, w);
+			check_watch(memcg, id, w, atomics);
 		struct cgroup_subsys_state *parent = BPF_CORE_READ(memcg, css.parent);
 		if (!parent)
 			break;
@@ -387,7 +410,7 @@ SEC("tp_btf/mod_memcg_lruvec_state")
 int BPF_PROG(btf_memcg_lruvec, struct mem_cgroup *memcg, int item, int val)
 {
 	handle_refault(memcg, item, val);
-	handle_charge(memcg);
+	handle_charge(memcg, true);
 	return 0;
 }
 
@@ -395,14 +418,14 @@ SEC("raw_tp/mod_memcg_lruvec_state")
 int BPF_PROG(raw_memcg_lruvec, struct mem_cgroup *memcg, int item, int val)
 {
 	handle_refault(memcg, item, val);
-	handle_charge(memcg);
+	handle_charge(memcg, true);
 	return 0;
 }
 
 SEC("raw_tp/count_memcg_events")
 int BPF_PROG(raw_memcg_count_events, struct mem_cgroup *memcg, int item, unsigned long val)
 {
-	handle_charge(memcg);
+	handle_charge(memcg, true);
 	return 0;
 }
 
@@ -416,14 +439,29 @@ static __always_inline struct mem_cgroup *memcg_of_counter(struct page_counter *
 SEC("fentry/page_counter_try_charge")
 int BPF_PROG(fentry_try_charge, struct page_counter *counter, unsigned long nr_pages)
 {
-	handle_charge(memcg_of_counter(counter));
+	handle_charge(memcg_of_counter(counter), true);
 	return 0;
 }
 
 SEC("kprobe/page_counter_try_charge")
 int BPF_KPROBE(kprobe_try_charge, struct page_counter *counter, unsigned long nr_pages)
 {
-	handle_charge(memcg_of_counter(counter));
+	handle_charge(memcg_of_counter(counter), true);
+	return 0;
+}
+
+/* Before 5.12 (no BPF cmpxchg; see flip_edge). */
+SEC("fentry/page_counter_try_charge")
+int BPF_PROG(fentry_try_charge_plain, struct page_counter *counter, unsigned long nr_pages)
+{
+	handle_charge(memcg_of_counter(counter), false);
+	return 0;
+}
+
+SEC("kprobe/page_counter_try_charge")
+int BPF_KPROBE(kprobe_try_charge_plain, struct page_counter *counter, unsigned long nr_pages)
+{
+	handle_charge(memcg_of_counter(counter), false);
 	return 0;
 }
 
@@ -494,9 +532,15 @@ DUAL_TP(cgroup_notify_populated, btf_cgroup_populated, raw_cgroup_populated,
  * ahead of it by the tasks reaped but not yet freed (RCU). */
 extern const void nr_threads __ksym __weak;
 
-static __always_inline void handle_tasks(__s64 step)
+static __always_inline void handle_tasks(__s64 step, bool atomics)
 {
-	__s64 delta = __sync_fetch_and_add(&pid_delta, step) + step;
+	__s64 delta;
+	if (atomics) {
+		delta = __sync_fetch_and_add(&pid_delta, step) + step;
+	} else {
+		__sync_fetch_and_add(&pid_delta, step); /* XADD: no fetch before 5.12 */
+		delta = *(volatile __s64 *)&pid_delta;
+	}
 	__u64 alarm = pid_alarm;
 	if (!alarm)
 		return;
@@ -509,12 +553,12 @@ static __always_inline void handle_tasks(__s64 step)
 	if (tasks < 0)
 		tasks = 0;
 	if ((__u64)tasks >= alarm) {
-		if (__sync_val_compare_and_swap(&pid_above, 0, 1) == 0) {
+		if (flip_edge(&pid_above, 0, 1, atomics)) {
 			count(PRESSURED_CNT_EDGES);
 			emit(PRESSURED_EV_PID_UP, 0, tasks, 0, 0, true);
 		}
 	} else if ((__u64)tasks < pid_rearm) {
-		if (__sync_val_compare_and_swap(&pid_above, 1, 0) == 1) {
+		if (flip_edge(&pid_above, 1, 0, atomics)) {
 			count(PRESSURED_CNT_EDGES);
 			emit(PRESSURED_EV_PID_DOWN, 0, tasks, 0, 0, true);
 		}
@@ -524,6 +568,11 @@ static __always_inline void handle_tasks(__s64 step)
 /* Every clone (processes and threads, kernel threads too) passes
  * sched_process_fork; every task_struct freed passes sched_process_free. */
 DUAL_TP(sched_process_fork, btf_task_fork, raw_task_fork,
-	handle_tasks(1), struct task_struct *parent, struct task_struct *child)
+	handle_tasks(1, true), struct task_struct *parent, struct task_struct *child)
 DUAL_TP(sched_process_free, btf_task_free, raw_task_free,
-	handle_tasks(-1), struct task_struct *p)
+	handle_tasks(-1, true), struct task_struct *p)
+/* Before 5.12 (no BPF fetch/cmpxchg; see flip_edge). */
+DUAL_TP(sched_process_fork, btf_task_fork_plain, raw_task_fork_plain,
+	handle_tasks(1, false), struct task_struct *parent, struct task_struct *child)
+DUAL_TP(sched_process_free, btf_task_free_plain, raw_task_free_plain,
+	handle_tasks(-1, false), struct task_struct *p)

@@ -143,6 +143,16 @@ struct EventStats {
   /// Why each program got its mode ("raw_tp: tp_btf refused: EPERM"); thread-safe.
   void set_attach(BpfProgram p, AttachKind k, std::string reason);
   std::string attach_reason(BpfProgram p) const;
+  /// A flavour the kernel refused to load (verifier, CO-RE relocation); the
+  /// program fell back to the next one of its chain. Each is logged once.
+  struct LoadRefusal {
+    BpfProgram program;
+    AttachKind kind;
+    std::string target;
+    std::string why;
+  };
+  void add_load_refusal(BpfProgram p, AttachKind k, std::string target, std::string why);
+  std::vector<LoadRefusal> load_refusals() const;
   /// Free-form note on the BPF state ("BPF disabled by config", ...).
   void set_bpf_status(std::string s);
   std::string bpf_status() const;
@@ -151,6 +161,7 @@ struct EventStats {
  private:
   mutable std::mutex mu_;
   std::array<std::string, kBpfProgramCount> reasons_;
+  std::vector<LoadRefusal> load_refusals_;
   std::string bpf_status_;
 };
 
@@ -191,6 +202,10 @@ class BpfFeatures {
     (void)fn;
     return -1;
   }
+  /// Whether the verifier takes BPF_CMPXCHG and fetching atomics (5.12+). The
+  /// edge-triggered hooks use them to emit exactly one edge; without them
+  /// they flip their flag with a plain read and write (a rare duplicate edge).
+  virtual bool has_atomics() const { return true; }
 };
 
 /// The real prober (userspace/bpf/features.cpp). Results are cached.

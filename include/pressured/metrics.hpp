@@ -181,6 +181,12 @@ class Metrics {
   /// -> pressured_bpf_program_info {program, mode, reason} 1
   void bpf_attach(std::string_view program, std::string_view mode, std::string_view reason);
 
+  /// The kernel refused to load one flavour of a BPF program (verifier or
+  /// CO-RE relocation; flavour: "fentry", "tp_btf", ...), and the program
+  /// fell back to the next of its chain or is off (bpf_attach says which).
+  /// -> pressured_bpf_load_refusals_total {program, flavour}
+  void bpf_load_refused(std::string_view program, std::string_view flavour);
+
   /// A signal read failed and the last good value was used.
   /// -> pressured_stale_reads_total {target="<signal name>"}
   void stale_read(Signal signal);

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -208,6 +209,108 @@ TEST(AttachSelect, OldCounterFunctionWithAnotherSignatureIsRefused) {
   EXPECT_NE(c.reason.find("signature differs (4 parameters, the handler reads 3)"), std::string::npos) << c.reason;
 }
 
+// Load refusals: which (program, flavour) the fake kernel's verifier refuses.
+class FakeLoad final : public bpf::ProgramLoadProbe {
+ public:
+  std::map<std::pair<BpfProgram, AttachKind>, std::string> refused;
+  mutable std::vector<std::pair<BpfProgram, AttachKind>> asked;
+  bool can_load(BpfProgram p, const AttachCandidate& c, std::string* why) const override {
+    asked.emplace_back(p, c.kind);
+    auto it = refused.find({p, c.kind});
+    if (it == refused.end()) return true;
+    if (why) *why = it->second;
+    return false;
+  }
+};
+
+// Debian 5.10: like 6.1 for BTF and attach probes (fentry attaches), but the
+// verifier refuses the real fentry charge handler (measured: -22).
+FakeFeatures vm_510() { return vm_61(); }
+
+TEST(SelectPrograms, WithoutALoadProbeTheFirstAttachableFlavourIsChosen) {
+  auto f = vm_510();
+  auto sel = bpf::select_programs(f, nullptr);
+  EXPECT_EQ(sel.choices[static_cast<std::size_t>(BpfProgram::MemcgCharge)].kind, AttachKind::Fentry);
+  EXPECT_TRUE(sel.load_refusals.empty());
+}
+
+TEST(SelectPrograms, ARefusedLoadFallsToTheNextFlavourAndSparesTheOthers) {
+  auto f = vm_510();
+  FakeLoad load;
+  load.refused[{BpfProgram::MemcgCharge, AttachKind::Fentry}] = "Invalid argument (R1 invalid mem access 'inv')";
+  auto sel = bpf::select_programs(f, &load);
+  const auto& charge = sel.choices[static_cast<std::size_t>(BpfProgram::MemcgCharge)];
+  EXPECT_EQ(charge.kind, AttachKind::Kprobe);
+  EXPECT_EQ(charge.target, "page_counter_try_charge");
+  EXPECT_NE(charge.reason.find("fentry page_counter_try_charge: program refused at load: Invalid argument"), std::string::npos)
+      << charge.reason;
+  ASSERT_EQ(sel.load_refusals.size(), 1u);
+  EXPECT_EQ(sel.load_refusals[0].program, BpfProgram::MemcgCharge);
+  EXPECT_EQ(sel.load_refusals[0].kind, AttachKind::Fentry);
+  EXPECT_EQ(sel.load_refusals[0].target, "page_counter_try_charge");
+  EXPECT_EQ(sel.load_refusals[0].why, "Invalid argument (R1 invalid mem access 'inv')");
+  // Every other program keeps what it had without the refusal.
+  auto plain = bpf::select_programs(f, nullptr);
+  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+    if (static_cast<BpfProgram>(i) == BpfProgram::MemcgCharge) continue;
+    EXPECT_EQ(sel.choices[i].kind, plain.choices[i].kind) << name(static_cast<BpfProgram>(i));
+    EXPECT_EQ(sel.choices[i].target, plain.choices[i].target) << name(static_cast<BpfProgram>(i));
+  }
+}
+
+TEST(SelectPrograms, TheLoadProbeIsAskedOnlyAboutCandidatesThatCanAttach) {
+  auto f = vm_510();
+  f.refused_kinds = {AttachKind::TpBtf};
+  FakeLoad load;
+  auto sel = bpf::select_programs(f, &load);
+  std::set<std::pair<BpfProgram, AttachKind>> asked(load.asked.begin(), load.asked.end());
+  EXPECT_EQ(asked.size(), load.asked.size()) << "a candidate was asked twice";
+  for (const auto& [p, k] : load.asked) {
+    EXPECT_NE(k, AttachKind::TpBtf) << name(p) << ": tp_btf cannot attach, so it must not be loaded";
+    EXPECT_EQ(sel.choices[static_cast<std::size_t>(p)].kind, k) << name(p) << ": asked about a flavour not chosen";
+  }
+  // Programs with no attachable flavour (refaults: 6.14+ only) are never asked about.
+  EXPECT_EQ(asked.count({BpfProgram::WorkingsetRefault, AttachKind::RawTp}), 0u);
+}
+
+TEST(SelectPrograms, EveryFlavourRefusedIsOffWithEachReasonAndPairsFollow) {
+  auto f = vm_510();
+  FakeLoad load;
+  load.refused[{BpfProgram::MemstallLeave, AttachKind::Fentry}] = "Invalid argument";
+  load.refused[{BpfProgram::MemstallLeave, AttachKind::Kprobe}] = "Permission denied";
+  auto sel = bpf::select_programs(f, &load);
+  const auto& leave = sel.choices[static_cast<std::size_t>(BpfProgram::MemstallLeave)];
+  const auto& enter = sel.choices[static_cast<std::size_t>(BpfProgram::MemstallEnter)];
+  EXPECT_EQ(leave.kind, AttachKind::Off);
+  EXPECT_NE(leave.reason.find("fentry psi_memstall_leave: program refused at load: Invalid argument"), std::string::npos) << leave.reason;
+  EXPECT_NE(leave.reason.find("kprobe psi_memstall_leave: program refused at load: Permission denied"), std::string::npos)
+      << leave.reason;
+  EXPECT_EQ(enter.kind, AttachKind::Off) << "memstall enter without leave is useless";
+  EXPECT_NE(enter.reason.find("its pair is off"), std::string::npos) << enter.reason;
+  EXPECT_EQ(sel.load_refusals.size(), 2u);
+}
+
+TEST(SelectPrograms, VerifierLastLineNamesTheRefusal) {
+  const std::string out =
+      "libbpf: prog 'fentry_try_charge': BPF program load failed: Invalid argument\n"
+      "libbpf: prog 'fentry_try_charge': -- BEGIN PROG LOAD LOG --\n"
+      "0: R1=ctx(id=0,off=0,imm=0) R10=fp0\n"
+      "; int BPF_PROG(fentry_try_charge, struct page_counter *counter, unsigned long nr_pages)\n"
+      "0: (79) r6 = *(u64 *)(r1 +0)\n"
+      "func 'page_counter_try_charge' arg0 has btf_id 5 type STRUCT 'page_counter'\n"
+      "1: (07) r6 += -232\n"
+      "R6 pointer arithmetic on ptr_to_btf_id prohibited\n"
+      "processed 2 insns (limit 1000000) max_states_per_insn 0 total_states 0 peak_states 0 mark_read 0\n"
+      "-- END PROG LOAD LOG --\n"
+      "libbpf: prog 'fentry_try_charge': failed to load: -22\n"
+      "libbpf: failed to load object 'pressured_events'\n";
+  EXPECT_EQ(bpf::verifier_last_line(out), "R6 pointer arithmetic on ptr_to_btf_id prohibited");
+  // No verifier log (a CO-RE relocation failed before the kernel saw it): libbpf's failure line.
+  EXPECT_EQ(bpf::verifier_last_line("libbpf: prog 'x': relo #3: failed to resolve\nlibbpf: done\n"),
+            "prog 'x': relo #3: failed to resolve");
+  EXPECT_EQ(bpf::verifier_last_line(""), "");
+}
+
 // The real prober on this host: the measured machine facts.
 TEST(KernelBpfFeaturesHost, ProbesReallyAttach) {
   PRESSURED_REQUIRE_ROOT();
@@ -222,6 +325,7 @@ TEST(KernelBpfFeaturesHost, ProbesReallyAttach) {
     EXPECT_EQ(f->function_arity("psi_memstall_enter"), 1);
   }
   EXPECT_EQ(f->function_arity("no_such_function_xyz"), -1);
+  EXPECT_TRUE(f->has_atomics()) << "BPF cmpxchg is in every kernel since 5.12";
   // Kprobe: record what this kernel does; on this host the attach must fail even though the program loads.
   std::string kwhy;
   bool kprobe = f->can_attach(AttachKind::Kprobe, "page_counter_try_charge", &kwhy);

@@ -137,6 +137,9 @@ class DenyKinds final : public BpfFeatures {
   }
   int tracepoint_arity(std::string_view tp) const override { return real_.tracepoint_arity(tp); }
   int function_arity(std::string_view fn) const override { return real_.function_arity(fn); }
+  /// Pretend the kernel predates BPF cmpxchg/fetch (5.12): the plain edge flips.
+  bool no_atomics = false;
+  bool has_atomics() const override { return !no_atomics && real_.has_atomics(); }
 
  private:
   const BpfFeatures& real_;

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include <map>
+
 #include <gtest/gtest.h>
 
 #include "bpf/bpf_events.hpp"
@@ -176,6 +178,46 @@ TEST_P(HostEventsBpf, ThresholdReclaimOomInOrder) {
 INSTANTIATE_TEST_SUITE_P(Modes, HostEventsBpf,
                          ::testing::Values(std::set<AttachKind>{}, std::set<AttachKind>{AttachKind::TpBtf}),
                          [](const auto& info) { return info.param.empty() ? std::string("best") : std::string("raw_tp"); });
+
+// Kernels before 5.12 refuse BPF cmpxchg/fetch: the edge hooks then run their
+// "_plain" twins (bpf/pressured_events.bpf.c, flip_edge). On this kernel the
+// twins exist for the fork/free hooks (the charge hook's 6.14+ tracepoint has
+// none: kernels with it have atomics): they must load, attach, be the ones
+// chosen, and keep the node task count.
+TEST_F(HostEvents, PlainTwinsWithoutBpfAtomics) {
+  auto real = make_kernel_bpf_features();
+  PRESSURED_REQUIRE(real->bpf_available(), "BPF");
+  DenyKinds features(*real, {});
+  features.no_atomics = true;
+  EventStats stats;
+  bpf::BpfEventsOptions o;
+  auto src = bpf::BpfEventSource::create(o, features, stats);
+  ASSERT_TRUE(src) << src.error().message;
+  EXPECT_TRUE(stats.load_refusals().empty());
+  std::map<BpfProgram, std::string> names;
+  for (const auto& ps : (*src)->program_stats()) names[ps.program] = ps.skel_name;
+  for (auto p : {BpfProgram::TaskFork, BpfProgram::TaskFree}) {
+    ASSERT_TRUE((*src)->attached(p)) << stats.attach_reason(p);
+    EXPECT_TRUE(names[p].ends_with("_plain")) << name(p) << " runs " << names[p];
+    EXPECT_NE(stats.attach_reason(p).find("[no BPF atomics: plain edge flips]"), std::string::npos)
+        << stats.attach_reason(p);
+  }
+  ASSERT_TRUE((*src)->pid_count_active());
+  (*src)->seed_pid_count(100000);
+  // 20 children that live 3 s (bounded): the count rises by them (plus the
+  // shell, minus whatever else on this shared host exits meanwhile).
+  ASSERT_EQ(std::system("for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do sleep 3 & done"), 0);
+  const int64_t after = (*src)->pid_count();
+  EXPECT_GE(after, 100000 + 10) << "the plain fork hook did not count the children";
+  EXPECT_LT(after, 100000 + 300) << "count rose far beyond 20 forks";
+  // Without a plain twin (6.14+ memcg tracepoint here) the atomic program is kept.
+  EXPECT_FALSE(names[BpfProgram::MemcgCharge].ends_with("_plain")) << names[BpfProgram::MemcgCharge];
+  // Reference: with atomics the same hooks run the atomic programs.
+  EventStats stats2;
+  auto src2 = bpf::BpfEventSource::create(o, *real, stats2);
+  ASSERT_TRUE(src2) << src2.error().message;
+  for (const auto& ps : (*src2)->program_stats()) EXPECT_FALSE(ps.skel_name.ends_with("_plain")) << ps.skel_name;
+}
 
 // The node-scope watch of the daemon (Daemon::arm_watches): charges anywhere
 // below a hierarchy root move the root's page counter. Its level must come from

@@ -309,6 +309,16 @@ TEST_F(ServedMetrics, BpfAttachModeReplacesPreviousSeries) {
   EXPECT_EQ(e.value("pressured_bpf_program_info", {{"program", "oom_victim"}, {"mode", "raw_tp"}}), 1);
 }
 
+TEST_F(ServedMetrics, BpfLoadRefusalsAreCountedPerProgramAndFlavour) {
+  start();
+  metrics_->bpf_load_refused("memcg_charge", "fentry");
+  metrics_->bpf_load_refused("memcg_charge", "fentry");
+  metrics_->bpf_load_refused("memstall_enter", "kprobe");
+  auto e = scrape();
+  EXPECT_EQ(e.value("pressured_bpf_load_refusals_total", {{"program", "memcg_charge"}, {"flavour", "fentry"}}), 2);
+  EXPECT_EQ(e.value("pressured_bpf_load_refusals_total", {{"program", "memstall_enter"}, {"flavour", "kprobe"}}), 1);
+}
+
 TEST_F(ServedMetrics, BuildInfoAndNodeLabelOnEverySeries) {
   start();
   metrics_->signal_observed(Signal::MemoryAvailable, 1, 2);
@@ -570,6 +580,7 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
   m.resync("startup");
   m.safety_net_poll(true);
   m.bpf_attach("p", "raw_tp", "");
+  m.bpf_load_refused("p", "fentry");
   m.stale_read(Signal::MemoryAvailable);
   m.config_reload(true);
   m.update_pods({PodMemorySample{"n", "p", "u", QosClass::Burstable, 10, 5, MemcgActivitySample{1, 1, 1, 0.5}}});

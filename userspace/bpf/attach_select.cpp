@@ -98,7 +98,9 @@ void pair_choices(AttachChoice& a, AttachChoice& b) {
 }
 }  // namespace bpf
 
-AttachChoice choose_attach(const std::vector<AttachCandidate>& chain, const BpfFeatures& features) {
+namespace {
+AttachChoice choose_one(BpfProgram p, const std::vector<AttachCandidate>& chain, const BpfFeatures& features,
+                        const bpf::ProgramLoadProbe* load, std::vector<bpf::LoadRefusal>* refusals) {
   AttachChoice choice;
   std::string refused;
   auto add_refusal = [&refused](const AttachCandidate& c, const std::string& why) {
@@ -128,6 +130,12 @@ AttachChoice choose_attach(const std::vector<AttachCandidate>& chain, const BpfF
       add_refusal(c, why.empty() ? "attach refused" : why);
       continue;
     }
+    if (load && !load->can_load(p, c, &why)) {
+      if (why.empty()) why = "refused";
+      add_refusal(c, "program refused at load: " + why);
+      if (refusals) refusals->push_back({p, c.kind, c.target, why});
+      continue;
+    }
     choice.kind = c.kind;
     choice.target = c.target;
     choice.reason = std::string(name(c.kind)) + " " + c.target;
@@ -137,5 +145,24 @@ AttachChoice choose_attach(const std::vector<AttachCandidate>& chain, const BpfF
   choice.reason = chain.empty() ? "no candidates" : "every candidate refused: " + refused;
   return choice;
 }
+}  // namespace
+
+AttachChoice choose_attach(const std::vector<AttachCandidate>& chain, const BpfFeatures& features) {
+  return choose_one(BpfProgram::MemcgCharge, chain, features, nullptr, nullptr);
+}
+
+namespace bpf {
+Selection select_programs(const BpfFeatures& features, const ProgramLoadProbe* load) {
+  Selection s;
+  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+    auto p = static_cast<BpfProgram>(i);
+    s.choices[i] = choose_one(p, attach_chain(p), features, load, &s.load_refusals);
+  }
+  // Memstalls are timed from enter to leave: one without the other is useless.
+  pair_choices(s.choices[static_cast<std::size_t>(BpfProgram::MemstallEnter)],
+               s.choices[static_cast<std::size_t>(BpfProgram::MemstallLeave)]);
+  return s;
+}
+}  // namespace bpf
 
 }  // namespace pressured

@@ -9,7 +9,9 @@
 #include <array>
 #include <cerrno>
 #include <ctime>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -111,6 +113,121 @@ struct BpfEventSource::Impl {
 BpfEventSource::BpfEventSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 BpfEventSource::~BpfEventSource() = default;
 
+namespace {
+
+using SkelPtr = std::unique_ptr<pressured_events, SkelDeleter>;
+
+// The sampling period is set for the memcg stat tracepoints (6.14+), which
+// fire per page-sized stat update. page_counter_try_charge runs once per
+// charge batch instead (MEMCG_CHARGE_BATCH, 64 pages: the per-CPU stock
+// absorbs the rest), so there the same N means N times coarser edges
+// (16 MiB per CPU at N=64): divide by the batch.
+uint32_t charge_sample_every(const BpfEventsOptions& options, const AttachChoice& charge) {
+  uint32_t sample_every = options.sample_every == 0 ? 1 : options.sample_every;
+  if (charge.kind != AttachKind::Off && charge.target == "page_counter_try_charge")
+    sample_every = std::max<uint32_t>(1, sample_every / 64);
+  return sample_every;
+}
+
+// rodata and map sizes: the same for the probes and the real load, so a probe
+// verifies the program the daemon will run (map sizes do not change the
+// verifier's view; the probes keep them small).
+void configure(pressured_events* skel, const BpfEventsOptions& options, const BpfFeatures& features,
+               uint32_t sample_every, bool small_maps) {
+  uint32_t ring = round_ring(small_maps ? 4096 : options.ring_bytes);
+  skel->rodata->sample_every = sample_every;
+  skel->rodata->target_hierarchy = options.target_hierarchy;
+  int arity = features.tracepoint_arity("mark_victim");
+  skel->rodata->victim_has_task = arity == 1 ? 0 : 1;  // mark_victim(int pid) before 6.7; (task, uid) after
+  skel->rodata->page_shift = static_cast<uint32_t>(__builtin_ctzl(static_cast<unsigned long>(::sysconf(_SC_PAGESIZE))));
+  skel->rodata->wake_bytes = options.wake_bytes ? options.wake_bytes : round_ring(options.ring_bytes) / 4;
+  skel->rodata->min_wake_gap_ns = options.min_wake_gap_ns;
+  skel->rodata->memstall_emit_ns = options.memstall_emit_ns;
+  bpf_map__set_max_entries(skel->maps.events, ring);
+  bpf_map__set_max_entries(skel->maps.watches, small_maps ? 1 : options.max_watches);
+  bpf_map__set_max_entries(skel->maps.tracked, small_maps || options.max_tracked == 0 ? 1 : options.max_tracked);
+  if (small_maps) bpf_map__set_max_entries(skel->maps.memstalls, 1);
+}
+
+// The object's program for one flavour. Where the kernel lacks BPF
+// cmpxchg/fetch (before 5.12) the edge hooks have "<name>_plain" twins
+// compiled without them (bpf/pressured_events.bpf.c, flip_edge).
+bpf_program* find_flavour(bpf_object* obj, const std::string& pname, bool atomics) {
+  if (!atomics) {
+    if (auto* plain = bpf_object__find_program_by_name(obj, (pname + "_plain").c_str())) return plain;
+  }
+  return bpf_object__find_program_by_name(obj, pname.c_str());
+}
+
+bool is_plain(const bpf_program* prog) {
+  std::string_view n = prog ? bpf_program__name(prog) : "";
+  return n.size() > 6 && n.substr(n.size() - 6) == "_plain";
+}
+
+// Opens the skeleton with autoload on only for the chosen programs.
+Result<SkelPtr> open_with(const Selection& sel, bool atomics, std::array<bpf_program*, kBpfProgramCount>& chosen) {
+  SkelPtr skel(pressured_events__open());
+  if (!skel) return Error::from_errno(errno, "open BPF skeleton");
+  bpf_program* prog = nullptr;
+  bpf_object__for_each_program(prog, skel->obj) { bpf_program__set_autoload(prog, false); }
+  chosen.fill(nullptr);
+  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+    const auto& c = sel.choices[i];
+    if (c.kind == AttachKind::Off) continue;
+    auto pname = program_for(static_cast<BpfProgram>(i), c.kind, c.target);
+    chosen[i] = find_flavour(skel->obj, std::string(pname), atomics);
+    if (chosen[i]) bpf_program__set_autoload(chosen[i], true);
+  }
+  return skel;
+}
+
+// Loads each candidate alone in a skeleton of its own (small maps, same
+// rodata) and keeps libbpf's report of a refusal. Used only after the real
+// load failed: the kernels where every chosen program loads pay nothing.
+class SkeletonLoadProbe final : public ProgramLoadProbe {
+ public:
+  SkeletonLoadProbe(const BpfEventsOptions& options, const BpfFeatures& features)
+      : options_(options), features_(features) {}
+
+  bool can_load(BpfProgram p, const AttachCandidate& c, std::string* why) const override {
+    std::string pname(program_for(p, c.kind, c.target));
+    auto it = cache_.find(pname);
+    if (it == cache_.end()) it = cache_.emplace(pname, probe(p, c, pname)).first;
+    if (!it->second.empty() && why) *why = it->second;
+    return it->second.empty();
+  }
+
+ private:
+  // Empty when it loaded; otherwise the reason.
+  std::string probe(BpfProgram p, const AttachCandidate& c, const std::string& pname) const {
+    if (pname.empty()) return "no program for this flavour";
+    SkelPtr skel(pressured_events__open());
+    if (!skel) return std::string("open: ") + std::strerror(errno);
+    bpf_program* prog = nullptr;
+    bpf_object__for_each_program(prog, skel->obj) { bpf_program__set_autoload(prog, false); }
+    bpf_program* mine = find_flavour(skel->obj, pname, features_.has_atomics());
+    if (!mine) return "no program " + pname + " in the object";
+    bpf_program__set_autoload(mine, true);
+    AttachChoice as_charge{c.kind, c.target, {}};
+    configure(skel.get(), options_, features_,
+              charge_sample_every(options_, p == BpfProgram::MemcgCharge ? as_charge : AttachChoice{}), true);
+    CaptureLibbpf capture;
+    int err = pressured_events__load(skel.get());
+    if (err == 0) return {};
+    std::string text = std::strerror(-err);
+    std::string last = capture.verifier_last_line();
+    if (!last.empty()) text += " (" + last + ")";
+    spdlog::debug("bpf: load probe of {} failed: {}; libbpf said:\n{}", pname, text, capture.text());
+    return text;
+  }
+
+  const BpfEventsOptions& options_;
+  const BpfFeatures& features_;
+  mutable std::map<std::string, std::string> cache_;
+};
+
+}  // namespace
+
 Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOptions& options,
                                                                const BpfFeatures& features, EventStats& stats) {
   route_libbpf_logs();
@@ -120,65 +237,48 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
     return Error{ENOTSUP, "BPF unavailable on this kernel (bpf() or ring buffer refused)"};
   }
 
-  // Choose a flavour per program before opening: the losers get autoload off.
-  std::array<AttachChoice, kBpfProgramCount> choices;
-  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
-    choices[i] = choose_attach(attach_chain(static_cast<BpfProgram>(i)), features);
-  }
-
-  // Memstalls are timed from enter to leave: one without the other is useless.
-  pair_choices(choices[static_cast<std::size_t>(BpfProgram::MemstallEnter)],
-               choices[static_cast<std::size_t>(BpfProgram::MemstallLeave)]);
-
   auto impl = std::make_unique<Impl>();
   impl->stats = &stats;
   impl->ncpus = libbpf_num_possible_cpus();
   if (impl->ncpus <= 0) impl->ncpus = 1;
-  impl->skel.reset(pressured_events__open());
-  if (!impl->skel) return Error::from_errno(errno, "open BPF skeleton");
-  auto* skel = impl->skel.get();
 
-  // Autoload only the chosen programs.
-  bpf_program* prog = nullptr;
-  bpf_object__for_each_program(prog, skel->obj) { bpf_program__set_autoload(prog, false); }
+  // Choose a flavour per program before opening: the losers get autoload off.
+  // One program the kernel refuses must not take the others down: when the
+  // load fails, every chosen flavour is loaded alone, the refused ones are
+  // replaced by the next of their chain, and the object is loaded again.
+  Selection sel = select_programs(features, nullptr);
   std::array<bpf_program*, kBpfProgramCount> chosen{};
-  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
-    if (choices[i].kind == AttachKind::Off) continue;
-    auto pname = program_for(static_cast<BpfProgram>(i), choices[i].kind, choices[i].target);
-    chosen[i] = bpf_object__find_program_by_name(skel->obj, std::string(pname).c_str());
-    if (chosen[i]) bpf_program__set_autoload(chosen[i], true);
-  }
-
-  // Configure: rodata and map sizes.
-  uint32_t ring = round_ring(options.ring_bytes);
-  // The sampling period is set for the memcg stat tracepoints (6.14+), which
-  // fire per page-sized stat update. page_counter_try_charge runs once per
-  // charge batch instead (MEMCG_CHARGE_BATCH, 64 pages: the per-CPU stock
-  // absorbs the rest), so there the same N means N times coarser edges
-  // (16 MiB per CPU at N=64): divide by the batch.
-  uint32_t sample_every = options.sample_every == 0 ? 1 : options.sample_every;
   const auto charge = static_cast<std::size_t>(BpfProgram::MemcgCharge);
-  if (choices[charge].kind != AttachKind::Off && choices[charge].target == "page_counter_try_charge") {
-    sample_every = std::max<uint32_t>(1, sample_every / 64);
+  int err = 0;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto skel = open_with(sel, features.has_atomics(), chosen);
+    if (!skel) return skel.error();
+    impl->skel = std::move(*skel);
+    configure(impl->skel.get(), options, features, charge_sample_every(options, sel.choices[charge]), false);
+    err = pressured_events__load(impl->skel.get());
+    if (err == 0 || attempt == 1) break;
+    spdlog::debug("bpf: loading the object failed ({}); probing each program alone", std::strerror(-err));
+    impl->skel.reset();
+    SkeletonLoadProbe probe(options, features);
+    sel = select_programs(features, &probe);
+    for (const auto& r : sel.load_refusals) {
+      spdlog::warn("bpf: {}: the kernel refused to load {} {}: {}", name(r.program), name(r.kind), r.target, r.why);
+      stats.add_load_refusal(r.program, r.kind, r.target, r.why);
+    }
+    if (sel.load_refusals.empty())
+      spdlog::warn("bpf: the object did not load ({}), yet every program loads alone", std::strerror(-err));
   }
-  skel->rodata->sample_every = sample_every;
-  skel->rodata->target_hierarchy = options.target_hierarchy;
-  int arity = features.tracepoint_arity("mark_victim");
-  skel->rodata->victim_has_task = arity == 1 ? 0 : 1;  // mark_victim(int pid) before 6.7; (task, uid) after
-  skel->rodata->page_shift = static_cast<uint32_t>(__builtin_ctzl(static_cast<unsigned long>(::sysconf(_SC_PAGESIZE))));
-  skel->rodata->wake_bytes = options.wake_bytes ? options.wake_bytes : ring / 4;
-  skel->rodata->min_wake_gap_ns = options.min_wake_gap_ns;
-  skel->rodata->memstall_emit_ns = options.memstall_emit_ns;
-  bpf_map__set_max_entries(skel->maps.events, ring);
-  bpf_map__set_max_entries(skel->maps.watches, options.max_watches);
-  bpf_map__set_max_entries(skel->maps.tracked, options.max_tracked == 0 ? 1 : options.max_tracked);
-
-  int err = pressured_events__load(skel);
   if (err) {
     for (std::size_t i = 0; i < kBpfProgramCount; ++i)
       stats.set_attach(static_cast<BpfProgram>(i), AttachKind::Off, "BPF object load failed");
     return Error::from_errno(-err, "load BPF object (verifier or CO-RE relocation failed; see debug log)");
   }
+  auto* skel = impl->skel.get();
+  const auto& choices = sel.choices;
+  const bool plain_flips = !features.has_atomics();
+  if (plain_flips)
+    spdlog::warn("bpf: the kernel has no BPF cmpxchg/fetch atomics (5.12+): the threshold and PID edge hooks run "
+                 "their _plain programs (a plain flip: a rare duplicate edge)");
 
   std::size_t n_attached = 0;
   for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
@@ -212,10 +312,12 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
       reason = "no program for the chosen flavour";
       kind = AttachKind::Off;
     }
+    if (kind != AttachKind::Off && is_plain(chosen[i])) reason += " [no BPF atomics: plain edge flips]";
     stats.set_attach(p, kind, reason);
     if (kind == AttachKind::Off) {
       spdlog::warn("bpf: {} off: {}", name(p), reason);
-    } else if (reason.find("fallback") != std::string::npos || p == BpfProgram::WorkingsetRefault) {
+    } else if (reason.find("fallback") != std::string::npos || p == BpfProgram::WorkingsetRefault ||
+               is_plain(chosen[i])) {
       spdlog::info("bpf: {} attached as {}", name(p), reason);
     } else {
       spdlog::info("bpf: {} attached as {} {}", name(p), name(kind), choices[i].target);

@@ -44,11 +44,77 @@ int libbpf_to_spdlog(enum libbpf_print_level level, const char* fmt, va_list arg
 
 int libbpf_silent(enum libbpf_print_level, const char*, va_list) { return 0; }
 
+// libbpf's print hook is process-wide and takes no context.
+std::string* capture_target = nullptr;
+std::mutex capture_mu;
+
+int libbpf_capture(enum libbpf_print_level, const char* fmt, va_list args) {
+  char buf[4096];
+  int n = std::vsnprintf(buf, sizeof(buf), fmt, args);
+  std::lock_guard lock(capture_mu);
+  if (capture_target && n > 0) capture_target->append(buf, std::min<std::size_t>(static_cast<std::size_t>(n), sizeof(buf) - 1));
+  return n;
+}
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
 }  // namespace
 
 void route_libbpf_logs() { libbpf_set_print(libbpf_to_spdlog); }
 MuteLibbpf::MuteLibbpf() { libbpf_set_print(libbpf_silent); }
 MuteLibbpf::~MuteLibbpf() { route_libbpf_logs(); }
+
+CaptureLibbpf::CaptureLibbpf() {
+  {
+    std::lock_guard lock(capture_mu);
+    capture_target = &text_;
+  }
+  libbpf_set_print(libbpf_capture);
+}
+
+CaptureLibbpf::~CaptureLibbpf() {
+  route_libbpf_logs();
+  std::lock_guard lock(capture_mu);
+  capture_target = nullptr;
+}
+
+std::string CaptureLibbpf::verifier_last_line() const { return bpf::verifier_last_line(text_); }
+
+std::string verifier_last_line(std::string_view out) {
+  // libbpf prints the verifier log between these markers; its last lines are
+  // statistics, the line before them the refusal.
+  std::string_view in_log, failure;
+  bool inside = false;
+  std::size_t pos = 0;
+  while (pos < out.size()) {
+    std::size_t end = out.find('\n', pos);
+    if (end == std::string_view::npos) end = out.size();
+    std::string_view line = out.substr(pos, end - pos);
+    pos = end + 1;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+    if (line.find("-- BEGIN PROG LOAD LOG --") != std::string_view::npos) {
+      inside = true;
+      continue;
+    }
+    if (line.find("-- END PROG LOAD LOG --") != std::string_view::npos) {
+      inside = false;
+      continue;
+    }
+    if (line.empty()) continue;
+    if (inside) {
+      if (starts_with(line, "processed ") || starts_with(line, "verification time") ||
+          starts_with(line, "stack depth") || starts_with(line, "mark_precise") || line == "libbpf: ")
+        continue;
+      in_log = line;
+    } else if (line.find("failed") != std::string_view::npos || line.find("relo") != std::string_view::npos ||
+               line.find("error") != std::string_view::npos) {
+      failure = line;
+    }
+  }
+  std::string_view pick = in_log.empty() ? failure : in_log;
+  if (starts_with(pick, "libbpf: ")) pick.remove_prefix(8);
+  return std::string(pick.substr(0, 200));
+}
 
 }  // namespace bpf
 
@@ -93,6 +159,25 @@ class KernelBpfFeatures final : public BpfFeatures {
   ~KernelBpfFeatures() override { btf__free(btf_); }
 
   bool bpf_available() const override { return bpf_ok_; }
+
+  bool has_atomics() const override {
+    std::lock_guard lock(mu_);
+    if (atomics_ < 0) {
+      // *(u64 *)(r10 - 8) = 0; r0 = 0; r2 = 1; r0 = cmpxchg(r10 - 8, r0, r2); r0 = 0; exit
+      const struct bpf_insn insns[] = {
+          {0x7a, 10, 0, -8, 0},
+          {0xb7, 0, 0, 0, 0},
+          {0xb7, 2, 0, 0, 1},
+          {0xdb, 10, 2, -8, 0xf1},  // BPF_STX | BPF_DW | BPF_ATOMIC, imm BPF_CMPXCHG
+          {0xb7, 0, 0, 0, 0},
+          {0x95, 0, 0, 0, 0},
+      };
+      Fd prog(bpf_ok_ ? bpf_prog_load(BPF_PROG_TYPE_SOCKET_FILTER, nullptr, "GPL", insns, 6, nullptr) : -1);
+      atomics_ = prog.get() >= 0 ? 1 : 0;
+      spdlog::debug("bpf probe atomics (cmpxchg): {}", atomics_ ? "ok" : errno_text("load", errno));
+    }
+    return atomics_ == 1;
+  }
 
   bool has_btf_type(std::string_view name) const override {
     if (!btf_) return false;
@@ -199,6 +284,7 @@ class KernelBpfFeatures final : public BpfFeatures {
   bool bpf_ok_ = false;
   std::string bpf_error_;
   mutable std::mutex mu_;
+  mutable int atomics_ = -1;
   mutable std::map<std::pair<AttachKind, std::string>, std::pair<bool, std::string>> cache_;
 };
 

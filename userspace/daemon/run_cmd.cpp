@@ -163,6 +163,7 @@ int run_daemon(const ConfigOptions& options) {
     metrics.bpf_attach(name(p), name(static_cast<AttachKind>(event_stats.attach[i].load())),
                        event_stats.attach_reason(p));
   }
+  for (const auto& r : event_stats.load_refusals()) metrics.bpf_load_refused(name(r.program), name(r.kind));
   std::unique_ptr<MetricsServer> server;
   if (!config.metrics.listen.empty()) {
     WebConfig web;

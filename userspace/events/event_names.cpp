@@ -90,6 +90,16 @@ std::string EventStats::attach_reason(BpfProgram p) const {
   return reasons_[static_cast<std::size_t>(p)];
 }
 
+void EventStats::add_load_refusal(BpfProgram p, AttachKind k, std::string target, std::string why) {
+  std::lock_guard lock(mu_);
+  load_refusals_.push_back({p, k, std::move(target), std::move(why)});
+}
+
+std::vector<EventStats::LoadRefusal> EventStats::load_refusals() const {
+  std::lock_guard lock(mu_);
+  return load_refusals_;
+}
+
 void EventStats::set_bpf_status(std::string s) {
   std::lock_guard lock(mu_);
   bpf_status_ = std::move(s);

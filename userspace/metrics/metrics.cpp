@@ -203,6 +203,7 @@ struct Metrics::Impl {
   Family<Counter>* safety_detections = nullptr;
   Family<Gauge>* bpf_info = nullptr;
   Family<Counter>* stale_reads = nullptr;
+  Family<Counter>* bpf_load_refusals = nullptr;
   Family<Counter>* config_reloads = nullptr;
   Family<Gauge>* config_last_ok = nullptr;
   Family<Gauge>* pod_ws = nullptr;
@@ -358,6 +359,9 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
                                    "Safety-net polls that found a threshold crossing no event had reported.");
   m.bpf_info = &m.gauge("pressured_bpf_program_info", "Always 1; how each BPF program is attached and why.");
   m.stale_reads = &m.counter("pressured_stale_reads_total", "Reads that failed and fell back to the last good value.");
+  m.bpf_load_refusals = &m.counter("pressured_bpf_load_refusals_total",
+                                   "BPF program flavours the kernel refused to load (the program fell back), by "
+                                   "program and flavour.");
   m.config_reloads = &m.counter("pressured_config_reloads_total", "Configuration reloads (SIGHUP), by result.");
   m.config_last_ok = &m.gauge("pressured_config_last_reload_successful",
                               "1 when the last configuration reload succeeded (or none happened yet), else 0.");
@@ -571,6 +575,11 @@ void Metrics::bpf_attach(std::string_view program, std::string_view mode, std::s
   Gauge& g = m.bpf_info->Add({{"program", prog}, {"mode", token(mode)}, {"reason", bounded(reason)}});
   g.Set(1);
   m.bpf_programs.emplace(prog, &g);
+}
+
+void Metrics::bpf_load_refused(std::string_view program, std::string_view flavour) {
+  auto& m = *impl_;
+  m.counter_for(*m.bpf_load_refusals, {{"program", token(program)}, {"flavour", token(flavour)}}).Increment();
 }
 
 void Metrics::stale_read(Signal signal) {

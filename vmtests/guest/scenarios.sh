@@ -192,7 +192,17 @@ vmt_wait_avail_below() {  # MIB TIMEOUT_S
 # vmt_reset: kills everything the previous scenario started and removes the tree.
 vmt_reset() {
   for d in $(find $CG -mindepth 1 -depth -type d 2>/dev/null); do
-    [ -f $d/cgroup.kill ] && echo 1 > $d/cgroup.kill 2>/dev/null
+    if [ -f $d/cgroup.kill ]; then
+      echo 1 > $d/cgroup.kill 2>/dev/null
+    else
+      # cgroup.kill is 5.14+: on older kernels kill what is listed (bounded retries).
+      for i in 1 2 3; do
+        pids=$(cat $d/cgroup.procs 2>/dev/null)
+        [ -z "$pids" ] && break
+        kill -9 $pids 2>/dev/null
+        sleep 0.1
+      done
+    fi
   done
   sleep 0.5
   wait 2>/dev/null
@@ -262,10 +272,17 @@ vmt_contender_start() {
   CONTENDER_PID=$!
   CONTENDER_PIDS="$CONTENDER_PIDS $CONTENDER_PID"
   # Readiness: give it time to load (BPF under TCG is slow), bounded.
-  local i=0
-  while [ $i -lt 30 ]; do
+  # pressured says "pressured running" once its events are attached: under TCG
+  # on a loaded host that took 4-18 s (2026-11-22), so wait for it up to 60 s
+  # rather than start the pressure before the daemon is there.
+  local i=0 max=30
+  case "$VMT_CONTENDER" in pressured*) max=600 ;; esac
+  while [ $i -lt $max ]; do
     kill -0 $CONTENDER_PID 2>/dev/null || break
-    grep -qiE "ready|started|running|monitoring|sending SIGTERM when|Running oomd" /tmp/contender.log && break
+    case "$VMT_CONTENDER" in
+      pressured*) grep -q "pressured running" /tmp/contender.log && break ;;
+      *) grep -qiE "ready|started|running|monitoring|sending SIGTERM when|Running oomd" /tmp/contender.log && break ;;
+    esac
     sleep 0.1
     i=$((i + 1))
   done
@@ -378,6 +395,12 @@ vmt_end() {
   printf '@@VMT RESULT {"scenario":"%s","contender":"%s","driver":"%s","contender_started":%s,"contender_alive_at_end":%s,"contender_rc":%s,"cpu_ms":%s,"cpu_start_ms":%s,"duration_ms":%s,"pods":[%s],"extra":%s,"sampler":%s}\n' \
     "$SCEN" "$VMT_CONTENDER" "$DRIVER" "$CONTENDER_STARTED" "$CONTENDER_ALIVE" "$CONTENDER_RC" \
     $((CONTENDER_TICKS * 1000 / CLK_TCK)) $((CONTENDER_START_TICKS * 1000 / CLK_TCK)) $(($(vmt_ms) - SCEN_T0)) "${pods_json#,}" "$extra" "$sampler_json"
+  # The BPF flavour of each program, once per boot (vmtests/run records it).
+  if [ -z "$VMT_BPF_REPORTED" ] && [ "$VMT_CONTENDER" = pressured ]; then
+    VMT_BPF_REPORTED=1
+    grep -E "bpf: |BPF unavailable|running on PSI" /tmp/contender.log | grep -vE "libbpf:|debug bpf" |
+      sed "s/^/@@VMT BPF /"
+  fi
   # The contender's log, for the console log kept on failure (bounded).
   grep -v "debug bpf probe" /tmp/contender.log | tail -n 120 | sed "s/^/@@VMT LOG $SCEN: /"
   tail -n 12 /tmp/workloads.log 2>/dev/null |
