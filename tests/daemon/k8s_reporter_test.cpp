@@ -97,9 +97,9 @@ class FakeApiServer {
   std::atomic<int> stall_ms{0};
 };
 
-PodEviction victim() {
-  PodEviction e;
-  e.eviction_id = "ev-7";
+Eviction victim() {
+  Eviction e;
+  e.id = "ev-7";
   e.uid = "1234-uid";
   e.name = "web";
   e.namespace_ = "shop";
@@ -347,7 +347,7 @@ TEST(K8sEvictionVersion, OnlyTheUnregisteredKindAnswerMeansV1IsNotServed) {
   r.status = 400;
   r.body = R"({"message":"bad request"})";
   EXPECT_FALSE(eviction_version_not_served(r));
-  auto body = json::parse(eviction_body(PodEviction{}, "policy/v1beta1"));
+  auto body = json::parse(eviction_body(Eviction{}, "policy/v1beta1"));
   EXPECT_EQ(body["apiVersion"], "policy/v1beta1");
 }
 

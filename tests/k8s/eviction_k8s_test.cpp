@@ -57,9 +57,9 @@ Harness make_reporter(const testing::ControlPlane& cp, const std::string& node =
   return h;
 }
 
-PodEviction eviction_of(const std::string& ns, const std::string& name, const std::string& uid, int64_t grace) {
-  PodEviction e;
-  e.eviction_id = "test-" + name;
+Eviction eviction_of(const std::string& ns, const std::string& name, const std::string& uid, int64_t grace) {
+  Eviction e;
+  e.id = "test-" + name;
   e.uid = uid;
   e.name = name;
   e.namespace_ = ns;

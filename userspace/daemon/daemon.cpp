@@ -32,7 +32,7 @@ constexpr Duration kConditionHeartbeat = std::chrono::seconds(60);
 
 double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
-// The evictor's and the API's views of one Eviction.
+// The evictor's narrow view of one Eviction: the cgroup and the grace period.
 EvictionTarget target_of(const Eviction& e) {
   EvictionTarget t;
   t.uid = e.uid;
@@ -41,20 +41,6 @@ EvictionTarget target_of(const Eviction& e) {
   t.cgroup_path = e.cgroup_path;
   t.grace_period = std::chrono::seconds(e.grace_period_seconds);
   return t;
-}
-
-k8s::PodEviction api_view(const Eviction& e) {
-  k8s::PodEviction pe;
-  pe.eviction_id = e.id;
-  pe.uid = e.uid;
-  pe.name = e.name;
-  pe.namespace_ = e.namespace_;
-  pe.static_pod = e.static_pod;
-  pe.grace_period_seconds = e.grace_period_seconds;
-  pe.signal = e.signal;
-  pe.observed = e.observed;
-  pe.threshold_value = e.threshold_value;
-  return pe;
 }
 
 std::string pod_label(const std::string& ns, const std::string& name, const std::string& uid) {
@@ -775,15 +761,15 @@ void Daemon::start(const PolicyAction& a) {
   const bool report = a.report && deps_.reporter != nullptr;
   if (e.grace_period_seconds == 0) {
     kill_now(e, "hard");  // relief in milliseconds first, then tell the API
-    if (report) deps_.reporter->report_eviction(api_view(e));
+    if (report) deps_.reporter->report_eviction(e);
   } else if (a.delegate && report) {
     // The kubelet terminates the pod with its grace period; the policy kills
     // locally only if it is still running at grace + margin.
-    deps_.reporter->report_eviction(api_view(e));
+    deps_.reporter->report_eviction(e);
   } else {
     auto r = evictor().terminate(target);
     if (!r) spdlog::warn("eviction {}: SIGTERM failed: {}", e.id, r.error().message);
-    if (report) deps_.reporter->report_eviction(api_view(e));  // static pod: the Event only
+    if (report) deps_.reporter->report_eviction(e);  // static pod: the Event only
   }
 }
 

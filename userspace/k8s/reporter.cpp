@@ -41,7 +41,7 @@ std::string resource_name(Signal s) {
   return "io";
 }
 
-std::string pod_path(const PodEviction& e) {
+std::string pod_path(const Eviction& e) {
   return "/api/v1/namespaces/" + e.namespace_ + "/pods/" + e.name;
 }
 
@@ -56,13 +56,13 @@ std::string rfc3339_now() {
   return buf;
 }
 
-std::string eviction_message(const PodEviction& e) {
+std::string eviction_message(const Eviction& e) {
   return "The node was low on resource: " + resource_name(e.signal) + ". Threshold quantity: " +
          quantity(e.signal, e.threshold_value) + ", available: " + quantity(e.signal, e.observed) + ". Signal " +
-         std::string(name(e.signal)) + ", evicted by pressured (eviction " + e.eviction_id + ").";
+         std::string(name(e.signal)) + ", evicted by pressured (eviction " + e.id + ").";
 }
 
-std::string eviction_body(const PodEviction& e, const std::string& api_version) {
+std::string eviction_body(const Eviction& e, const std::string& api_version) {
   json j{{"apiVersion", api_version},
          {"kind", "Eviction"},
          {"metadata", {{"name", e.name}, {"namespace", e.namespace_}}},
@@ -71,7 +71,7 @@ std::string eviction_body(const PodEviction& e, const std::string& api_version) 
   return j.dump();
 }
 
-std::string delete_body(const PodEviction& e) {
+std::string delete_body(const Eviction& e) {
   json j{{"apiVersion", "v1"},
          {"kind", "DeleteOptions"},
          {"gracePeriodSeconds", e.grace_period_seconds},
@@ -79,7 +79,7 @@ std::string delete_body(const PodEviction& e) {
   return j.dump();
 }
 
-std::string event_body(const PodEviction& e, const std::string& node, const std::string& now) {
+std::string event_body(const Eviction& e, const std::string& node, const std::string& now) {
   json j{{"apiVersion", "v1"},
          {"kind", "Event"},
          {"metadata", {{"generateName", e.name + "."}, {"namespace", e.namespace_}}},
@@ -206,7 +206,7 @@ void Reporter::push(Task t) {
   cv_.notify_all();
 }
 
-void Reporter::report_eviction(const PodEviction& e) {
+void Reporter::report_eviction(const Eviction& e) {
   if (e.static_pod) {
     ++stats_.refused_static;
     spdlog::info("k8s: pod {}/{} is static/mirror: not evicted through the API", e.namespace_, e.name);

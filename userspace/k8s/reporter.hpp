@@ -22,19 +22,10 @@
 
 #include "k8s/api_client.hpp"
 #include "pressured/metrics.hpp"
+#include "pressured/engine.hpp"
 #include "pressured/signals.hpp"
 
 namespace pressured::k8s {
-
-struct PodEviction {
-  std::string eviction_id;
-  std::string uid, name, namespace_;
-  bool static_pod = false;           // static/mirror: never through the API
-  int64_t grace_period_seconds = 0;  // Eviction and DELETE both use it
-  Signal signal = Signal::MemoryAvailable;
-  double observed = 0;
-  double threshold_value = 0;
-};
 
 /// Counters of every API outcome (exported as metrics by the daemon).
 struct ReporterStats {
@@ -69,18 +60,18 @@ struct ReporterOptions {
 };
 
 /// The kubelet's message for a node-pressure eviction, naming pressured's signal.
-std::string eviction_message(const PodEviction& e);
+std::string eviction_message(const Eviction& e);
 /// Body of the Eviction subresource request (policy/v1, or policy/v1beta1
 /// for servers older than 1.22).
-std::string eviction_body(const PodEviction& e, const std::string& api_version = "policy/v1");
+std::string eviction_body(const Eviction& e, const std::string& api_version = "policy/v1");
 /// True when an Eviction answer says the server does not serve this
 /// Eviction version (1.20 answers 400 "no kind "Eviction" is registered for
 /// version "policy/v1"").
 bool eviction_version_not_served(const HttpResponse& r);
 /// Body of the DELETE fallback (same grace period, uid precondition).
-std::string delete_body(const PodEviction& e);
+std::string delete_body(const Eviction& e);
 /// Body of the core/v1 Event.
-std::string event_body(const PodEviction& e, const std::string& node, const std::string& now_rfc3339);
+std::string event_body(const Eviction& e, const std::string& node, const std::string& now_rfc3339);
 /// Strategic-merge patch of nodes/status for pressured's own condition types;
 /// lastTransitionTime is set only for conditions in `flipped`.
 std::string conditions_patch(const std::string& prefix, const std::array<bool, kConditionCount>& status,
@@ -110,7 +101,7 @@ class Reporter {
 
   /// Queues the API eviction of a pod plus its Event. Static/mirror pods are
   /// refused (counted) and only the Event is sent. Never blocks on the API.
-  void report_eviction(const PodEviction& e);
+  void report_eviction(const Eviction& e);
   /// Publishes the node conditions (the newest state replaces a queued one)
   /// and, with taint_nodes, sets or clears pressured's NoSchedule taints to
   /// match them.
@@ -128,7 +119,7 @@ class Reporter {
  private:
   struct Task {
     enum class Kind { Evict, Event, Conditions } kind;
-    PodEviction eviction;
+    Eviction eviction;
     std::array<bool, kConditionCount> status{};
     std::array<bool, kConditionCount> flipped{};
   };
