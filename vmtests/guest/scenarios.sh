@@ -373,8 +373,9 @@ vmt_restart_contender() {
 vmt_end() {
   local extra=${1:-"{}"}
   # The node's memory at the end, while the pressure is still held: both ways of
-  # reading memory.available (the sampler's MemFree + inactive_file, the
-  # kubelet's MemTotal - (anon + file - inactive_file)) can be compared.
+  # reading memory.available (the kubelet's MemTotal - (anon + file -
+  # inactive_file), which the sampler uses, and MemFree + inactive_file, which
+  # also counts the kernel's own memory as used) can be compared.
   echo "@@VMT MEM $SCEN meminfo $(awk '/^(MemTotal|MemFree|Slab|SUnreclaim|KernelStack|PageTables|Percpu|VmallocUsed|Shmem|Cached|Buffers|Unevictable):/ {printf "%s=%s ", $1, $2}' /proc/meminfo)"
   echo "@@VMT MEM $SCEN root.memory.stat $(awk '$1 ~ /^(anon|file|kernel|kernel_stack|pagetables|percpu|sock|shmem|slab|inactive_file|active_file|inactive_anon|active_anon|unevictable)$/ {printf "%s=%s ", $1, $2}' $CG/memory.stat)"
   kill -TERM $SAMPLER_PID 2>/dev/null
