@@ -171,12 +171,16 @@ vmt_wait_gone() {
   return 1
 }
 
-# avail_mib: memory.available as the kubelet computes it on cgroup v2.
+# avail_mib: memory.available as the kubelet (and pressured) compute it on
+# cgroup v2: MemTotal - (anon + file - inactive_file) of the root memory.stat,
+# the same formula as the sampler (workloads/available.h). Not MemFree +
+# inactive_file: that also subtracts the kernel's own memory (slab, stacks,
+# page tables, vmalloc, BPF maps: 35-60 MiB here), so a scenario sized with it
+# to end 30-40 MiB under a threshold never crosses it for the daemon.
 avail_mib() {
-  local free inact
-  free=$(awk '/^MemFree:/ {print $2}' /proc/meminfo)
-  inact=$(awk '$1 == "inactive_file" {print $2}' $CG/memory.stat)
-  echo $(((free * 1024 + inact) / 1048576))
+  awk -v total_kb=$MEM_TOTAL_KB '
+    $1 == "anon" { a = $2 } $1 == "file" { f = $2 } $1 == "inactive_file" { i = $2 }
+    END { ws = a + f - i; if (ws < 0) ws = 0; printf "%d\n", (total_kb * 1024 - ws) / 1048576 }' $CG/memory.stat
 }
 
 vmt_wait_avail_below() {  # MIB TIMEOUT_S
@@ -368,6 +372,12 @@ vmt_restart_contender() {
 # vmt_end EXTRA_JSON: stops the sampler and the contender, emits the result.
 vmt_end() {
   local extra=${1:-"{}"}
+  # The node's memory at the end, while the pressure is still held: both ways of
+  # reading memory.available (the kubelet's MemTotal - (anon + file -
+  # inactive_file), which the sampler uses, and MemFree + inactive_file, which
+  # also counts the kernel's own memory as used) can be compared.
+  echo "@@VMT MEM $SCEN meminfo $(awk '/^(MemTotal|MemFree|Slab|SUnreclaim|KernelStack|PageTables|Percpu|VmallocUsed|Shmem|Cached|Buffers|Unevictable):/ {printf "%s=%s ", $1, $2}' /proc/meminfo)"
+  echo "@@VMT MEM $SCEN root.memory.stat $(awk '$1 ~ /^(anon|file|kernel|kernel_stack|pagetables|percpu|sock|shmem|slab|inactive_file|active_file|inactive_anon|active_anon|unevictable)$/ {printf "%s=%s ", $1, $2}' $CG/memory.stat)"
   kill -TERM $SAMPLER_PID 2>/dev/null
   wait $SAMPLER_PID 2>/dev/null
   vmt_contender_stop

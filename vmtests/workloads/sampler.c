@@ -3,9 +3,8 @@
  * and each watched pod's cgroup.events/memory.current/pids.current, and
  * records:
  *   - crossed_ms: the first time the node signal crossed --threshold
- *     (memory.available = MemFree + root inactive_file, i.e. capacity minus the
- *      kubelet's working set with usage = MemTotal - MemFree on cgroup v2;
- *      pid.available = min(pid_max, threads-max) - processes);
+ *     (memory.available as the kubelet and pressured compute it, see
+ *      available.h; pid.available = min(pid_max, threads-max) - processes);
  *   - per pod: peak usage, peak processes, and released_ms, the first sample at
  *     which the pod's cgroup had no process left (or was removed) after having
  *     had some: the victim's memory is back;
@@ -19,6 +18,7 @@
 #include <signal.h>
 #include <sys/sysinfo.h>
 
+#include "available.h"
 #include "common.h"
 
 #define MAX_PODS 32
@@ -41,20 +41,6 @@ static ssize_t read_fd(int fd, char* buf, size_t len) {
   if (n < 0) return -1;
   buf[n] = 0;
   return n;
-}
-
-static unsigned long long field(const char* text, const char* key) {
-  size_t kl = strlen(key);
-  for (const char* p = text; p && *p;) {
-    if (strncmp(p, key, kl) == 0 && (p[kl] == ' ' || p[kl] == ':')) {
-      const char* v = p + kl + 1;
-      while (*v == ' ') ++v;
-      return strtoull(v, NULL, 10);
-    }
-    p = strchr(p, '\n');
-    if (p) ++p;
-  }
-  return 0;
 }
 
 static unsigned long long read_ull_path(const char* path) {
@@ -125,7 +111,7 @@ int main(int argc, char** argv) {
     ssize_t n = fd >= 0 ? read(fd, vm, sizeof vm - 1) : -1;
     if (fd >= 0) close(fd);
     vm[n > 0 ? n : 0] = 0;
-    field(vm, "oom_kill");
+    vmt_field(vm, "oom_kill");
   });
 
   struct sigaction sa;
@@ -139,7 +125,7 @@ int main(int argc, char** argv) {
   const double t0 = now_s();
   long long crossed_ms = -1, samples = 0;
   double min_avail = 1e30, first_avail = -1;
-  char buf[16384];
+  char buf[16384], stat_buf[16384];
   while (!stop && now_s() - t0 < duration) {
     const long long ms = (long long)((now_s() - t0) * 1000.0);
     double avail;
@@ -149,10 +135,8 @@ int main(int argc, char** argv) {
       avail = (double)pid_max - (double)si.procs;
     } else {
       read_fd(meminfo_fd, buf, sizeof buf);
-      const unsigned long long mem_free = field(buf, "MemFree") * 1024ULL;
-      read_fd(rootstat_fd, buf, sizeof buf);
-      const unsigned long long inactive_file = field(buf, "inactive_file");
-      avail = (double)(mem_free + inactive_file);
+      read_fd(rootstat_fd, stat_buf, sizeof stat_buf);
+      avail = vmt_memory_available(buf, stat_buf);
     }
     if (first_avail < 0) first_avail = avail;
     if (avail < min_avail) min_avail = avail;
@@ -164,7 +148,7 @@ int main(int argc, char** argv) {
       if (read_fd(p->events_fd, buf, sizeof buf) < 0) {
         p->gone = 1;
       } else {
-        populated = field(buf, "populated") != 0;
+        populated = vmt_field(buf, "populated") != 0;
       }
       if (!p->gone && read_fd(p->current_fd, buf, sizeof buf) > 0) p->last_current = strtoull(buf, NULL, 10);
       if (!p->gone && read_fd(p->pids_fd, buf, sizeof buf) > 0) p->last_procs = strtoull(buf, NULL, 10);
@@ -185,7 +169,7 @@ int main(int argc, char** argv) {
     ssize_t n = fd >= 0 ? read(fd, vm, sizeof vm - 1) : -1;
     if (fd >= 0) close(fd);
     vm[n > 0 ? n : 0] = 0;
-    oom_end = field(vm, "oom_kill");
+    oom_end = vmt_field(vm, "oom_kill");
   }
   FILE* f = fopen(out, "w");
   if (!f) {
