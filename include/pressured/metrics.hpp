@@ -134,6 +134,12 @@ class Metrics {
   /// -> pressured_eviction_latency_seconds {threshold_type} (histogram, 1 ms..600 s)
   void eviction_completed(ThresholdKind kind, double seconds_since_decision);
 
+  /// The eviction policy did something (started an eviction, escalated a soft
+  /// one, declared a victim stuck, ...): operators see how evictions end, not
+  /// only how they start. `count` 0 creates the series (alerts take increase()).
+  /// -> pressured_eviction_policy_actions_total {action}
+  void policy_action(std::string_view action, uint64_t count = 1);
+
   /// A local kill of a pod's processes finished (all gone) or failed.
   /// -> pressured_local_kills_total {result="success|failure"}
   void local_kill(bool ok);

@@ -207,6 +207,12 @@ TEST_F(ServedMetrics, EvictionsOutcomesAndRecentVictims) {
   EXPECT_EQ(e.value("pressured_eviction_no_candidates_total", {{"signal", "pid.available"}}), 1);
   EXPECT_EQ(e.value("pressured_local_kills_total", {{"result", "success"}}), 2);
   EXPECT_EQ(e.value("pressured_local_kills_total", {{"result", "failure"}}), 1);
+  metrics_->policy_action("escalate", 0);
+  metrics_->policy_action("stuck");
+  metrics_->policy_action("stuck");
+  e = parse_exposition(metrics_->render());
+  EXPECT_EQ(e.value("pressured_eviction_policy_actions_total", {{"action", "stuck"}}), 2);
+  EXPECT_EQ(e.value("pressured_eviction_policy_actions_total", {{"action", "escalate"}}), 0);
   EXPECT_EQ(e.value("pressured_kubernetes_api_requests_total", {{"action", "eviction"}, {"result", "too_many_requests"}}),
             1);
   EXPECT_EQ(e.value("pressured_kubernetes_api_requests_total", {{"action", "delete"}, {"result", "success"}}), 1);
@@ -572,6 +578,7 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
   m.no_eviction_candidate(Signal::MemoryAvailable);
   m.eviction_completed(ThresholdKind::Hard, 1);
   m.local_kill(true);
+  m.policy_action("stuck");
   m.api_request(ApiAction::Event, ApiOutcome::Success);
   m.kernel_oom_kill(QosClass::Guaranteed);
   m.detection_latency("bpf", 0.001);

@@ -103,7 +103,13 @@ Daemon::Daemon(Config config, DaemonDeps deps)
         p.id_prefix = prefix;
         return p;
       }()) {
-  if (deps_.metrics) deps_.metrics->set_thresholds(config_.eviction);
+  if (deps_.metrics) {
+    deps_.metrics->set_thresholds(config_.eviction);
+    for (auto k = static_cast<int>(PolicyAction::Kind::Start); k <= static_cast<int>(PolicyAction::Kind::DiskReclaim);
+         ++k) {
+      deps_.metrics->policy_action(name(static_cast<PolicyAction::Kind>(k)), 0);
+    }
+  }
 }
 
 Daemon::~Daemon() {
@@ -673,6 +679,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
 void Daemon::execute(const std::vector<PolicyAction>& actions, TimePoint now) {
   using K = PolicyAction::Kind;
   for (const auto& a : actions) {
+    if (deps_.metrics) deps_.metrics->policy_action(name(a.kind));
     const Eviction& e = a.eviction;
     const std::string who = pod_label(e.namespace_, e.name, e.uid);
     switch (a.kind) {

@@ -193,6 +193,7 @@ struct Metrics::Impl {
   Family<Counter>* no_candidates = nullptr;
   Family<Histogram>* eviction_latency = nullptr;
   Family<Counter>* local_kills = nullptr;
+  Family<Counter>* policy_actions = nullptr;
   Family<Counter>* api_requests = nullptr;
   Family<Counter>* oom_kills = nullptr;
   Family<Histogram>* detection_latency = nullptr;
@@ -344,6 +345,8 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.eviction_latency = &m.histogram("pressured_eviction_latency_seconds",
                                     "Time from the eviction decision until the pod's processes are gone.");
   m.local_kills = &m.counter("pressured_local_kills_total", "Local kills of a pod's processes, by result.");
+  m.policy_actions = &m.counter("pressured_eviction_policy_actions_total",
+                                "Actions of the eviction policy (evict, escalate, kill, stuck, releaseTimeout, ...).");
   m.api_requests = &m.counter("pressured_kubernetes_api_requests_total",
                               "Kubernetes API calls made by pressured, by action and result.");
   m.oom_kills = &m.counter("pressured_kernel_oom_kills_total",
@@ -523,6 +526,11 @@ void Metrics::eviction_completed(ThresholdKind kind, double seconds_since_decisi
   auto& m = *impl_;
   m.histogram_for(*m.eviction_latency, {{"threshold_type", str(kind_name(kind))}}, eviction_buckets())
       .Observe(seconds_since_decision);
+}
+
+void Metrics::policy_action(std::string_view action, uint64_t count) {
+  auto& m = *impl_;
+  m.counter_for(*m.policy_actions, {{"action", token(action)}}).Increment(static_cast<double>(count));
 }
 
 void Metrics::local_kill(bool ok) {
