@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/log.hpp"
 #include "k8s/api_client.hpp"
 #include "k8s/reporter.hpp"
 
@@ -243,6 +244,16 @@ TEST(K8sReporter, UnreachableServerIsAnErrorNotAHang) {
 
 // Fake: records that no request names the pod at all (a real server cannot
 // show a request that was never made).
+// An API server's (or a proxy's) error body goes into log lines: it must not
+// be able to forge a line or send terminal escapes.
+TEST(K8sLogText, ErrorBodiesAreEscapedAndCut) {
+  EXPECT_EQ(printable_excerpt("forbidden: nodes \"n1\""), "forbidden: nodes \"n1\"");
+  EXPECT_EQ(printable_excerpt("bad\nlevel=info msg=forged\x1b[2J\x7f\xc3"),
+            "bad\\x0alevel=info msg=forged\\x1b[2J\\x7f\\xc3");
+  EXPECT_EQ(printable_excerpt(std::string(250, 'a'), 200), std::string(200, 'a') + " ... (50 more bytes)");
+  EXPECT_EQ(printable_excerpt(""), "");
+}
+
 TEST(K8sReporter, StaticPodsAreNeverEvictedThroughTheApi) {
   FakeApiServer api;
   Reporter r(ApiClient(api.endpoint(), 2s), fast_options());

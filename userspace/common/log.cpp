@@ -23,4 +23,23 @@ Result<void> setup_logging(const std::string& level, const std::string& format) 
   return {};
 }
 
+std::string printable_excerpt(std::string_view text, std::size_t max_bytes) {
+  const std::string_view head = text.substr(0, max_bytes);
+  std::string out;
+  out.reserve(head.size());
+  for (const char ch : head) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(ch);
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xf]);
+    }
+  }
+  if (text.size() > head.size()) out += " ... (" + std::to_string(text.size() - head.size()) + " more bytes)";
+  return out;
+}
+
 }  // namespace pressured

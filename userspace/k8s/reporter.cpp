@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "common/log.hpp"
+
 namespace pressured::k8s {
 
 namespace {
@@ -336,7 +338,7 @@ void Reporter::execute(const Task& t) {
       }
       if (r->status != 429 && r->status != 500) {
         ++stats_.failures;
-        spdlog::error("k8s: {}: HTTP {}: {}", what, r->status, r->body.substr(0, 200));
+        spdlog::error("k8s: {}: HTTP {}: {}", what, r->status, printable_excerpt(r->body));
         return;
       }
       // Refused (a disruption budget, or an error): node pressure does not
@@ -381,7 +383,7 @@ void Reporter::execute(const Task& t) {
       } else {
         if (r) {
           ++stats_.failures;
-          spdlog::error("k8s: node conditions: HTTP {}: {}", r->status, r->body.substr(0, 200));
+          spdlog::error("k8s: node conditions: HTTP {}: {}", r->status, printable_excerpt(r->body));
         }
       }
       if (opts_.taint_nodes) sync_taints(t.status);
@@ -400,7 +402,7 @@ void Reporter::sync_taints(const std::array<bool, kConditionCount>& status) {
     if (!g) return;
     if (g->status != 200) {
       ++stats_.failures;
-      spdlog::error("k8s: node taints: GET {}: HTTP {}: {}", path, g->status, g->body.substr(0, 200));
+      spdlog::error("k8s: node taints: GET {}: HTTP {}: {}", path, g->status, printable_excerpt(g->body));
       return;
     }
     json node = json::parse(g->body, nullptr, false);
@@ -428,7 +430,7 @@ void Reporter::sync_taints(const std::array<bool, kConditionCount>& status) {
       continue;
     }
     ++stats_.failures;
-    spdlog::error("k8s: node taints: PATCH {}: HTTP {}: {}", path, p->status, p->body.substr(0, 200));
+    spdlog::error("k8s: node taints: PATCH {}: HTTP {}: {}", path, p->status, printable_excerpt(p->body));
     return;
   }
   ++stats_.failures;

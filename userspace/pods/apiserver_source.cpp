@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/log.hpp"
 #include "pods/pod_json.hpp"
 
 namespace pressured::pods {
@@ -111,7 +112,7 @@ Result<void> ApiServerPodSource::list() {
   if (!r) {
     err = r.error().message;
   } else if (r->status != 200) {
-    err = "LIST pods: HTTP " + std::to_string(r->status) + " " + r->body.substr(0, 300);
+    err = "LIST pods: HTTP " + std::to_string(r->status) + " " + printable_excerpt(r->body, 300);
   } else {
     json doc = json::parse(r->body, nullptr, false);
     auto parsed = parse_pod_documents(r->body, DocumentFormat::Json);
@@ -221,7 +222,7 @@ ApiServerPodSource::WatchEnd ApiServerPodSource::watch() {
   }
   if (r->status == 410) return WatchEnd::Gone;
   if (r->status != 200) {
-    failed("WATCH pods: HTTP " + std::to_string(r->status) + " " + r->body.substr(0, 300));
+    failed("WATCH pods: HTTP " + std::to_string(r->status) + " " + printable_excerpt(r->body, 300));
     return WatchEnd::Failed;
   }
   return WatchEnd::Expired;

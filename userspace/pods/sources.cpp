@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cgroup/hot_file.hpp"
+#include "common/log.hpp"
 #include "common/periodic_worker.hpp"
 #include "k8s/api_client.hpp"
 #include "pods/apiserver_source.hpp"
@@ -195,7 +196,7 @@ class KubeletSource final : public SourceBase {
       return Error{EIO, "GET " + cfg_.kubelet_url + ": " + (errbuf[0] != 0 ? std::string(errbuf) : curl_easy_strerror(rc))};
     }
     if (status != 200) {
-      return Error{EIO, "GET " + cfg_.kubelet_url + ": HTTP " + std::to_string(status) + " " + body.substr(0, 200)};
+      return Error{EIO, "GET " + cfg_.kubelet_url + ": HTTP " + std::to_string(status) + " " + printable_excerpt(body)};
     }
     auto parsed = pods::parse_pod_documents(body, pods::DocumentFormat::Json);
     if (!parsed) return Error{parsed.error().code, cfg_.kubelet_url + ": " + parsed.error().message};
