@@ -67,7 +67,12 @@ TEST(Checkpoint, CorruptInputsAreErrorsNotCrashes) {
                           std::string(R"({"version":1,"boot_id":"b","engine":{"threshold_first_observed_ns":{"0":1},"threshold_met":{},"conditions":[false,false,false],"condition_last_met_ns":[null,null,null],"terminating_pods":[]},"evicting":[]})"),
                           R"({"version":2,"boot_id":"b","engine":{"threshold_first_observed_ns":{"x":1},"threshold_met":{},"conditions":[false,false,false],"condition_last_met_ns":[null,null,null]},)" + policy + "}",
                           R"({"version":2,"boot_id":"b","engine":{"threshold_first_observed_ns":{"memory.available/medium":1},"threshold_met":{},"conditions":[false,false,false],"condition_last_met_ns":[null,null,null]},)" + policy + "}",
-                          R"({"version":2,"boot_id":"b","engine":{"threshold_first_observed_ns":{},"threshold_met":{},"conditions":[false],"condition_last_met_ns":[null]},)" + policy + "}"}) {
+                          R"({"version":2,"boot_id":"b","engine":{"threshold_first_observed_ns":{},"threshold_met":{},"conditions":[false],"condition_last_met_ns":[null]},)" + policy + "}",
+                          // numbers a cast cannot hold (found by fuzz.checkpoint): errors, not UB
+                          std::string("{\"version\":22222222222222222222222222222222222}"),
+                          std::string("{\"version\":2.0e34}"),
+                          R"({"version":2,"boot_id":"b","engine":{"threshold_first_observed_ns":{"memory.available/hard":1e300},"threshold_met":{},"conditions":[false,false,false],"condition_last_met_ns":[null,null,null]},)" + policy + "}",
+                          std::string(R"({"version":2,"boot_id":"b","engine":{"threshold_first_observed_ns":{},"threshold_met":{},"conditions":[false,false,false],"condition_last_met_ns":[null,null,null]},"policy":{"in_flight":[],"evicted":[],"disk_reclaim_running":false,"disk_reclaim_done_at_ns":null,"sequence":-1}})")}) {
     auto r = decode_checkpoint(bad);
     EXPECT_FALSE(r.ok()) << "accepted: " << bad;
   }

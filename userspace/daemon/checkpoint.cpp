@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <limits>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,21 @@ constexpr std::size_t kMaxBytes = 4 * 1024 * 1024;
 
 int64_t ns(TimePoint t) { return t.time_since_epoch().count(); }
 TimePoint tp(int64_t v) { return TimePoint(Duration(v)); }
+
+// Whole numbers only: nlohmann's get<int64_t>() converts a double (1e34, or an
+// integer literal too large for 64 bits) with a cast whose result is
+// undefined. A checkpoint never holds anything else, so anything else is corrupt.
+int64_t as_int64(const json& v) {
+  if (v.is_number_integer() &&
+      !(v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+    return v.get<int64_t>();
+  }
+  throw std::invalid_argument("expected a whole number that fits in 64 bits, got " + v.dump());
+}
+uint64_t as_uint64(const json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  throw std::invalid_argument("expected a non-negative whole number, got " + v.dump());
+}
 
 const char* kind_name(ThresholdKind k) { return k == ThresholdKind::Hard ? "hard" : "soft"; }
 
@@ -82,10 +98,10 @@ Eviction decode_eviction(const json& p) {
   e.kind = parse_kind(p.at("kind").get<std::string>());
   e.observed = p.at("observed").get<double>();
   e.threshold_value = p.at("threshold").get<double>();
-  e.grace_period_seconds = p.at("grace_period_seconds").get<int64_t>();
+  e.grace_period_seconds = as_int64(p.at("grace_period_seconds"));
   e.signal_stale = p.at("signal_stale").get<bool>();
-  e.usage_at_decision = p.at("usage_at_decision").get<uint64_t>();
-  e.decided_at = tp(p.at("decided_at_ns").get<int64_t>());
+  e.usage_at_decision = as_uint64(p.at("usage_at_decision"));
+  e.decided_at = tp(as_int64(p.at("decided_at_ns")));
   return e;
 }
 
@@ -131,14 +147,14 @@ Result<Checkpoint> decode_checkpoint(const std::string& text) {
   try {
     json j = json::parse(text);
     if (!j.is_object()) return Error{EINVAL, "checkpoint is not a JSON object"};
-    if (j.at("version").get<int>() != kVersion) {
+    if (as_int64(j.at("version")) != kVersion) {
       return Error{EINVAL, "checkpoint version " + j.at("version").dump() + " is not " + std::to_string(kVersion)};
     }
     Checkpoint cp;
     cp.boot_id = j.at("boot_id").get<std::string>();
     const json& e = j.at("engine");
     for (const auto& [k, v] : e.at("threshold_first_observed_ns").items()) {
-      cp.engine.threshold_first_observed[parse_key(k)] = tp(v.get<int64_t>());
+      cp.engine.threshold_first_observed[parse_key(k)] = tp(as_int64(v));
     }
     for (const auto& [k, v] : e.at("threshold_met").items()) cp.engine.threshold_met[parse_key(k)] = v.get<bool>();
     const json& conds = e.at("conditions");
@@ -148,7 +164,7 @@ Result<Checkpoint> decode_checkpoint(const std::string& text) {
     }
     for (std::size_t i = 0; i < kConditionCount; ++i) {
       cp.engine.conditions[i] = conds[i].get<bool>();
-      if (!last[i].is_null()) cp.engine.condition_last_met[i] = tp(last[i].get<int64_t>());
+      if (!last[i].is_null()) cp.engine.condition_last_met[i] = tp(as_int64(last[i]));
     }
     const json& p = j.at("policy");
     for (const auto& f : p.at("in_flight")) {
@@ -159,8 +175,8 @@ Result<Checkpoint> decode_checkpoint(const std::string& text) {
         return Error{EINVAL, "checkpoint phase '" + phase + "' is not terminating or releasing"};
       }
       r.phase = phase == "terminating" ? InFlightEviction::Phase::Terminating : InFlightEviction::Phase::Releasing;
-      r.kill_at = tp(f.at("kill_at_ns").get<int64_t>());
-      r.phase_deadline = tp(f.at("phase_deadline_ns").get<int64_t>());
+      r.kill_at = tp(as_int64(f.at("kill_at_ns")));
+      r.phase_deadline = tp(as_int64(f.at("phase_deadline_ns")));
       r.killed = f.at("killed").get<bool>();
       r.api = f.at("api").get<bool>();
       r.escalated = f.at("escalated").get<bool>();
@@ -168,8 +184,8 @@ Result<Checkpoint> decode_checkpoint(const std::string& text) {
     }
     cp.policy.evicted = p.at("evicted").get<std::vector<std::string>>();
     cp.policy.disk_reclaim_running = p.at("disk_reclaim_running").get<bool>();
-    if (const json& d = p.at("disk_reclaim_done_at_ns"); !d.is_null()) cp.policy.disk_reclaim_done_at = tp(d.get<int64_t>());
-    cp.policy.sequence = p.at("sequence").get<uint64_t>();
+    if (const json& d = p.at("disk_reclaim_done_at_ns"); !d.is_null()) cp.policy.disk_reclaim_done_at = tp(as_int64(d));
+    cp.policy.sequence = as_uint64(p.at("sequence"));
     return cp;
   } catch (const std::exception& ex) {
     return Error{EINVAL, std::string("malformed checkpoint: ") + ex.what()};
