@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <ctime>
+#include <random>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -396,8 +398,13 @@ void Reporter::sync_taints(const std::array<bool, kConditionCount>& status) {
   const std::string path = "/api/v1/nodes/" + opts_.node_name;
   // Read-modify-write on the Node's resourceVersion: a taint someone else
   // adds between the GET and the PATCH makes the PATCH fail with 409, and
-  // the list is computed again from the fresh Node.
-  for (int attempt = 1; attempt <= opts_.max_attempts; ++attempt) {
+  // the list is computed again from the fresh Node. Conflicts get a budget of
+  // their own and a short jittered pause (this is the reporter's worker, not
+  // the reactor): a controller rewriting the Node in a tight loop must not
+  // starve pressured's taint after a handful of tries.
+  constexpr int kConflictAttempts = 20;
+  thread_local std::minstd_rand jitter(static_cast<unsigned>(std::random_device{}()));
+  for (int attempt = 1; attempt <= kConflictAttempts; ++attempt) {
     auto g = with_retries(ApiAction::NodeStatus, "get node " + opts_.node_name, [&] { return client_.request("GET", path); });
     if (!g) return;
     if (g->status != 200) {
@@ -427,6 +434,7 @@ void Reporter::sync_taints(const std::array<bool, kConditionCount>& status) {
     }
     if (p->status == 409) {
       ++stats_.taint_conflicts;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10 + jitter() % 40));
       continue;
     }
     ++stats_.failures;
@@ -434,7 +442,7 @@ void Reporter::sync_taints(const std::array<bool, kConditionCount>& status) {
     return;
   }
   ++stats_.failures;
-  spdlog::error("k8s: node taints: the Node kept changing under {} attempts", opts_.max_attempts);
+  spdlog::error("k8s: node taints: the Node kept changing under {} attempts", kConflictAttempts);
 }
 
 }  // namespace pressured::k8s
