@@ -3,7 +3,7 @@
  * Maps and touches <total> MiB in <step> MiB chunks, holds, then (optionally)
  * unmaps everything and holds again. Hard caps: 2048 MiB, 60 s (alarm).
  * PRESSURED_ALLOC_JOIN=<cgroup.procs path> first joins one more cgroup (e.g. a
- * cgroup v2 sandbox beside the v1 memory one, for PSI accounting).
+ * cgroup v2 sandbox beside the v1 memory one, for PSI accounting), in both modes.
  *   events_alloc file <path> <MiB> <passes>
  * File-cache mode: writes <path> (<MiB> MiB, must not exist), reads it
  * <passes> times, removes it. Inside a memcg smaller than the file this drives
@@ -62,8 +62,23 @@ static int file_mode(const char *path, long mib, long passes)
 	return rc;
 }
 
+static int join_extra_cgroup(void)
+{
+	const char *join = getenv("PRESSURED_ALLOC_JOIN");
+	if (join && *join) {
+		FILE *f = fopen(join, "w");
+		if (!f || fprintf(f, "0\n") < 0 || fclose(f) != 0) {
+			perror("join cgroup");
+			return 3;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (join_extra_cgroup() != 0)
+		return 3;
 	if (argc == 5 && strcmp(argv[1], "file") == 0) {
 		alarm(60);
 		return file_mode(argv[2], atol(argv[3]), atol(argv[4]));
@@ -79,14 +94,6 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	alarm(60);
-	const char *join = getenv("PRESSURED_ALLOC_JOIN");
-	if (join && *join) {
-		FILE *f = fopen(join, "w");
-		if (!f || fprintf(f, "0\n") < 0 || fclose(f) != 0) {
-			perror("join cgroup");
-			return 3;
-		}
-	}
 	long chunks = (total + step - 1) / step;
 	void **maps = calloc((size_t)chunks, sizeof(void *));
 	if (!maps)
