@@ -150,9 +150,9 @@ int64_t eviction_grace_period(const Pod& pod, ThresholdKind kind, const Eviction
 /// The ranking keys of `pod` for `resource` under `config` (pure).
 RankKeys rank_keys(const Pod& pod, StarvedResource resource, const EvictionConfig& config);
 
-/// The key that ranks a pod with `victim` keys (uid `victim_uid`) before one
-/// with `runner_up` keys: the first key, in ranking order, on which they
-/// differ (Uid when every key is equal and the uid order decided).
+/// The key that ranks a pod with `victim` keys before one with `runner_up`
+/// keys: the first key, in ranking order, on which they differ (Uid when
+/// every key is equal and the uid order decided).
 RankKey deciding_key(const RankKeys& victim, const RankKeys& runner_up);
 
 /// "qos=BestEffort over-request priority=0 usage=700Mi request=0" for logs
