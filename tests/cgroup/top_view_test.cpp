@@ -92,9 +92,22 @@ spec:
   ASSERT_EQ(j["next_evictions"].size(), 1u);
   EXPECT_EQ(j["next_evictions"][0]["kind"], "soft");
   EXPECT_EQ(j["next_evictions"][0]["uid"], "u-be");
+  EXPECT_TRUE(j["next_evictions_none_for"].empty());
+  // Met, but with every pod critical: nobody can go, and it says so.
+  NodeSnapshot all_critical = *snap;
+  for (auto& p : all_critical.pods) p.critical = true;
+  in.snapshot = &all_critical;
+  j = node::render_top_json(in);
+  EXPECT_TRUE(j["next_evictions"].empty());
+  EXPECT_EQ(j["next_evictions_none_for"], nlohmann::json::array({"memory.available"}));
+  EXPECT_NE(node::render_top_text(in).find(
+                "NEXT EVICTION: none (met with no pod that can be evicted: memory.available)"),
+            std::string::npos);
+  in.snapshot = &*snap;
   ev.thresholds[0].value.percent = 10;
   j = node::render_top_json(in);
   EXPECT_TRUE(j["next_evictions"].empty());
+  EXPECT_TRUE(j["next_evictions_none_for"].empty());
   EXPECT_NE(node::render_top_text(in).find("NEXT EVICTION: none (no eviction threshold is met)"), std::string::npos);
 
   EXPECT_EQ(node::human_bytes(1536.0 * MiB), "1.5Gi");

@@ -77,16 +77,23 @@ std::vector<std::pair<int, const Pod*>> ordered(const TopInput& in) {
 // this snapshot with soft grace periods treated as elapsed (a one-shot frame
 // has no history), so a met soft threshold shows its victim too. `top` does
 // not know what the daemon has in flight: nothing is excluded.
-std::vector<Eviction> next_evictions(const TopInput& in) {
+Decisions next_evictions(const TopInput& in) {
   EvictionConfig preview = *in.eviction;
   for (auto& t : preview.thresholds) t.grace_period = Duration::zero();
   Engine engine(std::move(preview));
-  return engine.evaluate(*in.snapshot, in.snapshot->taken_at).candidates;
+  return engine.evaluate(*in.snapshot, in.snapshot->taken_at);
 }
 
-std::string next_text(const std::vector<Eviction>& next) {
-  if (next.empty()) return "\nNEXT EVICTION: none (no eviction threshold is met)\n";
+std::string next_text(const Decisions& d) {
+  std::string stuck;
+  for (Signal s : d.no_candidates) stuck += (stuck.empty() ? "" : ", ") + std::string(name(s));
+  if (!stuck.empty()) stuck = "met with no pod that can be evicted: " + stuck;
+  const auto& next = d.candidates;
+  if (next.empty()) {
+    return "\nNEXT EVICTION: none (" + (stuck.empty() ? std::string("no eviction threshold is met") : stuck) + ")\n";
+  }
   std::string out = "\nNEXT EVICTION (per lane, for the thresholds met now)\n";
+  if (!stuck.empty()) out += "  " + stuck + "\n";
   for (const auto& e : next) {
     out += std::string(name(e.signal)) + " (" + (e.kind == ThresholdKind::Hard ? "hard" : "soft") + "): " +
            (e.metadata_known && !e.name.empty() ? e.namespace_ + "/" + e.name : "<" + e.uid + ">") + "\n  why: " +
@@ -303,7 +310,11 @@ nlohmann::json render_top_json(const TopInput& in) {
     pods.push_back(e);
   }
   j["pods"] = pods;
-  j["next_evictions"] = next_json(next_evictions(in));
+  const Decisions next = next_evictions(in);
+  j["next_evictions"] = next_json(next.candidates);
+  nlohmann::json stuck = nlohmann::json::array();
+  for (Signal sig : next.no_candidates) stuck.push_back(name(sig));
+  j["next_evictions_none_for"] = stuck;  // thresholds met with no pod that can be evicted
   const auto& c = in.counters;
   j["counters"] = {{"observations", c.observations},        {"stale_signal_reads", c.stale_signal_reads},
                    {"stale_pod_reads", c.stale_pod_reads},  {"vanished_pods", c.vanished_pods},
