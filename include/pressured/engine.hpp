@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pressured/clock.hpp"
@@ -33,6 +34,38 @@ struct ConditionChange {
   bool status;
 };
 
+/// The keys the ranking compares for one pod and one starved resource, in
+/// the order it compares them (docs/engine.md, "Ranking"). Recorded for the
+/// victim and the runner-up of every decision, so that one log line tells
+/// why pod A went before pod B.
+struct RankKeys {
+  bool zero_usage = false;      // uses none of the starved resource: a last resort
+  bool daemonset_last = false;  // a DaemonSet pod under `daemonSetPods: evictLast`
+  QosClass qos = QosClass::BestEffort;
+  bool over_request = false;  // usage above the request (a pod without a request is over it when it uses any)
+  int32_t priority = 0;
+  uint64_t usage = 0;    // working set, ephemeral storage, inodes or pids
+  uint64_t request = 0;  // 0 for inodes and pids (Kubernetes has no such request)
+  /// The figure compared last, larger first: usage above the request when
+  /// over it, the usage when within.
+  uint64_t amount() const { return over_request ? usage - request : usage; }
+  bool operator==(const RankKeys&) const = default;
+};
+
+/// The key that put one pod before another: the first on which they differ.
+enum class RankKey : uint8_t { ZeroUsage, DaemonSet, Qos, OverRequest, Priority, Amount, Uid };
+std::string_view name(RankKey key);
+std::optional<RankKey> parse_rank_key(std::string_view text);
+
+/// The runner-up of a decision: the pod that would have gone next.
+struct RunnerUp {
+  std::string uid;
+  std::string name;
+  std::string namespace_;  // name and namespace empty: the pod has no metadata
+  RankKeys keys;
+  bool operator==(const RunnerUp&) const = default;
+};
+
 /// One pod to evict, and why. The engine fills in who and why; the policy
 /// numbers and times it when it starts the eviction. The same value goes to
 /// the evictor (EvictionTarget is built from it), the API reporter, the
@@ -54,6 +87,13 @@ struct Eviction {
   bool signal_stale = false;        // the deciding observation was stale
   uint64_t usage_at_decision = 0;   // the pod's usage of the starved resource (release floor)
   TimePoint decided_at{};           // set by the policy
+  RankKeys keys;                     // the victim's ranking keys at the decision
+  std::optional<RunnerUp> runner_up;  // nullopt: the victim was the only candidate
+  // Set by the daemon: what woke the evaluation that decided ("psi",
+  // "poll", ...) and how long after the kernel's event it decided (nullopt:
+  // no kernel event, e.g. a poll). For the operator's messages only.
+  std::string wake_source;
+  std::optional<double> detection_latency_seconds;
   bool operator==(const Eviction&) const = default;
 };
 
@@ -106,6 +146,34 @@ uint64_t pod_request(const Pod& pod, StarvedResource resource);
 /// soft, the pod's terminationGracePeriodSeconds capped by
 /// evictionMaxPodGracePeriod when that is above 0.
 int64_t eviction_grace_period(const Pod& pod, ThresholdKind kind, const EvictionConfig& config);
+
+/// The ranking keys of `pod` for `resource` under `config` (pure).
+RankKeys rank_keys(const Pod& pod, StarvedResource resource, const EvictionConfig& config);
+
+/// The key that ranks a pod with `victim` keys before one with `runner_up`
+/// keys: the first key, in ranking order, on which they differ (Uid when
+/// every key is equal and the uid order decided).
+RankKey deciding_key(const RankKeys& victim, const RankKeys& runner_up);
+
+/// "qos=BestEffort over-request priority=0 usage=700Mi request=0" for logs
+/// and `top`. Byte amounts are shown with binary suffixes for memory and
+/// ephemeral storage, as counts for inodes and pids.
+std::string describe_keys(const RankKeys& keys, StarvedResource resource);
+
+/// Why the victim of `e` went before its runner-up, in one line an operator
+/// can read: the victim's keys, the runner-up's, and the deciding key in words
+/// ("BestEffort before Burstable"). Pure.
+std::string explain_choice(const Eviction& e);
+
+/// The deciding key in a few words, for messages: "chosen before shop/web
+/// by qos: BestEffort before Burstable", or "the only pod that could be
+/// evicted" without a runner-up. Pure.
+std::string choice_summary(const Eviction& e);
+
+/// Threshold indexes of `thresholds` in the order the engine acts on them:
+/// memory first (the kubelet's byEvictionPriority), hard before soft, then
+/// signal order, then configuration order.
+std::vector<std::size_t> threshold_eviction_order(const std::vector<Threshold>& thresholds);
 
 /// Ranking and decisions per the kubelet's eviction policy, see docs/engine.md.
 class Engine {

@@ -67,6 +67,49 @@ spec:
   EXPECT_EQ(j["signals"][0]["thresholds"][0]["met"], true);
   EXPECT_EQ(j["layout"]["version"], "v2");
   EXPECT_EQ(j["counters"]["pods_without_metadata"], 2);
+  // Who would go next, and why: the engine's choice on this frame.
+  EXPECT_NE(text.find("memory.available (hard): <u-be>"), std::string::npos) << text;
+  EXPECT_NE(text.find("runner-up app/burst qos=Burstable over-request"), std::string::npos) << text;
+  EXPECT_NE(text.find("chosen by qos: BestEffort before Burstable"), std::string::npos) << text;
+  ASSERT_EQ(j["next_evictions"].size(), 1u);
+  const auto& next = j["next_evictions"][0];
+  EXPECT_EQ(next["uid"], "u-be");
+  EXPECT_EQ(next["signal"], "memory.available");
+  EXPECT_EQ(next["why"]["victim"]["qos"], "BestEffort");
+  EXPECT_EQ(next["why"]["victim"]["usage"], 10 * MiB);
+  EXPECT_EQ(next["why"]["runner_up"]["uid"], "u-burst");
+  EXPECT_EQ(next["why"]["runner_up"]["request"], 100 * MiB);
+  EXPECT_EQ(next["why"]["runner_up"]["amount"], 200 * MiB);
+  EXPECT_EQ(next["why"]["decided_by"], "qos");
+  EXPECT_EQ(j["pods"][1]["memory_rank_keys"]["over_request"], true);
+  EXPECT_EQ(j["pods"][1]["memory_rank_keys"]["request"], 100 * MiB);
+
+  // A soft threshold shows its victim at once (a frame has no history); an
+  // unmet one shows nobody.
+  ev.thresholds[0].kind = ThresholdKind::Soft;
+  ev.thresholds[0].grace_period = std::chrono::minutes(5);
+  j = node::render_top_json(in);
+  ASSERT_EQ(j["next_evictions"].size(), 1u);
+  EXPECT_EQ(j["next_evictions"][0]["kind"], "soft");
+  EXPECT_EQ(j["next_evictions"][0]["uid"], "u-be");
+  EXPECT_TRUE(j["next_evictions_none_for"].empty());
+  // Met, but with every pod critical: nobody can go, and it says so.
+  NodeSnapshot all_critical = *snap;
+  for (auto& p : all_critical.pods) p.critical = true;
+  in.snapshot = &all_critical;
+  j = node::render_top_json(in);
+  EXPECT_TRUE(j["next_evictions"].empty());
+  EXPECT_EQ(j["next_evictions_none_for"], nlohmann::json::array({"memory.available"}));
+  EXPECT_NE(node::render_top_text(in).find(
+                "NEXT EVICTION: none (met with no pod that can be evicted: memory.available)"),
+            std::string::npos);
+  in.snapshot = &*snap;
+  ev.thresholds[0].value.percent = 10;
+  j = node::render_top_json(in);
+  EXPECT_TRUE(j["next_evictions"].empty());
+  EXPECT_TRUE(j["next_evictions_none_for"].empty());
+  EXPECT_NE(node::render_top_text(in).find("NEXT EVICTION: none (no eviction threshold is met)"), std::string::npos);
+
   EXPECT_EQ(node::human_bytes(1536.0 * MiB), "1.5Gi");
   EXPECT_EQ(node::human_bytes(512), "512");
 }

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace pressured {
 namespace {
@@ -39,6 +40,10 @@ Checkpoint sample() {
   p.grace_period_seconds = 30;
   p.usage_at_decision = 123456789;
   p.decided_at = TimePoint(std::chrono::seconds(44));
+  p.keys = RankKeys{false, false, QosClass::Burstable, true, -3, 123456789, 100000000};
+  p.runner_up = RunnerUp{"uid-b", "b", "ns", RankKeys{false, true, QosClass::Guaranteed, false, 2000, 5, 10}};
+  p.wake_source = "psi";
+  p.detection_latency_seconds = 0.0125;
   f.kill_at = TimePoint(std::chrono::seconds(74));
   f.phase_deadline = TimePoint(std::chrono::seconds(104));
   f.killed = true;
@@ -57,6 +62,47 @@ TEST(Checkpoint, RoundTripsEveryField) {
   EXPECT_EQ(back->boot_id, "boot-1");
   EXPECT_EQ(back->engine, cp.engine);
   EXPECT_EQ(back->policy, cp.policy);
+}
+
+// Records written before the ranking keys were recorded still load: the
+// eviction resumes, only its explanation is empty.
+TEST(Checkpoint, EvictionRecordsWithoutRankingKeysStillLoad) {
+  Checkpoint cp = sample();
+  auto j = nlohmann::json::parse(encode_checkpoint(cp));
+  auto& record = j["policy"]["in_flight"][0]["eviction"];
+  ASSERT_TRUE(record.contains("ranking"));
+  EXPECT_EQ(record["ranking"]["runner_up"]["uid"], "uid-b");
+  EXPECT_EQ(record["ranking"]["victim"]["priority"], -3);
+  record.erase("ranking");
+  record.erase("wake_source");
+  record.erase("detection_latency_seconds");
+  auto back = decode_checkpoint(j.dump());
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  cp.policy.in_flight[0].eviction.keys = RankKeys{};
+  cp.policy.in_flight[0].eviction.runner_up.reset();
+  cp.policy.in_flight[0].eviction.wake_source.clear();
+  cp.policy.in_flight[0].eviction.detection_latency_seconds.reset();
+  EXPECT_EQ(back->policy, cp.policy);
+
+  // A runner-up of null: the victim was alone.
+  j = nlohmann::json::parse(encode_checkpoint(sample()));
+  j["policy"]["in_flight"][0]["eviction"]["ranking"]["runner_up"] = nullptr;
+  back = decode_checkpoint(j.dump());
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_FALSE(back->policy.in_flight[0].eviction.runner_up);
+  EXPECT_EQ(back->policy.in_flight[0].eviction.keys.priority, -3);
+}
+
+TEST(Checkpoint, MalformedRankingKeysAreErrors) {
+  for (auto [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"qos", "Gold"}, {"priority", 1e12}, {"priority", 3000000000LL}, {"usage", -1}, {"over_request", "yes"}}) {
+    auto j = nlohmann::json::parse(encode_checkpoint(sample()));
+    j["policy"]["in_flight"][0]["eviction"]["ranking"]["victim"][field] = value;
+    EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << field << "=" << value.dump();
+  }
+  auto j = nlohmann::json::parse(encode_checkpoint(sample()));
+  j["policy"]["in_flight"][0]["eviction"]["ranking"]["runner_up"].erase("uid");
+  EXPECT_FALSE(decode_checkpoint(j.dump()).ok());
 }
 
 TEST(Checkpoint, CorruptInputsAreErrorsNotCrashes) {

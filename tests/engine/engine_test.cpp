@@ -550,9 +550,136 @@ TEST(EngineRanking, SelectionAgreesWithTheFullRanking) {
       }
       ASSERT_TRUE(d.eviction) << "round " << round;
       EXPECT_EQ(d.eviction->uid, ranked.front()->uid) << "round " << round;
+      // The runner-up is the second of the full order, with its keys.
+      EXPECT_EQ(d.eviction->keys, rank_keys(*ranked.front(), StarvedResource::Memory, c)) << "round " << round;
+      if (ranked.size() < 2) {
+        EXPECT_FALSE(d.eviction->runner_up) << "round " << round;
+      } else {
+        ASSERT_TRUE(d.eviction->runner_up) << "round " << round;
+        EXPECT_EQ(d.eviction->runner_up->uid, ranked[1]->uid) << "round " << round;
+        EXPECT_EQ(d.eviction->runner_up->keys, rank_keys(*ranked[1], StarvedResource::Memory, c)) << "round " << round;
+      }
       terminating.push_back(d.eviction->uid);
     }
   }
+}
+
+// --- Why this pod ----------------------------------------------------------------
+
+TEST(EngineWhy, RecordsTheKeysOfTheVictimAndTheRunnerUp) {
+  Engine e(config({hard(Signal::MemoryAvailable, qty(kGi))}));
+  Snap s;
+  s.mem(kMi)
+      .add(pod("g", QosClass::Guaranteed, 3 * kGi, 3 * kGi))
+      .add(pod("b", QosClass::Burstable, 2 * kGi, kGi, 7))
+      .add(pod("be", QosClass::BestEffort, 100 * kMi, 0, 5));
+  Decisions d = e.evaluate(s, at(0));
+  ASSERT_TRUE(d.eviction);
+  EXPECT_EQ(d.eviction->uid, "be");
+  const RankKeys& v = d.eviction->keys;
+  EXPECT_EQ(v.qos, QosClass::BestEffort);
+  EXPECT_TRUE(v.over_request);  // no request: any usage is over it
+  EXPECT_EQ(v.priority, 5);
+  EXPECT_EQ(v.usage, static_cast<uint64_t>(100 * kMi));
+  EXPECT_EQ(v.request, 0u);
+  EXPECT_EQ(v.amount(), static_cast<uint64_t>(100 * kMi));
+  ASSERT_TRUE(d.eviction->runner_up);
+  const RunnerUp& r = *d.eviction->runner_up;
+  EXPECT_EQ(r.uid, "b");
+  EXPECT_EQ(r.name, "pod-b");
+  EXPECT_EQ(r.namespace_, "default");
+  EXPECT_EQ(r.keys.qos, QosClass::Burstable);
+  EXPECT_TRUE(r.keys.over_request);
+  EXPECT_EQ(r.keys.priority, 7);
+  EXPECT_EQ(r.keys.amount(), static_cast<uint64_t>(kGi));  // usage above the request
+  EXPECT_EQ(deciding_key(v, r.keys), RankKey::Qos);
+  EXPECT_EQ(explain_choice(*d.eviction),
+            "victim qos=BestEffort over-request priority=5 usage=100Mi request=0; runner-up default/pod-b "
+            "qos=Burstable over-request priority=7 usage=2.0Gi request=1.0Gi; chosen by qos: BestEffort before "
+            "Burstable");
+}
+
+TEST(EngineWhy, ExcludedPodsAreNotTheRunnerUpAndALonePodHasNone) {
+  Engine e(config({hard(Signal::MemoryAvailable, qty(kGi))}));
+  Snap s;
+  s.mem(kMi).add(pod("a", QosClass::BestEffort, 3 * kMi)).add(pod("b", QosClass::BestEffort, 2 * kMi));
+  Decisions d = e.evaluate(s, at(0), {"b"});
+  ASSERT_TRUE(d.eviction);
+  EXPECT_EQ(d.eviction->uid, "a");
+  EXPECT_FALSE(d.eviction->runner_up);
+  EXPECT_NE(explain_choice(*d.eviction).find("no runner-up"), std::string::npos);
+  d = e.evaluate(s, at(1), {"a"});
+  EXPECT_EQ(victim(d), "b");
+  EXPECT_FALSE(d.eviction->runner_up);
+}
+
+TEST(EngineWhy, TheDecidingKeyIsTheFirstThatDiffers) {
+  RankKeys a;
+  a.qos = QosClass::Burstable;
+  a.over_request = true;
+  a.usage = 300;
+  a.request = 100;
+  RankKeys b = a;
+  EXPECT_EQ(deciding_key(a, b), RankKey::Uid);
+  b.usage = 250;
+  EXPECT_EQ(deciding_key(a, b), RankKey::Amount);
+  b.priority = 10;
+  EXPECT_EQ(deciding_key(a, b), RankKey::Priority);
+  b.over_request = false;
+  b.usage = 50;
+  EXPECT_EQ(deciding_key(a, b), RankKey::OverRequest);
+  b.qos = QosClass::Guaranteed;
+  EXPECT_EQ(deciding_key(a, b), RankKey::Qos);
+  b.daemonset_last = true;
+  EXPECT_EQ(deciding_key(a, b), RankKey::DaemonSet);
+  b.zero_usage = true;
+  EXPECT_EQ(deciding_key(a, b), RankKey::ZeroUsage);
+  for (auto k : {RankKey::ZeroUsage, RankKey::DaemonSet, RankKey::Qos, RankKey::OverRequest, RankKey::Priority,
+                 RankKey::Amount, RankKey::Uid}) {
+    EXPECT_EQ(parse_rank_key(name(k)), k);
+  }
+  EXPECT_FALSE(parse_rank_key("size"));
+}
+
+TEST(EngineWhy, ExplanationNamesEachDecidingKeyInWords) {
+  auto why = [](Pod victim_pod, Pod runner, Signal sig = Signal::MemoryAvailable) {
+    EvictionConfig c;
+    c.daemonset_pods = DaemonSetPolicy::EvictLast;
+    const StarvedResource r = info(sig).resource;
+    Eviction e;
+    e.signal = sig;
+    e.keys = rank_keys(victim_pod, r, c);
+    e.runner_up = RunnerUp{runner.uid, runner.name, runner.namespace_, rank_keys(runner, r, c)};
+    std::string s = explain_choice(e);
+    return s.substr(s.find("chosen by"));
+  };
+  EXPECT_EQ(why(pod("a", QosClass::Burstable, 2 * kGi, kGi), pod("b", QosClass::Burstable, 900 * kMi, kGi)),
+            "chosen by overRequest: over its request before a pod within its request");
+  EXPECT_EQ(why(pod("a", QosClass::Burstable, 2 * kGi, kGi, -1), pod("b", QosClass::Burstable, 3 * kGi, kGi, 4)),
+            "chosen by priority: priority -1 below 4");
+  EXPECT_EQ(why(pod("a", QosClass::Burstable, 3 * kGi, kGi), pod("b", QosClass::Burstable, 2 * kGi, kGi)),
+            "chosen by amount: exceeds its request by 2.0Gi, the runner-up by 1.0Gi");
+  EXPECT_EQ(why(pod("a", QosClass::Burstable, 900 * kMi, kGi), pod("b", QosClass::Burstable, 800 * kMi, kGi)),
+            "chosen by amount: uses 900Mi, the runner-up 800Mi");
+  EXPECT_EQ(why(pod("a", QosClass::BestEffort, kMi), pod("b", QosClass::BestEffort, kMi)),
+            "chosen by uid: every key equal, the smaller uid goes first");
+  EXPECT_EQ(why(pod("a", QosClass::Guaranteed, kMi, kGi), pod("b", QosClass::BestEffort, 0)),
+            "chosen by zeroUsage: the runner-up uses no memory");
+  Pod ds = pod("ds", QosClass::BestEffort, kGi);
+  ds.daemonset = true;
+  EXPECT_EQ(why(pod("a", QosClass::Guaranteed, kMi, kGi), ds), "chosen by daemonset: the runner-up is a DaemonSet pod, evicted last");
+  Pod pa = pod("a", QosClass::BestEffort, 0);
+  pa.usage.pids = 300;
+  Pod pb = pod("b", QosClass::BestEffort, 0);
+  pb.usage.pids = 20;
+  EXPECT_EQ(why(pa, pb, Signal::PidAvailable), "chosen by amount: uses 300, the runner-up 20");
+  Pod nometa = pod("b", QosClass::Burstable, kMi, kGi);
+  nometa.name.clear();
+  nometa.namespace_.clear();
+  Eviction e;
+  e.keys = rank_keys(pod("a", QosClass::BestEffort, kMi), StarvedResource::Memory, EvictionConfig{});
+  e.runner_up = RunnerUp{"uid-b", "", "", rank_keys(nometa, StarvedResource::Memory, EvictionConfig{})};
+  EXPECT_NE(explain_choice(e).find("runner-up <uid-b> qos=Burstable within-request"), std::string::npos);
 }
 
 // --- State ----------------------------------------------------------------------

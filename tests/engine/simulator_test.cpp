@@ -44,7 +44,7 @@ TEST(Simulator, HardEvictionAndConditionLines) {
                         mem_hard(100 * kMi));
   EXPECT_EQ(out,
             R"({"t":2.5,"kind":"condition","condition":"MemoryPressure","status":true}
-{"t":2.5,"kind":"evict","uid":"u1","name":"web","namespace":"shop","signal":"memory.available","threshold":"hard","gracePeriodSeconds":0}
+{"t":2.5,"kind":"evict","uid":"u1","name":"web","namespace":"shop","signal":"memory.available","threshold":"hard","gracePeriodSeconds":0,"why":{"victim":{"qos":"Burstable","overRequest":true,"priority":0,"usage":1610612736,"request":1073741824,"amount":536870912,"zeroUsage":false,"daemonsetLast":false},"runnerUp":null,"decidedBy":null}}
 )");
 }
 

@@ -219,6 +219,10 @@ TEST(K8sEviction, EventIsReadableBackWithTheKubeletStyleMessage) {
   ASSERT_TRUE(uid);
   auto h = make_reporter(*cp);
   auto e = eviction_of("evict-event", "cache", *uid, 0);
+  e.keys.usage = 700ull << 20;
+  e.keys.over_request = true;
+  e.wake_source = "psi";
+  e.detection_latency_seconds = 0.0025;
   h.reporter->report_eviction(e);
   ASSERT_TRUE(h.reporter->drain(30s));
   EXPECT_EQ(h.reporter->stats().events_recorded.load(), 1u);
@@ -232,8 +236,10 @@ TEST(K8sEviction, EventIsReadableBackWithTheKubeletStyleMessage) {
   EXPECT_EQ(ev["involvedObject"]["uid"], *uid);
   EXPECT_EQ(ev["source"]["component"], "pressured");
   EXPECT_EQ(ev["message"],
-            "The node was low on resource: memory. Threshold quantity: 256Mi, available: 255Mi. Signal "
-            "memory.available, evicted by pressured (eviction test-cache).");
+            "The node was low on resource: memory. Threshold quantity: 256Mi, available: 255Mi. Pod was using 700Mi, "
+            "request is 0, has larger consumption of memory. Evicted by pressured (eviction test-cache) for "
+            "memory.available (hard threshold), woken by psi, decided 2.5 ms after the kernel's event; the only pod "
+            "that could be evicted.");
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/why.hpp"
+
 namespace pressured {
 
 namespace {
@@ -63,8 +65,28 @@ ThresholdKey parse_key(const std::string& s) {
   return ThresholdKey{parse_signal_or_throw(s.substr(0, slash)), parse_kind(s.substr(slash + 1))};
 }
 
+// The ranking keys as rank_keys_json writes them (snake_case); every field
+// is required once the object is there.
+RankKeys decode_keys(const json& k) {
+  RankKeys r;
+  auto q = parse_qos(k.at("qos").get<std::string>());
+  if (!q) throw std::runtime_error("unknown QoS class " + k.at("qos").dump());
+  r.qos = *q;
+  r.over_request = k.at("over_request").get<bool>();
+  const int64_t prio = as_int64(k.at("priority"));
+  if (prio < std::numeric_limits<int32_t>::min() || prio > std::numeric_limits<int32_t>::max()) {
+    throw std::invalid_argument("priority " + k.at("priority").dump() + " does not fit in 32 bits");
+  }
+  r.priority = static_cast<int32_t>(prio);
+  r.usage = as_uint64(k.at("usage"));
+  r.request = as_uint64(k.at("request"));
+  r.zero_usage = k.at("zero_usage").get<bool>();
+  r.daemonset_last = k.at("daemonset_last").get<bool>();
+  return r;
+}
+
 json encode_eviction(const Eviction& e) {
-  return json{{"id", e.id},
+  json j = json{{"id", e.id},
               {"uid", e.uid},
               {"name", e.name},
               {"namespace", e.namespace_},
@@ -80,6 +102,13 @@ json encode_eviction(const Eviction& e) {
               {"signal_stale", e.signal_stale},
               {"usage_at_decision", e.usage_at_decision},
               {"decided_at_ns", ns(e.decided_at)}};
+  // Why this pod: written since the ranking keys were recorded; records
+  // without it (older daemons) still load, with empty keys.
+  j["ranking"] = why_json(e, JsonKeys::Snake, false);
+  // Likewise for what woke the decision (messages only).
+  j["wake_source"] = e.wake_source;
+  j["detection_latency_seconds"] = e.detection_latency_seconds ? json(*e.detection_latency_seconds) : json(nullptr);
+  return j;
 }
 
 Eviction decode_eviction(const json& p) {
@@ -102,6 +131,21 @@ Eviction decode_eviction(const json& p) {
   e.signal_stale = p.at("signal_stale").get<bool>();
   e.usage_at_decision = as_uint64(p.at("usage_at_decision"));
   e.decided_at = tp(as_int64(p.at("decided_at_ns")));
+  if (auto w = p.find("wake_source"); w != p.end()) e.wake_source = w->get<std::string>();
+  if (auto l = p.find("detection_latency_seconds"); l != p.end() && !l->is_null()) {
+    e.detection_latency_seconds = l->get<double>();
+  }
+  if (auto r = p.find("ranking"); r != p.end()) {
+    e.keys = decode_keys(r->at("victim"));
+    if (const json& ru = r->at("runner_up"); !ru.is_null()) {
+      RunnerUp u;
+      u.uid = ru.at("uid").get<std::string>();
+      u.name = ru.at("name").get<std::string>();
+      u.namespace_ = ru.at("namespace").get<std::string>();
+      u.keys = decode_keys(ru);
+      e.runner_up = std::move(u);
+    }
+  }
   return e;
 }
 

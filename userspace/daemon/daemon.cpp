@@ -610,10 +610,16 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   if (disk_reclaim_finished_.exchange(false)) policy_.disk_reclaim_finished(now);
   Decisions d = engine_.evaluate(last_, now, policy_.excluded());
   arm_deadline(d, now);
-  if (kernel_time && m) {
-    const double latency = std::max(0.0, seconds(MonotonicClock().now() - *kernel_time));
-    m->detection_latency(source, latency);
-    spdlog::debug("decision from {} {:.3f} ms after the kernel's event", source, latency * 1e3);
+  std::optional<double> latency;
+  if (kernel_time) latency = std::max(0.0, seconds(MonotonicClock().now() - *kernel_time));
+  if (latency && m) {
+    m->detection_latency(source, *latency);
+    spdlog::debug("decision from {} {:.3f} ms after the kernel's event", source, *latency * 1e3);
+  }
+  // What woke this decision goes into the eviction's messages.
+  for (auto& c : d.candidates) {
+    c.wake_source = source;
+    c.detection_latency_seconds = latency;
   }
 
   // Conditions: metrics, log, API (pressured's own types only).
@@ -759,10 +765,11 @@ void Daemon::start(const PolicyAction& a) {
     return;
   }
   const bool dry = config_.daemon.dry_run;
-  spdlog::info("{}eviction {}: pod {} qos={} signal={} observed={:.0f} threshold={:.0f} ({}) grace={}s cgroup={}",
+  spdlog::info("{}eviction {}: pod {} qos={} signal={} observed={:.0f} threshold={:.0f} ({}) grace={}s cgroup={}: "
+               "{} Why: {}",
                dry ? "[dry-run] " : "", e.id, pod_label(e.namespace_, e.name, e.uid), name(e.qos), name(e.signal),
                e.observed, e.threshold_value, e.kind == ThresholdKind::Hard ? "hard" : "soft", e.grace_period_seconds,
-               e.cgroup_path);
+               e.cgroup_path, k8s::eviction_message(e), explain_choice(e));
   if (deps_.metrics) deps_.metrics->eviction(e.signal, e.qos, e.kind, e.namespace_, e.name, e.uid);
   ++stats_.evictions_started;
   const bool report = a.report && deps_.reporter != nullptr;

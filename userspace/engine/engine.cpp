@@ -5,43 +5,54 @@
 #include "pressured/engine.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <iterator>
 #include <tuple>
 
 namespace pressured {
 namespace {
 
-// Everything the ranking compares, computed once per pod. Smaller sorts first
-// (evicted first), except `amount`, where larger goes first.
-struct RankKey {
-  bool zero_usage;  // a pod not using the starved resource is a last resort
-  bool daemonset_last;
-  uint8_t qos;         // BestEffort, Burstable, Guaranteed
-  bool within_request;  // pods over their request go first
-  int32_t priority;     // lower priority first
-  uint64_t amount;      // over request: usage - request; within: usage
-};
-
-inline RankKey rank_key(const Pod& p, StarvedResource r, DaemonSetPolicy policy) {
-  const uint64_t usage = pod_usage(p, r);
-  const uint64_t request = pod_request(p, r);
-  const bool over = usage > request;
-  return RankKey{usage == 0,
-                 p.daemonset && policy == DaemonSetPolicy::EvictLast,
-                 static_cast<uint8_t>(p.qos),
-                 !over,
-                 p.priority,
-                 over ? usage - request : usage};
-}
-
-// True when the pod with key `a` (uid `ua`) is evicted before the one with `b`.
-inline bool evict_before(const RankKey& a, const std::string& ua, const RankKey& b, const std::string& ub) {
-  auto head = [](const RankKey& k) {
-    return std::tie(k.zero_usage, k.daemonset_last, k.qos, k.within_request, k.priority);
+// True when the pod with keys `a` (uid `ua`) is evicted before the one with
+// `b`. Smaller sorts first (evicted first) on every key but the amount,
+// where larger goes first; the uid breaks ties so the order is total.
+inline bool evict_before(const RankKeys& a, const std::string& ua, const RankKeys& b, const std::string& ub) {
+  auto head = [](const RankKeys& k) {
+    return std::make_tuple(k.zero_usage, k.daemonset_last, static_cast<uint8_t>(k.qos), !k.over_request, k.priority);
   };
   auto ha = head(a), hb = head(b);
   if (ha != hb) return ha < hb;
-  if (a.amount != b.amount) return a.amount > b.amount;
+  if (a.amount() != b.amount()) return a.amount() > b.amount();
   return ua < ub;
+}
+
+// Binary-suffixed bytes ("1.5Gi"), or a plain count.
+std::string amount_text(uint64_t v, StarvedResource r) {
+  if (r != StarvedResource::Memory && r != StarvedResource::EphemeralStorage) return std::to_string(v);
+  static constexpr const char* kUnits[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+  double d = static_cast<double>(v);
+  std::size_t u = 0;
+  while (d >= 1024 && u + 1 < std::size(kUnits)) {
+    d /= 1024;
+    ++u;
+  }
+  char b[32];
+  if (u == 0) {
+    std::snprintf(b, sizeof b, "%llu", static_cast<unsigned long long>(v));
+  } else {
+    std::snprintf(b, sizeof b, d >= 100 ? "%.0f%s" : "%.1f%s", d, kUnits[u]);
+  }
+  return b;
+}
+
+std::string_view resource_word(StarvedResource r) {
+  switch (r) {
+    case StarvedResource::Memory: return "memory";
+    case StarvedResource::EphemeralStorage: return "ephemeral storage";
+    case StarvedResource::Inodes: return "inodes";
+    case StarvedResource::Pids: return "pids";
+    case StarvedResource::None: break;
+  }
+  return "nothing";
 }
 
 bool contains(const std::vector<std::string>& v, const std::string& s) {
@@ -83,11 +94,11 @@ int64_t eviction_grace_period(const Pod& pod, ThresholdKind kind, const Eviction
 
 std::vector<const Pod*> rank_pods(const std::vector<Pod>& pods, StarvedResource resource,
                                   const EvictionConfig& config, const std::vector<std::string>& terminating) {
-  std::vector<std::pair<RankKey, const Pod*>> keyed;
+  std::vector<std::pair<RankKeys, const Pod*>> keyed;
   keyed.reserve(pods.size());
   for (const Pod& p : pods) {
     if (never_evicted(p, config) || contains(terminating, p.uid)) continue;
-    keyed.emplace_back(rank_key(p, resource, config.daemonset_pods), &p);
+    keyed.emplace_back(rank_keys(p, resource, config), &p);
   }
   std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
     return evict_before(a.first, a.second->uid, b.first, b.second->uid);
@@ -98,21 +109,120 @@ std::vector<const Pod*> rank_pods(const std::vector<Pod>& pods, StarvedResource 
   return out;
 }
 
-Engine::Engine(EvictionConfig config) : config_(std::move(config)) { compute_eviction_order(); }
+RankKeys rank_keys(const Pod& pod, StarvedResource resource, const EvictionConfig& config) {
+  RankKeys k;
+  k.usage = pod_usage(pod, resource);
+  k.request = pod_request(pod, resource);
+  k.zero_usage = k.usage == 0;
+  k.daemonset_last = pod.daemonset && config.daemonset_pods == DaemonSetPolicy::EvictLast;
+  k.qos = pod.qos;
+  k.over_request = k.usage > k.request;
+  k.priority = pod.priority;
+  return k;
+}
 
-void Engine::compute_eviction_order() {
-  // Memory first (as the kubelet's byEvictionPriority), then hard before
-  // soft, then signal order, then configuration order.
-  eviction_order_.resize(config_.thresholds.size());
-  for (std::size_t i = 0; i < eviction_order_.size(); ++i) eviction_order_[i] = i;
-  auto key = [this](std::size_t i) {
-    const Threshold& t = config_.thresholds[i];
+std::string_view name(RankKey key) {
+  switch (key) {
+    case RankKey::ZeroUsage: return "zeroUsage";
+    case RankKey::DaemonSet: return "daemonset";
+    case RankKey::Qos: return "qos";
+    case RankKey::OverRequest: return "overRequest";
+    case RankKey::Priority: return "priority";
+    case RankKey::Amount: return "amount";
+    case RankKey::Uid: return "uid";
+  }
+  return "?";
+}
+
+std::optional<RankKey> parse_rank_key(std::string_view text) {
+  for (auto k : {RankKey::ZeroUsage, RankKey::DaemonSet, RankKey::Qos, RankKey::OverRequest, RankKey::Priority,
+                 RankKey::Amount, RankKey::Uid}) {
+    if (name(k) == text) return k;
+  }
+  return std::nullopt;
+}
+
+RankKey deciding_key(const RankKeys& a, const RankKeys& b) {
+  if (a.zero_usage != b.zero_usage) return RankKey::ZeroUsage;
+  if (a.daemonset_last != b.daemonset_last) return RankKey::DaemonSet;
+  if (a.qos != b.qos) return RankKey::Qos;
+  if (a.over_request != b.over_request) return RankKey::OverRequest;
+  if (a.priority != b.priority) return RankKey::Priority;
+  if (a.amount() != b.amount()) return RankKey::Amount;
+  return RankKey::Uid;
+}
+
+std::string describe_keys(const RankKeys& k, StarvedResource r) {
+  std::string s = "qos=" + std::string(name(k.qos));
+  s += k.over_request ? " over-request" : " within-request";
+  s += " priority=" + std::to_string(k.priority);
+  s += " usage=" + amount_text(k.usage, r);
+  s += " request=" + amount_text(k.request, r);
+  if (k.daemonset_last) s += " daemonset-last";
+  return s;
+}
+
+namespace {
+
+std::string runner_up_label(const RunnerUp& ru) {
+  return !ru.name.empty() ? ru.namespace_ + "/" + ru.name : "<" + ru.uid + ">";
+}
+
+// "qos: BestEffort before Burstable": the deciding key and what it compared.
+std::string deciding_words(const RankKeys& v, const RankKeys& o, StarvedResource r) {
+  const RankKey key = deciding_key(v, o);
+  std::string s(name(key));
+  s += ": ";
+  switch (key) {
+    case RankKey::ZeroUsage: s += "the runner-up uses no " + std::string(resource_word(r)); break;
+    case RankKey::DaemonSet: s += "the runner-up is a DaemonSet pod, evicted last"; break;
+    case RankKey::Qos: s += std::string(name(v.qos)) + " before " + std::string(name(o.qos)); break;
+    case RankKey::OverRequest: s += "over its request before a pod within its request"; break;
+    case RankKey::Priority:
+      s += "priority " + std::to_string(v.priority) + " below " + std::to_string(o.priority);
+      break;
+    case RankKey::Amount:
+      // "Exceeds its request" only means something when there is a request.
+      s += v.over_request && (v.request != 0 || o.request != 0)
+               ? "exceeds its request by " + amount_text(v.amount(), r) + ", the runner-up by " + amount_text(o.amount(), r)
+               : "uses " + amount_text(v.amount(), r) + ", the runner-up " + amount_text(o.amount(), r);
+      break;
+    case RankKey::Uid: s += "every key equal, the smaller uid goes first"; break;
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string explain_choice(const Eviction& e) {
+  const StarvedResource r = info(e.signal).resource;
+  std::string s = "victim " + describe_keys(e.keys, r);
+  if (!e.runner_up) return s + "; no runner-up (the only pod that could be evicted)";
+  return s + "; runner-up " + runner_up_label(*e.runner_up) + " " + describe_keys(e.runner_up->keys, r) +
+         "; chosen by " + deciding_words(e.keys, e.runner_up->keys, r);
+}
+
+std::string choice_summary(const Eviction& e) {
+  if (!e.runner_up) return "the only pod that could be evicted";
+  return "chosen before " + runner_up_label(*e.runner_up) + " by " +
+         deciding_words(e.keys, e.runner_up->keys, info(e.signal).resource);
+}
+
+std::vector<std::size_t> threshold_eviction_order(const std::vector<Threshold>& thresholds) {
+  std::vector<std::size_t> order(thresholds.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto key = [&](std::size_t i) {
+    const Threshold& t = thresholds[i];
     return std::make_tuple(info(t.signal).resource == StarvedResource::Memory ? 0 : 1, static_cast<int>(t.kind),
                            static_cast<int>(t.signal), i);
   };
-  std::sort(eviction_order_.begin(), eviction_order_.end(),
-            [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
+  return order;
 }
+
+Engine::Engine(EvictionConfig config) : config_(std::move(config)) { compute_eviction_order(); }
+
+void Engine::compute_eviction_order() { eviction_order_ = threshold_eviction_order(config_.thresholds); }
 
 void Engine::drop_unconfigured(EngineState& state) const {
   auto configured = [this](const ThresholdKey& k) {
@@ -219,16 +329,25 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     if (lane < 0) continue;  // condition only, see docs/engine.md
     if (lane_done[static_cast<std::size_t>(lane)]) continue;  // a more urgent threshold of this lane decided
 
-    // Partial selection: only the first pod of the ranking is needed.
+    // Partial selection: only the first two pods of the ranking are needed
+    // (the victim, and the runner-up that explains the choice).
     const Pod* best = nullptr;
-    RankKey best_key{};
+    const Pod* second = nullptr;
+    RankKeys best_key{}, second_key{};
     for (const Pod& p : snapshot.pods) {
       if (never_evicted(p, config_)) continue;
-      const RankKey k = rank_key(p, resource, config_.daemonset_pods);
-      if (best && !evict_before(k, p.uid, best_key, best->uid)) continue;
+      const RankKeys k = rank_keys(p, resource, config_);
+      if (second && !evict_before(k, p.uid, second_key, second->uid)) continue;
       if (contains(excluded, p.uid)) continue;
-      best = &p;
-      best_key = k;
+      if (!best || evict_before(k, p.uid, best_key, best->uid)) {
+        second = best;
+        second_key = best_key;
+        best = &p;
+        best_key = k;
+      } else {
+        second = &p;
+        second_key = k;
+      }
     }
     if (!best) {
       if (std::find(d.no_candidates.begin(), d.no_candidates.end(), t.signal) == d.no_candidates.end()) {
@@ -251,6 +370,8 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     e.grace_period_seconds = eviction_grace_period(*best, t.kind, config_);
     e.cgroup_path = best->cgroup_path;
     e.signal_stale = st.stale;
+    e.keys = best_key;
+    if (second) e.runner_up = RunnerUp{second->uid, second->name, second->namespace_, second_key};
     lane_done[static_cast<std::size_t>(lane)] = true;
     d.candidates.push_back(std::move(e));
   }

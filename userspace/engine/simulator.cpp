@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/quantity.hpp"
+#include "engine/why.hpp"
 
 namespace pressured {
 namespace {
@@ -311,6 +312,7 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
       o["signal"] = std::string(name(e.signal));
       o["threshold"] = e.kind == ThresholdKind::Hard ? "hard" : "soft";
       o["gracePeriodSeconds"] = e.grace_period_seconds;
+      o["why"] = why_json(e, JsonKeys::Camel, false);
       return o.dump();
     };
     if (!policy_) {

@@ -1,6 +1,7 @@
 #include "k8s/reporter.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <random>
 #include <thread>
@@ -16,22 +17,24 @@ namespace {
 
 using json = nlohmann::json;
 
-// Kubernetes quantity for humans in messages: bytes as Mi/Gi when exact
-// enough, other units as plain numbers.
-std::string quantity(Signal s, double v) {
-  bool bytes = s == Signal::MemoryAvailable || s == Signal::AllocatableMemoryAvailable ||
-               s == Signal::NodefsAvailable || s == Signal::ImagefsAvailable;
-  char buf[64];
-  if (bytes) {
-    if (std::fabs(v) >= 1024.0 * 1024 * 1024) {
-      std::snprintf(buf, sizeof buf, "%.2fGi", v / (1024.0 * 1024 * 1024));
-    } else {
-      std::snprintf(buf, sizeof buf, "%.0fMi", v / (1024.0 * 1024));
-    }
-  } else {
-    std::snprintf(buf, sizeof buf, "%.6g", v);
+// A byte amount as the kubelet prints a resource.Quantity in its messages
+// (canonical BinarySI: the largest suffix that represents it exactly, else
+// plain bytes), so "available: 255Mi" reads and parses as the kubelet's.
+std::string byte_quantity(uint64_t v) {
+  static constexpr const char* kSuffix[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
+  if (v == 0) return "0";
+  int i = -1;
+  while (i + 1 < 6 && v % 1024 == 0) {
+    v /= 1024;
+    ++i;
   }
-  return buf;
+  return std::to_string(v) + (i < 0 ? "" : kSuffix[i]);
+}
+
+std::string quantity(StarvedResource r, double v) {
+  const uint64_t n = v <= 0 ? 0 : static_cast<uint64_t>(std::llround(v));
+  if (r == StarvedResource::Memory || r == StarvedResource::EphemeralStorage) return byte_quantity(n);
+  return std::to_string(n);
 }
 
 std::string resource_name(Signal s) {
@@ -61,9 +64,39 @@ std::string rfc3339_now() {
 }
 
 std::string eviction_message(const Eviction& e) {
-  return "The node was low on resource: " + resource_name(e.signal) + ". Threshold quantity: " +
-         quantity(e.signal, e.threshold_value) + ", available: " + quantity(e.signal, e.observed) + ". Signal " +
-         std::string(name(e.signal)) + ", evicted by pressured (eviction " + e.id + ").";
+  const StarvedResource r = info(e.signal).resource;
+  const std::string res = resource_name(e.signal);
+  // The kubelet's sentences (pkg/kubelet/eviction/helpers.go, evictionMessage);
+  // it speaks of containers, pressured measures pods.
+  std::string m = "The node was low on resource: " + res + ". ";
+  if (info(e.signal).is_psi) {
+    // A pressure percentage has no "available" amount.
+    char b[96];
+    std::snprintf(b, sizeof b, "Threshold: %.6g%%, observed: %.2f%%. ", e.threshold_value, e.observed);
+    m += b;
+  } else {
+    m += "Threshold quantity: " + quantity(r, e.threshold_value) + ", available: " + quantity(r, e.observed) + ". ";
+  }
+  if (r != StarvedResource::None) {
+    m += "Pod was using " + quantity(r, static_cast<double>(e.keys.usage)) + ", request is " +
+         quantity(r, static_cast<double>(e.keys.request));
+    m += e.keys.over_request ? ", has larger consumption of " + res + ". " : ". ";
+  }
+  // pressured's own facts.
+  m += "Evicted by pressured (eviction " + e.id + ") for " + std::string(name(e.signal)) + " (" +
+       (e.kind == ThresholdKind::Hard ? "hard" : "soft") + " threshold" + (e.signal_stale ? ", stale reading" : "") +
+       ")";
+  if (!e.wake_source.empty()) m += ", woken by " + e.wake_source;
+  if (e.detection_latency_seconds) {
+    char b[48];
+    std::snprintf(b, sizeof b, "%.1f ms", *e.detection_latency_seconds * 1e3);
+    m += std::string(", decided ") + b + " after the kernel's event";
+  }
+  m += "; " + choice_summary(e) + ".";
+  // The Event message is for humans in `kubectl describe`; the kubelet's
+  // stays well under 1 KiB and so does this one.
+  if (m.size() > kMaxEventMessage) m = m.substr(0, kMaxEventMessage - 3) + "...";
+  return m;
 }
 
 std::string eviction_body(const Eviction& e, const std::string& api_version) {

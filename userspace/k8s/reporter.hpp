@@ -59,7 +59,14 @@ struct ReporterOptions {
   std::string taint_key_prefix = "pressured.io/";
 };
 
-/// The kubelet's message for a node-pressure eviction, naming pressured's signal.
+/// Longest eviction message (longer ones are cut, ending in "...").
+inline constexpr std::size_t kMaxEventMessage = 1024;
+/// The message of an eviction's Event and log line: the kubelet's wording
+/// ("The node was low on resource: memory. Threshold quantity: X, available:
+/// Y. Pod was using Z, request is W, has larger consumption of memory.")
+/// with quantities as the kubelet prints them, then pressured's own facts:
+/// the eviction id, signal and threshold kind, what woke the decision, the
+/// detection latency, and why this pod (docs/kubernetes.md). Pure.
 std::string eviction_message(const Eviction& e);
 /// Body of the Eviction subresource request (policy/v1, or policy/v1beta1
 /// for servers older than 1.22).

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <unordered_set>
 
+#include "engine/why.hpp"
 #include "pressured/engine.hpp"
 
 namespace pressured::node {
@@ -70,6 +71,49 @@ std::vector<std::pair<int, const Pod*>> ordered(const TopInput& in) {
     if (!in_rank.count(&p)) out.emplace_back(0, &p);
   }
   return out;
+}
+
+// Who would go next for the current pressure: the engine's own decision on
+// this snapshot with soft grace periods treated as elapsed (a one-shot frame
+// has no history), so a met soft threshold shows its victim too. `top` does
+// not know what the daemon has in flight: nothing is excluded.
+Decisions next_evictions(const TopInput& in) {
+  EvictionConfig preview = *in.eviction;
+  for (auto& t : preview.thresholds) t.grace_period = Duration::zero();
+  Engine engine(std::move(preview));
+  return engine.evaluate(*in.snapshot, in.snapshot->taken_at);
+}
+
+std::string next_text(const Decisions& d) {
+  std::string stuck;
+  for (Signal s : d.no_candidates) stuck += (stuck.empty() ? "" : ", ") + std::string(name(s));
+  if (!stuck.empty()) stuck = "met with no pod that can be evicted: " + stuck;
+  const auto& next = d.candidates;
+  if (next.empty()) {
+    return "\nNEXT EVICTION: none (" + (stuck.empty() ? std::string("no eviction threshold is met") : stuck) + ")\n";
+  }
+  std::string out = "\nNEXT EVICTION (per lane, for the thresholds met now)\n";
+  if (!stuck.empty()) out += "  " + stuck + "\n";
+  for (const auto& e : next) {
+    out += std::string(name(e.signal)) + " (" + (e.kind == ThresholdKind::Hard ? "hard" : "soft") + "): " +
+           (e.metadata_known && !e.name.empty() ? e.namespace_ + "/" + e.name : "<" + e.uid + ">") + "\n  why: " +
+           explain_choice(e) + "\n";
+  }
+  return out;
+}
+
+nlohmann::json next_json(const std::vector<Eviction>& next) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& e : next) {
+    a.push_back({{"signal", name(e.signal)},
+                 {"kind", e.kind == ThresholdKind::Hard ? "hard" : "soft"},
+                 {"uid", e.uid},
+                 {"name", e.name},
+                 {"namespace", e.namespace_},
+                 {"grace_period_seconds", e.grace_period_seconds},
+                 {"why", why_json(e, JsonKeys::Snake)}});
+  }
+  return a;
 }
 
 nlohmann::json breakdown_json(const EphemeralStorageBreakdown& b) {
@@ -188,6 +232,7 @@ std::string render_top_text(const TopInput& in) {
                   p->memory_pressure ? fmt("%.2f", p->memory_pressure->some.avg10).c_str() : "-", flags(*p).c_str());
     out += line;
   }
+  out += next_text(next_evictions(in));
   const auto& c = in.counters;
   std::snprintf(line, sizeof line,
                 "\nstale signal reads %llu  stale pod reads %llu  vanished pods %llu  reopened %llu  "
@@ -254,6 +299,8 @@ nlohmann::json render_top_json(const TopInput& in) {
            {"ephemeral_storage_inodes", p->usage.inodes},
            {"cgroup_path", p->cgroup_path},
            {"cgroup_id", p->cgroup_id}};
+    // The memory ranking keys, as the engine compares them (docs/engine.md, "Ranking").
+    e["memory_rank_keys"] = rank_keys_json(rank_keys(*p, StarvedResource::Memory, *in.eviction), JsonKeys::Snake);
     double ur = usage_over_request(*p);
     e["usage_over_request"] = std::isnan(ur) ? json(nullptr) : json(ur);
     if (p->memory_pressure) e["memory_pressure_some_avg10"] = p->memory_pressure->some.avg10;
@@ -263,6 +310,11 @@ nlohmann::json render_top_json(const TopInput& in) {
     pods.push_back(e);
   }
   j["pods"] = pods;
+  const Decisions next = next_evictions(in);
+  j["next_evictions"] = next_json(next.candidates);
+  nlohmann::json stuck = nlohmann::json::array();
+  for (Signal sig : next.no_candidates) stuck.push_back(name(sig));
+  j["next_evictions_none_for"] = stuck;  // thresholds met with no pod that can be evicted
   const auto& c = in.counters;
   j["counters"] = {{"observations", c.observations},        {"stale_signal_reads", c.stale_signal_reads},
                    {"stale_pod_reads", c.stale_pod_reads},  {"vanished_pods", c.vanished_pods},

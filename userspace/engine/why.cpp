@@ -1,0 +1,46 @@
+#include "engine/why.hpp"
+
+namespace pressured {
+namespace {
+
+std::string key(std::string_view camel, std::string_view snake, JsonKeys style) {
+  return std::string(style == JsonKeys::Camel ? camel : snake);
+}
+
+}  // namespace
+
+nlohmann::ordered_json rank_keys_json(const RankKeys& k, JsonKeys style) {
+  nlohmann::ordered_json o;
+  o["qos"] = std::string(name(k.qos));
+  o[key("overRequest", "over_request", style)] = k.over_request;
+  o["priority"] = k.priority;
+  o["usage"] = k.usage;
+  o["request"] = k.request;
+  o["amount"] = k.amount();
+  o[key("zeroUsage", "zero_usage", style)] = k.zero_usage;
+  o[key("daemonsetLast", "daemonset_last", style)] = k.daemonset_last;
+  return o;
+}
+
+nlohmann::ordered_json why_json(const Eviction& e, JsonKeys style, bool explanation) {
+  nlohmann::ordered_json o;
+  o["victim"] = rank_keys_json(e.keys, style);
+  const std::string runner = key("runnerUp", "runner_up", style);
+  const std::string decided = key("decidedBy", "decided_by", style);
+  if (e.runner_up) {
+    nlohmann::ordered_json r;
+    r["uid"] = e.runner_up->uid;
+    r["name"] = e.runner_up->name;
+    r["namespace"] = e.runner_up->namespace_;
+    r.update(rank_keys_json(e.runner_up->keys, style));
+    o[runner] = r;
+    o[decided] = std::string(name(deciding_key(e.keys, e.runner_up->keys)));
+  } else {
+    o[runner] = nullptr;
+    o[decided] = nullptr;
+  }
+  if (explanation) o["explanation"] = explain_choice(e);
+  return o;
+}
+
+}  // namespace pressured
