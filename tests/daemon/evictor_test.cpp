@@ -326,6 +326,46 @@ TEST(EvictorHost, SignalsPodsFromItsOwnCgroupNamespace) {
   EXPECT_TRUE(wait_dead(victim));
 }
 
+// cgroup v1: the kill pass walks the pod's freezer cgroup, whose members need
+// not be the pod's: a process the freezer hierarchy lists there but the memory
+// hierarchy (the pods root) puts elsewhere is not the pod's to kill.
+TEST(EvictorHost, FreezerPassKillsOnlyMembersOfThePodsMemoryCgroup) {
+  PRESSURED_REQUIRE_ROOT();
+  PodSandbox sb("evict-frzmember");
+  PRESSURED_REQUIRE(sb.mem->ok(), "a memory cgroup sandbox: " + sb.mem->error());
+  if (!sb.freezer) GTEST_SKIP() << "cgroup v1 freezer only (v2 kills through cgroup.kill)";
+  ASSERT_TRUE(sb.freezer->ok()) << sb.freezer->error();
+  ASSERT_TRUE(sb.make("kubepods/besteffort/podf"));
+  ASSERT_TRUE(sb.make("other"));
+  pid_t victim = sb.spawn("kubepods/besteffort/podf", /*ignore_term=*/true, /*fork_child=*/false);
+  pid_t bystander = ::fork();
+  if (bystander == 0) {
+    std::string me = std::to_string(::getpid());
+    int fd = ::open((sb.mem->path("other") + "/cgroup.procs").c_str(), O_WRONLY);
+    if (fd < 0 || ::write(fd, me.data(), me.size()) < 0) ::_exit(126);
+    ::close(fd);
+    fd = ::open((sb.freezer->path("kubepods/besteffort/podf") + "/cgroup.procs").c_str(), O_WRONLY);
+    if (fd < 0 || ::write(fd, me.data(), me.size()) < 0) ::_exit(126);
+    ::close(fd);
+    for (int i = 0; i < 300; ++i) ::usleep(100000);
+    ::_exit(0);
+  }
+  ASSERT_TRUE(wait_member(sb.mem->path("kubepods/besteffort/podf"), victim));
+  ASSERT_TRUE(wait_member(sb.freezer->path("kubepods/besteffort/podf"), bystander));
+  ASSERT_TRUE(wait_member(sb.mem->path("other"), bystander));
+  auto ev = sb.evictor();
+  EvictionTarget t;
+  t.cgroup_path = sb.mem->path("kubepods/besteffort/podf");
+  auto k = ev.kill(t);
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  EXPECT_TRUE(k->froze);
+  EXPECT_TRUE(wait_dead(victim));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(alive(bystander)) << "killed through the freezer cgroup although not in the pod";
+  ::kill(bystander, SIGKILL);
+  ::waitpid(bystander, nullptr, 0);
+}
+
 TEST(EvictorHost, PodCgroupVanishingMidEvictionIsNotAnError) {
   PRESSURED_REQUIRE_ROOT();
   PodSandbox sb("evict-vanish");

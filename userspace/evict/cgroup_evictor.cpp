@@ -172,7 +172,8 @@ std::vector<pid_t> CgroupEvictor::members(const std::string& dir) {
   return out;
 }
 
-CgroupEvictor::SignalResult CgroupEvictor::signal_tree(const std::string& dir, int sig) const {
+CgroupEvictor::SignalResult CgroupEvictor::signal_tree(const std::string& dir, int sig,
+                                                       const std::string& pod) const {
   // Membership is checked against the cgroup itself, never against the text
   // of /proc/<pid>/cgroup: that text is relative to the reader's cgroup
   // namespace (a containerised daemon reads "/../../kubepods/...") and says
@@ -212,7 +213,20 @@ CgroupEvictor::SignalResult CgroupEvictor::signal_tree(const std::string& dir, i
       pinned.emplace_back(pid, fd);
     }
     if (pinned.empty()) continue;
-    std::vector<pid_t> now = members(d);
+    std::vector<pid_t> now;
+    if (pod.empty()) {
+      now = members(d);
+    } else {
+      // Another hierarchy's directory: membership is the pod's whole subtree
+      // in the pods root's hierarchy, read after pinning.
+      std::vector<std::string> pod_dirs;
+      collect_dirs(pod, pod_dirs, 0);
+      for (const auto& pd : pod_dirs) {
+        auto m = members(pd);
+        now.insert(now.end(), m.begin(), m.end());
+      }
+      std::sort(now.begin(), now.end());
+    }
     for (auto [pid, fd] : pinned) {
       if (!std::binary_search(now.begin(), now.end(), pid)) {
         ++r.vanished;  // moved away or exited: not ours to signal
@@ -286,8 +300,10 @@ Result<KillReport> CgroupEvictor::kill(const EvictionTarget& target) {
   rep.skipped_unsafe = r.skipped;
   rep.vanished = r.vanished;
   if (!freezer.empty()) {
-    // Also kill what sits in the freezer cgroup only (same pod, other hierarchy).
-    auto fr = signal_tree(freezer, SIGKILL);
+    // The freezer pass catches the pod's processes the first pass missed (a
+    // fork racing it), and only those: a pid the freezer lists is killed only
+    // if the pod's cgroup in the pods root's hierarchy lists it too.
+    auto fr = signal_tree(freezer, SIGKILL, dir);
     rep.signalled += fr.signalled;
     rep.skipped_unsafe += fr.skipped;
   }

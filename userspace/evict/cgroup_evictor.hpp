@@ -64,7 +64,11 @@ class CgroupEvictor final : public Evictor {
     std::size_t signalled = 0, skipped = 0, vanished = 0;
   };
   // Signals every process below `dir` through pidfds after the safety checks.
-  SignalResult signal_tree(const std::string& dir, int sig) const;
+  // A pinned pid is signalled only if it is still listed below `pod`, the
+  // pod's directory in the pods root's hierarchy (`dir` itself when empty): the
+  // v1 freezer pass walks another hierarchy, whose lists prove nothing about
+  // which processes are the pod's.
+  SignalResult signal_tree(const std::string& dir, int sig, const std::string& pod = {}) const;
   bool is_safe_pid(pid_t pid) const;
   // The pids in one directory's own cgroup.procs, sorted.
   static std::vector<pid_t> members(const std::string& dir);

@@ -307,8 +307,10 @@ struct MetricsServer::Impl {
       }
     }
     if (victim < 0) return false;
-    close_conn(victim);
+    // Counted before the close: a client that sees its connection end may
+    // read the counters at once (tests do).
     count([](MetricsServerStats& s) { ++s.shed; });
+    close_conn(victim);
     return true;
   }
 
@@ -320,8 +322,8 @@ struct MetricsServer::Impl {
         return;  // EAGAIN, or EMFILE/ENFILE: retried on the next readiness
       }
       if (conns.size() >= limits.max_connections && !shed_one()) {
-        ::close(fd);  // every slot is busy writing an answer
         count([](MetricsServerStats& s) { ++s.shed; });
+        ::close(fd);  // every slot is busy writing an answer
         continue;
       }
       int one = 1;
@@ -568,8 +570,8 @@ struct MetricsServer::Impl {
       if (c.deadline <= now) late.push_back(fd);
     }
     for (int fd : late) {
+      count([](MetricsServerStats& s) { ++s.timed_out; });  // before the close, as in shed_one()
       close_conn(fd);
-      count([](MetricsServerStats& s) { ++s.timed_out; });
     }
   }
 
