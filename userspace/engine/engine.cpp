@@ -21,8 +21,7 @@ struct RankKey {
   uint64_t amount;      // over request: usage - request; within: usage
 };
 
-inline RankKey rank_key(const Pod& p, StarvedResource r, DaemonSetPolicy policy) {
-  const uint64_t usage = pod_usage(p, r);
+inline RankKey rank_key(const Pod& p, uint64_t usage, StarvedResource r, DaemonSetPolicy policy) {
   const uint64_t request = pod_request(p, r);
   const bool over = usage > request;
   return RankKey{usage == 0,
@@ -31,6 +30,10 @@ inline RankKey rank_key(const Pod& p, StarvedResource r, DaemonSetPolicy policy)
                  !over,
                  p.priority,
                  over ? usage - request : usage};
+}
+
+inline RankKey rank_key(const Pod& p, StarvedResource r, DaemonSetPolicy policy) {
+  return rank_key(p, pod_usage(p, r), r, policy);
 }
 
 // True when the pod with key `a` (uid `ua`) is evicted before the one with `b`.
@@ -79,6 +82,12 @@ int64_t eviction_grace_period(const Pod& pod, ThresholdKind kind, const Eviction
   int64_t grace = std::max<int64_t>(0, pod.termination_grace_period_seconds);
   if (config.max_pod_grace_period_seconds > 0) grace = std::min(grace, config.max_pod_grace_period_seconds);
   return grace;
+}
+
+bool evicted_before(const Pod& a, uint64_t a_usage, const Pod& b, uint64_t b_usage, StarvedResource resource,
+                    const EvictionConfig& config) {
+  return evict_before(rank_key(a, a_usage, resource, config.daemonset_pods), a.uid,
+                      rank_key(b, b_usage, resource, config.daemonset_pods), b.uid);
 }
 
 std::vector<const Pod*> rank_pods(const std::vector<Pod>& pods, StarvedResource resource,
