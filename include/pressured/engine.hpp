@@ -208,6 +208,15 @@ class Engine {
   std::vector<std::size_t> eviction_order_;  // threshold indexes, most urgent first
 };
 
+/// True when `a`, using `a_usage` of the starved resource, comes before `b`,
+/// using `b_usage`, in the eviction ranking for `resource` (the order
+/// rank_pods sorts by with pod_usage(); eligibility is not checked). A pod's
+/// place only improves as its usage grows: ranked at an upper bound of its
+/// usage it sorts no later than at its real usage, which lets a caller find
+/// the ranking's head while reading only the pods that may be there.
+bool evicted_before(const Pod& a, uint64_t a_usage, const Pod& b, uint64_t b_usage, StarvedResource resource,
+                    const EvictionConfig& config);
+
 /// Orders candidate pods for a starved resource, first to evict first. Pods
 /// that may never be evicted (critical, static/mirror, DaemonSet under
 /// `never`) and terminating pods are left out. Exposed for `top` and tests.

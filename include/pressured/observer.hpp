@@ -8,6 +8,7 @@
 // ObserveConfig::cgroup_mount / proc_root so tests can use fake trees.
 
 #include <array>
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -284,6 +285,22 @@ class NodeObserver {
   /// pod.cgroup_path/uid. Error, with pod.stale set, when the pod's cgroup is
   /// gone or unreadable.
   virtual Result<void> refresh_pod(Pod& pod, TimePoint now) = 0;
+
+  /// For a decision between full observations: re-reads the page-counter
+  /// usage (memory.usage_in_bytes / memory.current, one small file per pod)
+  /// of each pod in `pods` (pods of the last observe()) into
+  /// pod.memory_usage_bytes. That usage is an upper bound of the pod's
+  /// working set, enough to tell which pods may head the memory ranking.
+  /// Fails (ESTALE) when the pod cgroup set may have changed since the last
+  /// observe() (a QoS directory's link count moved; checked even for an empty
+  /// `pods`), when a pod's cgroup is gone or was recreated, and when a read
+  /// fails: the caller then observes fully. The default (observers without
+  /// kept-open usage files) always fails with ENOTSUP.
+  virtual Result<void> refresh_memory_usage(const std::vector<Pod*>& pods, TimePoint now) {
+    (void)pods;
+    (void)now;
+    return Error{ENOTSUP, "no incremental usage reads"};
+  }
 
   /// The pod cgroups currently present (a directory scan; no usage reads).
   virtual std::vector<PodCgroup> list_pods() = 0;

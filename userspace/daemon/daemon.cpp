@@ -18,6 +18,7 @@
 #include "cgroup/hot_file.hpp"
 #include "cgroup/parse.hpp"
 #include "cgroup/paths.hpp"
+#include "daemon/decision_view.hpp"
 #include "k8s/reporter.hpp"
 #include "pressured/metrics.hpp"
 
@@ -257,7 +258,11 @@ void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
     edge_seen = true;
     if (ev.kernel_ns != 0 && (!earliest || ev.kernel_time() < *earliest)) earliest = ev.kernel_time();
   }
-  if (relevant || busy()) evaluate(now, source, earliest);
+  if (relevant || busy()) {
+    event_driven_ = true;
+    evaluate(now, source, earliest);
+    event_driven_ = false;
+  }
 }
 
 void Daemon::on_deadline(TimePoint now) { evaluate(now, "deadline", std::nullopt); }
@@ -583,17 +588,40 @@ void Daemon::arm_pid_alarm() {
   if (want != 0) spdlog::debug("PID alarm armed at {} tasks", want);
 }
 
-void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time) {
-  ++stats_.evaluations;
-  if (deps_.metrics) deps_.metrics->heartbeat();
+bool Daemon::observe_for_decision(TimePoint now, bool& full) {
+  // An event between full observations (at most one safety-net interval
+  // apart) re-reads only what the decision uses; ticks, deadlines and
+  // evictions in flight (the policy watches the victim's usage and exit)
+  // take a full observation.
+  full = true;
+  if (event_driven_ && last_full_observation_ && !busy() &&
+      now - *last_full_observation_ < config_.events.safety_net_interval) {
+    auto r = refresh_for_decision(*deps_.observer, last_, config_.eviction, policy_.excluded(), now);
+    if (r) {
+      full = false;
+      ++stats_.incremental_evaluations;
+      return true;
+    }
+    spdlog::debug("partial refresh not enough ({}): full observation", r.error().message);
+  }
   auto snap = deps_.observer->observe(now);
   if (!snap) {
     ++stats_.observe_failures;
     spdlog::warn("observation failed: {}", snap.error().message);
-    return;
+    return false;
   }
   last_ = std::move(*snap);
-  sync_tracked_memcgs();
+  last_full_observation_ = now;
+  ++stats_.full_observations;
+  return true;
+}
+
+void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time) {
+  ++stats_.evaluations;
+  if (deps_.metrics) deps_.metrics->heartbeat();
+  bool full = true;
+  if (!observe_for_decision(now, full)) return;
+  if (full) sync_tracked_memcgs();  // the pod set changes only with a full observation
   Metrics* m = deps_.metrics;
   if (m) {
     for (std::size_t i = 0; i < kSignalCount; ++i) {
@@ -603,7 +631,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
       if (o->stale) m->stale_read(static_cast<Signal>(i));
     }
     for (const auto& pod : last_.pods) {
-      if (pod.stale) m->stale_pod_read(false);
+      if (full && pod.stale) m->stale_pod_read(false);
     }
   }
 
@@ -664,7 +692,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   if (!actions.empty()) maybe_checkpoint(now);
   execute(actions, now);
 
-  if (m) {
+  if (m && full) {  // per-pod series follow full observations (each safety-net tick)
     std::vector<PodMemorySample> samples;
     samples.reserve(last_.pods.size());
     for (const auto& p : last_.pods) {

@@ -57,6 +57,8 @@ struct DaemonStats {
   std::atomic<uint64_t> stuck_evictions{0};      // killed, never emptied: stopped blocking
   std::atomic<uint64_t> expired_evictions{0};    // restored records too old to resume
   std::atomic<uint64_t> checkpoint_dropped_thresholds{0};  // restored state of thresholds no longer configured
+  std::atomic<uint64_t> full_observations{0};         // evaluations on a full observation
+  std::atomic<uint64_t> incremental_evaluations{0};   // event-driven evaluations on a partial refresh
 };
 
 
@@ -141,6 +143,10 @@ class Daemon final : public ReactorHandler {
   void start(const PolicyAction& a);
   void kill_now(const Eviction& e, const char* why);
   void maybe_checkpoint(TimePoint now);
+  /// Brings last_ up to date for a decision: a partial refresh
+  /// (daemon/decision_view.hpp) for an event between full observations,
+  /// else a full observation. False when nothing could be observed.
+  bool observe_for_decision(TimePoint now, bool& full);
   void arm_pid_alarm();
   /// Tracks kubepods, the tiers and the pods of last_ (untracks pods that left).
   void sync_tracked_memcgs();
@@ -180,6 +186,8 @@ class Daemon final : public ReactorHandler {
   bool memcg_tracking_unsupported_ = false;          // the reactor cannot track: stop asking
   Evictor* dry_evictor_ = nullptr;
   bool first_conditions_published_ = false;
+  bool event_driven_ = false;                      // the evaluation under way answers a kernel event
+  std::optional<TimePoint> last_full_observation_;  // when last_ was last observed in full
   bool restored_ = false;
   // Disk reclaim command (runs on its own thread; the policy holds disk
   // evictions until the next evaluation after it finished).

@@ -92,6 +92,19 @@ int64_t eviction_grace_period(const Pod& pod, ThresholdKind kind, const Eviction
   return grace;
 }
 
+bool evicted_before(const Pod& a, uint64_t a_usage, const Pod& b, uint64_t b_usage, StarvedResource resource,
+                    const EvictionConfig& config) {
+  // The keys as if the pod used `usage`: callers compare bounds, not readings.
+  auto keys = [&](const Pod& p, uint64_t usage) {
+    RankKeys k = rank_keys(p, resource, config);
+    k.usage = usage;
+    k.zero_usage = usage == 0;
+    k.over_request = usage > k.request;
+    return k;
+  };
+  return evict_before(keys(a, a_usage), a.uid, keys(b, b_usage), b.uid);
+}
+
 std::vector<const Pod*> rank_pods(const std::vector<Pod>& pods, StarvedResource resource,
                                   const EvictionConfig& config, const std::vector<std::string>& terminating) {
   std::vector<std::pair<RankKeys, const Pod*>> keyed;

@@ -579,7 +579,10 @@ struct MetricsServer::Impl {
     std::vector<epoll_event> evs(64);
     auto next_expiry = SteadyClock::now() + std::chrono::milliseconds(100);
     while (true) {
-      int n = ::epoll_wait(epoll_fd, evs.data(), static_cast<int>(evs.size()), 100);
+      // Idle (no connection to time out): sleep until a scrape or stop
+      // instead of waking ten times a second.
+      const int timeout_ms = conns.empty() ? -1 : 100;
+      int n = ::epoll_wait(epoll_fd, evs.data(), static_cast<int>(evs.size()), timeout_ms);
       if (n < 0 && errno != EINTR) {
         spdlog::error("metrics server: epoll_wait: {}", std::strerror(errno));
         return;

@@ -186,6 +186,23 @@ class KernelNodeObserver final : public NodeObserver {
     return {};
   }
 
+  Result<void> refresh_memory_usage(const std::vector<Pod*>& pods, TimePoint now) override {
+    (void)now;
+    if (!qos_stamps_taken_ || qos_dir_stamps() != qos_stamps_) {
+      return Error{ESTALE, "the pod cgroup set changed since the last full observation"};
+    }
+    for (Pod* pod : pods) {
+      auto it = pods_.find(pod->cgroup_path);
+      if (it == pods_.end()) return Error{ESTALE, "pod " + pod->uid + " is not in the last full observation"};
+      // A removed cgroup's kept-open file fails with ENODEV: the read below
+      // then sends the caller to a full observation.
+      auto u = read_number(it->second.usage);
+      if (!u) return Error{ESTALE, "pod " + pod->uid + ": " + u.error().message};
+      pod->memory_usage_bytes = *u;
+    }
+    return {};
+  }
+
   std::vector<PodCgroup> list_pods() override {
     std::vector<PodCgroup> out;
     for (const auto& d : cgroup::scan_pods(layout_)) out.push_back(cgroup::describe_pod(layout_, d, true));
@@ -454,8 +471,29 @@ class KernelNodeObserver final : public NodeObserver {
     return {};
   }
 
+  // Link counts of the directories pods live in (kubepods and its QoS
+  // tiers): a directory's count is 2 + its subdirectories on cgroupfs (kernfs)
+  // as on tmpfs/ext4, so a pod cgroup created or removed moves it. 0 when absent.
+  using QosStamps = std::array<uint64_t, 3>;
+  QosStamps qos_dir_stamps() const {
+    QosStamps out{};
+    std::size_t i = 0;
+    for (const auto& q : cgroup::qos_dirs(layout_.driver)) {
+      if (i == out.size()) break;
+      const std::string dir =
+          q.rel.empty() ? layout_.kubepods_memory_path : layout_.kubepods_memory_path + "/" + q.rel;
+      struct stat st {};
+      out[i++] = ::stat(dir.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_nlink) : 0;
+    }
+    return out;
+  }
+
   void observe_pods(TimePoint now, std::vector<Pod>& out) {
     ++gen_;
+    // Taken before the scan: a pod cgroup created during it moves a count
+    // and the next incremental read (refresh_memory_usage) refuses.
+    qos_stamps_ = qos_dir_stamps();
+    qos_stamps_taken_ = true;
     int err = 0;
     auto dirs = cgroup::scan_pods(layout_, &err);
     if (err != 0 && err != ENOENT) {
@@ -601,6 +639,8 @@ class KernelNodeObserver final : public NodeObserver {
   std::unordered_map<std::string, PodState> pods_;
   std::unordered_set<std::string> known_unknown_;
   uint64_t gen_ = 0;
+  QosStamps qos_stamps_{};
+  bool qos_stamps_taken_ = false;
   ObserverCounters counters_;
   std::array<bool, static_cast<std::size_t>(Group::Count)> warned_groups_{};
   bool warned_kubepods_ = false, warned_pod_read_ = false;

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Idle cost and footprint of `pressured run` with N pods (default 110 and 1000).
+
+For each N: builds a sandbox pods root under the host's v1 memory hierarchy,
+/sys/fs/cgroup/memory/pressured-test-<pid>-idle<N>/kubepods/{,burstable/,besteffort/}pod<uid>
+(mirrored in the pids hierarchy, as the kubelet does), each pod cgroup holding
+one sleeping process, writes a matching PodList file,
+starts `pressured run` (pod file source, hard thresholds on memory.available and
+allocatableMemory.available far from being met, 1 s safety net, dry run,
+metrics on 127.0.0.1), lets it settle, then samples it for --seconds:
+
+  start CPU   CPU time (user+sys) used until the daemon logged "pressured running"
+  idle CPU    CPU time over the sample window / wall time, in % of one core
+  RSS / peak  VmRSS at the end of the window / VmHWM (peak RSS)
+  wakeups/s   context switches (voluntary + involuntary, all threads) per second
+  threads     number of threads
+
+Everything it starts is stopped and every cgroup it made removed at the end,
+on error and on SIGINT/SIGTERM. Needs root (real memory cgroups). No memory
+pressure is created: the pods only sleep.
+
+  python3 bench/idle_report.py --pressured build/release/pressured [--pods 110,1000] [--seconds 20]
+"""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+MEMORY_MOUNT = "/sys/fs/cgroup/memory"
+PIDS_MOUNT = "/sys/fs/cgroup/pids"  # the kubelet creates pod cgroups in every v1 hierarchy
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # fields[0] is the state (field 3): utime is field 14, stime field 15.
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def status(pid):
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            out[k] = v.strip()
+    return out
+
+
+def switches(pid):
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            st = status(f"{pid}/task/{tid}")
+        except FileNotFoundError:
+            continue
+        total += int(st.get("voluntary_ctxt_switches", 0)) + int(st.get("nonvoluntary_ctxt_switches", 0))
+    return total
+
+
+def kib(s):
+    return int(s.split()[0])
+
+
+class Sandbox:
+    """The sandbox tree and the sleepers in it; removed bottom-up by cleanup()."""
+
+    def __init__(self, tag, mount=MEMORY_MOUNT):
+        self.root = f"{mount}/pressured-test-{os.getpid()}-{tag}"
+        self.sleepers = []
+        self.dirs = []
+
+    def make(self, rel):
+        path = f"{self.root}/{rel}" if rel else self.root
+        os.mkdir(path)
+        self.dirs.append(path)
+        return path
+
+    def sleeper(self, *cgroups):
+        p = subprocess.Popen(["sleep", "3600"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        self.sleepers.append(p)
+        for cgroup in cgroups:
+            with open(f"{cgroup}/cgroup.procs", "w") as f:
+                f.write(str(p.pid))
+
+    def cleanup(self):
+        for p in self.sleepers:
+            if p.poll() is None:
+                p.kill()
+        for p in self.sleepers:
+            p.wait()
+        self.sleepers = []
+        for d in sorted(self.dirs, key=len, reverse=True):
+            for _ in range(50):
+                try:
+                    os.rmdir(d)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+        self.dirs = []
+
+
+def pod_list(pods):
+    items = []
+    for uid, qos in pods:
+        if qos == "BestEffort":
+            res = {}
+        elif qos == "Burstable":
+            res = {"requests": {"memory": "32Mi"}}
+        else:
+            res = {"requests": {"memory": "32Mi", "cpu": "10m"}, "limits": {"memory": "32Mi", "cpu": "10m"}}
+        items.append({
+            "metadata": {"name": "idle-" + uid[-6:], "namespace": "bench", "uid": uid},
+            "spec": {"terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "resources": res}]},
+            "status": {"phase": "Running", "qosClass": qos},
+        })
+    return {"apiVersion": "v1", "kind": "PodList", "items": items}
+
+
+def measure(binary, n, seconds, settle, extra_env):
+    sb = Sandbox(f"idle{n}")
+    pids = Sandbox(f"idle{n}", PIDS_MOUNT) if os.path.isdir(PIDS_MOUNT) else None
+    daemon = None
+    tmp = tempfile.mkdtemp(prefix="pressured-idle-")
+    try:
+        for tree in [sb] + ([pids] if pids else []):
+            tree.make("")
+            tree.make("kubepods")
+            tree.make("kubepods/burstable")
+            tree.make("kubepods/besteffort")
+        pods = []
+        for i in range(n):
+            qos = ("Guaranteed", "Burstable", "BestEffort")[i % 3]
+            uid = f"0cc1b2c3-0000-4000-8000-{i:012d}"
+            sub = {"Guaranteed": "", "Burstable": "burstable/", "BestEffort": "besteffort/"}[qos]
+            rel = f"kubepods/{sub}pod{uid}"
+            sb.sleeper(sb.make(rel), *([pids.make(rel)] if pids else []))
+            pods.append((uid, qos))
+        with open(f"{tmp}/pods.json", "w") as f:
+            json.dump(pod_list(pods), f)
+        log = open(f"{tmp}/daemon.log", "w")
+        argv = [binary, "run", "--cgroup-root", "/" + os.path.basename(sb.root), "--cgroup-driver", "cgroupfs",
+                "--pod-file", f"{tmp}/pods.json", "--metrics-listen", "127.0.0.1:0", "--state-file", f"{tmp}/state.json",
+                "--safety-net-interval", "1s", "--dry-run", "--log-level", "info",
+                "--eviction-hard", "memory.available<100Mi,allocatableMemory.available<100Mi"]
+        env = dict(os.environ, **extra_env)
+        daemon = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + 30
+        start_cpu = None
+        while time.time() < deadline:
+            if daemon.poll() is not None:
+                raise RuntimeError(f"pressured exited with {daemon.returncode}: see {tmp}/daemon.log")
+            with open(f"{tmp}/daemon.log") as f:
+                if "pressured running" in f.read():
+                    start_cpu = cpu_seconds(daemon.pid)
+                    break
+            time.sleep(0.01)
+        if start_cpu is None:
+            raise RuntimeError(f"pressured did not start within 30 s: see {tmp}/daemon.log")
+        time.sleep(settle)
+        c0, s0, t0 = cpu_seconds(daemon.pid), switches(daemon.pid), time.monotonic()
+        time.sleep(seconds)
+        c1, s1, t1 = cpu_seconds(daemon.pid), switches(daemon.pid), time.monotonic()
+        st = status(daemon.pid)
+        return {
+            "pods": n,
+            "start_cpu_ms": start_cpu * 1000,
+            "idle_cpu_pct": (c1 - c0) / (t1 - t0) * 100,
+            "rss_mib": kib(st["VmRSS"]) / 1024,
+            "peak_rss_mib": kib(st["VmHWM"]) / 1024,
+            "wakeups_per_s": (s1 - s0) / (t1 - t0),
+            "threads": int(st["Threads"]),
+        }
+    finally:
+        if daemon is not None and daemon.poll() is None:
+            daemon.terminate()
+            try:
+                daemon.wait(10)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
+        sb.cleanup()
+        if pids:
+            pids.cleanup()
+        subprocess.run(["rm", "-rf", tmp], check=False)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pressured", default="build/release/pressured")
+    ap.add_argument("--pods", default="110,1000")
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--settle", type=float, default=3)
+    ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the daemon (e.g. MALLOC_ARENA_MAX=1)")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("idle_report: needs root (real memory cgroups under " + MEMORY_MOUNT + ")", file=sys.stderr)
+        return 77
+    if not os.access(a.pressured, os.X_OK):
+        print(f"idle_report: {a.pressured} is not an executable", file=sys.stderr)
+        return 2
+    if a.seconds <= 0 or a.seconds > 600:
+        print("idle_report: --seconds must be in (0, 600]", file=sys.stderr)
+        return 2
+    extra_env = dict(kv.split("=", 1) for kv in a.env)
+
+    def stop(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
+    counts = [int(x) for x in a.pods.split(",") if x]
+    if any(n < 1 or n > 5000 for n in counts):
+        print("idle_report: pod counts must be in 1..5000", file=sys.stderr)
+        return 2
+    print(f"pressured run, idle, {a.seconds:.0f} s window after {a.settle:.0f} s settling; load average "
+          f"{os.getloadavg()[0]:.2f}" + (f"; env {' '.join(a.env)}" if a.env else ""))
+    print()
+    print("| pods | start CPU ms | idle CPU % of a core | RSS MiB | peak RSS MiB | wakeups/s | threads |")
+    print("|---|---|---|---|---|---|---|")
+    for n in counts:
+        r = measure(a.pressured, n, a.seconds, a.settle, extra_env)
+        print(f"| {r['pods']} | {r['start_cpu_ms']:.0f} | {r['idle_cpu_pct']:.2f} | {r['rss_mib']:.1f} | "
+              f"{r['peak_rss_mib']:.1f} | {r['wakeups_per_s']:.1f} | {r['threads']} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+// Event-driven decisions between full observations (daemon/decision_view.hpp)
+// over a fake node read by the real observer: the partial refresh must pick
+// the victim a full observation would pick, on values read for this decision,
+// and refuse (full observation) whenever it cannot vouch for that.
+#include "daemon/decision_view.hpp"
+
+#include <functional>
+
+#include <gtest/gtest.h>
+
+#include "cgroup/fake_node.hpp"
+#include "daemon/daemon.hpp"
+#include "pressured/engine.hpp"
+#include "pressured/evictor.hpp"
+
+namespace pressured {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeNode;
+using testing::FakePodMemory;
+constexpr uint64_t MiB = 1ULL << 20;
+
+std::string uid_of(int i) {
+  char uid[64];
+  std::snprintf(uid, sizeof uid, "0bb1b2c3-0000-4000-8000-%012d", i);
+  return uid;
+}
+
+FakePodMemory mem(uint64_t ws_mib, uint64_t inactive_mib) {
+  FakePodMemory m{(ws_mib + inactive_mib) * MiB, ws_mib * MiB, inactive_mib * MiB, inactive_mib * MiB, 0};
+  m.pids = 2;
+  return m;
+}
+
+EvictionConfig memory_threshold(double percent) {
+  EvictionConfig e;
+  Threshold t;
+  t.signal = Signal::MemoryAvailable;
+  t.value.kind = ThresholdValue::Kind::Percent;
+  t.value.percent = percent;
+  e.thresholds.push_back(t);
+  return e;
+}
+
+// A node whose pods are all BestEffort with working sets 10..10+n-1 MiB and
+// 5 MiB of inactive page cache each.
+struct Node {
+  FakeNode fake{CgroupVersion::V1, CgroupDriver::Cgroupfs};
+  std::unique_ptr<NodeObserver> obs;
+  NodeSnapshot snap;
+  explicit Node(int n, std::function<QosClass(int)> qos = [](int) { return QosClass::BestEffort; }) {
+    for (int i = 0; i < n; ++i) fake.add_pod(uid_of(i), qos(i), mem(10 + static_cast<uint64_t>(i), 5));
+    auto o = make_node_observer(fake.config());
+    if (!o) throw std::runtime_error(o.error().message);
+    obs = std::move(*o);
+    auto s = obs->observe(TimePoint(1s));
+    if (!s) throw std::runtime_error(s.error().message);
+    snap = std::move(*s);
+  }
+  void set(int i, FakePodMemory m, QosClass q = QosClass::BestEffort) {
+    fake.write_memcg(fake.pod_dir(uid_of(i), q), m);
+  }
+  // The victim of a full observation right now (a fresh engine).
+  std::string full_victim(const EvictionConfig& c, TimePoint now) {
+    auto s = obs->observe(now);
+    if (!s) return "observe failed";
+    Engine e(c);
+    auto d = e.evaluate(*s, now);
+    return d.eviction ? d.eviction->uid : "none";
+  }
+};
+
+TEST(DecisionView, QuietReadsOnlyTheWatchedSignal) {
+  Node n(20);
+  const auto before = n.snap.signal(Signal::MemoryAvailable)->value;
+  // 1 GiB more in use at the root: memory.available must drop by it.
+  n.fake.set_root_memory(FakePodMemory{3ULL << 30, 2ULL << 30, 1ULL << 30, 512ULL << 20, 256ULL << 20});
+  auto r = refresh_for_decision(*n.obs, n.snap, memory_threshold(1), {}, TimePoint(2s));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->signals_read, 1u);
+  EXPECT_FALSE(r->ranking_needed);
+  EXPECT_EQ(r->pods_bounded, 0u);
+  EXPECT_EQ(r->pods_refreshed, 0u);
+  EXPECT_DOUBLE_EQ(n.snap.signal(Signal::MemoryAvailable)->value, before - static_cast<double>(1ULL << 30));
+  EXPECT_EQ(n.snap.signal(Signal::MemoryAvailable)->observed_at, TimePoint(2s));
+}
+
+TEST(DecisionView, PressurePicksTheFullObservationsVictimReadingFewPods) {
+  Node n(200);
+  const auto cfg = memory_threshold(99.9);
+  auto r = refresh_for_decision(*n.obs, n.snap, cfg, {}, TimePoint(2s));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->ranking_needed);
+  EXPECT_EQ(r->pods_bounded, 199u) << "every other pod has the head's QoS class and priority";
+  // The seed (pod 199, 209 MiB) and the pods whose page counter (working set
+  // + 5 MiB of cache) reaches 209 MiB: 194 (a tie, its uid sorts first) to 198.
+  EXPECT_EQ(r->pods_refreshed, 6u);
+  Engine e(cfg);
+  auto d = e.evaluate(n.snap, TimePoint(2s));
+  ASSERT_TRUE(d.eviction);
+  EXPECT_EQ(d.eviction->uid, uid_of(199));
+  EXPECT_EQ(d.eviction->uid, n.full_victim(cfg, TimePoint(3s)));
+}
+
+TEST(DecisionView, PodsThatCannotOutrankTheHeadAreNotRead) {
+  // One BestEffort pod in ten: the others (Burstable) rank after any
+  // BestEffort pod that uses memory, whatever their usage.
+  Node n(300, [](int i) { return i % 10 == 0 ? QosClass::BestEffort : QosClass::Burstable; });
+  const auto cfg = memory_threshold(99.9);
+  auto r = refresh_for_decision(*n.obs, n.snap, cfg, {}, TimePoint(2s));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->pods_bounded, 29u);
+  EXPECT_EQ(r->pods_refreshed, 1u) << "BestEffort pods are 10 MiB apart, more than their 5 MiB of cache";
+  Engine e(cfg);
+  auto d = e.evaluate(n.snap, TimePoint(2s));
+  ASSERT_TRUE(d.eviction);
+  EXPECT_EQ(d.eviction->uid, uid_of(290));
+  EXPECT_EQ(d.eviction->uid, n.full_victim(cfg, TimePoint(3s)));
+}
+
+TEST(DecisionView, APodThatGrewSinceTheFullObservationIsSeen) {
+  Node n(200);
+  const auto cfg = memory_threshold(99.9);
+  n.set(17, mem(900, 5));  // pod 17 grew past everyone after the last full observation
+  auto r = refresh_for_decision(*n.obs, n.snap, cfg, {}, TimePoint(2s));
+  ASSERT_TRUE(r) << r.error().message;
+  Engine e(cfg);
+  auto d = e.evaluate(n.snap, TimePoint(2s));
+  ASSERT_TRUE(d.eviction);
+  EXPECT_EQ(d.eviction->uid, uid_of(17));
+  EXPECT_EQ(d.eviction->usage_at_decision, 900 * MiB) << "the head's working set is read for this decision";
+}
+
+TEST(DecisionView, APodThatShrankIsNotChosenOnItsOldUsage) {
+  Node n(200);
+  const auto cfg = memory_threshold(99.9);
+  n.set(199, mem(1, 0));  // the biggest pod freed nearly everything
+  auto r = refresh_for_decision(*n.obs, n.snap, cfg, {}, TimePoint(2s));
+  ASSERT_TRUE(r) << r.error().message;
+  Engine e(cfg);
+  auto d = e.evaluate(n.snap, TimePoint(2s));
+  ASSERT_TRUE(d.eviction);
+  EXPECT_EQ(d.eviction->uid, uid_of(198));
+  EXPECT_EQ(d.eviction->uid, n.full_victim(cfg, TimePoint(3s)));
+}
+
+TEST(DecisionView, ExcludedAndNeverEvictedPodsAreSkipped) {
+  Node n(50);
+  const auto cfg = memory_threshold(99.9);
+  for (auto& p : n.snap.pods) {
+    if (p.uid == uid_of(48)) p.critical = true;
+  }
+  auto r = refresh_for_decision(*n.obs, n.snap, cfg, {uid_of(49)}, TimePoint(2s));
+  ASSERT_TRUE(r) << r.error().message;
+  Engine e(cfg);
+  auto d = e.evaluate(n.snap, TimePoint(2s), {uid_of(49)});
+  ASSERT_TRUE(d.eviction);
+  EXPECT_EQ(d.eviction->uid, uid_of(47));
+}
+
+TEST(DecisionView, APodCreatedOrRemovedSendsToAFullObservation) {
+  {
+    Node n(10);
+    n.fake.add_pod(uid_of(100), QosClass::BestEffort, mem(5000, 0));
+    auto r = refresh_for_decision(*n.obs, n.snap, memory_threshold(99.9), {}, TimePoint(2s));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ESTALE);
+  }
+  {
+    Node n(10);
+    n.fake.remove_pod(uid_of(3), QosClass::BestEffort);
+    auto r = refresh_for_decision(*n.obs, n.snap, memory_threshold(99.9), {}, TimePoint(2s));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ESTALE);
+  }
+  {
+    // Guaranteed pods live in kubepods itself: its count moves too.
+    Node n(10);
+    n.fake.add_pod(uid_of(100), QosClass::Guaranteed, mem(5000, 0));
+    auto r = refresh_for_decision(*n.obs, n.snap, memory_threshold(99.9), {}, TimePoint(2s));
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().code, ESTALE);
+  }
+}
+
+TEST(DecisionView, AnUncertainHeadSendsToAFullObservation) {
+  Node n(40);
+  // Every pod holds 1 GiB of inactive page cache: each bound beats the best
+  // working set read so far, so the head cannot be settled in 16 reads.
+  for (int i = 0; i < 40; ++i) n.set(i, mem(10 + static_cast<uint64_t>(i), 1024));
+  auto r = refresh_for_decision(*n.obs, n.snap, memory_threshold(99.9), {}, TimePoint(2s));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EAGAIN);
+}
+
+TEST(DecisionView, OtherLanesAndFailedReadsSendToAFullObservation) {
+  Node n(5);
+  EvictionConfig pids;
+  Threshold t;
+  t.signal = Signal::PidAvailable;
+  t.value.kind = ThresholdValue::Kind::Percent;
+  t.value.percent = 99.99;
+  pids.thresholds.push_back(t);
+  auto r = refresh_for_decision(*n.obs, n.snap, pids, {}, TimePoint(2s));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EAGAIN);
+
+  testing::write_text(n.fake.memory_mount() + "/memory.stat", "garbage\n");
+  auto m = refresh_for_decision(*n.obs, n.snap, memory_threshold(1), {}, TimePoint(2s));
+  EXPECT_FALSE(m);
+}
+
+struct DaemonRig {
+  Node n{30};
+  RecordingEvictor ev;
+  std::unique_ptr<Daemon> d;
+  PressureEvent e;
+  explicit DaemonRig(double percent) {
+    Config c;
+    c.eviction = memory_threshold(percent);
+    DaemonDeps deps;
+    deps.observer = n.obs.get();
+    deps.evictor = &ev;
+    d = std::make_unique<Daemon>(c, deps);
+    e.type = EventType::ThresholdUp;
+  }
+  void event(TimePoint t) { d->on_events(std::span<const PressureEvent>(&e, 1), t); }
+};
+
+TEST(DecisionView, DaemonDecidesIncrementallyOnEventsAndFullyOnTicks) {
+  DaemonRig r(1);  // never met: "nothing to do" decisions
+  r.event(TimePoint(2s));  // nothing observed in full yet
+  EXPECT_EQ(r.d->stats().full_observations, 1u);
+  EXPECT_EQ(r.d->stats().incremental_evaluations, 0u);
+  r.event(TimePoint(2s + 100ms));
+  r.event(TimePoint(2s + 200ms));
+  EXPECT_EQ(r.d->stats().incremental_evaluations, 2u);
+  r.d->on_tick(TimePoint(2s + 300ms), true);  // the safety net always reads everything
+  EXPECT_EQ(r.d->stats().full_observations, 2u);
+  r.event(TimePoint(3s + 400ms));  // a safety-net interval after the last full observation
+  EXPECT_EQ(r.d->stats().full_observations, 3u);
+  EXPECT_EQ(r.d->stats().evaluations, 5u);
+  EXPECT_TRUE(r.ev.calls().empty());
+}
+
+TEST(DecisionView, DaemonEvictsTheFreshHeadIncrementally) {
+  DaemonRig r(50);  // memory.available < 4 GiB of the fake node's 8
+  r.d->on_tick(TimePoint(2s), true);
+  // Pressure arrives with an event, and pod 5 has just grown the most.
+  r.n.set(5, mem(3000, 5));
+  r.n.fake.set_root_memory(FakePodMemory{7ULL << 30, 6ULL << 30, 1ULL << 30, 512ULL << 20, 256ULL << 20});
+  r.event(TimePoint(2s + 10ms));
+  EXPECT_EQ(r.d->stats().incremental_evaluations, 1u);
+  EXPECT_EQ(r.d->stats().full_observations, 1u);
+  ASSERT_FALSE(r.ev.calls().empty());
+  EXPECT_EQ(r.ev.calls().front().target.uid, uid_of(5));
+}
+
+TEST(DecisionView, DaemonObservesFullyWhenAPodAppearedUnderPressure) {
+  DaemonRig r(50);
+  r.d->on_tick(TimePoint(2s), true);
+  // Quiet events need no pods: the new pod waits for the next full observation.
+  r.n.fake.add_pod(uid_of(77), QosClass::BestEffort, mem(4000, 0));
+  r.event(TimePoint(2s + 10ms));
+  EXPECT_EQ(r.d->stats().incremental_evaluations, 1u);
+  EXPECT_EQ(r.d->last_snapshot().pods.size(), 30u);
+  // Under pressure the ranking needs every pod: the moved pod set forces a full read.
+  r.n.fake.set_root_memory(FakePodMemory{7ULL << 30, 6ULL << 30, 1ULL << 30, 512ULL << 20, 256ULL << 20});
+  r.event(TimePoint(2s + 20ms));
+  EXPECT_EQ(r.d->stats().full_observations, 2u);
+  EXPECT_EQ(r.d->last_snapshot().pods.size(), 31u);
+  ASSERT_FALSE(r.ev.calls().empty());
+  EXPECT_EQ(r.ev.calls().front().target.uid, uid_of(77));
+}
+
+}  // namespace
+}  // namespace pressured

@@ -1,0 +1,130 @@
+#include "daemon/decision_view.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdint>
+
+#include "pressured/engine.hpp"
+
+namespace pressured {
+namespace {
+
+// Whether the threshold could be met at this value, whichever side of its
+// min-reclaim band the engine's hysteresis is on (erring towards "maybe").
+bool may_be_met(const Threshold& t, const SignalObservation& obs) {
+  const SignalInfo& si = info(t.signal);
+  const double capacity = si.is_psi ? 100.0 : obs.capacity;
+  const double threshold = t.value.resolve(capacity);
+  const double reclaim = t.min_reclaim.resolve(capacity);
+  if (si.op == Operator::LessThan) return obs.value < threshold + reclaim;
+  return obs.value > threshold - reclaim;
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+}  // namespace
+
+Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapshot& snapshot,
+                                             const EvictionConfig& config, const std::vector<std::string>& excluded,
+                                             TimePoint now) {
+  DecisionRefresh out;
+  std::array<bool, kSignalCount> read{};
+  for (const auto& t : config.thresholds) {
+    const auto i = static_cast<std::size_t>(t.signal);
+    if (read[i]) continue;
+    read[i] = true;
+    auto o = observer.refresh_signal(t.signal, now);
+    ++out.signals_read;
+    if (!o) {
+      // Not observed on this node: the full observation said so too (absent);
+      // any other failure is for the full observation to mark stale.
+      if (o.error().code == ENOTSUP && !snapshot.signal(t.signal)) continue;
+      return o.error();
+    }
+    snapshot.signal(t.signal) = *o;
+  }
+  snapshot.taken_at = now;
+
+  for (const auto& t : config.thresholds) {
+    const auto& obs = snapshot.signal(t.signal);
+    if (!obs || !may_be_met(t, *obs)) continue;
+    const StarvedResource r = info(t.signal).resource;
+    if (r == StarvedResource::None) continue;  // a condition only: no victim needed
+    if (r != StarvedResource::Memory) {
+      // Disk and PID rankings use usage this view does not bound.
+      return Error{EAGAIN, std::string(name(t.signal)) + " may be met: its ranking needs a full observation"};
+    }
+    out.ranking_needed = true;
+  }
+  if (!out.ranking_needed) return out;
+
+  constexpr StarvedResource kMem = StarvedResource::Memory;
+  constexpr uint64_t kUnbounded = UINT64_MAX;
+  auto& pods = snapshot.pods;
+  std::vector<Pod*> eligible;
+  eligible.reserve(pods.size());
+  for (Pod& p : pods) {
+    if (!never_evicted(p, config) && !contains(excluded, p.uid)) eligible.push_back(&p);
+  }
+
+  // A seed: the head by the values in hand, read in full. Pods that could not
+  // rank before it whatever their usage (another QoS class, a higher
+  // priority, ...) need no read at all.
+  Pod* best = nullptr;
+  for (Pod* p : eligible) {
+    if (!best || evicted_before(*p, pod_usage(*p, kMem), *best, pod_usage(*best, kMem), kMem, config)) best = p;
+  }
+  std::vector<Pod*> contenders;
+  if (best) {
+    Pod* seed = best;
+    if (auto r = observer.refresh_pod(*seed, now); !r) return r.error();
+    ++out.pods_refreshed;
+    for (Pod* p : eligible) {
+      if (p != seed && evicted_before(*p, kUnbounded, *seed, pod_usage(*seed, kMem), kMem, config)) {
+        contenders.push_back(p);
+      }
+    }
+  }
+  // Their page counters, fresh: an upper bound of each working set. (Also
+  // checks that the pod set did not change, even with no contender.)
+  if (auto r = observer.refresh_memory_usage(contenders, now); !r) return r.error();
+  out.pods_bounded = contenders.size();
+
+  // Ranked at its bound a pod takes the best place it can have (a pod's place
+  // only improves as its usage grows). A heap: only its top few are taken.
+  auto later = [&](Pod* a, Pod* b) {  // max-heap on "evicted later": the top has the best bound
+    return evicted_before(*b, b->memory_usage_bytes, *a, a->memory_usage_bytes, kMem, config);
+  };
+  std::make_heap(contenders.begin(), contenders.end(), later);
+
+  // Read pods in full, best bound first, until the best read one ranks
+  // before the next bound (hence before every later one).
+  auto end = contenders.end();
+  while (end != contenders.begin()) {
+    const Pod& top = *contenders.front();
+    if (!evicted_before(top, top.memory_usage_bytes, *best, pod_usage(*best, kMem), kMem, config)) break;
+    if (out.pods_refreshed == kMaxHeadRefreshes) {
+      return Error{EAGAIN, "the memory ranking's head is uncertain after " + std::to_string(kMaxHeadRefreshes) +
+                               " pod reads"};
+    }
+    std::pop_heap(contenders.begin(), end, later);
+    --end;
+    Pod& p = **end;
+    if (auto r = observer.refresh_pod(p, now); !r) return r.error();
+    ++out.pods_refreshed;
+    if (evicted_before(p, pod_usage(p, kMem), *best, pod_usage(*best, kMem), kMem, config)) best = &p;
+  }
+  // The rest keep what they had, capped by their fresh bound: none can then
+  // rank before the head on a value older than this decision. (Pods that were
+  // no contender cannot rank before it at any usage.)
+  for (auto it = contenders.begin(); it != end; ++it) {
+    Pod& p = **it;
+    p.usage.memory_working_set_bytes = std::min(p.usage.memory_working_set_bytes, p.memory_usage_bytes);
+  }
+  return out;
+}
+
+}  // namespace pressured

@@ -1,0 +1,51 @@
+#pragma once
+// The fresh view a decision needs, without a full observation: re-reads the
+// signals the thresholds watch and, when a memory threshold may be met, just
+// enough pods to know the memory ranking's head (docs/observation.md,
+// "Freshness of a decision"). The daemon uses it for event-driven decisions
+// between full observations; anything it cannot vouch for sends the caller to
+// a full observation.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "pressured/config.hpp"
+#include "pressured/observer.hpp"
+#include "pressured/result.hpp"
+#include "pressured/snapshot.hpp"
+
+namespace pressured {
+
+/// What one incremental refresh read (tests, debug logs, the benchmark).
+struct DecisionRefresh {
+  std::size_t signals_read = 0;    // refresh_signal calls
+  bool ranking_needed = false;     // a memory-lane threshold may be met
+  std::size_t pods_bounded = 0;    // pods whose page-counter usage was read
+  std::size_t pods_refreshed = 0;  // pods read in full (usage + memory.stat ...) to settle the head
+};
+
+/// Most pods read in full to settle the memory ranking's head before giving
+/// up (the head is "uncertain": the caller observes fully).
+inline constexpr std::size_t kMaxHeadRefreshes = 32;
+
+/// Brings `snapshot` (the last full observation, possibly refreshed since)
+/// up to date for a decision at `now`:
+///  - every signal a threshold of `config` watches is read fresh;
+///  - when a threshold whose starved resource is memory may be met (its
+///    min-reclaim band included), the head by the values in hand is read in
+///    full (the seed); every pod that could rank before it at some usage
+///    (same QoS class and priority band, ...) gets its page-counter usage read
+///    (an upper bound of its working set); then pods are read in full, best
+///    bound first, until the best fully read pod ranks before every other
+///    pod's bound: that pod is the ranking's head on fresh reads. Pods not
+///    read in full keep min(last working set, fresh bound).
+/// Errors mean "observe fully instead": a signal or pod read failed, the pod
+/// set changed, a threshold of another lane (disk, pids) may be met, or the
+/// head stayed uncertain after kMaxHeadRefreshes pods. The snapshot may then
+/// be partly updated; the caller replaces it.
+Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapshot& snapshot,
+                                             const EvictionConfig& config, const std::vector<std::string>& excluded,
+                                             TimePoint now);
+
+}  // namespace pressured
