@@ -148,7 +148,9 @@ EOF
   } > /etc/kubernetes/kubelet.yaml
   mkdir -p $NODE_CG/kubelet
   printf '# ---- kubelet (re)start, config:\n%s\n' "$(cat /etc/kubernetes/kubelet.yaml)" >> $NODE/state/kubelet.log
-  vmt_node_daemon $NODE_CG/kubelet $NODE/state/kubelet.log \
+  # /usr/bin first: GNU du and nice (the kubelet's `nice -n 19 du -x -s -B 1` log stats
+  # fail with busybox's du, which /bin holds and which has no -B).
+  vmt_node_daemon $NODE_CG/kubelet $NODE/state/kubelet.log env PATH=/usr/bin:$PATH \
     kubelet --config /etc/kubernetes/kubelet.yaml --kubeconfig $KCFG --hostname-override $NODE_NAME \
     --node-ip $NODE_IP --container-runtime remote \
     --container-runtime-endpoint unix:///run/containerd/containerd.sock --root-dir $NODE/state/kubelet \
@@ -266,17 +268,22 @@ vmt_node_pod_run() {
 }
 
 # vmt_node_pod_state NAME: the pod's fate from the API, as one word for the
-# verdict: running | evicted | deleted | failed-<reason> | restarted-<n>.
+# verdict: running | evicted | deleted | failed-<reason> | oomkilled[-restarts-<n>] |
+# killed-<reason>[-restarts-<n>]. A restart whose container never ran (a CreateContainer
+# timeout under TCG: no lastState.terminated) is not a kill.
 vmt_node_pod_state() {
   awk -v n=$1 '$1 == n {
-      if ($2 == "Failed") { print ($3 == "Evicted" ? "evicted" : "failed-" $3); found = 1; exit }
-      if ($4 > 0) { print "restarted-" $4; found = 1; exit }
-      print ($2 == "Running" ? "running" : tolower($2)); found = 1; exit }
+      found = 1
+      if ($2 == "Failed") { print ($3 == "Evicted" ? "evicted" : "failed-" $3); exit }
+      r = ($6 != "-" && $6 != "") ? $6 : $5
+      if (r == "OOMKilled") { print "oomkilled" ($4 > 0 ? "-restarts-" $4 : ""); exit }
+      if (r != "-" && r != "") { print "killed-" r ($4 > 0 ? "-restarts-" $4 : ""); exit }
+      print ($2 == "Running" ? "running" : tolower($2)); exit }
     END { if (!found) print "deleted" }' /tmp/pods-state.txt
 }
 
 vmt_node_snapshot() {
-  kc -n vmtests get pods -o go-template='{{range .items}}{{.metadata.name}} {{.status.phase}} {{if .status.reason}}{{.status.reason}}{{else}}-{{end}} {{range .status.containerStatuses}}{{.restartCount}}{{end}}{{"\n"}}{{end}}' \
+  kc -n vmtests get pods -o go-template='{{range .items}}{{.metadata.name}} {{.status.phase}} {{if .status.reason}}{{.status.reason}}{{else}}-{{end}} {{range .status.containerStatuses}}{{.restartCount}} {{if .lastState.terminated}}{{.lastState.terminated.reason}}{{else}}-{{end}} {{if .state.terminated}}{{.state.terminated.reason}}{{else}}-{{end}}{{end}}{{"\n"}}{{end}}' \
     > /tmp/pods-state.txt 2>/dev/null
 }
 
