@@ -13,6 +13,8 @@ PODS_JSON=/run/pods.json
 PODS_LIST=/tmp/pods.list
 CLK_TCK=100
 MEM_TOTAL_KB=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
+# The real-kubelet contenders run pods through containerd and the API (node.sh).
+case "$VMT_CONTENDER" in kubelet|pressured+kubelet) VMT_NODE=1 ;; *) VMT_NODE= ;; esac
 
 # --- tree ------------------------------------------------------------------
 
@@ -24,6 +26,8 @@ vmt_enable() {  # enable controllers for children of $1
 # vmt_tree DRIVER: creates the kubepods tree for the cgroupfs or systemd driver.
 vmt_tree() {
   DRIVER=$1
+  # The kubelet runs with the cgroupfs driver (no systemd in the guest).
+  [ -n "$VMT_NODE" ] && DRIVER=cgroupfs
   if [ "$DRIVER" = systemd ]; then
     KUBEPODS=kubepods.slice
     KP=$CG/kubepods.slice
@@ -88,6 +92,10 @@ vmt_pod() {
 
 # vmt_pods_json: writes the PodList (standard Kubernetes Pod JSON) for pressured.
 vmt_pods_json() {
+  if [ -n "$VMT_NODE" ]; then
+    vmt_node_pods_create
+    return
+  fi
   local first=1
   {
     printf '{"apiVersion":"v1","kind":"PodList","items":['
@@ -116,6 +124,13 @@ vmt_pods_json() {
   mv $PODS_JSON.tmp $PODS_JSON
 }
 
+# vmt_wl_logs: the files the workloads' stderr goes to (pods on the real node
+# write into their trigger directory).
+vmt_wl_logs() {
+  echo /tmp/workloads.log
+  [ -n "$VMT_NODE" ] && ls /run/vmt/trig/*/log 2>/dev/null
+}
+
 vmt_pod_field() {  # vmt_pod_field NAME FIELD_INDEX
   awk -F'|' -v n="$1" -v f="$2" '$1 == n {print $f}' $PODS_LIST
 }
@@ -125,6 +140,10 @@ vmt_pod_field() {  # vmt_pod_field NAME FIELD_INDEX
 vmt_pod_run() {
   local name=$1
   shift
+  if [ -n "$VMT_NODE" ]; then
+    vmt_node_pod_run $name "$@"
+    return
+  fi
   local ctrcg=$(vmt_pod_field $name 5) adj=$(vmt_pod_field $name 6)
   sh -c 'echo $$ > "$1/cgroup.procs" && echo "$2" > /proc/self/oom_score_adj && shift 2 && exec "$@"' \
     vmt-pod "$ctrcg" "$adj" "$@" 2>>/tmp/workloads.log &
@@ -195,7 +214,10 @@ vmt_wait_avail_below() {  # MIB TIMEOUT_S
 
 # vmt_reset: kills everything the previous scenario started and removes the tree.
 vmt_reset() {
-  for d in $(find $CG -mindepth 1 -depth -type d 2>/dev/null); do
+  # The node's daemons stay; its pods go through the API (the kubelet owns kubepods).
+  local keep='^$'
+  [ -n "$VMT_NODE" ] && { vmt_node_reset; keep="^$CG/(node.slice|kubepods)"; }
+  for d in $(find $CG -mindepth 1 -depth -type d 2>/dev/null | grep -vE "$keep"); do
     if [ -f $d/cgroup.kill ]; then
       echo 1 > $d/cgroup.kill 2>/dev/null
     else
@@ -209,8 +231,9 @@ vmt_reset() {
     fi
   done
   sleep 0.5
-  wait 2>/dev/null
-  for d in $(find $CG -mindepth 1 -depth -type d 2>/dev/null); do rmdir $d 2>/dev/null; done
+  # The node daemons are children of PID 1 (this shell) too: a bare wait would block on them.
+  [ -n "$VMT_NODE" ] || wait 2>/dev/null
+  for d in $(find $CG -mindepth 1 -depth -type d 2>/dev/null | grep -vE "$keep"); do rmdir $d 2>/dev/null; done
   rm -f /tmp/pod_pids /tmp/sampler.json /var/lib/pressured/* /tmp/contender.log /tmp/workloads.log
   : > /tmp/pod_pids
   sync
@@ -231,6 +254,10 @@ vmt_thresholds() {
   TRANSITION=${5:-10s}
   PID_HARD=${6:-0}
   MAX_POD_GRACE=${7:-0}
+  if [ -n "$VMT_NODE" ]; then
+    vmt_mark STEP "node: (re)starting the kubelet"
+    vmt_kubelet_start || NODE_BROKEN=1
+  fi
 }
 
 CONTENDER_PIDS=
@@ -239,18 +266,35 @@ CONTENDER_TICKS=0
 vmt_contender_start() {
   : > /tmp/contender.log.start
   local in="$CG/system.slice/contender"
-  local hard="memory.available<${HARD_MI}Mi"
+  # pressured+kubelet: each memory threshold PRESSURED_MARGIN_MI (50) above the
+  # kubelet's, which keeps the scenario's own (the deployment docs/kubernetes.md describes).
+  local margin=0
+  [ "$VMT_CONTENDER" = pressured+kubelet ] && margin=${PRESSURED_MARGIN_MI:-50}
+  local hard="memory.available<$((HARD_MI + margin))Mi"
   [ "$PID_HARD" -gt 0 ] && hard="$hard,pid.available<$PID_HARD"
   case "$VMT_CONTENDER" in
+    kubelet)
+      # Already running with the scenario's thresholds (vmt_thresholds).
+      CONTENDER_PID=$KUBELET_PID
+      CONTENDER_PIDS="$CONTENDER_PIDS $CONTENDER_PID"
+      kill -0 $CONTENDER_PID 2>/dev/null || return 1
+      CONTENDER_START_TICKS=$((CONTENDER_START_TICKS + $(vmt_ticks $CONTENDER_PID)))
+      return 0
+      ;;
     pressured*)
-      set -- pressured run --cgroup-driver "$DRIVER" --kubepods-name "$KUBEPODS" --pod-file $PODS_JSON \
+      local podsrc="--pod-file $PODS_JSON"
+      [ "$VMT_CONTENDER" = pressured+kubelet ] && podsrc=
+      set -- pressured run --cgroup-driver "$DRIVER" --kubepods-name "$KUBEPODS" $podsrc \
         --eviction-hard "$hard" --eviction-pressure-transition-period "$TRANSITION" \
         --eviction-max-pod-grace-period "$MAX_POD_GRACE" --state-file /var/lib/pressured/state.json \
         --metrics-listen 127.0.0.1:9847 --log-level debug
       if [ "$SOFT_MI" -gt 0 ]; then
-        set -- "$@" --eviction-soft "memory.available<${SOFT_MI}Mi" --eviction-soft-grace-period "memory.available=$SOFT_GRACE"
+        set -- "$@" --eviction-soft "memory.available<$((SOFT_MI + margin))Mi" --eviction-soft-grace-period "memory.available=$SOFT_GRACE"
       fi
       [ "$MIN_RECLAIM_MI" -gt 0 ] && set -- "$@" --eviction-minimum-reclaim "memory.available=${MIN_RECLAIM_MI}Mi"
+      # Beside the kubelet: pods from the API, evictions through the API.
+      [ "$VMT_CONTENDER" = pressured+kubelet ] && set -- "$@" --pod-source apiserver --kubeconfig $KCFG \
+        --node-name $NODE_NAME
       case "$VMT_CONTENDER" in
         pressured-poll10s) set -- "$@" --poll-interval 10s --bpf off ;;
         pressured-poll1s) set -- "$@" --poll-interval 1s --bpf off ;;
@@ -328,6 +372,14 @@ vmt_ticks() {  # utime+stime of a live pid, in clock ticks
 
 vmt_contender_stop() {
   local alive=false
+  if [ "$VMT_CONTENDER" = kubelet ]; then
+    # The kubelet stays up until the pods' fate is read from the API (vmt_end).
+    kill -0 $CONTENDER_PID 2>/dev/null && alive=true
+    CONTENDER_TICKS=$((CONTENDER_TICKS + $(vmt_ticks $CONTENDER_PID)))
+    CONTENDER_RC=0
+    CONTENDER_ALIVE=$alive
+    return
+  fi
   if kill -0 $CONTENDER_PID 2>/dev/null; then
     alive=true
     CONTENDER_TICKS=$((CONTENDER_TICKS + $(vmt_ticks $CONTENDER_PID)))
@@ -382,9 +434,12 @@ vmt_end() {
   wait $SAMPLER_PID 2>/dev/null
   vmt_contender_stop
   local pods_json="" name pid st qos podcg ooms
+  [ -n "$VMT_NODE" ] && { vmt_node_snapshot; vmt_node_events; }
   while IFS='|' read -r name qos uid podcg ctrcg adj req lim prio grace ctr; do
     pid=$(awk -v n=$name '$1 == n {print $2; exit}' /tmp/pod_pids)
-    if [ -z "$pid" ]; then
+    if [ -n "$VMT_NODE" ]; then
+      st=$(vmt_node_pod_state $name)
+    elif [ -z "$pid" ]; then
       st=none
     elif kill -0 $pid 2>/dev/null; then
       st=running
@@ -413,7 +468,7 @@ vmt_end() {
   fi
   # The contender's log, for the console log kept on failure (bounded).
   grep -v "debug bpf probe" /tmp/contender.log | tail -n 120 | sed "s/^/@@VMT LOG $SCEN: /"
-  tail -n 12 /tmp/workloads.log 2>/dev/null |
+  tail -n 12 $(vmt_wl_logs) 2>/dev/null |
     sed "s/^/@@VMT LOG $SCEN workload: /"
   vmt_reset
 }
@@ -492,7 +547,7 @@ scenario_ranking() {
   local i=0
   while [ $i -lt 90 ]; do
     vmt_wait_gone burstable-over-32 1 && break
-    grep -q "memhog: $size MiB" /tmp/workloads.log 2>/dev/null && [ $i -gt 5 ] && sleep 4 && break
+    grep -q "memhog: $size MiB" $(vmt_wl_logs) 2>/dev/null && [ $i -gt 5 ] && sleep 4 && break
     i=$((i + 1))
   done
   sleep 4
@@ -575,7 +630,7 @@ scenario_page_cache() {
   vmt_begin page-cache memory $((HARD_MI * 1048576))
   vmt_pod_run burstable-reader cachereader --file /scratch/big.dat --passes 1 --duration 90 --hold 300
   local i=0
-  while [ $i -lt 100 ] && ! grep -q "cachereader: read" /tmp/workloads.log 2>/dev/null; do
+  while [ $i -lt 100 ] && ! grep -q "cachereader: read" $(vmt_wl_logs) 2>/dev/null; do
     vmt_wait_gone burstable-reader 1 && break
     i=$((i + 1))
   done
@@ -600,7 +655,7 @@ scenario_pid_pressure() {
   vmt_wait_gone besteffort-forker 25
   sleep 3
   local failed=0
-  grep -q "forker: fork" /tmp/workloads.log && failed=1
+  grep -q "forker: fork" $(vmt_wl_logs) && failed=1
   vmt_end "{\"pid_max\":1500,\"fork_failed\":$failed}"
 }
 
@@ -657,6 +712,13 @@ scenario_soft_then_spike() {
 
 vmt_run_scenarios() {
   ip link set lo up 2>/dev/null
+  if [ -n "$VMT_NODE" ]; then
+    . /vmt/node.sh
+    if ! vmt_node_up; then
+      vmt_mark ERROR "node did not come up: no scenario run for $VMT_CONTENDER"
+      return 1
+    fi
+  fi
   vmt_reset
   for s in $VMT_SCENARIOS; do
     vmt_mark SCENARIO "$s contender=$VMT_CONTENDER avail=$(avail_mib)MiB"

@@ -1,0 +1,313 @@
+# The real-kubelet node (contenders kubelet and pressured+kubelet), busybox sh.
+#
+# containerd + runc (Debian) and kubelet 1.20.2 run on the guest; the apiserver
+# runs on the host's 127.0.0.1, reached at 10.0.2.100:6443 through QEMU's
+# restricted user-mode network (vmtests/node.py). Node binaries, image archives
+# and the runtime state live on /dev/vdb (/node). Pods are created through the
+# API with spec.nodeName and hostNetwork; each waits for its command in a
+# hostPath trigger file so the scenario decides when the workload starts, as
+# with the hand-made tree of the other contenders.
+#
+# Every wait is bounded; a daemon that fails to start is reported with its log
+# (@@VMT ERROR + @@VMT LOG lines), never a hang.
+
+NODE=/node
+NODE_CG=$CG/node.slice
+KCFG=/etc/kubernetes/kubeconfig
+TRIG=/run/vmt/trig
+NODE_NAME=vm
+NODE_IP=10.0.2.15
+KUBELET_PID=
+CONTAINERD_PID=
+
+kc() { kubectl --kubeconfig $KCFG --request-timeout=20s "$@"; }
+
+# vmt_node_log FILE TAG: the last lines of a daemon's log on the console.
+vmt_node_log() {
+  tail -n ${3:-60} "$1" 2>/dev/null | sed "s/^/@@VMT LOG $2: /"
+}
+
+vmt_node_fail() {
+  vmt_mark ERROR "node: $1"
+  vmt_node_log $NODE/state/containerd.log containerd 40
+  grep -v 'node "vm" not found' $NODE/state/kubelet.log | tail -n 80 | sed "s/^/@@VMT LOG kubelet: /"
+  return 1
+}
+
+# vmt_node_daemon CGDIR LOG CMD...: starts a node daemon in CGDIR, appending to
+# LOG, detached from this shell (the scenarios' `wait` must not wait for it);
+# its pid is left in VMT_DAEMON_PID.
+vmt_node_daemon() {
+  local cg=$1 logf=$2
+  shift 2
+  rm -f /tmp/daemon.pid
+  (sh -c 'echo $$ > /tmp/daemon.pid && echo $$ > "$1/cgroup.procs" && l=$2 && shift 2 && exec "$@" >> "$l" 2>&1' \
+    vmt-node "$cg" "$logf" "$@" < /dev/null &)
+  local i=0
+  while [ ! -s /tmp/daemon.pid ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+  VMT_DAEMON_PID=$(cat /tmp/daemon.pid 2>/dev/null)
+}
+
+# vmt_node_up: disk, network, containerd, images. Once per boot.
+vmt_node_up() {
+  local i=0
+  while [ ! -b /dev/vdb ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+  [ -b /dev/vdb ] || { vmt_node_fail "no /dev/vdb node disk"; return 1; }
+  mkdir -p $NODE && mount -t ext4 /dev/vdb $NODE || { vmt_node_fail "node disk did not mount"; return 1; }
+  export PATH=$PATH:$NODE/bin
+  mkdir -p $NODE/state /etc/containerd /etc/kubernetes /var/log/pods $TRIG $NODE_CG
+  echo "+memory +pids +io +cpu" > $NODE_CG/cgroup.subtree_control 2>/dev/null
+  # Host-network sandboxes copy these two files into every pod.
+  echo "nameserver 10.0.2.3" > /etc/resolv.conf
+  printf '127.0.0.1 localhost\n%s %s\n' $NODE_IP $NODE_NAME > /etc/hosts
+  hostname $NODE_NAME
+  ip link set lo up
+  ip link set eth0 up && ip addr add $NODE_IP/24 dev eth0 && ip route add default via 10.0.2.2 ||
+    { vmt_node_fail "eth0 did not come up (virtio_net loaded?)"; return 1; }
+  # The apiserver through QEMU's forwarding, bounded: a broken network is said now.
+  local out
+  out=$(kc get --raw /readyz 2>&1)
+  [ "$out" = ok ] || { vmt_node_fail "apiserver not reachable at 10.0.2.100:6443: $out"; return 1; }
+  vmt_mark STEP "node: apiserver reachable through QEMU's forwarding"
+  cat > /etc/containerd/config.toml <<EOF
+version = 2
+root = "$NODE/state/containerd"
+state = "/run/containerd"
+[grpc]
+  address = "/run/containerd/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "docker.io/vmtests/pause:1"
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+  # The guest's root is the initramfs (rootfs), which pivot_root cannot leave.
+  # (The older no_pivot key makes the CRI plugin refuse to load.)
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+    NoPivotRoot = true
+EOF
+  # Pods use hostNetwork (no CNI plugin runs), but without a network config the
+  # runtime says NetworkReady=false ("cni plugin not initialized") and the node
+  # stays NotReady: a loopback-only config makes it Ready like a real node.
+  mkdir -p /etc/cni/net.d
+  echo '{"cniVersion":"0.4.0","name":"vmtests","plugins":[{"type":"loopback"}]}' > /etc/cni/net.d/10-vmtests.conflist
+  mkdir -p $NODE_CG/containerd
+  vmt_mark STEP "node: starting containerd"
+  vmt_node_daemon $NODE_CG/containerd $NODE/state/containerd.log containerd --config /etc/containerd/config.toml
+  CONTAINERD_PID=$VMT_DAEMON_PID
+  i=0
+  while ! ctr version > /dev/null 2>&1; do
+    kill -0 $CONTAINERD_PID 2>/dev/null || { vmt_node_fail "containerd exited at start"; return 1; }
+    i=$((i + 1))
+    [ $i -lt 600 ] || { vmt_node_fail "containerd not answering after 60 s"; return 1; }
+    sleep 0.1
+  done
+  grep -q 'failed to load plugin io.containerd.grpc.v1.cri' $NODE/state/containerd.log &&
+    { vmt_node_fail "containerd's CRI plugin did not load"; return 1; }
+  for img in $NODE/images/*.tar; do
+    ctr -n k8s.io images import $img > /tmp/ctr-import.log 2>&1 ||
+      { cat /tmp/ctr-import.log >> $NODE/state/containerd.log; vmt_node_fail "ctr images import $img failed"; return 1; }
+  done
+  vmt_mark STEP "node: containerd up, images: $(ctr -n k8s.io images ls -q | grep vmtests | tr '\n' ' ')"
+  return 0
+}
+
+# vmt_kubelet_start: (re)starts the kubelet with the scenario's thresholds
+# (vmt_thresholds) and waits for the node to be Ready (bounded).
+vmt_kubelet_start() {
+  NODE_BROKEN=
+  vmt_kubelet_stop
+  local hard="    memory.available: \"${HARD_MI}Mi\""
+  [ "$PID_HARD" -gt 0 ] && hard="$hard
+    pid.available: \"$PID_HARD\""
+  {
+    cat <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+cgroupsPerQOS: true
+enforceNodeAllocatable: ["pods"]
+failSwapOn: false
+readOnlyPort: 10255
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+evictionPressureTransitionPeriod: "$TRANSITION"
+evictionMaxPodGracePeriod: $MAX_POD_GRACE
+evictionHard:
+$hard
+EOF
+    if [ "$SOFT_MI" -gt 0 ]; then
+      printf 'evictionSoft:\n    memory.available: "%sMi"\nevictionSoftGracePeriod:\n    memory.available: "%s"\n' \
+        $SOFT_MI $SOFT_GRACE
+    fi
+    [ "$MIN_RECLAIM_MI" -gt 0 ] && printf 'evictionMinimumReclaim:\n    memory.available: "%sMi"\n' $MIN_RECLAIM_MI
+  } > /etc/kubernetes/kubelet.yaml
+  mkdir -p $NODE_CG/kubelet
+  printf '# ---- kubelet (re)start, config:\n%s\n' "$(cat /etc/kubernetes/kubelet.yaml)" >> $NODE/state/kubelet.log
+  # /usr/bin first: GNU du and nice (the kubelet's `nice -n 19 du -x -s -B 1` log stats
+  # fail with busybox's du, which /bin holds and which has no -B).
+  vmt_node_daemon $NODE_CG/kubelet $NODE/state/kubelet.log env PATH=/usr/bin:$PATH \
+    kubelet --config /etc/kubernetes/kubelet.yaml --kubeconfig $KCFG --hostname-override $NODE_NAME \
+    --node-ip $NODE_IP --container-runtime remote \
+    --container-runtime-endpoint unix:///run/containerd/containerd.sock --root-dir $NODE/state/kubelet \
+    --cert-dir $NODE/state/pki --v 2
+  KUBELET_PID=$VMT_DAEMON_PID
+  local t0=$(vmt_ms) ready= n=0
+  vmt_mark STEP "node: kubelet started (pid $KUBELET_PID)"
+  while [ $(($(vmt_ms) - t0)) -lt 180000 ]; do
+    kill -0 $KUBELET_PID 2>/dev/null || { vmt_node_fail "kubelet exited at start"; return 1; }
+    ready=$(kc get node $NODE_NAME -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>&1)
+    # Ready, and posted by this kubelet (the condition of the previous one may still say True).
+    if [ "$ready" = True ] && wget -q -O /dev/null http://127.0.0.1:10255/healthz 2>/dev/null; then
+      vmt_mark STEP "node: kubelet ready after $(($(vmt_ms) - t0)) ms (thresholds hard=${HARD_MI}Mi soft=${SOFT_MI}Mi/$SOFT_GRACE)"
+      return 0
+    fi
+    n=$((n + 1))
+    [ $((n % 15)) = 0 ] && vmt_mark STEP "node: waiting for the kubelet ($(($(vmt_ms) - t0)) ms): Ready='$ready' $(tail -n 1 $NODE/state/kubelet.log | cut -c1-200)"
+    sleep 1
+  done
+  vmt_node_fail "node $NODE_NAME not Ready after 180 s (last: '$ready')"
+}
+
+vmt_kubelet_stop() {
+  [ -n "$KUBELET_PID" ] || return 0
+  kill -TERM $KUBELET_PID 2>/dev/null
+  local i=0
+  while kill -0 $KUBELET_PID 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+  kill -KILL $KUBELET_PID 2>/dev/null
+  KUBELET_PID=
+}
+
+# vmt_node_pods_create: the scenario's pods (PODS_LIST) as API objects; waits until
+# each runs and rewrites PODS_LIST with the real uid and cgroup paths.
+vmt_node_pods_create() {
+  local f=/tmp/pods-api.json first=1
+  [ -z "$NODE_BROKEN" ] || return 1
+  {
+    printf '{"apiVersion":"v1","kind":"List","items":['
+    while IFS='|' read -r name qos uid podcg ctrcg adj req lim prio grace ctr; do
+      local res='{}'
+      case $qos in
+        Guaranteed) res="{\"requests\":{\"memory\":\"${req}Mi\",\"cpu\":\"100m\"},\"limits\":{\"memory\":\"${lim}Mi\",\"cpu\":\"100m\"}}" ;;
+        Burstable)
+          if [ "$lim" -gt 0 ]; then
+            res="{\"requests\":{\"memory\":\"${req}Mi\"},\"limits\":{\"memory\":\"${lim}Mi\"}}"
+          else
+            res="{\"requests\":{\"memory\":\"${req}Mi\"}}"
+          fi
+          ;;
+      esac
+      mkdir -p $TRIG/$name
+      rm -f $TRIG/$name/*
+      [ $first = 1 ] || printf ','
+      first=0
+      printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s","namespace":"vmtests","labels":{"vmtests":"1"}},' "$name"
+      printf '"spec":{"nodeName":"%s","hostNetwork":true,"automountServiceAccountToken":false,"enableServiceLinks":false,' $NODE_NAME
+      printf '"terminationGracePeriodSeconds":%s,"restartPolicy":"Always",' "$grace"
+      printf '"volumes":[{"name":"trig","hostPath":{"path":"%s/%s"}},{"name":"scratch","hostPath":{"path":"/scratch"}}],' $TRIG "$name"
+      # The workload starts when the scenario writes its command (vmt_pod_run).
+      printf '"containers":[{"name":"main","image":"docker.io/vmtests/workload:1","imagePullPolicy":"Never",'
+      printf '"command":["/bin/sh","-c","while [ ! -s /trig/cmd ]; do sleep 0.2; done; touch /trig/started; exec $(cat /trig/cmd) 2>>/trig/log"],'
+      printf '"volumeMounts":[{"name":"trig","mountPath":"/trig"},{"name":"scratch","mountPath":"/scratch"}],'
+      printf '"resources":%s}]}}' "$res"
+    done < $PODS_LIST
+    printf ']}\n'
+  } > $f
+  kc apply -f $f > /tmp/kc.log 2>&1 || { cat /tmp/kc.log | sed 's/^/@@VMT LOG kubectl: /'; vmt_mark ERROR "creating pods failed"; return 1; }
+  # Running, with the real uid and container id -> the kubelet's cgroup paths.
+  local t0=$(vmt_ms) lines n
+  n=$(wc -l < $PODS_LIST)
+  while [ $(($(vmt_ms) - t0)) -lt 600000 ]; do
+    lines=$(kc -n vmtests get pods -o go-template='{{range .items}}{{if eq .status.phase "Running"}}{{range .status.containerStatuses}}{{if .state.running}}{{$.kind}} {{end}}{{end}}{{end}}{{end}}' 2>/dev/null | wc -w)
+    [ "$lines" -ge "$n" ] && break
+    sleep 1
+  done
+  if [ "$lines" -lt "$n" ]; then
+    kc -n vmtests get pods -o wide 2>&1 | sed 's/^/@@VMT LOG pods: /'
+    kc -n vmtests get events 2>&1 | tail -n 30 | sed 's/^/@@VMT LOG events: /'
+    grep -E "RunPodSandbox|CreateContainer|StartContainer|rror" $NODE/state/kubelet.log | grep -v 'node "vm" not found' |
+      tail -n 30 | sed 's/^/@@VMT LOG kubelet-errors: /'
+    grep -E "level=(error|warning)" $NODE/state/containerd.log | tail -n 30 | sed 's/^/@@VMT LOG containerd-errors: /'
+    { ctr -n k8s.io containers ls; ctr -n k8s.io tasks ls; } 2>&1 | sed "s/^/@@VMT LOG ctr: /"
+    vmt_node_fail "pods not running after 600 s ($lines of $n)"
+    return 1
+  fi
+  kc -n vmtests get pods -o go-template='{{range .items}}{{.metadata.name}} {{.metadata.uid}} {{.status.qosClass}} {{range .status.containerStatuses}}{{.containerID}}{{end}}{{"\n"}}{{end}}' > /tmp/pods-api.txt
+  local out=/tmp/pods.list.new
+  : > $out
+  while IFS='|' read -r name qos uid podcg ctrcg adj req lim prio grace ctr; do
+    local line=$(awk -v n=$name '$1 == n' /tmp/pods-api.txt)
+    uid=$(echo "$line" | awk '{print $2}')
+    ctr=$(echo "$line" | awk '{print $4}' | sed 's|.*://||')
+    case $qos in
+      Guaranteed) podcg=$KP/pod$uid ;;
+      Burstable) podcg=$BU/pod$uid ;;
+      BestEffort) podcg=$BE/pod$uid ;;
+    esac
+    ctrcg=$podcg/$ctr
+    [ -d $ctrcg ] || vmt_mark WARN "pod $name: no cgroup $ctrcg"
+    echo "$name|$qos|$uid|$podcg|$ctrcg|$adj|$req|$lim|$prio|$grace|$ctr" >> $out
+  done < $PODS_LIST
+  mv $out $PODS_LIST
+  vmt_mark STEP "node: $n pod(s) running through the API after $(($(vmt_ms) - t0)) ms"
+}
+
+# vmt_node_pod_run NAME CMD...: starts the workload in the pod's container.
+vmt_node_pod_run() {
+  local name=$1
+  shift
+  echo "$*" > $TRIG/$name/cmd.tmp && mv $TRIG/$name/cmd.tmp $TRIG/$name/cmd
+  local i=0
+  while [ ! -e $TRIG/$name/started ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+  [ -e $TRIG/$name/started ] || vmt_mark WARN "pod $name: workload did not start in 10 s"
+  echo "$name api" >> /tmp/pod_pids
+}
+
+# vmt_node_pod_state NAME: the pod's fate from the API, as one word for the
+# verdict: running | evicted | deleted | failed-<reason> | oomkilled[-restarts-<n>] |
+# killed-<reason>[-restarts-<n>]. A restart whose container never ran (a CreateContainer
+# timeout under TCG: no lastState.terminated) is not a kill.
+vmt_node_pod_state() {
+  awk -v n=$1 '$1 == n {
+      found = 1
+      if ($2 == "Failed") { print ($3 == "Evicted" ? "evicted" : "failed-" $3); exit }
+      r = ($6 != "-" && $6 != "") ? $6 : $5
+      if (r == "OOMKilled") { print "oomkilled" ($4 > 0 ? "-restarts-" $4 : ""); exit }
+      if (r != "-" && r != "") { print "killed-" r ($4 > 0 ? "-restarts-" $4 : ""); exit }
+      print ($2 == "Running" ? "running" : tolower($2)); exit }
+    END { if (!found) print "deleted" }' /tmp/pods-state.txt
+}
+
+vmt_node_snapshot() {
+  kc -n vmtests get pods -o go-template='{{range .items}}{{.metadata.name}} {{.status.phase}} {{if .status.reason}}{{.status.reason}}{{else}}-{{end}} {{range .status.containerStatuses}}{{.restartCount}} {{if .lastState.terminated}}{{.lastState.terminated.reason}}{{else}}-{{end}} {{if .state.terminated}}{{.state.terminated.reason}}{{else}}-{{end}}{{end}}{{"\n"}}{{end}}' \
+    > /tmp/pods-state.txt 2>/dev/null
+}
+
+# vmt_node_events: the namespace's and the node's Events, on the console, and
+# the eviction counts for the result (who evicted whom).
+vmt_node_events() {
+  kc get events -A -o go-template='{{range .items}}{{.involvedObject.kind}}/{{.involvedObject.name}} {{.reason}} src={{.source.component}}{{if .reportingComponent}}/{{.reportingComponent}}{{end}} n={{.count}} {{.message}}{{"\n"}}{{end}}' \
+    > /tmp/events.txt 2>/dev/null
+  grep -vE " (Scheduled|Pulled|Created|Started|SandboxChanged|Starting|NodeHasSufficientMemory|NodeHasNoDiskPressure|NodeHasSufficientPID|NodeAllocatableEnforced|RegisteredNode|NodeReady) " /tmp/events.txt |
+    tail -n 40 | sed "s/^/@@VMT LOG $SCEN events: /"
+  grep -E "eviction_manager|evict" $NODE/state/kubelet.log | tail -n 40 | sed "s/^/@@VMT LOG $SCEN kubelet: /"
+}
+
+# vmt_node_reset: deletes the scenario's pods (bounded) so the next one starts clean.
+vmt_node_reset() {
+  [ -n "$KUBELET_PID" ] || return 0
+  kc -n vmtests delete pods --all --grace-period=0 --force --wait=false > /dev/null 2>&1
+  kc delete events -n vmtests --all > /dev/null 2>&1
+  local i=0
+  while [ $i -lt 60 ]; do
+    [ -z "$(ls -d $CG/kubepods/*/pod* $CG/kubepods/pod* 2>/dev/null)" ] && break
+    sleep 1
+    i=$((i + 1))
+  done
+  [ $i -lt 60 ] || vmt_mark WARN "node: pod cgroups still there 60 s after the pods' deletion"
+  rm -rf $TRIG/*
+}
