@@ -90,6 +90,29 @@ struct EphemeralStorageBreakdown {
   bool operator==(const EphemeralStorageBreakdown&) const = default;
 };
 
+/// What a pod's spec says about its local ephemeral storage: the limits the
+/// kubelet enforces pod by pod, independently of node thresholds.
+struct LocalStorageSpec {
+  struct Container {
+    std::string name;
+    std::string id;  // runtime container id from status.containerStatuses ("containerd://" cut); empty if none
+    std::optional<uint64_t> ephemeral_storage_limit_bytes;  // resources.limits.ephemeral-storage
+    bool operator==(const Container&) const = default;
+  };
+  struct EmptyDir {
+    std::string name;
+    std::optional<uint64_t> size_limit_bytes;  // emptyDir.sizeLimit
+    bool operator==(const EmptyDir&) const = default;
+  };
+  std::vector<Container> containers;  // spec.containers (the kubelet checks these, not init containers)
+  std::vector<EmptyDir> empty_dirs;   // spec.volumes with an emptyDir source
+  // The pod's ephemeral-storage limit as the kubelet adds it up (PodLimits):
+  // the sum over containers that set one (sidecars included), at least the
+  // largest init container's; nullopt when no container sets one.
+  std::optional<uint64_t> pod_limit_bytes;
+  bool operator==(const LocalStorageSpec&) const = default;
+};
+
 struct Pod {
   std::string uid;
   std::string name;        // empty when metadata is unknown
@@ -120,6 +143,7 @@ struct Pod {
   std::optional<TimePoint> usage_observed_at;  // when `usage` was last read successfully
   std::optional<TimePoint> storage_measured_at;  // when ephemeral storage was last walked
   std::optional<EphemeralStorageBreakdown> ephemeral_storage;  // logs / emptyDir / writable layers, when walked
+  LocalStorageSpec local_storage;  // from metadata; empty when metadata is unknown
 };
 
 struct NodeSnapshot {
