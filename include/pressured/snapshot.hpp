@@ -73,6 +73,16 @@ struct MemoryEvents {
   bool operator==(const MemoryEvents&) const = default;
 };
 
+/// One named part of a pod's ephemeral storage: an emptyDir volume (by
+/// volume name), a container's logs (by container name) or a container's
+/// writable layer (by runtime container id).
+struct NamedStorageUsage {
+  std::string name;
+  uint64_t bytes = 0;
+  uint64_t inodes = 0;
+  bool operator==(const NamedStorageUsage&) const = default;
+};
+
 /// Where a pod's ephemeral storage is, as of the storage walker's last walk
 /// (docs/observation.md, "Ephemeral storage"). The three parts add up to
 /// PodUsage::ephemeral_storage_bytes / inodes.
@@ -87,6 +97,12 @@ struct EphemeralStorageBreakdown {
   uint32_t containers = 0;                // container cgroups found below the pod cgroup
   uint32_t writable_layers = 0;           // distinct layers measured for this pod
   uint32_t unresolved_containers = 0;     // containers whose layer could not be found (not counted)
+  // The same usage part by part, for the per-volume and per-container limits
+  // (docs/engine.md, "Local ephemeral-storage limits"); empty when the walk
+  // did not split it.
+  std::vector<NamedStorageUsage> empty_dir_volumes;  // <empty-dir>/<volume name>
+  std::vector<NamedStorageUsage> container_logs;     // <pod logs>/<container name>
+  std::vector<NamedStorageUsage> container_layers;   // writable layer, by runtime container id
   bool operator==(const EphemeralStorageBreakdown&) const = default;
 };
 
