@@ -52,7 +52,7 @@ TEST(LocalStorage, EmptyDirOverItsSizeLimit) {
   EXPECT_EQ(v->usage_bytes, 1 * Gi + 1);
   EXPECT_EQ(v->limit_bytes, 1 * Gi);
   EXPECT_EQ(v->message, "Usage of EmptyDir volume \"cache\" exceeds the limit \"1Gi\". ");
-  EXPECT_EQ(name(v->rule), "emptydir_limit");
+  EXPECT_EQ(name(v->rule), "emptydirfs.limit");
 }
 
 TEST(LocalStorage, AVolumeNotWalkedIsNotJudged) {
@@ -72,7 +72,7 @@ TEST(LocalStorage, ContainerOverItsLimitCountsLogsAndWritableLayer) {
   EXPECT_EQ(v->subject, "app");
   EXPECT_EQ(v->usage_bytes, 1100 * Mi);
   EXPECT_EQ(v->message, "Container app exceeded its local ephemeral storage limit \"1Gi\". ");
-  EXPECT_EQ(name(v->rule), "container_limit");
+  EXPECT_EQ(name(v->rule), "ephemeralcontainerfs.limit");
   // Layers on a dedicated image filesystem: the kubelet counts logs only.
   LocalStorageOptions dedicated;
   dedicated.dedicated_imagefs = true;
@@ -104,7 +104,7 @@ TEST(LocalStorage, PodOverTheSumOfItsContainersLimits) {
   EXPECT_EQ(v->usage_bytes, 2100 * Mi);
   EXPECT_EQ(v->limit_bytes, 2 * Gi);
   EXPECT_EQ(v->message, "Pod ephemeral local storage usage exceeds the total limit of containers 2Gi. ");
-  EXPECT_EQ(name(v->rule), "pod_limit");
+  EXPECT_EQ(name(v->rule), "ephemeralpodfs.limit");
 }
 
 TEST(LocalStorage, RulesAreCheckedInTheKubeletsOrder) {

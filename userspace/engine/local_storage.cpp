@@ -42,9 +42,9 @@ LocalStorageViolation violation(const Pod& pod, LocalStorageRule rule, std::stri
 
 std::string_view name(LocalStorageRule rule) {
   switch (rule) {
-    case LocalStorageRule::EmptyDir: return "emptydir_limit";
-    case LocalStorageRule::Pod: return "pod_limit";
-    case LocalStorageRule::Container: return "container_limit";
+    case LocalStorageRule::EmptyDir: return "emptydirfs.limit";
+    case LocalStorageRule::Pod: return "ephemeralpodfs.limit";
+    case LocalStorageRule::Container: return "ephemeralcontainerfs.limit";
   }
   return "unknown";
 }

@@ -22,8 +22,9 @@ namespace pressured {
 
 enum class LocalStorageRule : uint8_t { EmptyDir, Pod, Container };
 
-/// The rule's name for logs and metrics: "emptydir_limit", "pod_limit",
-/// "container_limit".
+/// The rule's name for logs and metrics, as the kubelet labels these
+/// evictions in its own evictions metric: "emptydirfs.limit",
+/// "ephemeralpodfs.limit", "ephemeralcontainerfs.limit".
 std::string_view name(LocalStorageRule rule);
 
 /// A pod over one of its local storage limits.
