@@ -107,6 +107,7 @@ struct PodMetadata {
   int64_t termination_grace_period_seconds = 30;
   PodResources requests;  // sum over containers (init containers: max), as the scheduler sees them
   PodResources limits;    // 0 when any container has no limit
+  LocalStorageSpec local_storage;  // per-container ephemeral-storage limits, emptyDir sizeLimits
   std::string phase;      // status.phase, may be empty
   bool unparsable = false;  // the source listed this uid but its fields could not be parsed
 };

@@ -73,6 +73,16 @@ struct MemoryEvents {
   bool operator==(const MemoryEvents&) const = default;
 };
 
+/// One named part of a pod's ephemeral storage: an emptyDir volume (by
+/// volume name), a container's logs (by container name) or a container's
+/// writable layer (by runtime container id).
+struct NamedStorageUsage {
+  std::string name;
+  uint64_t bytes = 0;
+  uint64_t inodes = 0;
+  bool operator==(const NamedStorageUsage&) const = default;
+};
+
 /// Where a pod's ephemeral storage is, as of the storage walker's last walk
 /// (docs/observation.md, "Ephemeral storage"). The three parts add up to
 /// PodUsage::ephemeral_storage_bytes / inodes.
@@ -87,7 +97,36 @@ struct EphemeralStorageBreakdown {
   uint32_t containers = 0;                // container cgroups found below the pod cgroup
   uint32_t writable_layers = 0;           // distinct layers measured for this pod
   uint32_t unresolved_containers = 0;     // containers whose layer could not be found (not counted)
+  // The same usage part by part, for the per-volume and per-container limits
+  // (docs/engine.md, "Local ephemeral-storage limits"); empty when the walk
+  // did not split it.
+  std::vector<NamedStorageUsage> empty_dir_volumes;  // <empty-dir>/<volume name>
+  std::vector<NamedStorageUsage> container_logs;     // <pod logs>/<container name>
+  std::vector<NamedStorageUsage> container_layers;   // writable layer, by runtime container id
   bool operator==(const EphemeralStorageBreakdown&) const = default;
+};
+
+/// What a pod's spec says about its local ephemeral storage: the limits the
+/// kubelet enforces pod by pod, independently of node thresholds.
+struct LocalStorageSpec {
+  struct Container {
+    std::string name;
+    std::string id;  // runtime container id from status.containerStatuses ("containerd://" cut); empty if none
+    std::optional<uint64_t> ephemeral_storage_limit_bytes;  // resources.limits.ephemeral-storage
+    bool operator==(const Container&) const = default;
+  };
+  struct EmptyDir {
+    std::string name;
+    std::optional<uint64_t> size_limit_bytes;  // emptyDir.sizeLimit
+    bool operator==(const EmptyDir&) const = default;
+  };
+  std::vector<Container> containers;  // spec.containers (the kubelet checks these, not init containers)
+  std::vector<EmptyDir> empty_dirs;   // spec.volumes with an emptyDir source
+  // The pod's ephemeral-storage limit as the kubelet adds it up (PodLimits):
+  // the sum over containers that set one (sidecars included), at least the
+  // largest init container's; nullopt when no container sets one.
+  std::optional<uint64_t> pod_limit_bytes;
+  bool operator==(const LocalStorageSpec&) const = default;
 };
 
 struct Pod {
@@ -120,6 +159,7 @@ struct Pod {
   std::optional<TimePoint> usage_observed_at;  // when `usage` was last read successfully
   std::optional<TimePoint> storage_measured_at;  // when ephemeral storage was last walked
   std::optional<EphemeralStorageBreakdown> ephemeral_storage;  // logs / emptyDir / writable layers, when walked
+  LocalStorageSpec local_storage;  // from metadata; empty when metadata is unknown
 };
 
 struct NodeSnapshot {

@@ -150,6 +150,78 @@ TEST(PodJson, ErrorsAreClear) {
   EXPECT_EQ(nouid->skipped, 1u);
 }
 
+TEST(PodJson, LocalStorageLimitsPerContainerAndEmptyDir) {
+  auto r = pods::parse_pod_documents(R"(
+kind: Pod
+metadata: {uid: u1, name: web, namespace: shop}
+spec:
+  initContainers:
+  - {name: init, resources: {limits: {ephemeral-storage: 3Gi}}}
+  containers:
+  - {name: app, resources: {limits: {ephemeral-storage: 1Gi}}}
+  - {name: side, resources: {limits: {ephemeral-storage: 512Mi}}}
+  - {name: nolimit}
+  volumes:
+  - {name: cache, emptyDir: {sizeLimit: 100Mi}}
+  - {name: scratch, emptyDir: {}}
+  - {name: cfg, configMap: {name: x}}
+status:
+  containerStatuses:
+  - {name: side, containerID: "containerd://abc123"}
+  - {name: app, containerID: "cri-o://def456"}
+)");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->pods.size(), 1u);
+  const LocalStorageSpec& ls = r->pods[0].local_storage;
+  ASSERT_EQ(ls.containers.size(), 3u);
+  EXPECT_EQ(ls.containers[0].name, "app");
+  EXPECT_EQ(ls.containers[0].id, "def456");
+  EXPECT_EQ(ls.containers[0].ephemeral_storage_limit_bytes, 1024 * MiB);
+  EXPECT_EQ(ls.containers[1].id, "abc123");
+  EXPECT_EQ(ls.containers[1].ephemeral_storage_limit_bytes, 512 * MiB);
+  EXPECT_EQ(ls.containers[2].id, "");
+  EXPECT_FALSE(ls.containers[2].ephemeral_storage_limit_bytes.has_value());
+  ASSERT_EQ(ls.empty_dirs.size(), 2u);  // configMap is not an emptyDir
+  EXPECT_EQ(ls.empty_dirs[0].name, "cache");
+  EXPECT_EQ(ls.empty_dirs[0].size_limit_bytes, 100 * MiB);
+  EXPECT_EQ(ls.empty_dirs[1].name, "scratch");
+  EXPECT_FALSE(ls.empty_dirs[1].size_limit_bytes.has_value());
+  // The kubelet adds up the limits that are set (1Gi + 512Mi), at least the
+  // largest init container's (3Gi), even though one container has none...
+  EXPECT_EQ(ls.pod_limit_bytes, 3072 * MiB);
+  // ...while the ranking's pod limit needs every container limited.
+  EXPECT_EQ(r->pods[0].limits.ephemeral_storage_bytes, 0u);
+
+  auto none = pods::parse_pod_documents(R"({"kind":"Pod","metadata":{"uid":"u2"},"spec":{"containers":[{"name":"c"}]}})");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->pods[0].local_storage.pod_limit_bytes.has_value());
+  EXPECT_TRUE(none->pods[0].local_storage.empty_dirs.empty());
+}
+
+TEST(PodJson, BadLocalStorageLimitsAreErrorsNotDefaults) {
+  auto parse_one = [](const char* text) {
+    auto r = pods::parse_pod_documents(text);
+    EXPECT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->pods.size(), 1u);
+    EXPECT_TRUE(r->pods[0].unparsable);
+    return r->errors.empty() ? std::string() : r->errors[0];
+  };
+  auto e = parse_one(R"({"kind":"Pod","metadata":{"uid":"x","name":"n"},
+    "spec":{"volumes":[{"name":"cache","emptyDir":{"sizeLimit":"1Gx"}}]}})");
+  EXPECT_NE(e.find("volume cache.emptyDir.sizeLimit"), std::string::npos) << e;
+  e = parse_one(R"({"kind":"Pod","metadata":{"uid":"x","name":"n"},
+    "spec":{"volumes":[{"name":"cache","emptyDir":{"sizeLimit":"-1Gi"}}]}})");
+  EXPECT_NE(e.find("must not be negative"), std::string::npos) << e;
+  e = parse_one(R"({"kind":"Pod","metadata":{"uid":"x","name":"n"},
+    "spec":{"containers":[{"name":"c","resources":{"limits":{"ephemeral-storage":"-5"}}}]}})");
+  EXPECT_NE(e.find("container c.limits.ephemeral-storage: must not be negative"), std::string::npos) << e;
+  e = parse_one(R"({"kind":"Pod","metadata":{"uid":"x","name":"n"},
+    "spec":{"containers":[{"name":"c","resources":{"limits":{"ephemeral-storage":"lots"}}}]}})");
+  EXPECT_NE(e.find("ephemeral-storage"), std::string::npos) << e;
+  e = parse_one(R"({"kind":"Pod","metadata":{"uid":"x","name":"n"},"spec":{"volumes":[{"emptyDir":{}}]}})");
+  EXPECT_NE(e.find("without a name"), std::string::npos) << e;
+}
+
 TEST(PodJson, OneBadPodIsSkippedNotTheList) {
   auto r = pods::parse_pod_documents(R"({"kind":"PodList","items":[
     {"metadata":{"uid":"good","name":"web"},"spec":{"containers":[{"name":"c"}]}},

@@ -46,6 +46,16 @@ TEST(Storage, LogsAndEmptyDirPerPod) {
   EXPECT_EQ(u->breakdown.logs_bytes + u->breakdown.empty_dir_bytes, u->bytes);
   EXPECT_EQ(u->breakdown.writable_layers_bytes, 0u);
   EXPECT_FALSE(u->breakdown.writable_layers_measured);
+  // Split by volume and by container, each with its subtree (not the parent dirs).
+  ASSERT_EQ(u->breakdown.empty_dir_volumes.size(), 1u);
+  EXPECT_EQ(u->breakdown.empty_dir_volumes[0].name, "cache");
+  EXPECT_EQ(u->breakdown.empty_dir_volumes[0].inodes, 5u);  // cache, data.bin, sub, more.bin, link
+  EXPECT_EQ(u->breakdown.empty_dir_volumes[0].bytes,
+            u->breakdown.empty_dir_bytes - allocated(node.root() + "/var/lib/kubelet/pods/u-web/volumes/kubernetes.io~empty-dir"));
+  ASSERT_EQ(u->breakdown.container_logs.size(), 1u);
+  EXPECT_EQ(u->breakdown.container_logs[0].name, "app");
+  EXPECT_EQ(u->breakdown.container_logs[0].inodes, 2u);
+  EXPECT_EQ(u->breakdown.container_logs[0].bytes, allocated(logs + "/app") + allocated(logs + "/app/0.log"));
   EXPECT_FALSE(src->stats().writable_layers.measured);
   EXPECT_TRUE(src->lookup("u-other"));
   EXPECT_FALSE(src->lookup("u-none"));

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 
 #include "cgroup/fake_node.hpp"
 #include "cgroup/tree_usage.hpp"
 #include "config/load.hpp"
+#include "engine/local_storage.hpp"
 #include "node/top_view.hpp"
 #include "node/writable_layers.hpp"
 #include "pressured/observer.hpp"
@@ -198,6 +200,15 @@ TEST(WritableLayers, CountedPerPodWithFailuresByReason) {
   EXPECT_GE(ba.writable_layers_bytes, 120000u) << "the files' data is counted";
   auto [log_bytes, log_inodes] = tree_usage(n.node.root() + "/var/log/pods/shop_a_u-a");
   EXPECT_EQ(ba.logs_bytes, log_bytes);
+  // Layer by layer, named by the container's runtime id.
+  ASSERT_EQ(ba.container_layers.size(), 2u);
+  for (const auto& l : ba.container_layers) {
+    if (l.name == "app1") EXPECT_EQ(l.bytes, app_bytes);
+    else EXPECT_EQ(l.name, "pause0");
+  }
+  ASSERT_EQ(ba.container_logs.size(), 1u);
+  EXPECT_EQ(ba.container_logs[0].name, "app");
+  EXPECT_EQ(ba.container_logs[0].bytes, tree_usage(n.node.root() + "/var/log/pods/shop_a_u-a/app").first);
   EXPECT_EQ(ba.logs_inodes, log_inodes);
   EXPECT_EQ(a->bytes, ba.logs_bytes + ba.empty_dir_bytes + ba.writable_layers_bytes);
   EXPECT_EQ(a->inodes, ba.logs_inodes + ba.empty_dir_inodes + ba.writable_layers_inodes);
@@ -238,6 +249,106 @@ TEST(WritableLayers, CountedPerPodWithFailuresByReason) {
   EXPECT_EQ(a2->breakdown.writable_layers_bytes, app_bytes2 + pause_bytes);
   EXPECT_EQ(a2->breakdown.writable_layers_inodes, app_inodes + 1 + pause_inodes);
   EXPECT_EQ(a2->measured_at, TimePoint(std::chrono::seconds(8)));
+}
+
+// The kubelet's local storage limits end to end on a fake node: pod specs
+// from a metadata file, usage from the walker (per volume, per container),
+// the rules on the observer's snapshot.
+TEST(LocalStorageLimits, EachRuleOnAFakeTree) {
+  LayerNode n;
+  const testing::FakePodMemory mem{MiB, MiB, 0, 0, 0};
+  const std::string logs = n.node.root() + "/var/log/pods/", vols = n.node.root() + "/var/lib/kubelet/pods/";
+  const std::string ed = "/volumes/kubernetes.io~empty-dir/";
+  // u-ed: emptyDir "cache" (sizeLimit 100Ki) holds 200 kB; "scratch" has no limit.
+  n.node.add_pod("u-ed", QosClass::BestEffort, mem);
+  write_text(vols + "u-ed" + ed + "cache/blob", std::string(200000, 'c'));
+  write_text(vols + "u-ed" + ed + "scratch/blob", std::string(400000, 's'));
+  // u-ctr: container "app" (limit 100Ki) writes 150 kB in its layer, a little in its logs.
+  std::string pc = n.node.add_pod("u-ctr", QosClass::Burstable, mem, "app2");
+  const std::string up = n.snapshot(50) + "/fs";
+  write_text(up + "/tmp/junk", std::string(150000, 'j'));
+  write_text(pc + "/app2/cgroup.procs", "401\n");
+  n.proc(401, up);
+  write_text(logs + "shop_ctr_u-ctr/app/0.log", std::string(1000, 'l'));
+  // u-pod: two containers of 64Ki each, within their own limits, but an
+  // emptyDir without a limit takes the pod past their sum.
+  n.node.add_pod("u-pod", QosClass::Burstable, mem);
+  write_text(logs + "shop_pod_u-pod/a/0.log", std::string(100, 'a'));
+  write_text(vols + "u-pod" + ed + "data/blob", std::string(300000, 'd'));
+  // u-ok: everything within its limits; u-static: over, but a static pod.
+  n.node.add_pod("u-ok", QosClass::Burstable, mem);
+  write_text(vols + "u-ok" + ed + "cache/blob", std::string(1000, 'o'));
+  n.node.add_pod("u-static", QosClass::Burstable, mem);
+  write_text(vols + "u-static" + ed + "cache/blob", std::string(200000, 'x'));
+  write_text(n.node.root() + "/pods.yaml", R"(
+kind: PodList
+items:
+- metadata: {uid: u-ed, name: ed, namespace: shop}
+  spec:
+    containers: [{name: app}]
+    volumes: [{name: cache, emptyDir: {sizeLimit: 100Ki}}, {name: scratch, emptyDir: {}}]
+- metadata: {uid: u-ctr, name: ctr, namespace: shop}
+  spec:
+    containers:
+    - {name: app, resources: {limits: {ephemeral-storage: 100Ki}}}
+    - {name: side, resources: {limits: {ephemeral-storage: 1Gi}}}
+  status:
+    containerStatuses: [{name: app, containerID: "containerd://app2"}]
+- metadata: {uid: u-pod, name: pod, namespace: shop}
+  spec:
+    containers:
+    - {name: a, resources: {limits: {ephemeral-storage: 64Ki}}}
+    - {name: b, resources: {limits: {ephemeral-storage: 64Ki}}}
+    volumes: [{name: data, emptyDir: {}}]
+- metadata: {uid: u-ok, name: ok, namespace: shop}
+  spec:
+    containers: [{name: app, resources: {limits: {ephemeral-storage: 1Gi}}}]
+    volumes: [{name: cache, emptyDir: {sizeLimit: 1Mi}}]
+- metadata: {uid: u-static, name: st, namespace: kube-system, annotations: {kubernetes.io/config.source: file}}
+  spec:
+    containers: [{name: app}]
+    volumes: [{name: cache, emptyDir: {sizeLimit: 100Ki}}]
+)");
+  PodSourceConfig pcfg;
+  pcfg.kind = PodSourceKind::File;
+  pcfg.path = n.node.root() + "/pods.yaml";
+  auto md_src = make_pod_metadata_source(pcfg);
+  ASSERT_TRUE(md_src);
+  std::shared_ptr<PodMetadataSource> md = std::move(*md_src);
+  ASSERT_TRUE(md->refresh());
+  std::shared_ptr<PodStorageSource> storage = make_pod_storage_source(n.node.config());
+  storage->walk_now(TimePoint(std::chrono::seconds(1)));
+  auto obs = make_node_observer(n.node.config(), md, storage);
+  ASSERT_TRUE(obs);
+  auto snap = (*obs)->observe(TimePoint(std::chrono::seconds(2)));
+  ASSERT_TRUE(snap);
+  ASSERT_EQ(snap->pods.size(), 5u);
+
+  auto v = local_storage_violations(*snap, LocalStorageOptions{});
+  ASSERT_EQ(v.size(), 3u);
+  std::map<std::string, LocalStorageViolation> by_uid;
+  for (auto& x : v) by_uid[x.uid] = x;
+  ASSERT_TRUE(by_uid.count("u-ed"));
+  EXPECT_EQ(by_uid["u-ed"].rule, LocalStorageRule::EmptyDir);
+  EXPECT_EQ(by_uid["u-ed"].usage_bytes, tree_usage(vols + "u-ed" + ed + "cache").first);
+  EXPECT_EQ(by_uid["u-ed"].message, "Usage of EmptyDir volume \"cache\" exceeds the limit \"100Ki\". ");
+  ASSERT_TRUE(by_uid.count("u-ctr"));
+  EXPECT_EQ(by_uid["u-ctr"].rule, LocalStorageRule::Container);
+  EXPECT_EQ(by_uid["u-ctr"].usage_bytes, tree_usage(up).first + tree_usage(logs + "shop_ctr_u-ctr/app").first)
+      << "writable layer + logs";
+  EXPECT_EQ(by_uid["u-ctr"].message, "Container app exceeded its local ephemeral storage limit \"100Ki\". ");
+  ASSERT_TRUE(by_uid.count("u-pod"));
+  EXPECT_EQ(by_uid["u-pod"].rule, LocalStorageRule::Pod);
+  EXPECT_EQ(by_uid["u-pod"].limit_bytes, 128u * 1024);
+  EXPECT_EQ(by_uid["u-pod"].message, "Pod ephemeral local storage usage exceeds the total limit of containers 128Ki. ");
+  EXPECT_FALSE(by_uid.count("u-ok"));
+  EXPECT_FALSE(by_uid.count("u-static")) << "the kubelet never evicts a static pod";
+
+  // With the layers on a dedicated image filesystem only logs count for a
+  // container: app's 1 kB of logs is within its limit.
+  LocalStorageOptions dedicated;
+  dedicated.dedicated_imagefs = true;
+  for (const auto& x : local_storage_violations(*snap, dedicated)) EXPECT_NE(x.uid, "u-ctr");
 }
 
 TEST(WritableLayers, UnknownRuntimeRootIsReportedNotSkipped) {

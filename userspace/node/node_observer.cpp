@@ -565,6 +565,7 @@ class KernelNodeObserver final : public NodeObserver {
           p.termination_grace_period_seconds = md.termination_grace_period_seconds;
           p.requests = md.requests;
           p.limits = md.limits;
+          p.local_storage = md.local_storage;
           p.metadata_known = true;
         } else {
           ++without_meta;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <climits>
 #include <condition_variable>
@@ -68,9 +69,13 @@ struct WalkBudget {
 constexpr std::size_t kMaxDepth = 128;
 
 // Adds the usage of the tree at `root` (a directory) to `out`. Hard links are
-// counted once per walk via `seen` (only for nlink > 1). Returns 0, or the
-// errno when `root` itself cannot be opened (ENOENT: nothing to count).
-int walk_tree(const std::string& root, PodDiskUsage& out, WalkBudget& budget, std::set<std::pair<dev_t, ino_t>>& seen) {
+// counted once per walk via `seen` (only for nlink > 1). With `children`, the
+// usage of each entry directly below `root` (with its subtree) is added to
+// the entry of that name as well (an emptyDir volume, a container's logs).
+// Returns 0, or the errno when `root` itself cannot be opened (ENOENT:
+// nothing to count).
+int walk_tree(const std::string& root, PodDiskUsage& out, WalkBudget& budget, std::set<std::pair<dev_t, ino_t>>& seen,
+              std::vector<NamedStorageUsage>* children = nullptr) {
   int rfd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (rfd < 0) {
     int err = errno;
@@ -126,6 +131,13 @@ int walk_tree(const std::string& root, PodDiskUsage& out, WalkBudget& budget, st
     if (st.st_nlink > 1 && !S_ISDIR(st.st_mode)) seen.emplace(st.st_dev, st.st_ino);
     out.bytes += static_cast<uint64_t>(st.st_blocks) * 512;
     out.inodes += 1;
+    if (children != nullptr) {
+      // The stack holds only the root while its own entries are read; deeper
+      // entries belong to the root's entry last opened.
+      if (stack.size() == 1) children->push_back(NamedStorageUsage{e->d_name, 0, 0});
+      children->back().bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+      children->back().inodes += 1;
+    }
     if (S_ISDIR(st.st_mode)) {
       if (stack.size() >= kMaxDepth) {
         out.complete = false;
@@ -147,6 +159,20 @@ int walk_tree(const std::string& root, PodDiskUsage& out, WalkBudget& budget, st
   }
   for (DIR* d : stack) ::closedir(d);
   return 0;
+}
+
+// Adds the named parts of one walk to those of the pod (by name: a pod may
+// have several log directories).
+void add_named(std::vector<NamedStorageUsage>& into, const std::vector<NamedStorageUsage>& parts) {
+  for (const auto& p : parts) {
+    auto it = std::find_if(into.begin(), into.end(), [&](const NamedStorageUsage& n) { return n.name == p.name; });
+    if (it == into.end()) {
+      into.push_back(p);
+    } else {
+      it->bytes += p.bytes;
+      it->inodes += p.inodes;
+    }
+  }
 }
 
 // Adds a part's walk to the pod's total.
@@ -234,15 +260,21 @@ class WalkingStorageSource final : public PodStorageSource {
       b.deadline = now_steady + remaining / static_cast<int64_t>(pods_left);
       b.entries_left = entries_left / pods_left;
       --pods_left;
+      // Logs and emptyDirs split by container and by volume: the kubelet's
+      // per-container and per-volume limits need them.
       for (const auto& l : r.logs) {
         PodDiskUsage part;
-        walk_tree(l, part, b, seen);
+        std::vector<NamedStorageUsage> containers;
+        walk_tree(l, part, b, seen, &containers);
         add_part(u, part, u.breakdown.logs_bytes, u.breakdown.logs_inodes);
+        add_named(u.breakdown.container_logs, containers);
       }
       for (const auto& ed : r.empty_dirs) {
         PodDiskUsage part;
-        walk_tree(ed, part, b, seen);
+        std::vector<NamedStorageUsage> volumes;
+        walk_tree(ed, part, b, seen, &volumes);
         add_part(u, part, u.breakdown.empty_dir_bytes, u.breakdown.empty_dir_inodes);
+        add_named(u.breakdown.empty_dir_volumes, volumes);
       }
       for (const auto& layer : r.layers) walk_layer(uid, layer, u, b, seen, layers);
       if (b.exhausted) u.complete = false;
@@ -372,6 +404,7 @@ class WalkingStorageSource final : public PodStorageSource {
       ++ls.layers;
       ++u.breakdown.writable_layers;
       add_part(u, part, u.breakdown.writable_layers_bytes, u.breakdown.writable_layers_inodes);
+      u.breakdown.container_layers.push_back(NamedStorageUsage{layer.container_id, part.bytes, part.inodes});
       return;
     }
     LayerFailure f = e == ENOENT || e == ENOTDIR ? LayerFailure::LayerNotFound

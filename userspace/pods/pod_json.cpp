@@ -106,12 +106,72 @@ ContainerResources container_resources(const json& c, const std::string& where) 
   return r;
 }
 
+// A byte quantity that must not be negative (a limit, a sizeLimit): the API
+// server rejects negative ones, so one here is a broken document, not 0.
+std::optional<uint64_t> get_bytes_limit(const json& o, std::string_view name, std::string_view where);
+
 // Saturates: a request of 1e30 bytes is "more than the node has", never 0
 // (casting a double past 2^64 is undefined behaviour).
 uint64_t to_bytes(double v) {
   if (!(v > 0)) return 0;
   if (v >= 18446744073709551615.0) return std::numeric_limits<uint64_t>::max();
   return static_cast<uint64_t>(v);
+}
+
+std::optional<uint64_t> get_bytes_limit(const json& o, std::string_view name, std::string_view where) {
+  auto q = get_quantity(o, name, where);
+  if (!q) return std::nullopt;
+  if (!(*q >= 0)) throw BadDocument{std::string(where) + "." + std::string(name) + ": must not be negative"};
+  return to_bytes(*q);
+}
+
+// The runtime's container id without its "<runtime>://" scheme, as the
+// container cgroup names it.
+std::string container_id(std::string_view status_id) {
+  auto sep = status_id.find("://");
+  return std::string(sep == std::string_view::npos ? status_id : status_id.substr(sep + 3));
+}
+
+// Per-container ephemeral-storage limits, emptyDir sizeLimits and the
+// running containers' ids: what the kubelet's local storage limits need.
+LocalStorageSpec local_storage_spec(const json& pod, const json& spec, const std::string& where) {
+  LocalStorageSpec ls;
+  if (const json* cs = get(spec, "containers"); cs != nullptr && cs->is_array()) {
+    for (const auto& c : *cs) {
+      LocalStorageSpec::Container k;
+      k.name = get_string(c, "name");
+      if (const json* res = get(c, "resources")) {
+        if (const json* lim = get(*res, "limits")) {
+          k.ephemeral_storage_limit_bytes =
+              get_bytes_limit(*lim, "ephemeral-storage", where + " container " + k.name + ".limits");
+        }
+      }
+      ls.containers.push_back(std::move(k));
+    }
+  }
+  if (const json* vs = get(spec, "volumes"); vs != nullptr) {
+    if (!vs->is_array()) throw BadDocument{where + ".spec.volumes: not a list"};
+    for (const auto& v : *vs) {
+      const json* ed = get(v, "emptyDir");
+      if (ed == nullptr) continue;
+      LocalStorageSpec::EmptyDir e;
+      e.name = get_string(v, "name");
+      if (e.name.empty()) throw BadDocument{where + ".spec.volumes: an emptyDir volume without a name"};
+      e.size_limit_bytes = get_bytes_limit(*ed, "sizeLimit", where + " volume " + e.name + ".emptyDir");
+      ls.empty_dirs.push_back(std::move(e));
+    }
+  }
+  if (const json* status = get(pod, "status")) {
+    if (const json* st = get(*status, "containerStatuses"); st != nullptr && st->is_array()) {
+      for (const auto& s : *st) {
+        std::string n = get_string(s, "name"), id = container_id(get_string(s, "containerID"));
+        for (auto& k : ls.containers) {
+          if (k.name == n) k.id = id;
+        }
+      }
+    }
+  }
+  return ls;
 }
 
 PodMetadata parse_pod(const json& pod) {
@@ -174,6 +234,19 @@ PodMetadata parse_pod(const json& pod) {
       if (r.lim_eph) sum_lim_eph += *r.lim_eph; else all_eph_limited = false;
     }
   }
+  // The kubelet's PodLimits counts the limits that are set, whether or not
+  // every container sets one (unlike `limits` above, which ranking uses).
+  double set_lim_eph = 0, max_init_set_lim_eph = 0;
+  bool any_lim_eph = false;
+  if (const json* cs = get(*spec, "containers"); cs != nullptr && cs->is_array()) {
+    for (const auto& c : *cs) {
+      auto r = container_resources(c, where + " container " + get_string(c, "name"));
+      if (r.lim_eph) {
+        set_lim_eph += *r.lim_eph;
+        any_lim_eph = true;
+      }
+    }
+  }
   double max_init_req_mem = 0, max_init_req_eph = 0, max_init_lim_mem = 0, max_init_lim_eph = 0;
   if (const json* ics = get(*spec, "initContainers"); ics != nullptr && ics->is_array()) {
     for (const auto& c : *ics) {
@@ -184,7 +257,15 @@ PodMetadata parse_pod(const json& pod) {
         sum_req_eph += r.req_eph.value_or(0);
         if (r.lim_mem) sum_lim_mem += *r.lim_mem; else all_mem_limited = false;
         if (r.lim_eph) sum_lim_eph += *r.lim_eph; else all_eph_limited = false;
+        if (r.lim_eph) {
+          set_lim_eph += *r.lim_eph;
+          any_lim_eph = true;
+        }
         continue;
+      }
+      if (r.lim_eph) {
+        max_init_set_lim_eph = std::max(max_init_set_lim_eph, *r.lim_eph);
+        any_lim_eph = true;
       }
       max_init_req_mem = std::max(max_init_req_mem, r.req_mem.value_or(0));
       max_init_req_eph = std::max(max_init_req_eph, r.req_eph.value_or(0));
@@ -201,6 +282,9 @@ PodMetadata parse_pod(const json& pod) {
   m.limits.memory_bytes =
       any_container && all_mem_limited ? to_bytes(std::max(sum_lim_mem, max_init_lim_mem) + overhead_mem) : 0;
   m.limits.ephemeral_storage_bytes = any_container && all_eph_limited ? to_bytes(std::max(sum_lim_eph, max_init_lim_eph)) : 0;
+
+  m.local_storage = local_storage_spec(pod, *spec, where);
+  if (any_lim_eph) m.local_storage.pod_limit_bytes = to_bytes(std::max(set_lim_eph, max_init_set_lim_eph));
 
   QosClass derived = !any_set ? QosClass::BestEffort : guaranteed ? QosClass::Guaranteed : QosClass::Burstable;
   m.qos = derived;
