@@ -14,8 +14,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <vector>
-#include <sys/vfs.h>
-#include <linux/magic.h>
 #include <set>
 #include <sstream>
 #include <string>
@@ -35,6 +33,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::SandboxCgroup;
 using events_test::alloc_path;
+using events_test::disk_backed;
 using events_test::DenyKinds;
 using events_test::wait_exit;
 
@@ -131,8 +130,7 @@ TEST_P(HostMemcgActivity, TrackedPodCountsReclaimOfItsContainers) {
 
   // Round 1: 96 MiB of file cache through a 32 MiB sandbox, read twice.
   // The file must be on a disk-backed filesystem: tmpfs/ramfs pages cannot be reclaimed without swap.
-  struct statfs fs {};
-  PRESSURED_REQUIRE(::statfs("/var/tmp", &fs) == 0 && fs.f_type != TMPFS_MAGIC && fs.f_type != RAMFS_MAGIC,
+  PRESSURED_REQUIRE(disk_backed("/var/tmp"),
                     "a disk-backed /var/tmp (file cache the sandbox can reclaim)");
   const std::string file = "/var/tmp/pressured-activity-" + std::to_string(::getpid());
   pid_t w1 = sb.spawn("pod1/ctr", {alloc_path(), "file", file, "96", "2"});

@@ -3,6 +3,8 @@
 // activity_host_test): a collecting handler, a reactor on its own thread,
 // event lookup and printing, a bounded child wait, a prober with refused kinds.
 
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <signal.h>
 
@@ -28,6 +30,13 @@ using Events = std::vector<PressureEvent>;
 /// The workload binary (tests/events/alloc.c): $PRESSURED_EVENTS_ALLOC (the VM
 /// guest sets it: its /tmp is a fresh tmpfs, so a build path there is hidden),
 /// else the build's.
+// Page cache written to `dir` is what a sandbox must reclaim: tmpfs/ramfs
+// pages cannot be reclaimed without swap, so only a disk-backed dir will do.
+inline bool disk_backed(const char* dir) {
+  struct statfs fs {};
+  return ::statfs(dir, &fs) == 0 && fs.f_type != TMPFS_MAGIC && fs.f_type != RAMFS_MAGIC;
+}
+
 inline std::string alloc_path() {
   const char* v = std::getenv("PRESSURED_EVENTS_ALLOC");
   return v != nullptr && *v ? std::string(v) : std::string(PRESSURED_EVENTS_ALLOC);

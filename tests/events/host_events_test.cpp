@@ -1,9 +1,7 @@
 // Host integration (root): the BPF programs on this kernel, a sandbox v1/v2
 // memory cgroup with a 64 MiB limit, a bounded allocation workload inside it.
 // The OOM kill in the OOM test is the workload exceeding its own sandbox limit.
-#include <linux/magic.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -413,8 +411,7 @@ TEST_F(HostEvents, PsiTriggerOnSandboxCgroupFires) {
   // (0.1-0.6 ms measured), so it fires only by accumulation and flakes. Page
   // cache pushed through the small limit stalls ~10 ms in direct reclaim per
   // run. The file must be on a disk-backed filesystem (tmpfs needs swap).
-  struct statfs fs {};
-  PRESSURED_REQUIRE(::statfs("/var/tmp", &fs) == 0 && fs.f_type != TMPFS_MAGIC && fs.f_type != RAMFS_MAGIC,
+  PRESSURED_REQUIRE(disk_backed("/var/tmp"),
                     "a disk-backed /var/tmp (file cache the sandbox must reclaim)");
   const std::string file = "/var/tmp/pressured-psi-" + std::to_string(::getpid());
   for (int attempt = 0; attempt < 3 && !fired; ++attempt) {  // bounded: 192 MiB twice, 60 s cap each
