@@ -255,6 +255,9 @@ struct ObserverCounters {
   uint64_t stale_pod_reads = 0;     // a pod's read failed (truncated, EACCES, ...); pod marked stale
   uint64_t vanished_pods = 0;       // a pod cgroup disappeared between listing and reading
   uint64_t reopened_cgroups = 0;    // a pod cgroup was recreated (new inode): fds reopened
+  // Listing the pod cgroups failed partway (EMFILE, EACCES, ...); the pods of
+  // the last listing whose cgroups still exist were kept in the observation.
+  uint64_t failed_pod_listings = 0;
   uint64_t pods_without_metadata = 0;  // in cgroups, not in metadata (last observation)
   uint64_t metadata_without_cgroup = 0;  // in metadata (Running), not in cgroups (last observation)
   // Pods never evicted because their metadata is unavailable: the configured

@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cgroup/fake_node.hpp"
+#include "cgroup/hot_file.hpp"
 #include "node/formulas.hpp"
 #include "pressured/observer.hpp"
 
@@ -409,6 +412,83 @@ TEST(Pods, ManyPodsAndNoFdLeakOnChurn) {
     ASSERT_TRUE(obs->observe(t(3)));
   }
   EXPECT_LE(count_fds(), fds + 2) << "fds of removed pods are closed";
+}
+
+
+// With the fd table full, listing kubepods fails (EMFILE). A short pod list
+// would let a lower-ranked pod be evicted first, so the pods of the last
+// listing whose cgroups still exist stay in the observation, and a pod
+// removed meanwhile does not. Runs in a child: it exhausts its own fd table.
+TEST(Pods, FailedListingKeepsThePodsOfTheLastListing) {
+  FakeNode node(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+  node.add_pod("g", QosClass::Guaranteed, FakePodMemory{10 * MiB, 0, 0, 0, 0});
+  node.add_pod("b", QosClass::Burstable, FakePodMemory{20 * MiB, 0, 0, 0, 0});
+  node.add_pod("be", QosClass::BestEffort, FakePodMemory{30 * MiB, 0, 0, 0, 0});
+  node.add_pod("gone", QosClass::BestEffort, FakePodMemory{40 * MiB, 0, 0, 0, 0});
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto obs = make(node.config());
+    if (!obs) ::_exit(10);
+    auto first = obs->observe(t(1));
+    if (!first || first->pods.size() != 4) ::_exit(11);
+    node.remove_pod("gone", QosClass::BestEffort);
+    struct rlimit rl {};
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = 4096;
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(12);
+    while (::open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0) {
+    }
+    if (errno != EMFILE) ::_exit(13);
+    auto second = obs->observe(t(2));
+    if (!second) ::_exit(14);
+    if (obs->counters().failed_pod_listings != 1) ::_exit(15);
+    if (second->pods.size() != 3) ::_exit(16);
+    for (const char* uid : {"g", "b", "be"}) {
+      if (find(*second, uid) == nullptr) ::_exit(17);
+    }
+    if (find(*second, "gone") != nullptr) ::_exit(18);
+    // Kept-open fds still read the pods' usage: nothing went stale.
+    if (find(*second, "be")->stale || find(*second, "be")->memory_usage_bytes == 0) ::_exit(19);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "child died of a signal";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10 no observer, 11 first observation, 12 setrlimit, 13 no EMFILE, "
+                                        "14 second observation failed, 15 failure not counted, 16 wrong pod count, "
+                                        "17 a listed pod lost, 18 a removed pod kept, 19 pod read failed";
+}
+
+// Kept-open fds are budgeted: past the budget a read still succeeds, with a
+// temporary fd, and the count of kept fds never passes the budget.
+TEST(HotFileBudget, ReadsPastTheBudgetUseTemporaryFds) {
+  testing::TempDir dir;
+  std::vector<cgroup::HotFile> files;
+  for (int i = 0; i < 5; ++i) {
+    std::string path = dir.path() + "/f" + std::to_string(i);
+    std::ofstream(path) << "value " << i << "\n";
+    files.emplace_back(path);
+  }
+  const uint64_t kept_before = cgroup::HotFile::kept_fds();
+  const uint64_t transient_before = cgroup::HotFile::transient_reads();
+  cgroup::HotFile::set_kept_fd_budget(kept_before + 2);
+  std::string buf;
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 5; ++i) {
+      auto r = files[i].read(buf);
+      ASSERT_TRUE(r) << r.error().message;
+      EXPECT_EQ(*r, "value " + std::to_string(i) + "\n");
+    }
+  }
+  EXPECT_EQ(cgroup::HotFile::kept_fds(), kept_before + 2);
+  EXPECT_EQ(cgroup::HotFile::transient_reads() - transient_before, 6u) << "3 files over the budget, read twice";
+  int open_files = 0;
+  for (const auto& f : files) open_files += f.is_open() ? 1 : 0;
+  EXPECT_EQ(open_files, 2);
+  files.clear();
+  EXPECT_EQ(cgroup::HotFile::kept_fds(), kept_before) << "closing gives the budget back";
+  cgroup::HotFile::set_kept_fd_budget(UINT64_MAX);
 }
 
 }  // namespace

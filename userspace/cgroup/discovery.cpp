@@ -15,7 +15,14 @@ int for_each_subdir(const std::string& path, Fn&& fn) {
   DIR* d = ::opendir(path.c_str());
   if (d == nullptr) return errno;
   int dfd = ::dirfd(d);
-  while (struct dirent* e = ::readdir(d)) {
+  for (;;) {
+    errno = 0;
+    struct dirent* e = ::readdir(d);
+    if (e == nullptr) {
+      int err = errno;  // 0 at the end of the directory
+      ::closedir(d);
+      return err;
+    }
     if (e->d_name[0] == '.') continue;
     bool dir = e->d_type == DT_DIR;
     uint64_t ino = e->d_ino;
@@ -27,8 +34,6 @@ int for_each_subdir(const std::string& path, Fn&& fn) {
     }
     if (dir) fn(std::string_view(e->d_name), ino);
   }
-  ::closedir(d);
-  return 0;
 }
 
 }  // namespace
@@ -56,6 +61,9 @@ std::vector<PodDir> scan_pods(const CgroupLayout& layout, int* err) {
       if (err != nullptr) *err = e;
       return out;
     }
+    // A QoS tier that does not exist has no pods; any other failure (EMFILE,
+    // EACCES, EIO) leaves its pods unlisted, which the caller must know.
+    if (e != 0 && e != ENOENT && err != nullptr && *err == 0) *err = e;
   }
   return out;
 }

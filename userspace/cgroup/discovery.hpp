@@ -28,7 +28,9 @@ struct QosDir {
 std::vector<QosDir> qos_dirs(CgroupDriver driver);
 
 /// Scans <kubepods>, <kubepods>/<burstable>, <kubepods>/<besteffort> for pod
-/// directories. A missing kubepods gives an empty list (errno in *err if set).
+/// directories. A missing kubepods gives an empty list (ENOENT in *err if
+/// set); a directory that cannot be listed (a missing QoS tier aside) sets
+/// *err to its errno and the list holds only what was listed: it may be short.
 std::vector<PodDir> scan_pods(const CgroupLayout& layout, int* err = nullptr);
 
 /// The container cgroups directly below a pod cgroup.

@@ -11,6 +11,17 @@ namespace pressured::cgroup {
 namespace {
 
 std::atomic<uint64_t> g_transient_reads{0};
+std::atomic<uint64_t> g_kept_fds{0};
+std::atomic<uint64_t> g_kept_fd_budget{UINT64_MAX};
+
+// Takes one unit of the kept-fd budget; false when it is spent.
+bool take_kept_slot() {
+  uint64_t n = g_kept_fds.load(std::memory_order_relaxed);
+  do {
+    if (n >= g_kept_fd_budget.load(std::memory_order_relaxed)) return false;
+  } while (!g_kept_fds.compare_exchange_weak(n, n + 1, std::memory_order_relaxed));
+  return true;
+}
 
 // Reads from offset 0 until a short read. The files read here are regular
 // files (fake trees) or single-record seq_files (memory.stat, meminfo, PSI),
@@ -44,7 +55,10 @@ HotFile& HotFile::operator=(HotFile&& o) noexcept {
 }
 
 void HotFile::close() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) {
+    ::close(fd_);
+    g_kept_fds.fetch_sub(1, std::memory_order_relaxed);
+  }
   fd_ = -1;
 }
 
@@ -54,14 +68,26 @@ void HotFile::reset(std::string path) {
 }
 
 uint64_t HotFile::transient_reads() { return g_transient_reads.load(std::memory_order_relaxed); }
+void HotFile::set_kept_fd_budget(uint64_t budget) { g_kept_fd_budget.store(budget, std::memory_order_relaxed); }
+uint64_t HotFile::kept_fds() { return g_kept_fds.load(std::memory_order_relaxed); }
 
 Result<std::string_view> HotFile::read(std::string& buf) {
   if (fd_ < 0) {
+    if (!take_kept_slot()) {
+      // Over the budget: read this once without keeping an fd.
+      g_transient_reads.fetch_add(1, std::memory_order_relaxed);
+      int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return Error::from_errno(errno, "open " + path_);
+      auto r = pread_all(fd, buf, path_);
+      ::close(fd);
+      return r;
+    }
     int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       int err = errno;
+      g_kept_fds.fetch_sub(1, std::memory_order_relaxed);
       if (err != EMFILE && err != ENFILE) return Error::from_errno(err, "open " + path_);
-      // Out of fds: read this once without keeping it.
+      // Out of fds anyway (other code holds them): read this once without keeping it.
       g_transient_reads.fetch_add(1, std::memory_order_relaxed);
       auto text = read_file(path_);
       if (!text) return text.error();

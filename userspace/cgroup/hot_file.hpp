@@ -1,8 +1,10 @@
 #pragma once
 // A kernel file read over and over through one kept-open fd with pread(2):
-// no open/close per read and no path walk. Opened lazily; on EMFILE/ENFILE it
-// degrades to open-read-close for that read (counted by the caller via
-// transient_reads()).
+// no open/close per read and no path walk. Opened lazily. Kept-open fds are
+// budgeted process-wide (set_kept_fd_budget): past the budget, or on
+// EMFILE/ENFILE, a read opens, reads and closes (counted by
+// transient_reads()), so thousands of pods never exhaust the fd table that
+// directory scans, sockets and BPF need too.
 
 #include <string>
 #include <string_view>
@@ -33,8 +35,16 @@ class HotFile {
   const std::string& path() const { return path_; }
   bool is_open() const { return fd_ >= 0; }
 
-  /// Reads done with a temporary fd because the fd table was full (process-wide).
+  /// Reads done with a temporary fd because the budget or the fd table was
+  /// full (process-wide).
   static uint64_t transient_reads();
+
+  /// How many fds HotFiles may keep open at once, process-wide (default:
+  /// unlimited). Lowering it below the current count closes nothing: files
+  /// over the budget keep their fd until closed.
+  static void set_kept_fd_budget(uint64_t budget);
+  /// Fds HotFiles keep open now.
+  static uint64_t kept_fds();
 
  private:
   std::string path_;

@@ -497,7 +497,21 @@ class KernelNodeObserver final : public NodeObserver {
     int err = 0;
     auto dirs = cgroup::scan_pods(layout_, &err);
     if (err != 0 && err != ENOENT) {
-      warn_once(warned_kubepods_, "cannot list pods under {}: {}", layout_.kubepods_memory_path, std::strerror(err));
+      // A short list would drop pods from the ranking, so a lower-ranked pod
+      // could go first. Keep the pods of the last listing whose cgroups still
+      // exist (same inode): only pods created since then can be missing.
+      ++counters_.failed_pod_listings;
+      std::unordered_set<std::string_view> listed;
+      for (const auto& d : dirs) listed.insert(d.memory_path);
+      std::vector<cgroup::PodDir> kept;
+      for (const auto& [path, st] : pods_) {
+        if (listed.count(path)) continue;
+        uint64_t ino = cgroup::dir_inode(path);
+        if (ino != 0 && ino == st.cg.cgroup_id) kept.push_back(cgroup::PodDir{st.cg.uid, st.cg.qos, path, ino});
+      }
+      warn_once(warned_kubepods_, "cannot list pods under {}: {}; keeping {} pods of the last listing",
+                layout_.kubepods_memory_path, std::strerror(err), kept.size());
+      for (auto& d : kept) dirs.push_back(std::move(d));
     } else if (err == ENOENT) {
       warn_once(warned_kubepods_, "no kubepods cgroup at {} yet: no pods observed", layout_.kubepods_memory_path);
     }
@@ -652,12 +666,21 @@ class KernelNodeObserver final : public NodeObserver {
 Result<std::unique_ptr<NodeObserver>> make_node_observer(const ObserveConfig& config, CgroupLayout layout,
                                                          std::shared_ptr<PodMetadataSource> metadata,
                                                          std::shared_ptr<PodStorageSource> storage) {
-  // Up to six kept-open fds per pod: lift the soft fd limit to the hard one
-  // (reads fall back to open-read-close when the table is full anyway).
+  // Up to six kept-open fds per pod: lift the soft fd limit to the hard one,
+  // and keep a quarter of it (at least 256) free of kept files, for what
+  // must never fail for want of an fd: listing the pod cgroups, a file read
+  // over the budget, sockets, BPF objects, pidfds.
   struct rlimit rl {};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    (void)::setrlimit(RLIMIT_NOFILE, &rl);
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    if (rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) (void)::getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY) {
+      const uint64_t limit = rl.rlim_cur;
+      const uint64_t reserve = std::max<uint64_t>(256, limit / 4);
+      HotFile::set_kept_fd_budget(limit > reserve ? limit - reserve : 0);
+    }
   }
   std::unique_ptr<NodeObserver> o =
       std::make_unique<KernelNodeObserver>(config, std::move(layout), std::move(metadata), std::move(storage));

@@ -319,7 +319,8 @@ nlohmann::json render_top_json(const TopInput& in) {
   j["counters"] = {{"observations", c.observations},        {"stale_signal_reads", c.stale_signal_reads},
                    {"stale_pod_reads", c.stale_pod_reads},  {"vanished_pods", c.vanished_pods},
                    {"reopened_cgroups", c.reopened_cgroups}, {"pods_without_metadata", c.pods_without_metadata},
-                   {"metadata_without_cgroup", c.metadata_without_cgroup}};
+                   {"metadata_without_cgroup", c.metadata_without_cgroup},
+                   {"failed_pod_listings", c.failed_pod_listings}};
   if (in.storage) j["storage"] = storage_json(*in.storage);
   return j;
 }
