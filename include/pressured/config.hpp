@@ -4,6 +4,7 @@
 // (shared/seeds/002). Each concern owns its section; the loader in
 // userspace/config fills all of them and validates them.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -110,6 +111,15 @@ struct EventsConfig {
   bool psi_triggers = true;
   bool memcg_notifications = true;   // v1 threshold eventfd, v2 memory.events
   Duration safety_net_interval = std::chrono::seconds(1);
+  // A safety-net tick re-reads only what the thresholds and the ranking head
+  // need (as an event does); every pod is re-read at least this often, and
+  // whenever the pod set moves, a read fails or a pod is being evicted.
+  // Unset: 10 s (the kubelet's housekeeping period), or the safety-net
+  // interval when that is longer.
+  std::optional<Duration> full_observation_interval;
+  Duration effective_full_observation_interval() const {
+    return full_observation_interval.value_or(std::max<Duration>(std::chrono::seconds(10), safety_net_interval));
+  }
   std::optional<Duration> forced_poll_interval;  // baseline mode: poll only, no events
   uint32_t ring_buffer_bytes = 256 * 1024;
   uint32_t charge_sample_every = 64;  // BPF charge hook: look at 1 charge in N

@@ -624,6 +624,19 @@ TEST(ConfigErrors, NumbersAndNamesAtTheEdges) {
   EXPECT_HAS(r.error().message, "at least 10ms");
   r = parse_config_yaml("events:\n  forcedPollInterval: 1ns\n");
   ASSERT_FALSE(r.ok());
+  // Full observations cannot come more often than the ticks that take them.
+  r = parse_config_yaml("events:\n  safetyNetInterval: 2s\n  fullObservationInterval: 1s\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.error().message, "events.fullObservationInterval: '1s' must be at least events.safetyNetInterval (2s)");
+  r = parse_config_yaml("events:\n  fullObservationInterval: 30s\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->events.effective_full_observation_interval(), std::chrono::seconds(30));
+  r = parse_config_yaml("events:\n  safetyNetInterval: 20s\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->events.effective_full_observation_interval(), std::chrono::seconds(20)) << "unset: the longer of 10s and the tick";
+  r = parse_config_yaml("events: {}\n");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->events.effective_full_observation_interval(), std::chrono::seconds(10));
   for (const char* name : {".", ".."}) {
     r = parse_config_yaml(std::string("cgroup:\n  kubepodsName: '") + name + "'\n");
     ASSERT_FALSE(r.ok()) << name;

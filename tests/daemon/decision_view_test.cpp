@@ -228,7 +228,7 @@ struct DaemonRig {
   void event(TimePoint t) { d->on_events(std::span<const PressureEvent>(&e, 1), t); }
 };
 
-TEST(DecisionView, DaemonDecidesIncrementallyOnEventsAndFullyOnTicks) {
+TEST(DecisionView, DaemonReadsEveryPodOncePerFullObservationInterval) {
   DaemonRig r(1);  // never met: "nothing to do" decisions
   r.event(TimePoint(2s));  // nothing observed in full yet
   EXPECT_EQ(r.d->stats().full_observations, 1u);
@@ -236,12 +236,34 @@ TEST(DecisionView, DaemonDecidesIncrementallyOnEventsAndFullyOnTicks) {
   r.event(TimePoint(2s + 100ms));
   r.event(TimePoint(2s + 200ms));
   EXPECT_EQ(r.d->stats().incremental_evaluations, 2u);
-  r.d->on_tick(TimePoint(2s + 300ms), true);  // the safety net always reads everything
+  // Safety-net ticks between full observations re-read what a decision uses, as events do.
+  r.d->on_tick(TimePoint(2s + 300ms), true);
+  r.d->on_tick(TimePoint(11s + 900ms), true);
+  EXPECT_EQ(r.d->stats().incremental_evaluations, 4u);
+  EXPECT_EQ(r.d->stats().full_observations, 1u);
+  r.d->on_tick(TimePoint(12s), true);  // events.fullObservationInterval (10 s default) after the last one
   EXPECT_EQ(r.d->stats().full_observations, 2u);
-  r.event(TimePoint(3s + 400ms));  // a safety-net interval after the last full observation
-  EXPECT_EQ(r.d->stats().full_observations, 3u);
-  EXPECT_EQ(r.d->stats().evaluations, 5u);
+  r.event(TimePoint(12s + 100ms));
+  EXPECT_EQ(r.d->stats().incremental_evaluations, 5u);
+  EXPECT_EQ(r.d->stats().evaluations, 7u);
   EXPECT_TRUE(r.ev.calls().empty());
+}
+
+TEST(DecisionView, TheFullObservationIntervalIsConfigurable) {
+  DaemonRig r(1);
+  Config c;
+  c.eviction = memory_threshold(1);
+  c.events.full_observation_interval = 1s;
+  DaemonDeps deps;
+  deps.observer = r.n.obs.get();
+  deps.evictor = &r.ev;
+  Daemon d(c, deps);
+  d.on_tick(TimePoint(2s), true);
+  d.on_tick(TimePoint(2s + 500ms), true);
+  EXPECT_EQ(d.stats().full_observations, 1u);
+  EXPECT_EQ(d.stats().incremental_evaluations, 1u);
+  d.on_tick(TimePoint(3s), true);
+  EXPECT_EQ(d.stats().full_observations, 2u);
 }
 
 TEST(DecisionView, DaemonEvictsTheFreshHeadIncrementally) {

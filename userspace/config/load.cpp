@@ -382,6 +382,7 @@ const std::vector<Section>& sections() {
                                 bool_field("psiTriggers", &EventsConfig::psi_triggers),
                                 bool_field("memcgNotifications", &EventsConfig::memcg_notifications),
                                 duration_field("safetyNetInterval", &EventsConfig::safety_net_interval),
+                                optional_duration_field("fullObservationInterval", &EventsConfig::full_observation_interval),
                                 optional_duration_field("forcedPollInterval", &EventsConfig::forced_poll_interval),
                                 count_field("ringBufferBytes", &EventsConfig::ring_buffer_bytes),
                                 count_field("chargeSampleEvery", &EventsConfig::charge_sample_every),
@@ -1080,6 +1081,10 @@ Result<void> validate_config(const Config& c) {
   if (auto r = require_positive(e.safety_net_interval, "events.safetyNetInterval"); !r) return r;
   if (e.safety_net_interval < min_interval) {
     return invalid("events.safetyNetInterval", format_duration(e.safety_net_interval), "must be at least 10ms");
+  }
+  if (e.full_observation_interval && *e.full_observation_interval < e.safety_net_interval) {
+    return invalid("events.fullObservationInterval", format_duration(*e.full_observation_interval),
+                   "must be at least events.safetyNetInterval (" + format_duration(e.safety_net_interval) + ")");
   }
   if (e.forced_poll_interval && *e.forced_poll_interval < min_interval) {
     return invalid("events.forcedPollInterval", format_duration(*e.forced_poll_interval), "must be at least 10ms");

@@ -258,14 +258,16 @@ void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
     edge_seen = true;
     if (ev.kernel_ns != 0 && (!earliest || ev.kernel_time() < *earliest)) earliest = ev.kernel_time();
   }
-  if (relevant || busy()) {
-    event_driven_ = true;
-    evaluate(now, source, earliest);
-    event_driven_ = false;
-  }
+  if (relevant || busy()) evaluate_partial_ok(now, source, earliest);
 }
 
-void Daemon::on_deadline(TimePoint now) { evaluate(now, "deadline", std::nullopt); }
+void Daemon::on_deadline(TimePoint now) { evaluate_partial_ok(now, "deadline", std::nullopt); }
+
+void Daemon::evaluate_partial_ok(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time) {
+  partial_refresh_ok_ = true;
+  evaluate(now, source, kernel_time);
+  partial_refresh_ok_ = false;
+}
 
 void Daemon::arm_deadline(const Decisions& d, TimePoint now) {
   if (deps_.reactor == nullptr) return;
@@ -294,7 +296,12 @@ void Daemon::arm_deadline(const Decisions& d, TimePoint now) {
 void Daemon::on_tick(TimePoint now, bool safety_net) {
   bool met_before = false;
   for (const auto& t : last_decisions_.thresholds) met_before = met_before || t.met;
-  evaluate(now, safety_net ? "safety_net" : "poll", std::nullopt);
+  // The poll mode (the kubelet-like baseline) reads everything each time.
+  if (safety_net) {
+    evaluate_partial_ok(now, "safety_net", std::nullopt);
+  } else {
+    evaluate(now, "poll", std::nullopt);
+  }
   if (safety_net) {
     bool met_now = false;
     for (const auto& t : last_decisions_.thresholds) met_now = met_now || t.met;
@@ -589,13 +596,15 @@ void Daemon::arm_pid_alarm() {
 }
 
 bool Daemon::observe_for_decision(TimePoint now, bool& full) {
-  // An event between full observations (at most one safety-net interval
-  // apart) re-reads only what the decision uses; ticks, deadlines and
-  // evictions in flight (the policy watches the victim's usage and exit)
-  // take a full observation.
+  // An event or a safety-net tick between full observations (at most
+  // events.fullObservationInterval apart) re-reads only what the decision
+  // uses: the fresh-read guarantee is the same, and an idle node then costs
+  // a few signal reads a tick instead of a walk over every pod. Evictions in
+  // flight (the policy watches the victim's usage and exit) and the poll
+  // mode take a full observation.
   full = true;
-  if (event_driven_ && last_full_observation_ && !busy() &&
-      now - *last_full_observation_ < config_.events.safety_net_interval) {
+  if (partial_refresh_ok_ && last_full_observation_ && !busy() &&
+      now - *last_full_observation_ < config_.events.effective_full_observation_interval()) {
     auto r = refresh_for_decision(*deps_.observer, last_, config_.eviction, policy_.excluded(), now);
     if (r) {
       full = false;
@@ -692,7 +701,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   if (!actions.empty()) maybe_checkpoint(now);
   execute(actions, now);
 
-  if (m && full) {  // per-pod series follow full observations (each safety-net tick)
+  if (m && full) {  // per-pod series follow full observations (events.fullObservationInterval)
     std::vector<PodMemorySample> samples;
     samples.reserve(last_.pods.size());
     for (const auto& p : last_.pods) {

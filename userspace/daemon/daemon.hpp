@@ -96,9 +96,12 @@ class Daemon final : public ReactorHandler {
   /// When the next soft grace period ends (what wake_at was given); nullopt: none pending.
   std::optional<TimePoint> next_deadline() const { return next_deadline_; }
 
-  /// One full cycle: fresh observation, engine, actions, checkpoint.
+  /// One cycle: full observation, engine, actions, checkpoint.
   /// `kernel_time`: the event's kernel timestamp (detection latency).
   void evaluate(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time);
+  /// evaluate(), deciding on a partial refresh of the last snapshot when that
+  /// is enough (docs/observation.md, "Freshness of a decision").
+  void evaluate_partial_ok(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time);
 
   /// Re-reads the configuration (SIGHUP). Returns false when rejected.
   bool reload();
@@ -186,7 +189,7 @@ class Daemon final : public ReactorHandler {
   bool memcg_tracking_unsupported_ = false;          // the reactor cannot track: stop asking
   Evictor* dry_evictor_ = nullptr;
   bool first_conditions_published_ = false;
-  bool event_driven_ = false;                      // the evaluation under way answers a kernel event
+  bool partial_refresh_ok_ = false;  // the evaluation under way (event, safety-net tick, deadline) may decide on a partial refresh
   std::optional<TimePoint> last_full_observation_;  // when last_ was last observed in full
   bool restored_ = false;
   // Disk reclaim command (runs on its own thread; the policy holds disk
