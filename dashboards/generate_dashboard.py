@@ -186,10 +186,11 @@ def dashboard():
     p.append(signals_vs_thresholds("Memory and IO PSI vs thresholds", "memory.pressure.*|io.pressure.*", "percent",
                                    12, y, description="Pressure stall information, percent of time stalled."))
     y += 8
-    p.append(signals_vs_thresholds("Disk available vs thresholds", "nodefs.available|imagefs.available", "bytes",
-                                   0, y))
+    p.append(signals_vs_thresholds("Disk available vs thresholds",
+                                   "nodefs.available|imagefs.available|containerfs.available", "bytes", 0, y))
     p.append(signals_vs_thresholds("Inodes and PIDs free vs thresholds",
-                                   "nodefs.inodesFree|imagefs.inodesFree|pid.available", "short", 12, y))
+                                   "nodefs.inodesFree|imagefs.inodesFree|containerfs.inodesFree|pid.available", "short",
+                                   12, y))
     y += 8
     p.append(timeseries(
         "Signal headroom (available / capacity)",

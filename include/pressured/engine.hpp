@@ -224,4 +224,22 @@ std::vector<const Pod*> rank_pods(const std::vector<Pod>& pods, StarvedResource 
                                   const EvictionConfig& config,
                                   const std::vector<std::string>& terminating = {});
 
+/// The usage that ranks `pod` for `signal` on a node with `layout`: the
+/// starved resource's usage (pod_usage), except for containerfs.* where the
+/// containerfs is not nodefs (imagefs or separate layouts): there only the
+/// writable layers are on it, so they alone count (the kubelet's rootfs
+/// ranking; docs/engine.md, "containerfs").
+uint64_t pod_usage(const Pod& pod, Signal signal, ContainerfsLayout layout);
+
+/// rank_keys() with the usage pod_usage(pod, signal, layout) gives.
+RankKeys rank_keys(const Pod& pod, Signal signal, ContainerfsLayout layout, const EvictionConfig& config);
+
+/// The kubelet's containerfs thresholds for `layout` (UpdateContainerFsThresholds,
+/// docs/engine.md "containerfs derivation rule"): every containerfs.* threshold
+/// in `thresholds` is dropped, then each nodefs.* (single, split and
+/// separate layouts) or imagefs.* (imagefs layout) threshold is copied to the
+/// matching containerfs.* signal with its kind, value, grace period and
+/// minimum reclaim. An unknown layout derives none.
+std::vector<Threshold> with_containerfs_thresholds(std::vector<Threshold> thresholds, ContainerfsLayout layout);
+
 }  // namespace pressured

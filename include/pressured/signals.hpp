@@ -23,8 +23,12 @@ enum class Signal : uint8_t {
   MemoryPressureSomeAvg60,     // memory.pressure.some.avg60   percent, ">"
   MemoryPressureFullAvg60,     // memory.pressure.full.avg60   percent, ">"
   IoPressureFullAvg10,         // io.pressure.full.avg10       percent, ">"
+  // The filesystem holding the containers' writable layers (KEP-4191, kubelet
+  // >= 1.29): appended, the order indexes arrays and names are serialised.
+  ContainerfsAvailable,        // containerfs.available        bytes, "<"
+  ContainerfsInodesFree,       // containerfs.inodesFree       inodes, "<"
 };
-inline constexpr std::size_t kSignalCount = 12;
+inline constexpr std::size_t kSignalCount = 14;
 
 /// Node conditions pressured reports (kubelet names; published to the API
 /// under pressured's own condition types, see issue 5).
@@ -63,9 +67,17 @@ inline constexpr std::array<SignalInfo, kSignalCount> kSignals{{
     {Signal::MemoryPressureSomeAvg60, "memory.pressure.some.avg60", Operator::GreaterThan, Condition::MemoryPressure, StarvedResource::Memory, true},
     {Signal::MemoryPressureFullAvg60, "memory.pressure.full.avg60", Operator::GreaterThan, Condition::MemoryPressure, StarvedResource::Memory, true},
     {Signal::IoPressureFullAvg10, "io.pressure.full.avg10", Operator::GreaterThan, Condition::DiskPressure, StarvedResource::None, true},
+    {Signal::ContainerfsAvailable, "containerfs.available", Operator::LessThan, Condition::DiskPressure, StarvedResource::EphemeralStorage, false},
+    {Signal::ContainerfsInodesFree, "containerfs.inodesFree", Operator::LessThan, Condition::DiskPressure, StarvedResource::Inodes, false},
 }};
 
 constexpr const SignalInfo& info(Signal s) { return kSignals[static_cast<std::size_t>(s)]; }
+
+/// True for containerfs.available and containerfs.inodesFree, whose
+/// thresholds the kubelet derives from nodefs or imagefs (docs/engine.md).
+constexpr bool is_containerfs(Signal s) {
+  return s == Signal::ContainerfsAvailable || s == Signal::ContainerfsInodesFree;
+}
 constexpr std::string_view name(Signal s) { return info(s).name; }
 
 /// Parses a signal name as written in configuration; nullopt when unknown.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pressured/clock.hpp"
@@ -162,9 +163,43 @@ struct Pod {
   LocalStorageSpec local_storage;  // from metadata; empty when metadata is unknown
 };
 
+/// Where the containers' writable layers are, relative to nodefs and imagefs
+/// (KEP-4191, docs/observation.md "Filesystem layout"). It decides which
+/// thresholds containerfs.* derive from and how pods rank for them.
+enum class ContainerfsLayout : uint8_t {
+  Unknown,   // the runtime root could not be found: containerfs.* not observed
+  Single,    // nodefs, imagefs and writable layers on one filesystem
+  Imagefs,   // writable layers with the images on a dedicated imagefs
+  Split,     // writable layers on nodefs, images on a dedicated imagefs (KEP-4191 split)
+  Separate,  // writable layers on a filesystem of their own (neither nodefs nor imagefs)
+};
+
+constexpr std::string_view name(ContainerfsLayout l) {
+  switch (l) {
+    case ContainerfsLayout::Unknown: return "unknown";
+    case ContainerfsLayout::Single: return "single";
+    case ContainerfsLayout::Imagefs: return "imagefs";
+    case ContainerfsLayout::Split: return "split";
+    case ContainerfsLayout::Separate: return "separate";
+  }
+  return "?";
+}
+
+constexpr std::optional<ContainerfsLayout> parse_containerfs_layout(std::string_view text) {
+  for (auto l : {ContainerfsLayout::Unknown, ContainerfsLayout::Single, ContainerfsLayout::Imagefs,
+                 ContainerfsLayout::Split, ContainerfsLayout::Separate}) {
+    if (name(l) == text) return l;
+  }
+  return std::nullopt;
+}
+
+/// The kubelet's "split image filesystem": writable layers not on the imagefs.
+constexpr bool is_split(ContainerfsLayout l) { return l == ContainerfsLayout::Split || l == ContainerfsLayout::Separate; }
+
 struct NodeSnapshot {
   TimePoint taken_at{};
   SignalSet signals{};
+  ContainerfsLayout containerfs_layout = ContainerfsLayout::Unknown;
   std::vector<Pod> pods;
   // Added by the observation layer (issue 3): system PSI, full detail.
   std::optional<PsiStats> psi_memory;

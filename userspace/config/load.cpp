@@ -666,6 +666,17 @@ Result<int64_t> decode_seconds(const Node& n, const std::string& where) {
   return value_error(where, n, "is not a whole number of seconds");
 }
 
+// containerfs.* values are checked like any other, then dropped: the
+// kubelet (1.29+) overrides them with thresholds derived from nodefs or
+// imagefs and logs an error (eviction/helpers.go, UpdateContainerFsThresholds);
+// pressured derives them the same way once the layout is known.
+void ignore_containerfs(const std::string& path, Ctx& ctx) {
+  ctx.warnings.push_back(path +
+                         ": is ignored; as in the kubelet, containerfs thresholds are derived: from the nodefs ones, "
+                         "or from the imagefs ones when the writable layers share the imagefs; set those instead "
+                         "(docs/engine.md, \"containerfs\")");
+}
+
 Result<void> decode_eviction(const std::map<std::string, Node>& keys, EvictionConfig& ev, Ctx& ctx) {
   auto get = [&](const char* k) -> const Node* {
     auto it = keys.find(k);
@@ -733,6 +744,10 @@ Result<void> decode_eviction(const std::map<std::string, Node>& keys, EvictionCo
     auto v = check_threshold(sig, text, ctx.where("evictionHard", path), ctx);
     if (!v) return v.error();
     if (!*v) continue;
+    if (is_containerfs(sig)) {
+      ignore_containerfs(path, ctx);
+      continue;
+    }
     Threshold t;
     t.signal = sig;
     t.kind = ThresholdKind::Hard;
@@ -769,6 +784,10 @@ Result<void> decode_eviction(const std::map<std::string, Node>& keys, EvictionCo
       return field_error(ctx.where("evictionSoftGracePeriod", gpath),
                          "'" + g->second + "' is negative; durations must not be negative");
     }
+    if (is_containerfs(sig)) {
+      ignore_containerfs(path, ctx);
+      continue;
+    }
     Threshold t;
     t.signal = sig;
     t.kind = ThresholdKind::Soft;
@@ -788,6 +807,10 @@ Result<void> decode_eviction(const std::map<std::string, Node>& keys, EvictionCo
     return field_error(ctx.where("evictionSoftGracePeriod", gpath), why);
   }
   for (const auto& [sig, value] : reclaim_values) {
+    if (is_containerfs(sig)) {
+      ignore_containerfs("evictionMinimumReclaim." + std::string(name(sig)), ctx);
+      continue;
+    }
     if (!hard_signals.count(sig) && !soft_signals.count(sig)) {
       ctx.warnings.push_back("evictionMinimumReclaim." + std::string(name(sig)) +
                              ": no threshold is set for this signal; the minimum reclaim has no effect");

@@ -94,7 +94,13 @@ std::string structural(Checkpoint cp) {
 }  // namespace
 
 Daemon::Daemon(Config config, DaemonDeps deps)
-    : config_(std::move(config)),
+    : config_([&] {
+        // Derived before the engine and the checkpoint see the thresholds, so a
+        // restart keeps containerfs grace-period timing like any other.
+        config.eviction.thresholds =
+            with_containerfs_thresholds(std::move(config.eviction.thresholds), deps.containerfs_layout);
+        return std::move(config);
+      }()),
       deps_(std::move(deps)),
       engine_(config_.eviction),
       policy_([this] {
@@ -338,6 +344,7 @@ bool Daemon::reload() {
     return false;
   }
   Config& n = *c;
+  n.eviction.thresholds = with_containerfs_thresholds(std::move(n.eviction.thresholds), deps_.containerfs_layout);
   engine_.reconfigure(n.eviction);
   {
     PolicyConfig p = policy_config(n.daemon, deps_.reporter != nullptr);

@@ -69,6 +69,9 @@ struct DaemonDeps {
   k8s::Reporter* reporter = nullptr;  // optional: Kubernetes reporting
   Reactor* reactor = nullptr;        // optional: watches, wakeups
   std::string boot_id;               // for the checkpoint
+  /// Where the writable layers are (node::detect_containerfs at start): the
+  /// containerfs.* thresholds are derived for it from nodefs or imagefs.
+  ContainerfsLayout containerfs_layout = ContainerfsLayout::Unknown;
   /// Re-reads the configuration on SIGHUP; an error keeps the old one.
   std::function<Result<Config>()> reload;
   /// Called for SIGTERM/SIGINT (default: reactor->stop()).

@@ -22,6 +22,7 @@
 #include "daemon/daemon.hpp"
 #include "evict/cgroup_evictor.hpp"
 #include "k8s/reporter.hpp"
+#include "node/containerfs_layout.hpp"
 #include "pressured/metrics.hpp"
 
 namespace pressured::cli {
@@ -116,6 +117,16 @@ int run_daemon(const ConfigOptions& options) {
   }
   spdlog::info("cgroups: {} memory at {}, pods root {}, driver {}", name(layout->version), layout->memory_mount,
                layout->kubepods_memory_path, name(layout->driver));
+
+  const node::ContainerfsDetection containerfs = node::detect_containerfs(config.observe);
+  if (containerfs.layout == ContainerfsLayout::Unknown) {
+    spdlog::warn("filesystems: containerfs layout unknown ({}): containerfs.* is not observed and has no thresholds",
+                 containerfs.detail);
+  } else {
+    spdlog::info("filesystems: containerfs layout {} ({}); containerfs thresholds derived from {}",
+                 name(containerfs.layout), containerfs.detail,
+                 containerfs.layout == ContainerfsLayout::Imagefs ? "imagefs" : "nodefs");
+  }
 
   // The reactor blocks SIGTERM/SIGINT/SIGHUP for a signalfd: build it before
   // any other thread starts so they inherit the mask.
@@ -226,6 +237,7 @@ int run_daemon(const ConfigOptions& options) {
   deps.reporter = reporter.get();
   deps.reactor = reactor->get();
   deps.boot_id = read_boot_id(config.observe.proc_root);
+  deps.containerfs_layout = containerfs.layout;
   // A reload takes the whole file or nothing: reload_config() refuses an
   // empty file and one not ending in '...' (possibly cut mid-write).
   deps.reload = [options] { return reload_config(options); };

@@ -349,7 +349,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     RankKeys best_key{}, second_key{};
     for (const Pod& p : snapshot.pods) {
       if (never_evicted(p, config_)) continue;
-      const RankKeys k = rank_keys(p, resource, config_);
+      const RankKeys k = rank_keys(p, t.signal, snapshot.containerfs_layout, config_);
       if (second && !evict_before(k, p.uid, second_key, second->uid)) continue;
       if (contains(excluded, p.uid)) continue;
       if (!best || evict_before(k, p.uid, best_key, best->uid)) {
@@ -375,7 +375,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     e.qos = best->qos;
     e.static_pod = best->static_pod;
     e.metadata_known = best->metadata_known;
-    e.usage_at_decision = pod_usage(*best, resource);
+    e.usage_at_decision = pod_usage(*best, t.signal, snapshot.containerfs_layout);
     e.signal = t.signal;
     e.kind = t.kind;
     e.observed = st.observed;

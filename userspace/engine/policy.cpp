@@ -27,9 +27,9 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 Lane lane_or_memory(Signal s) { return lane_of(s).value_or(Lane::Memory); }
 
 // Whether `pod` gave back what it held when it was chosen.
-bool released(const InFlightEviction& f, const Pod& pod) {
+bool released(const InFlightEviction& f, const Pod& pod, ContainerfsLayout layout) {
   const StarvedResource r = info(f.eviction.signal).resource;
-  const uint64_t now = pod_usage(pod, r);
+  const uint64_t now = pod_usage(pod, f.eviction.signal, layout);  // the figure usage_at_decision is
   uint64_t floor = f.eviction.usage_at_decision / 20;
   if (r == StarvedResource::Memory) floor = std::max(kReleasedFloorBytes, floor);
   return now <= floor;
@@ -208,7 +208,7 @@ void EvictionPolicy::progress(TimePoint now, const NodeSnapshot& snapshot, const
       ++i;
       continue;
     }
-    if (pod == nullptr || released(f, *pod)) {
+    if (pod == nullptr || released(f, *pod, snapshot.containerfs_layout)) {
       a.kind = K::Released;
       out.push_back(std::move(a));
       finish(i, snapshot);

@@ -114,7 +114,7 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
   if (last_t_ && t < *last_t_) {
     return err("\"t\" goes backwards (" + tj.dump() + " after " + format_quantity(*last_t_) + ")");
   }
-  if (!j.contains("kind") || !j["kind"].is_string()) return err("missing \"kind\" (observe, pod, podExited, podDeleted or tick)");
+  if (!j.contains("kind") || !j["kind"].is_string()) return err("missing \"kind\" (observe, layout, pod, podExited, podDeleted or tick)");
   const std::string kind = j["kind"].get<std::string>();
   const TimePoint now{std::chrono::duration_cast<Duration>(std::chrono::duration<double>(t))};
 
@@ -165,6 +165,22 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
       slot = obs;
     }
     snapshot_.signals = next;
+  } else if (kind == "layout") {
+    // Where the writable layers are (the daemon detects it at start): the
+    // containerfs thresholds are derived for it, as the kubelet does.
+    if (auto r = check_keys(j, {"t", "kind", "containerfs"}, ""); !r) return r;
+    if (!j.contains("containerfs") || !j["containerfs"].is_string()) {
+      return err("layout needs \"containerfs\": single, imagefs, split or separate");
+    }
+    const std::string text = j["containerfs"].get<std::string>();
+    auto l = parse_containerfs_layout(text);
+    if (!l || *l == ContainerfsLayout::Unknown) {
+      return err("layout.containerfs \"" + text + "\" is not one of single, imagefs, split, separate");
+    }
+    snapshot_.containerfs_layout = *l;
+    EvictionConfig c = engine_.config();
+    c.thresholds = with_containerfs_thresholds(std::move(c.thresholds), *l);
+    engine_.reconfigure(std::move(c));
   } else if (kind == "pod") {
     if (auto r = check_keys(j,
                             {"t", "kind", "uid", "name", "namespace", "qosClass", "priority", "critical", "static",
@@ -237,7 +253,11 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
     if (j.contains("usage")) {
       const json& u = j["usage"];
       if (!u.is_object()) return err("usage must be an object");
-      if (auto c = check_keys(u, {"memory", "ephemeral-storage", "inodes", "pids"}, "usage: "); !c) return c;
+      if (auto c = check_keys(u, {"memory", "ephemeral-storage", "inodes", "pids", "writable-layers", "writable-layers-inodes"},
+                              "usage: ");
+          !c) {
+        return c;
+      }
       for (auto [key, member] : {std::pair{"memory", &PodUsage::memory_working_set_bytes},
                                  std::pair{"ephemeral-storage", &PodUsage::ephemeral_storage_bytes},
                                  std::pair{"inodes", &PodUsage::inodes}, std::pair{"pids", &PodUsage::pids}}) {
@@ -245,6 +265,21 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
         auto v = count_of(u[key], std::string("usage.") + key);
         if (!v) return v.error();
         p.usage.*member = *v;
+      }
+      // The part of ephemeral-storage (and inodes) in the containers'
+      // writable layers: what ranks pods for containerfs.* when it is not nodefs.
+      for (auto [key, member] : {std::pair{"writable-layers", &EphemeralStorageBreakdown::writable_layers_bytes},
+                                 std::pair{"writable-layers-inodes", &EphemeralStorageBreakdown::writable_layers_inodes}}) {
+        if (!u.contains(key)) continue;
+        auto v = count_of(u[key], std::string("usage.") + key);
+        if (!v) return v.error();
+        if (!p.ephemeral_storage) p.ephemeral_storage.emplace();
+        p.ephemeral_storage->writable_layers_measured = true;
+        (*p.ephemeral_storage).*member = *v;
+      }
+      if (p.ephemeral_storage && (p.ephemeral_storage->writable_layers_bytes > p.usage.ephemeral_storage_bytes ||
+                                  p.ephemeral_storage->writable_layers_inodes > p.usage.inodes)) {
+        return err("usage.writable-layers is part of usage.ephemeral-storage (and -inodes of inodes): it cannot be larger");
       }
     }
     // API defaulting: a request left out defaults to the limit.
@@ -367,7 +402,7 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
       }
     }
   } else {
-    return err("unknown kind \"" + kind + "\" (expected observe, pod, podExited, podDeleted or tick)");
+    return err("unknown kind \"" + kind + "\" (expected observe, layout, pod, podExited, podDeleted or tick)");
   }
   last_t_ = t;
   return {};

@@ -16,6 +16,7 @@
 #include "cgroup/discovery.hpp"
 #include "cgroup/hot_file.hpp"
 #include "cgroup/parse.hpp"
+#include "node/containerfs_layout.hpp"
 #include "node/formulas.hpp"
 #include "pressured/observer.hpp"
 
@@ -24,7 +25,7 @@ namespace {
 
 using cgroup::HotFile;
 
-enum class Group : uint8_t { Memory, Allocatable, Nodefs, Imagefs, Pid, PsiMemory, PsiIo, Count };
+enum class Group : uint8_t { Memory, Allocatable, Nodefs, Imagefs, Pid, PsiMemory, PsiIo, Containerfs, Count };
 
 Group group_of(Signal s) {
   switch (s) {
@@ -40,12 +41,14 @@ Group group_of(Signal s) {
     case Signal::MemoryPressureSomeAvg60:
     case Signal::MemoryPressureFullAvg60: return Group::PsiMemory;
     case Signal::IoPressureFullAvg10: return Group::PsiIo;
+    case Signal::ContainerfsAvailable:
+    case Signal::ContainerfsInodesFree: return Group::Containerfs;
   }
   return Group::Memory;
 }
 
 constexpr std::array<std::string_view, static_cast<std::size_t>(Group::Count)> kGroupNames{
-    "memory", "allocatable memory", "nodefs", "imagefs", "pid", "memory PSI", "io PSI"};
+    "memory", "allocatable memory", "nodefs", "imagefs", "pid", "memory PSI", "io PSI", "containerfs"};
 
 bool is_gone(int code) { return code == ENOENT || code == ENODEV; }
 bool not_supported(int code) { return code == ENOENT || code == EOPNOTSUPP || code == ENOTSUP; }
@@ -93,6 +96,8 @@ class KernelNodeObserver final : public NodeObserver {
     psi_cpu_.reset(proc + "/pressure/cpu");
     loadavg_.reset(proc + "/loadavg");
     buf_.reserve(8192);
+    // Once, as the kubelet does: a runtime moved to other disks restarts anyway.
+    containerfs_ = node::detect_containerfs(cfg_);
   }
 
   const CgroupLayout& layout() const override { return layout_; }
@@ -101,6 +106,7 @@ class KernelNodeObserver final : public NodeObserver {
     ++counters_.observations;
     NodeSnapshot snap;
     snap.taken_at = now;
+    snap.containerfs_layout = containerfs_.layout;
     refresh_static();
     for (std::size_t g = 0; g < static_cast<std::size_t>(Group::Count); ++g) {
       auto r = read_group(static_cast<Group>(g), now, snap.signals);
@@ -314,24 +320,29 @@ class KernelNodeObserver final : public NodeObserver {
         return true;
       }
       case Group::Nodefs:
-      case Group::Imagefs: {
+      case Group::Imagefs:
+      case Group::Containerfs: {
         const bool image = g == Group::Imagefs;
+        const bool container = g == Group::Containerfs;
+        // containerfs: the writable layers' filesystem, whatever the layout
+        // (the kubelet reports it also when it is nodefs or imagefs).
+        if (container && containerfs_.layout == ContainerfsLayout::Unknown) return false;
         struct statvfs vfs {};
-        const std::string& path = image ? cfg_.imagefs_path : cfg_.nodefs_path;
+        const std::string& path = container ? containerfs_.containerfs_path : image ? cfg_.imagefs_path : cfg_.nodefs_path;
         int rc = path.empty() ? -1 : ::statvfs(path.c_str(), &vfs);
         if (rc != 0) {
           int err = path.empty() ? ENOENT : errno;
-          if (err != ENOENT) return Error::from_errno(err, "statvfs " + path);
+          if (err != ENOENT || container) return Error::from_errno(err, "statvfs " + path);
           if (!image) return false;
           // No separate imagefs: it is the nodefs, as the kubelet sees it.
           if (cfg_.nodefs_path.empty() || ::statvfs(cfg_.nodefs_path.c_str(), &vfs) != 0) return false;
         }
         const double frsize = static_cast<double>(vfs.f_frsize != 0 ? vfs.f_frsize : vfs.f_bsize);
-        set(out, image ? Signal::ImagefsAvailable : Signal::NodefsAvailable, static_cast<double>(vfs.f_bavail) * frsize,
-            static_cast<double>(vfs.f_blocks) * frsize, now);
+        const Signal bytes = container ? Signal::ContainerfsAvailable : image ? Signal::ImagefsAvailable : Signal::NodefsAvailable;
+        const Signal inodes = container ? Signal::ContainerfsInodesFree : image ? Signal::ImagefsInodesFree : Signal::NodefsInodesFree;
+        set(out, bytes, static_cast<double>(vfs.f_bavail) * frsize, static_cast<double>(vfs.f_blocks) * frsize, now);
         if (vfs.f_files != 0) {  // filesystems without inode limits (btrfs) report 0
-          set(out, image ? Signal::ImagefsInodesFree : Signal::NodefsInodesFree, static_cast<double>(vfs.f_ffree),
-              static_cast<double>(vfs.f_files), now);
+          set(out, inodes, static_cast<double>(vfs.f_ffree), static_cast<double>(vfs.f_files), now);
         }
         return true;
       }
@@ -636,6 +647,7 @@ class KernelNodeObserver final : public NodeObserver {
 
   ObserveConfig cfg_;
   CgroupLayout layout_;
+  node::ContainerfsDetection containerfs_;
   std::shared_ptr<PodMetadataSource> metadata_;
   std::shared_ptr<PodStorageSource> storage_;
   bool v2_ = false;

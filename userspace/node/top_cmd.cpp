@@ -11,6 +11,7 @@
 #include "common/log.hpp"
 #include "config/load.hpp"
 #include "node/top_view.hpp"
+#include "pressured/engine.hpp"
 #include "pressured/observer.hpp"
 
 namespace pressured::cli {
@@ -81,10 +82,14 @@ Command add_top(CLI::App& app) {
         rc = 1;
         break;
       }
+      // The thresholds the daemon runs with: containerfs.* derived for the
+      // layout the observer detected.
+      EvictionConfig eviction = cfg->eviction;
+      eviction.thresholds = with_containerfs_thresholds(std::move(eviction.thresholds), snap->containerfs_layout);
       node::TopInput in;
       in.snapshot = &*snap;
       in.layout = &observer.layout();
-      in.eviction = &cfg->eviction;
+      in.eviction = &eviction;
       in.counters = observer.counters();
       in.metadata_source = metadata->describe();
       in.max_pods = flags->max_pods;
