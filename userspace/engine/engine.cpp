@@ -350,7 +350,9 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
   // over one of its own limits is the disk lane's candidate, hard (grace 0).
   if (config_.local_storage_capacity_isolation) {
     for (const Pod& p : snapshot.pods) {
-      if (never_evicted(p, config_) || contains(excluded, p.uid)) continue;
+      // Not walked yet: nothing to judge (the cheapest test first: this
+      // pass runs at every evaluation, pressure or not).
+      if (!p.ephemeral_storage || never_evicted(p, config_) || contains(excluded, p.uid)) continue;
       auto v = local_storage_violation(p, LocalStorageOptions{});
       if (!v) continue;
       Eviction e;
