@@ -248,6 +248,7 @@ TEST(SimulatorLocalStorage, InputErrorsAreSpecificAndChangeNothing) {
       {R"({"t":1,"kind":"pod","uid":"a","storage":{"tmp":{}}})", "unknown key \"tmp\""},
       {R"({"t":1,"kind":"pod","uid":"a","storage":{"logs":["app"]}})", "storage.logs must be an object"},
       {R"({"t":1,"kind":"pod","uid":"a","storage":{"emptyDir":{"v":-5}}})", "storage.emptyDir.v must not be negative"},
+      {R"({"t":1,"kind":"pod","uid":"a","usage":{"ephemeral-storage":1},"storage":{}})", "are both given"},
   };
   for (const auto& c : cases) {
     Simulator sim(config({}));

@@ -146,6 +146,9 @@ Result<void> local_storage_fields(const json& j, Pod& p) {
     const json& st = j["storage"];
     if (!st.is_object()) return err("storage must be an object");
     if (auto r = check_keys(st, {"emptyDir", "logs", "writableLayers"}, "storage: "); !r) return r;
+    if (j.contains("usage") && j["usage"].contains("ephemeral-storage")) {
+      return err("usage.ephemeral-storage and storage are both given (storage sets it to the sum of its parts)");
+    }
     EphemeralStorageBreakdown b;
     total = 0;
     for (auto [key, parts, sum] :
