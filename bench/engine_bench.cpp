@@ -8,6 +8,10 @@
 //   BM_EvaluateTerminating  same, with 8 pods already terminating.
 //   BM_EvaluateQuiet      no threshold met: the common case between events.
 //   BM_RankPods           the full ranking (what `top` shows), for comparison.
+//   BM_EvaluateQuietLocalStorage  no threshold met, every pod walked with
+//                         two containers and an emptyDir under their limits:
+//                         the local ephemeral-storage check alone (second
+//                         argument 1: LocalStorageCapacityIsolation on, 0: off).
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -118,6 +122,33 @@ void BM_EvaluateQuiet(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_EvaluateQuiet)->Arg(10)->Arg(110)->Arg(1000)->Arg(5000);
+
+void BM_EvaluateQuietLocalStorage(benchmark::State& state) {
+  NodeSnapshot snap = bench_snapshot(static_cast<int>(state.range(0)), false);
+  for (auto& p : snap.pods) {
+    // Every rule checked, none met: the most work a pod within its limits costs.
+    const uint64_t used = p.usage.ephemeral_storage_bytes;
+    p.local_storage.empty_dirs = {{"cache", used + 1}};
+    p.local_storage.containers = {{"app", "c-app-" + p.name, used + 1}, {"sidecar", "c-side-" + p.name, used + 1}};
+    p.local_storage.pod_limit_bytes = 2 * used + 2;
+    EphemeralStorageBreakdown b;
+    b.empty_dir_volumes = {{"cache", used / 2, 1}};
+    b.container_logs = {{"app", used / 4, 1}, {"sidecar", used / 8, 1}};
+    b.container_layers = {{"c-app-" + p.name, used / 8, 1}, {"c-side-" + p.name, 0, 1}};
+    p.ephemeral_storage = std::move(b);
+  }
+  EvictionConfig config = bench_config();
+  config.local_storage_capacity_isolation = state.range(1) != 0;
+  Engine engine(config);
+  TimePoint now{};
+  for (auto _ : state) {
+    Decisions d = engine.evaluate(snap, now);
+    if (!d.candidates.empty()) state.SkipWithError("expected no candidate");
+    benchmark::DoNotOptimize(d);
+    now += std::chrono::milliseconds(1);
+  }
+}
+BENCHMARK(BM_EvaluateQuietLocalStorage)->ArgsProduct({{10, 110, 1000, 5000}, {0, 1}});
 
 void BM_RankPods(benchmark::State& state) {
   const NodeSnapshot snap = bench_snapshot(static_cast<int>(state.range(0)), true);

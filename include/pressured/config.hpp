@@ -52,6 +52,10 @@ struct EvictionConfig {
   int64_t max_pod_grace_period_seconds = 0;  // 0: no cap
   bool merge_default_eviction_settings = false;
   DaemonSetPolicy daemonset_pods = DaemonSetPolicy::EvictLast;
+  // The kubelet's LocalStorageCapacityIsolation feature gate (on by default
+  // since 1.10): evict pods over their own emptyDir sizeLimit or
+  // ephemeral-storage limits, before any node threshold.
+  bool local_storage_capacity_isolation = true;
 };
 
 /// How memory.available is computed (issue 3). Kubelet is the default.

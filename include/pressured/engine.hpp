@@ -94,8 +94,21 @@ struct Eviction {
   // no kernel event, e.g. a poll). For the operator's messages only.
   std::string wake_source;
   std::optional<double> detection_latency_seconds;
+  // A local ephemeral-storage limit decided this eviction instead of a node
+  // threshold (docs/engine.md, "Local ephemeral-storage limits"): the rule's
+  // name ("emptydirfs.limit", "ephemeralpodfs.limit",
+  // "ephemeralcontainerfs.limit") and the kubelet's sentence naming the
+  // volume or container. `signal` is then nodefs.available (the disk lane;
+  // the release is judged on ephemeral storage), `observed` the usage and
+  // `threshold_value` the limit. Empty for node-threshold evictions.
+  std::string local_storage_rule;
+  std::string local_storage_message;
   bool operator==(const Eviction&) const = default;
 };
+
+/// What decided an eviction, for logs, metrics and records: the local-storage
+/// rule when one did, else the signal's name.
+std::string_view eviction_reason(const Eviction& e);
 
 struct Decisions {
   std::array<bool, kConditionCount> conditions{};  // node conditions after this evaluation

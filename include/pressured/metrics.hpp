@@ -125,6 +125,11 @@ class Metrics {
   ///    pressured_eviction_last_timestamp_seconds {namespace, pod, uid, signal, qos_class, threshold_type}
   void eviction(Signal signal, QosClass qos, ThresholdKind kind, std::string_view namespace_, std::string_view pod,
                 std::string_view uid);
+  /// The same with the `signal` label given as text: a local ephemeral-storage
+  /// eviction is labelled with its rule ("emptydirfs.limit", as the kubelet's
+  /// evictions metric); those series appear with the first such eviction.
+  void eviction(std::string_view reason, QosClass qos, ThresholdKind kind, std::string_view namespace_,
+                std::string_view pod, std::string_view uid);
 
   /// A threshold wanted a victim and no pod could be evicted.
   /// -> pressured_eviction_no_candidates_total {signal}

@@ -110,6 +110,23 @@ spec:
   EXPECT_TRUE(j["next_evictions_none_for"].empty());
   EXPECT_NE(node::render_top_text(in).find("NEXT EVICTION: none (no eviction threshold is met)"), std::string::npos);
 
+  // A pod over its own emptyDir sizeLimit goes next whatever the thresholds
+  // say, shown with the rule rather than a signal.
+  NodeSnapshot over_limit = *snap;
+  Pod& p0 = over_limit.pods[0];
+  p0.metadata_known = true;
+  p0.local_storage.empty_dirs = {{"cache", 1 * MiB}};
+  p0.ephemeral_storage = EphemeralStorageBreakdown{};
+  p0.ephemeral_storage->empty_dir_volumes = {{"cache", 2 * MiB, 1}};
+  p0.usage.ephemeral_storage_bytes = 2 * MiB;
+  in.snapshot = &over_limit;
+  j = node::render_top_json(in);
+  ASSERT_EQ(j["next_evictions"].size(), 1u);
+  EXPECT_EQ(j["next_evictions"][0]["signal"], "emptydirfs.limit");
+  EXPECT_EQ(j["next_evictions"][0]["uid"], p0.uid);
+  EXPECT_NE(node::render_top_text(in).find("emptydirfs.limit (hard): "), std::string::npos);
+  in.snapshot = &*snap;
+
   EXPECT_EQ(node::human_bytes(1536.0 * MiB), "1.5Gi");
   EXPECT_EQ(node::human_bytes(512), "512");
 }

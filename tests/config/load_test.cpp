@@ -207,6 +207,24 @@ TEST(ConfigErrors, NameTheFieldAndTheValue) {
   EXPECT_HAS(e, "not a mapping");
 }
 
+// The kubelet's LocalStorageCapacityIsolation gate: on by default, off only
+// when said so, anything else an error naming the gate.
+TEST(ConfigEviction, LocalStorageCapacityIsolationGate) {
+  EXPECT_TRUE(ok("").eviction.local_storage_capacity_isolation);
+  EXPECT_TRUE(ok("featureGates: {}\n").eviction.local_storage_capacity_isolation);
+  EXPECT_TRUE(ok("featureGates: {LocalStorageCapacityIsolation: true}\n").eviction.local_storage_capacity_isolation);
+  Config off = ok("featureGates: {LocalStorageCapacityIsolation: false}\n");
+  EXPECT_FALSE(off.eviction.local_storage_capacity_isolation);
+  EXPECT_FALSE(ok(dump_config(off)).eviction.local_storage_capacity_isolation) << "survives check-config";
+  EXPECT_HAS(dump_config(ok("")), "LocalStorageCapacityIsolation: true");
+  auto e = fails("featureGates: {LocalStorageCapacityIsolation: maybe}\n");
+  EXPECT_HAS(e, "featureGates.LocalStorageCapacityIsolation");
+  EXPECT_HAS(e, "'maybe' is not a boolean");
+  e = fails("featureGates: {LocalStorageCapacityIsolaton: false}\n");
+  EXPECT_HAS(e, "featureGates.LocalStorageCapacityIsolaton: unrecognized feature gate");
+  EXPECT_HAS(fails("featureGates: [LocalStorageCapacityIsolation]\n"), "featureGates: a list is not a mapping");
+}
+
 TEST(ConfigErrors, UnknownKeysAreNamed) {
   EXPECT_HAS(fails("evictionHardd: {}\n"), "evictionHardd: unknown key");
   EXPECT_HAS(fails("cgroup:\n  cgroupRooot: /x\n"), "cgroup.cgroupRooot: unknown key");

@@ -93,6 +93,25 @@ TEST(Checkpoint, EvictionRecordsWithoutRankingKeysStillLoad) {
   EXPECT_EQ(back->policy.in_flight[0].eviction.keys.priority, -3);
 }
 
+// A local ephemeral-storage eviction keeps its reason across a restart.
+TEST(Checkpoint, LocalStorageReasonRoundTrips) {
+  Checkpoint cp = sample();
+  Eviction& e = cp.policy.in_flight[0].eviction;
+  e.signal = Signal::NodefsAvailable;
+  e.local_storage_rule = "ephemeralcontainerfs.limit";
+  e.local_storage_message = "Container app exceeded its local ephemeral storage limit \"1Gi\". ";
+  auto j = nlohmann::json::parse(encode_checkpoint(cp));
+  EXPECT_EQ(j["policy"]["in_flight"][0]["eviction"]["local_storage_rule"], "ephemeralcontainerfs.limit");
+  auto back = decode_checkpoint(j.dump());
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->policy, cp.policy);
+  // Node-threshold records carry no such field.
+  EXPECT_FALSE(nlohmann::json::parse(encode_checkpoint(sample()))["policy"]["in_flight"][0]["eviction"].contains(
+      "local_storage_rule"));
+  j["policy"]["in_flight"][0]["eviction"].erase("local_storage_message");
+  EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << "a rule without its message";
+}
+
 TEST(Checkpoint, MalformedRankingKeysAreErrors) {
   for (auto [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
            {"qos", "Gold"}, {"priority", 1e12}, {"priority", 3000000000LL}, {"usage", -1}, {"over_request", "yes"}}) {

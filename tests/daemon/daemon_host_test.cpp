@@ -74,6 +74,7 @@ struct PodDef {
   std::string uid, name, qos;  // qos: Guaranteed|Burstable|BestEffort
   std::vector<std::string> workload;  // __workload arguments
   int grace = 1;
+  std::string spec_extra;  // more pod spec fields, each followed by a comma (e.g. "volumes":[...],)
 };
 
 class HostNode {
@@ -157,7 +158,7 @@ class HostNode {
     bool first = true;
     for (const auto& p : pods_) {
       list += std::string(first ? "" : ",") + R"({"metadata":{"name":")" + p.name + R"(","namespace":"t","uid":")" +
-              p.uid + R"("},"spec":{"terminationGracePeriodSeconds":)" + std::to_string(p.grace) +
+              p.uid + R"("},"spec":{)" + p.spec_extra + R"("terminationGracePeriodSeconds":)" + std::to_string(p.grace) +
               R"(,"containers":[{"name":"c","resources":)" +
               (p.qos == "BestEffort" ? std::string("{}")
                                      : std::string(R"({"requests":{"memory":"32Mi"})") +
@@ -169,6 +170,8 @@ class HostNode {
     std::ofstream(dir_ + "/pods.json") << list;
   }
 
+  /// The test's own directory (removed with the node): a sandbox nodefs and log root go below it.
+  const std::string& dir() const { return dir_; }
   std::string config_path() const { return dir_ + "/config.yaml"; }
   std::string state_path() const { return dir_ + "/state.json"; }
   std::string log() const { return slurp(dir_ + "/daemon.log"); }
@@ -428,6 +431,53 @@ TEST(DaemonHost, CorruptCheckpointIsReportedAndIgnored) {
   ASSERT_TRUE(n.start_daemon()) << n.log();
   EXPECT_NE(n.log().find("checkpoint ignored (corrupt)"), std::string::npos) << n.log();
   EXPECT_TRUE(n.running());
+}
+
+// Writes `mib` MiB of real (non-sparse) data to `path`, creating its parents.
+bool write_file_mib(const std::string& path, std::size_t mib) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary);
+  const std::string chunk(1 << 20, 'x');
+  for (std::size_t i = 0; i < mib; ++i) out.write(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+  out.close();
+  return out.good();
+}
+
+// The kubelet's emptyDir sizeLimit on a real directory, without any node
+// pressure: the pod that wrote 8 MiB into its 4 MiB emptyDir is evicted at
+// once (grace 0) with the reason emptydirfs.limit; the pod with 2 MiB in its
+// 16 MiB emptyDir stays. The sandbox nodefs (pods/<uid>/volumes/...) and log
+// root are below the node's temporary directory, removed also on failure.
+TEST(DaemonHost, EvictsAPodOverItsEmptyDirSizeLimitAndOnlyIt) {
+  HostNode n("daemon-emptydir");
+  REQUIRE_HOST(n);
+  PodDef spill{"66666666-0000-4000-8000-000000000001", "spill", "Burstable", steady(8)};
+  spill.spec_extra = R"("volumes":[{"name":"cache","emptyDir":{"sizeLimit":"4Mi"}}],)";
+  PodDef tidy{"66666666-0000-4000-8000-000000000002", "tidy", "Burstable", steady(8)};
+  tidy.spec_extra = R"("volumes":[{"name":"cache","emptyDir":{"sizeLimit":"16Mi"}}],)";
+  const std::string nodefs = n.dir() + "/nodefs";
+  auto volume = [&](const PodDef& p) { return nodefs + "/pods/" + p.uid + "/volumes/kubernetes.io~empty-dir/cache"; };
+  ASSERT_TRUE(write_file_mib(volume(spill) + "/data", 8));
+  ASSERT_TRUE(write_file_mib(volume(tidy) + "/data", 2));
+  fs::create_directories(n.dir() + "/logs");
+  ASSERT_TRUE(n.start(spill));
+  ASSERT_TRUE(n.start(tidy));
+  n.write_config("evictionHard:\n  allocatableMemory.available: 16Mi\ncgroup:\n  nodefsPath: " + nodefs +
+                 "\n  imagefsPath: " + n.dir() + "/imagefs\n  podLogsPath: " + n.dir() +
+                 "/logs\n  diskWalkInterval: 200ms\n");
+  ASSERT_TRUE(n.start_daemon()) << n.log();
+  ASSERT_TRUE(n.wait_gone(spill, 30s)) << n.log();
+  std::this_thread::sleep_for(2s);  // walks and decisions go on: the pod within its limit stays
+  EXPECT_GT(n.procs(tidy), 0u) << n.log();
+  EXPECT_EQ(n.oom_kills(), 0u);
+  const std::string log = n.log();
+  EXPECT_EQ(count(log, "signal=emptydirfs.limit"), 1u) << "one eviction, never twice\n" << log;
+  EXPECT_EQ(count(log, "signal="), 1u) << "nothing else evicted\n" << log;
+  EXPECT_NE(log.find("t/spill (" + spill.uid + ") qos=Burstable signal=emptydirfs.limit"), std::string::npos) << log;
+  EXPECT_NE(log.find("grace=0s"), std::string::npos) << log;
+  EXPECT_NE(log.find(R"(Usage of EmptyDir volume "cache" exceeds the limit "4Mi".)"), std::string::npos) << log;
+  EXPECT_EQ(log.find("t/tidy (" + tidy.uid + ") qos"), std::string::npos) << log;
+  EXPECT_EQ(n.stop_daemon(), 0);
 }
 
 TEST(DaemonCli, InvalidConfigAtStartupIsAClearErrorNotACrash) {

@@ -100,5 +100,21 @@ TEST(EvictionMessage, IsBoundedForTheEventsApi) {
   EXPECT_EQ(m.substr(m.size() - 3), "...");
 }
 
+TEST(EvictionMessage, AnOwnStorageLimitSpeaksOfTheVolumeNotTheNode) {
+  Eviction e = memory_victim();
+  e.signal = Signal::NodefsAvailable;
+  e.local_storage_rule = "emptydirfs.limit";
+  e.local_storage_message = "Usage of EmptyDir volume \"cache\" exceeds the limit \"4Mi\". ";
+  e.observed = 8 * kMi;
+  e.threshold_value = 4 * kMi;
+  e.runner_up.reset();
+  e.wake_source = "poll";
+  e.detection_latency_seconds.reset();
+  EXPECT_EQ(eviction_message(e),
+            "Usage of EmptyDir volume \"cache\" exceeds the limit \"4Mi\". "
+            "Evicted by pressured (eviction 6b012f60-1) for emptydirfs.limit (usage 8Mi, limit 4Mi), woken by poll; "
+            "over its own local storage limit, before any node threshold.");
+}
+
 }  // namespace
 }  // namespace pressured::k8s

@@ -294,5 +294,118 @@ TEST(Policy, HardEvictionsAreReportedSoftOnesDelegatedOnlyWithMetadata) {
   EXPECT_EQ(w.policy.in_flight(Lane::Memory)->kill_at, at(8)) << "grace 3 s + margin 5 s";
 }
 
+// A pod whose emptyDir `volume` holds `used` bytes against a sizeLimit of
+// `limit`, walked by the storage walker (local ephemeral-storage limits).
+Pod over_empty_dir(const std::string& uid, uint64_t used, uint64_t limit) {
+  Pod p = pod(uid, QosClass::Burstable, 10 * kMi, 10 * kMi);
+  p.local_storage.empty_dirs.push_back({"cache", limit});
+  p.ephemeral_storage = EphemeralStorageBreakdown{};
+  p.ephemeral_storage->empty_dir_volumes.push_back({"cache", used, 1});
+  p.ephemeral_storage->empty_dir_bytes = used;
+  p.usage.ephemeral_storage_bytes = used;
+  return p;
+}
+
+TEST(PolicyLocalStorage, AnOwnLimitComesBeforeTheNodeThresholdOfItsLane) {
+  // nodefs is short too: its ranking would pick "hog" (50Gi); the pod over
+  // its emptyDir sizeLimit goes first, hard, with the kubelet's reason.
+  World w(config({hard(Signal::NodefsAvailable, qty(kGi)), hard(Signal::MemoryAvailable, qty(100 * kMi))}));
+  Pod hog = pod("hog", QosClass::BestEffort, kMi);
+  hog.usage.ephemeral_storage_bytes = 50 * static_cast<uint64_t>(kGi);
+  w.snap.add(hog).add(over_empty_dir("ed", 9 << 20, 4 << 20));
+  w.snap.sig(Signal::NodefsAvailable, 100 * kMi, 100 * kGi).mem(50 * kMi, 2 * kGi);
+  Decisions d = w.engine.evaluate(w.snap, at(0), w.policy.excluded());
+  ASSERT_EQ(d.candidates.size(), 2u) << "one disk candidate (the own limit), one memory candidate";
+  EXPECT_EQ(d.candidates[0].uid, "ed");
+  EXPECT_EQ(d.candidates[0].local_storage_rule, "emptydirfs.limit");
+  EXPECT_EQ(d.candidates[0].local_storage_message, "Usage of EmptyDir volume \"cache\" exceeds the limit \"4Mi\". ");
+  EXPECT_EQ(eviction_reason(d.candidates[0]), "emptydirfs.limit");
+  EXPECT_EQ(d.candidates[0].observed, 9 << 20);
+  EXPECT_EQ(d.candidates[0].threshold_value, 4 << 20);
+  EXPECT_EQ(d.candidates[1].signal, Signal::MemoryAvailable) << "the memory lane is independent";
+  auto a = w.step(0);
+  ASSERT_EQ(kinds(a), (std::vector<K>{K::Start, K::Start}));
+  EXPECT_EQ(a[0].eviction.uid, "ed");
+  EXPECT_EQ(a[0].eviction.kind, ThresholdKind::Hard);
+  EXPECT_EQ(a[0].eviction.grace_period_seconds, 0);
+  EXPECT_EQ(lane_of(a[0].eviction.signal), Lane::Disk);
+  EXPECT_TRUE(w.policy.in_flight(Lane::Disk)->killed) << "grace 0: killed at once";
+  EXPECT_EQ(w.policy.in_flight(Lane::Disk)->eviction.local_storage_rule, "emptydirfs.limit");
+}
+
+TEST(PolicyLocalStorage, WithoutNodePressureItStillEvicts) {
+  World w(config({hard(Signal::NodefsAvailable, qty(kGi))}));
+  w.snap.add(over_empty_dir("ed", 9 << 20, 4 << 20)).add(over_empty_dir("ok", 3 << 20, 4 << 20));
+  w.snap.sig(Signal::NodefsAvailable, 90 * kGi, 100 * kGi);
+  auto a = w.step(0);
+  ASSERT_EQ(kinds(a), std::vector<K>{K::Start});
+  EXPECT_EQ(a[0].eviction.uid, "ed");
+  EXPECT_FALSE(w.engine.evaluate(w.snap, at(0), w.policy.excluded()).conditions[1]) << "no DiskPressure";
+}
+
+TEST(PolicyLocalStorage, OneAtATimeAndNeverTwice) {
+  World w(config({}));
+  w.snap.add(over_empty_dir("a", 9 << 20, 4 << 20)).add(over_empty_dir("b", 8 << 20, 4 << 20));
+  auto a = w.step(0);
+  ASSERT_EQ(kinds(a), std::vector<K>{K::Start});
+  EXPECT_EQ(a[0].eviction.uid, "a") << "the first pod over a limit, in snapshot order";
+  // "a" is in flight: not offered again; "b" waits for the disk lane.
+  a = w.step(0.5);
+  ASSERT_EQ(kinds(a), std::vector<K>{K::Deferred});
+  EXPECT_EQ(a[0].eviction.uid, "b");
+  EXPECT_EQ(a[0].eviction.local_storage_rule, "emptydirfs.limit");
+  // "a" exits but its volume stays on disk (the kubelet removes it later):
+  // the release wait times out, "b" goes, and "a" is never chosen again.
+  w.exited = {"a"};
+  EXPECT_EQ(kinds(w.step(2)), (std::vector<K>{K::Exited, K::Deferred}));
+  w.exited.clear();
+  a = w.step(12.5);
+  ASSERT_EQ(kinds(a), (std::vector<K>{K::ReleaseTimeout, K::Start}));
+  EXPECT_EQ(a[1].eviction.uid, "b");
+  w.exited = {"b"};
+  EXPECT_EQ(kinds(w.step(13)), std::vector<K>{K::Exited});
+  w.pod("b")->usage.ephemeral_storage_bytes = 0;  // its volume is gone
+  w.pod("b")->ephemeral_storage->empty_dir_volumes.clear();
+  w.exited.clear();
+  EXPECT_EQ(kinds(w.step(14)), std::vector<K>{K::Released});
+  for (double t = 15; t < 40; t += 5) {
+    EXPECT_TRUE(w.step(t).empty()) << "\"a\" is still over its limit but was evicted already (t=" << t << ")";
+  }
+}
+
+TEST(PolicyLocalStorage, FeatureGateOffDecidesNothing) {
+  EvictionConfig ec = config({});
+  ec.local_storage_capacity_isolation = false;
+  World w(ec);
+  w.snap.add(over_empty_dir("ed", 9 << 20, 4 << 20));
+  for (double t = 0; t < 3; t += 1) EXPECT_TRUE(w.step(t).empty());
+}
+
+TEST(PolicyLocalStorage, PodsNeverEvictedStayNeverEvicted) {
+  EvictionConfig ec = config({});
+  ec.daemonset_pods = DaemonSetPolicy::Never;
+  World w(ec);
+  Pod critical = over_empty_dir("critical", 9 << 20, 4 << 20);
+  critical.critical = true;
+  Pod stat = over_empty_dir("static", 9 << 20, 4 << 20);
+  stat.static_pod = true;
+  Pod ds = over_empty_dir("ds", 9 << 20, 4 << 20);
+  ds.daemonset = true;
+  Pod unknown = over_empty_dir("unknown", 9 << 20, 4 << 20);
+  unknown.metadata_unavailable = true;
+  w.snap.add(critical).add(stat).add(ds).add(unknown);
+  EXPECT_TRUE(w.step(0).empty());
+}
+
+TEST(PolicyLocalStorage, NoDiskReclaimRunForAnOwnLimit) {
+  PolicyConfig pc;
+  pc.disk_reclaim = true;
+  World w(config({hard(Signal::NodefsAvailable, qty(kGi))}), pc);
+  w.snap.add(over_empty_dir("ed", 9 << 20, 4 << 20)).sig(Signal::NodefsAvailable, 100 * kMi, 100 * kGi);
+  auto a = w.step(0);
+  ASSERT_EQ(kinds(a), std::vector<K>{K::Start}) << "an image GC cannot shrink a pod's own volume";
+  EXPECT_EQ(a[0].eviction.uid, "ed");
+}
+
 }  // namespace
 }  // namespace pressured

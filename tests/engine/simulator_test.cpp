@@ -198,5 +198,71 @@ TEST(Simulator, HugeRequestsSaturateInsteadOfWrapping) {
   ASSERT_TRUE(sim.feed(R"({"t":0,"kind":"pod","uid":"s","requests":{"memory":"1e30"},"usage":{"memory":"1Gi"}})", out).ok());
 }
 
+// The local ephemeral-storage fields: the pod spec's shapes and the walk's
+// parts; a pod over its emptyDir sizeLimit is evicted with the rule's name.
+TEST(SimulatorLocalStorage, FieldsAndTheEvictLine) {
+  std::string out = run(
+      R"({"t":0,"kind":"pod","uid":"a","name":"a","namespace":"ns","volumes":[{"name":"cache","emptyDir":{"sizeLimit":"4Mi"}}],"containers":[{"name":"app","limits":{"ephemeral-storage":"1Gi"}}],"storage":{"emptyDir":{"cache":"5Mi"},"logs":{"app":"1Mi"},"writableLayers":{"app":"1Mi"}}}
+{"t":0,"kind":"tick"}
+)",
+      config({}));
+  EXPECT_EQ(out,
+            R"({"t":0,"kind":"evict","uid":"a","name":"a","namespace":"ns","signal":"emptydirfs.limit","threshold":"hard",)"
+            R"("gracePeriodSeconds":0,"message":"Usage of EmptyDir volume \"cache\" exceeds the limit \"4Mi\". ",)"
+            R"("usage":5242880,"limit":4194304,"why":{"victim":{"qos":"BestEffort","overRequest":true,"priority":0,)"
+            R"("usage":7340032,"request":0,"amount":7340032,"zeroUsage":false,"daemonsetLast":false},"runnerUp":null,)"
+            R"("decidedBy":null}})"
+            "\n");
+  // Within its limits, or not walked (no "storage"): nothing.
+  EXPECT_EQ(run(R"({"t":0,"kind":"pod","uid":"a","volumes":[{"name":"cache","emptyDir":{"sizeLimit":"4Mi"}}],"storage":{"emptyDir":{"cache":"4Mi"}}}
+{"t":0,"kind":"pod","uid":"b","volumes":[{"name":"cache","emptyDir":{"sizeLimit":"4Mi"}}],"usage":{"ephemeral-storage":"1Gi"}}
+{"t":0,"kind":"tick"}
+)",
+                config({})),
+            "");
+  // The feature gate off: nothing either.
+  EvictionConfig off = config({});
+  off.local_storage_capacity_isolation = false;
+  EXPECT_EQ(run(R"({"t":0,"kind":"pod","uid":"a","volumes":[{"name":"cache","emptyDir":{"sizeLimit":"4Mi"}}],"storage":{"emptyDir":{"cache":"5Mi"}}}
+{"t":0,"kind":"tick"}
+)",
+                off),
+            "");
+}
+
+TEST(SimulatorLocalStorage, InputErrorsAreSpecificAndChangeNothing) {
+  struct Case {
+    const char* line;
+    const char* message;
+  };
+  const Case cases[] = {
+      {R"({"t":1,"kind":"pod","uid":"a","containers":{"app":1}})", "containers must be a list"},
+      {R"({"t":1,"kind":"pod","uid":"a","containers":[{"limits":{}}]})", "containers[0] needs a non-empty \"name\""},
+      {R"({"t":1,"kind":"pod","uid":"a","containers":[{"name":"x","limits":{"memory":1}}]})", "unknown key \"memory\""},
+      {R"({"t":1,"kind":"pod","uid":"a","containers":[{"name":"x","limits":{"ephemeral-storage":"-1Gi"}}]})",
+       "containers[0].limits.ephemeral-storage must not be negative"},
+      {R"({"t":1,"kind":"pod","uid":"a","volumes":[{"name":"v"}]})", "volumes[0] needs an \"emptyDir\" object"},
+      {R"({"t":1,"kind":"pod","uid":"a","volumes":[{"name":"v","emptyDir":{"medium":"Memory"}}]})",
+       "unknown key \"medium\""},
+      {R"({"t":1,"kind":"pod","uid":"a","volumes":[{"name":"v","emptyDir":{"sizeLimit":"4Mb"}}]})", "'4Mb'"},
+      {R"({"t":1,"kind":"pod","uid":"a","storage":{"tmp":{}}})", "unknown key \"tmp\""},
+      {R"({"t":1,"kind":"pod","uid":"a","storage":{"logs":["app"]}})", "storage.logs must be an object"},
+      {R"({"t":1,"kind":"pod","uid":"a","storage":{"emptyDir":{"v":-5}}})", "storage.emptyDir.v must not be negative"},
+      {R"({"t":1,"kind":"pod","uid":"a","usage":{"ephemeral-storage":1},"storage":{}})", "are both given"},
+  };
+  for (const auto& c : cases) {
+    Simulator sim(config({}));
+    std::vector<std::string> out;
+    // A pod over its limit is there before: a bad line must leave it as it was.
+    ASSERT_TRUE(sim.feed(R"({"t":0,"kind":"pod","uid":"a","volumes":[{"name":"v","emptyDir":{"sizeLimit":"1Mi"}}],"storage":{"emptyDir":{"v":"2Mi"}}})", out).ok());
+    auto r = sim.feed(c.line, out);
+    ASSERT_FALSE(r.ok()) << c.line;
+    EXPECT_NE(r.error().message.find(c.message), std::string::npos) << c.line << " -> " << r.error().message;
+    ASSERT_TRUE(sim.feed(R"({"t":2,"kind":"tick"})", out).ok());
+    ASSERT_EQ(out.size(), 1u) << c.line;
+    EXPECT_NE(out[0].find("emptydirfs.limit"), std::string::npos) << out[0];
+  }
+}
+
 }  // namespace
 }  // namespace pressured

@@ -207,6 +207,15 @@ TEST_F(ServedMetrics, EvictionsOutcomesAndRecentVictims) {
   EXPECT_EQ(e.value("pressured_eviction_no_candidates_total", {{"signal", "pid.available"}}), 1);
   EXPECT_EQ(e.value("pressured_local_kills_total", {{"result", "success"}}), 2);
   EXPECT_EQ(e.value("pressured_local_kills_total", {{"result", "failure"}}), 1);
+  // A local ephemeral-storage eviction is labelled with its rule, as the
+  // kubelet's evictions metric.
+  metrics_->eviction("emptydirfs.limit", QosClass::Burstable, ThresholdKind::Hard, "shop", "cache", "uid-9");
+  e = scrape();
+  EXPECT_EQ(e.value("pressured_evictions_total",
+                    {{"signal", "emptydirfs.limit"}, {"qos_class", "Burstable"}, {"threshold_type", "hard"}}),
+            1);
+  EXPECT_EQ(e.find("pressured_eviction_last_timestamp_seconds", {{"uid", "uid-9"}}).at(0).labels.at("signal"),
+            "emptydirfs.limit");
   metrics_->policy_action("escalate", 0);
   metrics_->policy_action("stuck");
   metrics_->policy_action("stuck");

@@ -592,6 +592,7 @@ constexpr const char* kEvictionKeys[] = {
     "evictionPressureTransitionPeriod",
     "mergeDefaultEvictionSettings",
     "daemonSetPods",
+    "featureGates",
 };
 
 bool is_eviction_key(const std::string& k) {
@@ -696,6 +697,24 @@ Result<void> decode_eviction(const std::map<std::string, Node>& keys, EvictionCo
       }
     }
     if (!found) return value_error("daemonSetPods", *n, "is not one of " + enum_choices(kDaemonSetPolicies));
+  }
+  if (const Node* n = get("featureGates")) {
+    // The KubeletConfiguration's featureGates, for the one gate pressured
+    // has an equivalent of; any other gate is an error (as the kubelet's
+    // "unrecognized feature gate"), never silently ignored.
+    if (!n->IsNull() && !n->IsMap()) return value_error("featureGates", *n, "is not a mapping of gate name to boolean");
+    if (n->IsMap()) {
+      for (auto it = n->begin(); it != n->end(); ++it) {
+        const std::string gate = it->first.as<std::string>();
+        const std::string path = "featureGates." + gate;
+        if (gate != "LocalStorageCapacityIsolation") {
+          return field_error(path, "unrecognized feature gate (known: LocalStorageCapacityIsolation)");
+        }
+        auto v = decode_bool(it->second, ctx.where(path, path));
+        if (!v) return v.error();
+        ev.local_storage_capacity_isolation = *v;
+      }
+    }
   }
   if (const Node* n = get("evictionMaxPodGracePeriod")) {
     auto v = decode_seconds(*n, ctx.where("evictionMaxPodGracePeriod", "evictionMaxPodGracePeriod"));
@@ -1218,6 +1237,7 @@ std::string dump_config(const Config& c) {
   for (const auto& [text, value] : kDaemonSetPolicies) {
     if (value == ev.daemonset_pods) root["daemonSetPods"] = text;
   }
+  root["featureGates"]["LocalStorageCapacityIsolation"] = ev.local_storage_capacity_isolation;
   for (const auto& sec : sections()) {
     Node s(YAML::NodeType::Map);
     for (const auto& f : sec.fields) s[f.key] = f.encode(c);

@@ -108,6 +108,12 @@ json encode_eviction(const Eviction& e) {
   // Likewise for what woke the decision (messages only).
   j["wake_source"] = e.wake_source;
   j["detection_latency_seconds"] = e.detection_latency_seconds ? json(*e.detection_latency_seconds) : json(nullptr);
+  // A local ephemeral-storage eviction: its rule and the kubelet's sentence
+  // (absent for node thresholds, so older records and readers are unchanged).
+  if (!e.local_storage_rule.empty()) {
+    j["local_storage_rule"] = e.local_storage_rule;
+    j["local_storage_message"] = e.local_storage_message;
+  }
   return j;
 }
 
@@ -134,6 +140,11 @@ Eviction decode_eviction(const json& p) {
   if (auto w = p.find("wake_source"); w != p.end()) e.wake_source = w->get<std::string>();
   if (auto l = p.find("detection_latency_seconds"); l != p.end() && !l->is_null()) {
     e.detection_latency_seconds = l->get<double>();
+  }
+  if (auto r = p.find("local_storage_rule"); r != p.end()) {
+    e.local_storage_rule = r->get<std::string>();
+    if (e.local_storage_rule.empty()) throw std::invalid_argument("local_storage_rule is empty");
+    e.local_storage_message = p.at("local_storage_message").get<std::string>();
   }
   if (auto r = p.find("ranking"); r != p.end()) {
     e.keys = decode_keys(r->at("victim"));

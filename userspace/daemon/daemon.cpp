@@ -811,10 +811,10 @@ void Daemon::start(const PolicyAction& a) {
   const bool dry = config_.daemon.dry_run;
   spdlog::info("{}eviction {}: pod {} qos={} signal={} observed={:.0f} threshold={:.0f} ({}) grace={}s cgroup={}: "
                "{} Why: {}",
-               dry ? "[dry-run] " : "", e.id, pod_label(e.namespace_, e.name, e.uid), name(e.qos), name(e.signal),
+               dry ? "[dry-run] " : "", e.id, pod_label(e.namespace_, e.name, e.uid), name(e.qos), eviction_reason(e),
                e.observed, e.threshold_value, e.kind == ThresholdKind::Hard ? "hard" : "soft", e.grace_period_seconds,
                e.cgroup_path, k8s::eviction_message(e), explain_choice(e));
-  if (deps_.metrics) deps_.metrics->eviction(e.signal, e.qos, e.kind, e.namespace_, e.name, e.uid);
+  if (deps_.metrics) deps_.metrics->eviction(eviction_reason(e), e.qos, e.kind, e.namespace_, e.name, e.uid);
   ++stats_.evictions_started;
   const bool report = a.report && deps_.reporter != nullptr;
   if (e.grace_period_seconds == 0) {

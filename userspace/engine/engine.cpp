@@ -9,6 +9,8 @@
 #include <iterator>
 #include <tuple>
 
+#include "engine/local_storage.hpp"
+
 namespace pressured {
 namespace {
 
@@ -207,8 +209,17 @@ std::string deciding_words(const RankKeys& v, const RankKeys& o, StarvedResource
 
 }  // namespace
 
+std::string_view eviction_reason(const Eviction& e) {
+  return e.local_storage_rule.empty() ? name(e.signal) : std::string_view(e.local_storage_rule);
+}
+
 std::string explain_choice(const Eviction& e) {
   const StarvedResource r = info(e.signal).resource;
+  // Over its own limit: no ranking chose it, nobody else was compared.
+  if (!e.local_storage_rule.empty()) {
+    return "over its own local storage limit (" + e.local_storage_rule + "): usage " + amount_text(e.keys.usage, r) +
+           " of the pod; no ranking, the first pod over a limit";
+  }
   std::string s = "victim " + describe_keys(e.keys, r);
   if (!e.runner_up) return s + "; no runner-up (the only pod that could be evicted)";
   return s + "; runner-up " + runner_up_label(*e.runner_up) + " " + describe_keys(e.runner_up->keys, r) +
@@ -216,6 +227,7 @@ std::string explain_choice(const Eviction& e) {
 }
 
 std::string choice_summary(const Eviction& e) {
+  if (!e.local_storage_rule.empty()) return "over its own local storage limit, before any node threshold";
   if (!e.runner_up) return "the only pod that could be evicted";
   return "chosen before " + runner_up_label(*e.runner_up) + " by " +
          deciding_words(e.keys, e.runner_up->keys, info(e.signal).resource);
@@ -333,6 +345,38 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
   d.conditions = state_.conditions;
 
   std::array<bool, 3> lane_done{};
+  // Local ephemeral-storage limits come first, whatever the node thresholds
+  // say (the kubelet's localStorageEviction runs before them): the first pod
+  // over one of its own limits is the disk lane's candidate, hard (grace 0).
+  if (config_.local_storage_capacity_isolation) {
+    for (const Pod& p : snapshot.pods) {
+      // Not walked yet: nothing to judge (the cheapest test first: this
+      // pass runs at every evaluation, pressure or not).
+      if (!p.ephemeral_storage || never_evicted(p, config_) || contains(excluded, p.uid)) continue;
+      auto v = local_storage_violation(p, LocalStorageOptions{});
+      if (!v) continue;
+      Eviction e;
+      e.uid = p.uid;
+      e.name = p.name;
+      e.namespace_ = p.namespace_;
+      e.qos = p.qos;
+      e.static_pod = p.static_pod;
+      e.metadata_known = p.metadata_known;
+      e.cgroup_path = p.cgroup_path;
+      e.signal = Signal::NodefsAvailable;
+      e.kind = ThresholdKind::Hard;
+      e.observed = static_cast<double>(v->usage_bytes);
+      e.threshold_value = static_cast<double>(v->limit_bytes);
+      e.grace_period_seconds = 0;
+      e.usage_at_decision = pod_usage(p, StarvedResource::EphemeralStorage);
+      e.keys = rank_keys(p, StarvedResource::EphemeralStorage, config_);
+      e.local_storage_rule = std::string(name(v->rule));
+      e.local_storage_message = std::move(v->message);
+      lane_done[static_cast<std::size_t>(lane_index(StarvedResource::EphemeralStorage))] = true;
+      d.candidates.push_back(std::move(e));
+      break;
+    }
+  }
   for (std::size_t i : eviction_order_) {
     const ThresholdStatus& st = d.thresholds[i];
     if (!st.met || !st.grace_elapsed) continue;

@@ -265,13 +265,16 @@ void EvictionPolicy::decide(TimePoint now, const Decisions& decisions, std::vect
       out.push_back(std::move(a));
       continue;
     }
-    if (*lane == Lane::Disk && state_.disk_reclaim_running) {
+    // A pod over its own storage limit is evicted whatever a node-wide
+    // reclaim could free (the kubelet does not garbage-collect for it).
+    const bool own_limit = !c.local_storage_rule.empty();
+    if (*lane == Lane::Disk && state_.disk_reclaim_running && !own_limit) {
       a.kind = K::Deferred;
       a.reason = "the disk reclaim command is running";
       out.push_back(std::move(a));
       continue;
     }
-    if (*lane == Lane::Disk && config_.disk_reclaim &&
+    if (*lane == Lane::Disk && config_.disk_reclaim && !own_limit &&
         (!state_.disk_reclaim_done_at || now - *state_.disk_reclaim_done_at > config_.disk_reclaim_validity)) {
       a.kind = K::DiskReclaim;
       state_.disk_reclaim_running = true;

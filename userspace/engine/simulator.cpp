@@ -4,6 +4,7 @@
 #include <istream>
 #include <ostream>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -73,6 +74,106 @@ ordered_json echo_t(const json& t) {
   if (t.is_number_unsigned()) return t.get<uint64_t>();
   if (t.is_number_integer()) return t.get<int64_t>();
   return t.get<double>();
+}
+
+// "containers": [{"name", "limits": {"ephemeral-storage"}}], "volumes":
+// [{"name", "emptyDir": {"sizeLimit"}}] (the pod spec's shapes) and
+// "storage": {"emptyDir": {volume: bytes}, "logs": {container: bytes},
+// "writableLayers": {container: bytes}} (the walk; usage.ephemeral-storage
+// becomes the sum of its parts). Each key given replaces what it describes;
+// without "storage" the pod counts as not walked (no limit is judged).
+Result<void> local_storage_fields(const json& j, Pod& p) {
+  LocalStorageSpec spec = p.local_storage;
+  if (j.contains("containers")) {
+    const json& cs = j["containers"];
+    if (!cs.is_array()) return err("containers must be a list of {\"name\", \"limits\"}");
+    spec.containers.clear();
+    spec.pod_limit_bytes.reset();
+    for (std::size_t i = 0; i < cs.size(); ++i) {
+      const std::string where = "containers[" + std::to_string(i) + "]";
+      const json& c = cs[i];
+      if (!c.is_object()) return err(where + " must be an object");
+      if (auto r = check_keys(c, {"name", "limits"}, where + ": "); !r) return r;
+      if (!c.contains("name") || !c["name"].is_string() || c["name"].get<std::string>().empty()) {
+        return err(where + " needs a non-empty \"name\"");
+      }
+      LocalStorageSpec::Container k;
+      k.name = c["name"].get<std::string>();
+      k.id = k.name;  // the timeline names writable layers by container
+      if (c.contains("limits")) {
+        const json& l = c["limits"];
+        if (!l.is_object()) return err(where + ".limits must be an object");
+        if (auto r = check_keys(l, {"ephemeral-storage"}, where + ".limits: "); !r) return r;
+        if (l.contains("ephemeral-storage")) {
+          auto v = count_of(l["ephemeral-storage"], where + ".limits.ephemeral-storage");
+          if (!v) return v.error();
+          k.ephemeral_storage_limit_bytes = *v;
+          // The kubelet's PodLimits: the sum of the limits that are set.
+          spec.pod_limit_bytes = spec.pod_limit_bytes.value_or(0) + *v;
+        }
+      }
+      spec.containers.push_back(std::move(k));
+    }
+  }
+  if (j.contains("volumes")) {
+    const json& vs = j["volumes"];
+    if (!vs.is_array()) return err("volumes must be a list of {\"name\", \"emptyDir\"}");
+    spec.empty_dirs.clear();
+    for (std::size_t i = 0; i < vs.size(); ++i) {
+      const std::string where = "volumes[" + std::to_string(i) + "]";
+      const json& v = vs[i];
+      if (!v.is_object()) return err(where + " must be an object");
+      if (auto r = check_keys(v, {"name", "emptyDir"}, where + ": "); !r) return r;
+      if (!v.contains("name") || !v["name"].is_string() || v["name"].get<std::string>().empty()) {
+        return err(where + " needs a non-empty \"name\"");
+      }
+      if (!v.contains("emptyDir") || !v["emptyDir"].is_object()) return err(where + " needs an \"emptyDir\" object");
+      const json& ed = v["emptyDir"];
+      if (auto r = check_keys(ed, {"sizeLimit"}, where + ".emptyDir: "); !r) return r;
+      LocalStorageSpec::EmptyDir e;
+      e.name = v["name"].get<std::string>();
+      if (ed.contains("sizeLimit")) {
+        auto l = count_of(ed["sizeLimit"], where + ".emptyDir.sizeLimit");
+        if (!l) return l.error();
+        e.size_limit_bytes = *l;
+      }
+      spec.empty_dirs.push_back(std::move(e));
+    }
+  }
+  std::optional<EphemeralStorageBreakdown> walked = p.ephemeral_storage;
+  uint64_t total = p.usage.ephemeral_storage_bytes;
+  if (j.contains("storage")) {
+    const json& st = j["storage"];
+    if (!st.is_object()) return err("storage must be an object");
+    if (auto r = check_keys(st, {"emptyDir", "logs", "writableLayers"}, "storage: "); !r) return r;
+    if (j.contains("usage") && j["usage"].contains("ephemeral-storage")) {
+      return err("usage.ephemeral-storage and storage are both given (storage sets it to the sum of its parts)");
+    }
+    EphemeralStorageBreakdown b;
+    total = 0;
+    for (auto [key, parts, sum] :
+         {std::tuple{"emptyDir", &b.empty_dir_volumes, &b.empty_dir_bytes},
+          std::tuple{"logs", &b.container_logs, &b.logs_bytes},
+          std::tuple{"writableLayers", &b.container_layers, &b.writable_layers_bytes}}) {
+      if (!st.contains(key)) continue;
+      const json& m = st[key];
+      const std::string where = std::string("storage.") + key;
+      if (!m.is_object()) return err(where + " must be an object of name to bytes");
+      for (auto it = m.begin(); it != m.end(); ++it) {
+        auto v = count_of(it.value(), where + "." + it.key());
+        if (!v) return v.error();
+        parts->push_back({it.key(), *v, 0});
+        *sum += *v;
+        total += *v;
+      }
+    }
+    b.writable_layers_measured = st.contains("writableLayers");
+    walked = std::move(b);
+  }
+  p.local_storage = std::move(spec);
+  p.ephemeral_storage = std::move(walked);
+  p.usage.ephemeral_storage_bytes = total;
+  return {};
 }
 
 }  // namespace
@@ -184,7 +285,8 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
   } else if (kind == "pod") {
     if (auto r = check_keys(j,
                             {"t", "kind", "uid", "name", "namespace", "qosClass", "priority", "critical", "static",
-                             "daemonSet", "terminationGracePeriodSeconds", "requests", "limits", "usage"},
+                             "daemonSet", "terminationGracePeriodSeconds", "requests", "limits", "usage",
+                             "containers", "volumes", "storage"},
                             "");
         !r) {
       return r;
@@ -282,6 +384,9 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
         return err("usage.writable-layers is part of usage.ephemeral-storage (and -inodes of inodes): it cannot be larger");
       }
     }
+    // Local ephemeral-storage limits: the spec's containers and emptyDir
+    // volumes, and what the storage walker measured part by part.
+    if (auto r = local_storage_fields(j, p); !r) return r;
     // API defaulting: a request left out defaults to the limit.
     // Saturating: a 1e30 request is "more than any node", never a wrapped 0 (UB).
     auto bytes = [](const std::optional<double>& v) -> uint64_t {
@@ -344,9 +449,14 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
       ordered_json o = line("evict", e);
       o["name"] = e.name;
       o["namespace"] = e.namespace_;
-      o["signal"] = std::string(name(e.signal));
+      o["signal"] = std::string(eviction_reason(e));
       o["threshold"] = e.kind == ThresholdKind::Hard ? "hard" : "soft";
       o["gracePeriodSeconds"] = e.grace_period_seconds;
+      if (!e.local_storage_rule.empty()) {  // over its own limit: what and by how much
+        o["message"] = e.local_storage_message;
+        o["usage"] = static_cast<uint64_t>(e.observed);
+        o["limit"] = static_cast<uint64_t>(e.threshold_value);
+      }
       o["why"] = why_json(e, JsonKeys::Camel, false);
       return o.dump();
     };
@@ -376,7 +486,7 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
           }
           case K::Deferred: {
             ordered_json o = line("deferred", e);
-            o["signal"] = std::string(name(e.signal));
+            o["signal"] = std::string(eviction_reason(e));
             o["threshold"] = e.kind == ThresholdKind::Hard ? "hard" : "soft";
             o["reason"] = a.reason;
             out.push_back(o.dump());

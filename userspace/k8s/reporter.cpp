@@ -69,7 +69,12 @@ std::string eviction_message(const Eviction& e) {
   // The kubelet's sentences (pkg/kubelet/eviction/helpers.go, evictionMessage);
   // it speaks of containers, pressured measures pods.
   std::string m = "The node was low on resource: " + res + ". ";
-  if (info(e.signal).is_psi) {
+  if (!e.local_storage_rule.empty()) {
+    // Over its own limit, not a node threshold: the kubelet's sentence
+    // naming the volume or container (localStorageEviction) replaces the
+    // node-level one.
+    m = e.local_storage_message;
+  } else if (info(e.signal).is_psi) {
     // A pressure percentage has no "available" amount.
     char b[96];
     std::snprintf(b, sizeof b, "Threshold: %.6g%%, observed: %.2f%%. ", e.threshold_value, e.observed);
@@ -77,15 +82,20 @@ std::string eviction_message(const Eviction& e) {
   } else {
     m += "Threshold quantity: " + quantity(r, e.threshold_value) + ", available: " + quantity(r, e.observed) + ". ";
   }
-  if (r != StarvedResource::None) {
+  if (r != StarvedResource::None && e.local_storage_rule.empty()) {
     m += "Pod was using " + quantity(r, static_cast<double>(e.keys.usage)) + ", request is " +
          quantity(r, static_cast<double>(e.keys.request));
     m += e.keys.over_request ? ", has larger consumption of " + res + ". " : ". ";
   }
   // pressured's own facts.
-  m += "Evicted by pressured (eviction " + e.id + ") for " + std::string(name(e.signal)) + " (" +
-       (e.kind == ThresholdKind::Hard ? "hard" : "soft") + " threshold" + (e.signal_stale ? ", stale reading" : "") +
-       ")";
+  if (!e.local_storage_rule.empty()) {
+    m += "Evicted by pressured (eviction " + e.id + ") for " + e.local_storage_rule + " (usage " +
+         quantity(r, e.observed) + ", limit " + quantity(r, e.threshold_value) + ")";
+  } else {
+    m += "Evicted by pressured (eviction " + e.id + ") for " + std::string(name(e.signal)) + " (" +
+         (e.kind == ThresholdKind::Hard ? "hard" : "soft") + " threshold" + (e.signal_stale ? ", stale reading" : "") +
+         ")";
+  }
   if (!e.wake_source.empty()) m += ", woken by " + e.wake_source;
   if (e.detection_latency_seconds) {
     char b[48];

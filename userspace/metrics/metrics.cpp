@@ -490,14 +490,19 @@ void Metrics::observation_completed() {
 
 void Metrics::eviction(Signal signal, QosClass qos, ThresholdKind kind, std::string_view namespace_,
                        std::string_view pod, std::string_view uid) {
+  eviction(name(signal), qos, kind, namespace_, pod, uid);
+}
+
+void Metrics::eviction(std::string_view signal, QosClass qos, ThresholdKind kind, std::string_view namespace_,
+                       std::string_view pod, std::string_view uid) {
   auto& m = *impl_;
-  m.counter_for(*m.evictions, {{"signal", str(name(signal))},
+  m.counter_for(*m.evictions, {{"signal", bounded(signal)},
                                {"qos_class", str(name(qos))},
                                {"threshold_type", str(kind_name(kind))}})
       .Increment();
   if (m.options.recent_evictions == 0) return;
   const Labels l{{"namespace", bounded(namespace_)}, {"pod", bounded(pod, 253)}, {"uid", bounded(uid, 64)},
-                 {"signal", str(name(signal))},       {"qos_class", str(name(qos))},
+                 {"signal", bounded(signal)},         {"qos_class", str(name(qos))},
                  {"threshold_type", str(kind_name(kind))}};
   std::lock_guard lock(m.mu);
   // A pod evicted again replaces its previous entry.

@@ -5,7 +5,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -175,6 +177,40 @@ void add_named(std::vector<NamedStorageUsage>& into, const std::vector<NamedStor
   }
 }
 
+// Memory-medium emptyDir volumes are tmpfs mounts below `empty_dir_root`:
+// walk_tree() does not cross into them (their pages are memory, not the
+// pod's disk usage, as the kubelet counts it), yet their sizeLimit is
+// enforced all the same. Each is walked on its own and added to `volumes`
+// only, never to the pod's total.
+void add_memory_volumes(const std::string& empty_dir_root, WalkBudget& budget,
+                        std::set<std::pair<dev_t, ino_t>>& seen, std::vector<NamedStorageUsage>& volumes) {
+  int rfd = ::open(empty_dir_root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (rfd < 0) return;  // no emptyDir at all (or counted as an error by the walk already)
+  struct stat rst {};
+  DIR* d = ::fstat(rfd, &rst) == 0 ? ::fdopendir(rfd) : nullptr;
+  if (d == nullptr) {
+    ::close(rfd);
+    return;
+  }
+  std::vector<std::string> mounts;
+  while (struct dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;
+    if (st.st_dev == rst.st_dev) continue;  // on the nodefs: walked with the others
+    struct statfs fs {};
+    const std::string path = empty_dir_root + "/" + e->d_name;
+    if (::statfs(path.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC) mounts.push_back(e->d_name);
+  }
+  ::closedir(d);
+  for (const auto& name : mounts) {
+    PodDiskUsage part;
+    if (walk_tree(empty_dir_root + "/" + name, part, budget, seen) == 0) {
+      volumes.push_back(NamedStorageUsage{name, part.bytes, part.inodes});
+    }
+  }
+}
+
 // Adds a part's walk to the pod's total.
 void add_part(PodDiskUsage& total, const PodDiskUsage& part, uint64_t& part_bytes, uint64_t& part_inodes) {
   total.bytes += part.bytes;
@@ -274,6 +310,7 @@ class WalkingStorageSource final : public PodStorageSource {
         std::vector<NamedStorageUsage> volumes;
         walk_tree(ed, part, b, seen, &volumes);
         add_part(u, part, u.breakdown.empty_dir_bytes, u.breakdown.empty_dir_inodes);
+        add_memory_volumes(ed, b, seen, volumes);
         add_named(u.breakdown.empty_dir_volumes, volumes);
       }
       for (const auto& layer : r.layers) walk_layer(uid, layer, u, b, seen, layers);

@@ -95,7 +95,7 @@ std::string next_text(const Decisions& d) {
   std::string out = "\nNEXT EVICTION (per lane, for the thresholds met now)\n";
   if (!stuck.empty()) out += "  " + stuck + "\n";
   for (const auto& e : next) {
-    out += std::string(name(e.signal)) + " (" + (e.kind == ThresholdKind::Hard ? "hard" : "soft") + "): " +
+    out += std::string(eviction_reason(e)) + " (" + (e.kind == ThresholdKind::Hard ? "hard" : "soft") + "): " +
            (e.metadata_known && !e.name.empty() ? e.namespace_ + "/" + e.name : "<" + e.uid + ">") + "\n  why: " +
            explain_choice(e) + "\n";
   }
@@ -105,7 +105,7 @@ std::string next_text(const Decisions& d) {
 nlohmann::json next_json(const std::vector<Eviction>& next) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& e : next) {
-    a.push_back({{"signal", name(e.signal)},
+    a.push_back({{"signal", std::string(eviction_reason(e))},
                  {"kind", e.kind == ThresholdKind::Hard ? "hard" : "soft"},
                  {"uid", e.uid},
                  {"name", e.name},
