@@ -333,6 +333,32 @@ TEST(PolicyLocalStorage, AnOwnLimitComesBeforeTheNodeThresholdOfItsLane) {
   EXPECT_EQ(w.policy.in_flight(Lane::Disk)->eviction.local_storage_rule, "emptydirfs.limit");
 }
 
+// A writable layer counts against its container's limit only when it shares
+// nodefs with the logs: not on a dedicated imagefs or a filesystem of its own.
+TEST(EngineLocalStorage, WritableLayersCountOnlyOnNodefs) {
+  Pod p = pod("layered", QosClass::Burstable, 10 * kMi, 10 * kMi);
+  p.local_storage.containers.push_back({"app", "cid", 4u << 20});
+  p.ephemeral_storage = EphemeralStorageBreakdown{};
+  p.ephemeral_storage->container_logs.push_back({"app", 1u << 20, 1});
+  p.ephemeral_storage->container_layers.push_back({"cid", 8u << 20, 1});
+  p.ephemeral_storage->logs_bytes = 1u << 20;
+  p.ephemeral_storage->writable_layers_bytes = 8u << 20;
+  p.ephemeral_storage->writable_layers_measured = true;
+  p.usage.ephemeral_storage_bytes = 9u << 20;
+  for (auto [layout, evicted] : {std::pair{ContainerfsLayout::Unknown, true}, std::pair{ContainerfsLayout::Single, true},
+                                 std::pair{ContainerfsLayout::Split, true}, std::pair{ContainerfsLayout::Imagefs, false},
+                                 std::pair{ContainerfsLayout::Separate, false}}) {
+    World w(config({}));
+    w.snap.add(p);
+    w.snap.s.containerfs_layout = layout;
+    Decisions d = w.engine.evaluate(w.snap, at(0), w.policy.excluded());
+    ASSERT_EQ(d.candidates.size(), evicted ? 1u : 0u) << name(layout);
+    if (evicted) {
+      EXPECT_EQ(d.candidates[0].local_storage_rule, "ephemeralcontainerfs.limit") << name(layout);
+    }
+  }
+}
+
 TEST(PolicyLocalStorage, WithoutNodePressureItStillEvicts) {
   World w(config({hard(Signal::NodefsAvailable, qty(kGi))}));
   w.snap.add(over_empty_dir("ed", 9 << 20, 4 << 20)).add(over_empty_dir("ok", 3 << 20, 4 << 20));

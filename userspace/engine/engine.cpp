@@ -349,11 +349,17 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
   // say (the kubelet's localStorageEviction runs before them): the first pod
   // over one of its own limits is the disk lane's candidate, hard (grace 0).
   if (config_.local_storage_capacity_isolation) {
+    // A writable layer counts against its container's limit only where it
+    // shares nodefs with the logs and emptyDirs (the kubelet: unless the
+    // node has a dedicated image filesystem, which holds the layers).
+    LocalStorageOptions options;
+    options.dedicated_imagefs = snapshot.containerfs_layout == ContainerfsLayout::Imagefs ||
+                                snapshot.containerfs_layout == ContainerfsLayout::Separate;
     for (const Pod& p : snapshot.pods) {
       // Not walked yet: nothing to judge (the cheapest test first: this
       // pass runs at every evaluation, pressure or not).
       if (!p.ephemeral_storage || never_evicted(p, config_) || contains(excluded, p.uid)) continue;
-      auto v = local_storage_violation(p, LocalStorageOptions{});
+      auto v = local_storage_violation(p, options);
       if (!v) continue;
       Eviction e;
       e.uid = p.uid;
