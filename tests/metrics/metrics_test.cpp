@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -345,8 +346,8 @@ TEST_F(ServedMetrics, TopPodsAreBoundedAndLeaversRemoved) {
   for (int i = 0; i < 50; ++i) {
     PodMemorySample p;
     p.namespace_ = "ns";
-    p.pod = "p" + std::to_string(i);
-    p.uid = "u" + std::to_string(i);
+    p.pod = fmt::format("p{}", i);
+    p.uid = fmt::format("u{}", i);
     p.qos = i % 2 ? QosClass::Burstable : QosClass::BestEffort;
     p.working_set_bytes = 1000.0 * i;
     p.memory_request_bytes = i % 2 ? 500.0 * i : 0;
@@ -622,7 +623,7 @@ TEST(Metrics, ConcurrentUpdatesAreSafe) {
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&m, t] {
       for (int i = 0; i < 2000; ++i) {
-        m.events_received("bpf", "t" + std::to_string(i % 3));
+        m.events_received("bpf", fmt::format("t{}", i % 3));
         m.detection_latency("psi", 1e-4);
         m.signal_observed(Signal::MemoryAvailable, i, 1e6);
         if (i % 100 == 0) {
