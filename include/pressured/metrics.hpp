@@ -20,6 +20,7 @@
 
 #include "pressured/clock.hpp"
 #include "pressured/config.hpp"
+#include "pressured/listen_address.hpp"
 #include "pressured/result.hpp"
 #include "pressured/signals.hpp"
 
@@ -258,16 +259,6 @@ class Metrics {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-/// A parsed listen address: "host:port", "[v6]:port" or ":port" (all interfaces).
-struct ListenAddress {
-  std::string host;  // numeric address or name; "0.0.0.0" for ":port"
-  uint16_t port = 0;  // 0: any free port
-  std::string to_string() const;
-};
-
-/// Parses MetricsConfig::listen; an error says what is wrong.
-Result<ListenAddress> parse_listen_address(std::string_view text);
 
 /// TLS and authentication for the metrics port, read from a web
 /// configuration file in node_exporter's format (docs/operations.md):

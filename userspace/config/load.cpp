@@ -29,6 +29,7 @@
 
 #include "config/quantity.hpp"
 #include "config/yaml_guard.hpp"
+#include "pressured/listen_address.hpp"
 
 namespace pressured {
 namespace {
@@ -1130,15 +1131,11 @@ Result<void> validate_config(const Config& c) {
     }
   }
 
-  const std::string& listen = c.metrics.listen;
-  if (!listen.empty()) {
-    auto colon = listen.rfind(':');
-    unsigned port = 0;
-    const char* b = listen.data() + (colon == std::string::npos ? 0 : colon + 1);
-    const char* end = listen.data() + listen.size();
-    auto [p, ec] = std::from_chars(b, end, port);
-    if (colon == std::string::npos || b == end || ec != std::errc() || p != end || port > 65535) {
-      return invalid("metrics.listen", listen, "is not host:port (e.g. 0.0.0.0:9847; empty disables)");
+  // The same parser as the metrics server's: what check-config accepts, run can bind.
+  if (!c.metrics.listen.empty()) {
+    if (auto a = parse_listen_address(c.metrics.listen); !a) {
+      return invalid("metrics.listen", c.metrics.listen,
+                     "is not a listen address: " + a.error().message + "; empty disables the endpoint");
     }
   }
 
