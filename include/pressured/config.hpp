@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "pressured/clock.hpp"
+#include "pressured/enum_names.hpp"
 #include "pressured/signals.hpp"
 
 namespace pressured {
@@ -61,6 +62,9 @@ enum class MemoryAvailableMode : uint8_t {
 };
 
 enum class CgroupDriver : uint8_t { Auto, Cgroupfs, Systemd };
+/// As written in configuration (cgroup.driver, --cgroup-driver) and logs.
+inline constexpr EnumName<CgroupDriver> kCgroupDriverNames[] = {
+    {CgroupDriver::Auto, "auto"}, {CgroupDriver::Cgroupfs, "cgroupfs"}, {CgroupDriver::Systemd, "systemd"}};
 enum class PodSourceKind : uint8_t { None, Kubelet, File, ApiServer };
 
 struct PodSourceConfig {

@@ -20,6 +20,7 @@
 
 #include "pressured/clock.hpp"
 #include "pressured/config.hpp"
+#include "pressured/enum_names.hpp"
 #include "pressured/listen_address.hpp"
 #include "pressured/result.hpp"
 #include "pressured/signals.hpp"
@@ -45,6 +46,23 @@ enum class ApiOutcome : uint8_t {
   ServerError,      // 5xx
   Timeout,          // no answer within the request timeout
   Unreachable,      // connection refused, DNS, TLS
+};
+
+/// Label values of pressured_api_requests_total{action, outcome}.
+inline constexpr EnumName<ApiAction> kApiActionNames[] = {
+    {ApiAction::Eviction, "eviction"},     {ApiAction::Delete, "delete"},
+    {ApiAction::Event, "event"},           {ApiAction::NodeStatus, "node_status"},
+    {ApiAction::ListPods, "list_pods"},
+};
+inline constexpr EnumName<ApiOutcome> kApiOutcomeNames[] = {
+    {ApiOutcome::Success, "success"},
+    {ApiOutcome::NotFound, "not_found"},
+    {ApiOutcome::Conflict, "conflict"},
+    {ApiOutcome::TooManyRequests, "too_many_requests"},
+    {ApiOutcome::ClientError, "client_error"},
+    {ApiOutcome::ServerError, "server_error"},
+    {ApiOutcome::Timeout, "timeout"},
+    {ApiOutcome::Unreachable, "unreachable"},
 };
 
 /// Maps an HTTP status code to an ApiOutcome (2xx Success, 404, 409, 429,

@@ -303,8 +303,14 @@ Field<S> string_list_field(std::string key, std::vector<std::string> S::*m) {
 // ---------------------------------------------------------------------------
 // 2. Section tables: one YAML mapping per Config section, one line per field.
 
-const EnumNames<CgroupDriver> kDrivers{
-    {"auto", CgroupDriver::Auto}, {"cgroupfs", CgroupDriver::Cgroupfs}, {"systemd", CgroupDriver::Systemd}};
+template <typename E, std::size_t N>
+EnumNames<E> from_table(const EnumName<E> (&table)[N]) {
+  EnumNames<E> out;
+  for (const auto& e : table) out.emplace_back(std::string(e.name), e.value);
+  return out;
+}
+
+const EnumNames<CgroupDriver> kDrivers = from_table(kCgroupDriverNames);
 const EnumNames<MemoryAvailableMode> kMemoryModes{{"kubelet", MemoryAvailableMode::Kubelet},
                                                   {"excludeReserved", MemoryAvailableMode::ExcludeReserved},
                                                   {"reclaimableActive", MemoryAvailableMode::ReclaimableActive}};

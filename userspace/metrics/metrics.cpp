@@ -61,30 +61,8 @@ std::string_view unit_of(Signal s) {
 
 std::string_view kind_name(ThresholdKind k) { return k == ThresholdKind::Hard ? "hard" : "soft"; }
 
-std::string_view action_name(ApiAction a) {
-  switch (a) {
-    case ApiAction::Eviction: return "eviction";
-    case ApiAction::Delete: return "delete";
-    case ApiAction::Event: return "event";
-    case ApiAction::NodeStatus: return "node_status";
-    case ApiAction::ListPods: return "list_pods";
-  }
-  return "unknown";
-}
-
-std::string_view outcome_name(ApiOutcome o) {
-  switch (o) {
-    case ApiOutcome::Success: return "success";
-    case ApiOutcome::NotFound: return "not_found";
-    case ApiOutcome::Conflict: return "conflict";
-    case ApiOutcome::TooManyRequests: return "too_many_requests";
-    case ApiOutcome::ClientError: return "client_error";
-    case ApiOutcome::ServerError: return "server_error";
-    case ApiOutcome::Timeout: return "timeout";
-    case ApiOutcome::Unreachable: return "unreachable";
-  }
-  return "unknown";
-}
+std::string_view action_name(ApiAction a) { return enum_name(kApiActionNames, a); }
+std::string_view outcome_name(ApiOutcome o) { return enum_name(kApiOutcomeNames, o); }
 
 // Free-form identifiers from other concerns become bounded label values.
 std::string token(std::string_view in) {
