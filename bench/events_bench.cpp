@@ -1,4 +1,4 @@
-// Events benchmarks (issue 4).
+// Events benchmarks: how fast the reactor hears the kernel (docs/events.md).
 //
 //   bench_events                      Google Benchmark: queue and reactor consumer throughput
 //                                     with a synthetic producer (unprivileged).

@@ -54,7 +54,8 @@ struct EvictionConfig {
   DaemonSetPolicy daemonset_pods = DaemonSetPolicy::EvictLast;
 };
 
-/// How memory.available is computed (issue 3). Kubelet is the default.
+/// How memory.available is computed (docs/observation.md). Kubelet is the
+/// default: thresholds then mean what they mean to the kubelet.
 enum class MemoryAvailableMode : uint8_t {
   Kubelet,            // capacity - (usage - inactive_file)
   ExcludeReserved,    // also subtract reserved hugepages and the min watermark
@@ -97,7 +98,7 @@ struct ObserveConfig {
   std::optional<uint64_t> allocatable_memory_bytes;  // default: kubepods memory limit
   PodSourceConfig pods;
   Duration disk_walk_interval = std::chrono::seconds(60);
-  // Added by the observation layer (issue 3):
+  // Read by the observation layer (docs/observation.md):
   std::string mountinfo_path;  // mount table to read; empty: <proc_root>/self/mountinfo
   double reclaimable_active_file_percent = 50;  // ReclaimableActive mode: share of active_file counted as free
   Duration disk_walk_budget = std::chrono::seconds(5);  // per walk, all pods

@@ -1,5 +1,5 @@
 #pragma once
-// Real-time pressure events (issue 4): what the kernel tells pressured, and the
+// Real-time pressure events (docs/events.md): what the kernel tells pressured, and the
 // one reactor thread that hears it.
 //
 // Sources: BPF programs (ring buffer), PSI triggers, cgroup v1 memcg threshold

@@ -1,5 +1,5 @@
 #pragma once
-// The observation layer's contract (issue 3, docs/observation.md): where the
+// The observation layer's contract (docs/observation.md): where the
 // cgroups are (CgroupLayout), which pods exist (PodCgroup), and how the rest of
 // pressured reads signals and pod usage fresh from the kernel (NodeObserver),
 // plus where pod metadata comes from (PodMetadataSource) and the off-hot-path

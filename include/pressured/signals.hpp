@@ -29,7 +29,8 @@ enum class Signal : uint8_t {
 inline constexpr std::size_t kSignalCount = 12;
 
 /// Node conditions pressured reports (kubelet names; published to the API
-/// under pressured's own condition types, see issue 5).
+/// under pressured's own condition types so they never overwrite the
+/// kubelet's, see docs/kubernetes.md).
 enum class Condition : uint8_t { MemoryPressure, DiskPressure, PIDPressure };
 inline constexpr std::size_t kConditionCount = 3;
 

@@ -1,6 +1,7 @@
-// `pressured run`: the daemon. Wires observation (issue 3), the event reactor
-// (issue 4), the engine (issue 2), metrics (issue 6), the evictor and the
-// Kubernetes reporter together; see docs/daemon.md.
+// `pressured run`: the daemon. Wires observation (docs/observation.md), the
+// event reactor (docs/events.md), the engine (docs/engine.md), metrics
+// (docs/operations.md), the evictor and the Kubernetes reporter together; see
+// docs/daemon.md.
 #include <sys/mman.h>
 #include <sys/timerfd.h>
 #include <systemd/sd-daemon.h>
