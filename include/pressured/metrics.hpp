@@ -12,6 +12,7 @@
 // The exported names, types and labels are listed in docs/operations.md.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -179,6 +180,16 @@ class Metrics {
   /// -> pressured_detection_latency_seconds {source} (histogram, 10 us..10 s)
   void detection_latency(std::string_view source, double seconds);
 
+  /// The reactor's own dispatch latency (kernel event timestamp -> handler),
+  /// which the reactor keeps in plain atomics (EventStats) so its path never
+  /// touches the metrics library. Takes running totals: per-bucket counts
+  /// (not cumulative; one more than `bounds_seconds`, the last is +Inf) and
+  /// the sum; each call adds what is new since the previous one. Call it from
+  /// an on_render hook. `bounds_seconds` must not change between calls.
+  /// -> pressured_reactor_dispatch_latency_seconds (histogram, 10 us..1 s)
+  void reactor_dispatch_latency(const std::vector<double>& bounds_seconds, const std::vector<uint64_t>& bucket_totals,
+                                double sum_seconds);
+
   /// `count` events received. source: "bpf", "psi", "memcg_notification",
   /// "memory_events", ...; type: what happened ("threshold_up", "reclaim",
   /// "oom_kill", "cgroup_mkdir", ...). Label values are reduced to
@@ -252,6 +263,12 @@ class Metrics {
 
   /// Events are attached (BPF, or the PSI/notification fallback) or not.
   void set_events_attached(bool attached);
+
+  /// Runs `hook` at the start of every render(), on the rendering thread:
+  /// copies values that other components keep outside Metrics (e.g. the
+  /// reactor's latency totals) in at scrape time. Whatever the hook reads
+  /// must outlive this Metrics or its server.
+  void on_render(std::function<void()> hook);
 
   /// Ready: events attached and at least one observation completed.
   /// -> pressured_ready 0/1, served as /readyz

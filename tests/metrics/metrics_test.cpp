@@ -581,6 +581,7 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
   m.config_reload(true);
   m.update_pods({PodMemorySample{"n", "p", "u", QosClass::Burstable, 10, 5, MemcgActivitySample{1, 1, 1, 0.5}}});
   m.memcg_activity("kubepods", MemcgActivitySample{2, 2, 2, 1});
+  m.reactor_dispatch_latency({0.001}, {1, 0}, 0.0005);
   auto e = parse_exposition(m.render());
   ASSERT_TRUE(e.errors.empty());
   const auto names = m.metric_names();

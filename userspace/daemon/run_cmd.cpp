@@ -21,6 +21,7 @@
 #include "common/log.hpp"
 #include "config/load.hpp"
 #include "daemon/daemon.hpp"
+#include "daemon/reactor_metrics.hpp"
 #include "evict/cgroup_evictor.hpp"
 #include "k8s/reporter.hpp"
 #include "pressured/metrics.hpp"
@@ -165,6 +166,7 @@ int run_daemon(const ConfigOptions& options) {
                        event_stats.attach_reason(p));
   }
   for (const auto& r : event_stats.load_refusals()) metrics.bpf_load_refused(name(r.program), name(r.kind));
+  export_reactor_latency(event_stats, metrics);  // event_stats outlives metrics and its server
   std::unique_ptr<MetricsServer> server;
   if (!config.metrics.listen.empty()) {
     WebConfig web;
