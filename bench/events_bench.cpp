@@ -1,4 +1,4 @@
-// Events benchmarks (issue 4).
+// Events benchmarks: how fast the reactor hears the kernel (docs/events.md).
 //
 //   bench_events                      Google Benchmark: queue and reactor consumer throughput
 //                                     with a synthetic producer (unprivileged).
@@ -36,6 +36,7 @@
 #include <bpf/libbpf.h>
 
 #include "bpf/bpf_events.hpp"
+#include "fakes/no_bpf.hpp"
 #include "pressured/bounded_queue.hpp"
 #include "pressured/events.hpp"
 
@@ -58,13 +59,7 @@ void BM_BoundedQueuePushPop(benchmark::State& state) {
 }
 BENCHMARK(BM_BoundedQueuePushPop);
 
-class NoBpf final : public BpfFeatures {
- public:
-  bool bpf_available() const override { return false; }
-  bool has_btf_type(std::string_view) const override { return false; }
-  bool can_attach(AttachKind, std::string_view, std::string*) const override { return false; }
-  int tracepoint_arity(std::string_view) const override { return -1; }
-};
+using pressured::testing::NoBpf;
 
 // Synthetic producer: each eventfd write of N becomes N events in one drain.
 class SyntheticSource final : public ReactorSource {

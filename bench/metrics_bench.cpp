@@ -1,5 +1,6 @@
-// Cost of recording on the reactor's path (issue 6): the Metrics methods the
-// daemon calls per event/evaluation, and a full /metrics render.
+// Cost of recording on the reactor's path, where every microsecond delays the
+// next event: the Metrics methods the daemon calls per event/evaluation, and a
+// full /metrics render.
 //   ninja -C build/metrics-bpf bench_metrics && build/metrics-bpf/bench/bench_metrics
 
 #include <benchmark/benchmark.h>

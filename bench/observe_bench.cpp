@@ -1,6 +1,7 @@
-// Cost of observation (issue 3): a full observation (all signals + every pod)
-// for 10, 110 and 1000 pod cgroups on a fake tree, one pod refresh, and a
-// fresh memory.available plus one pod refresh (the per-event cost). The
+// Cost of observation, which every event pays before a decision: a full
+// observation (all signals + every pod) for 10, 110 and 1000 pod cgroups on a
+// fake tree, one pod refresh, and a fresh memory.available plus one pod
+// refresh (the per-event cost). The
 // *_Host benchmarks read this machine's real cgroup files (read-only).
 //
 // ninja -C build/observe-release bench_observe && build/observe-release/bench/bench_observe

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pressured/clock.hpp"
+#include "pressured/enum_names.hpp"
 #include "pressured/signals.hpp"
 
 namespace pressured {
@@ -58,7 +59,8 @@ struct EvictionConfig {
   bool local_storage_capacity_isolation = true;
 };
 
-/// How memory.available is computed (issue 3). Kubelet is the default.
+/// How memory.available is computed (docs/observation.md). Kubelet is the
+/// default: thresholds then mean what they mean to the kubelet.
 enum class MemoryAvailableMode : uint8_t {
   Kubelet,            // capacity - (usage - inactive_file)
   ExcludeReserved,    // also subtract reserved hugepages and the min watermark
@@ -66,6 +68,9 @@ enum class MemoryAvailableMode : uint8_t {
 };
 
 enum class CgroupDriver : uint8_t { Auto, Cgroupfs, Systemd };
+/// As written in configuration (cgroup.driver, --cgroup-driver) and logs.
+inline constexpr EnumName<CgroupDriver> kCgroupDriverNames[] = {
+    {CgroupDriver::Auto, "auto"}, {CgroupDriver::Cgroupfs, "cgroupfs"}, {CgroupDriver::Systemd, "systemd"}};
 enum class PodSourceKind : uint8_t { None, Kubelet, File, ApiServer };
 
 struct PodSourceConfig {
@@ -98,7 +103,7 @@ struct ObserveConfig {
   std::optional<uint64_t> allocatable_memory_bytes;  // default: kubepods memory limit
   PodSourceConfig pods;
   Duration disk_walk_interval = std::chrono::seconds(60);
-  // Added by the observation layer (issue 3):
+  // Read by the observation layer (docs/observation.md):
   std::string mountinfo_path;  // mount table to read; empty: <proc_root>/self/mountinfo
   double reclaimable_active_file_percent = 50;  // ReclaimableActive mode: share of active_file counted as free
   Duration disk_walk_budget = std::chrono::seconds(5);  // per walk, all pods

@@ -1,5 +1,5 @@
 #pragma once
-// Real-time pressure events (issue 4): what the kernel tells pressured, and the
+// Real-time pressure events (docs/events.md): what the kernel tells pressured, and the
 // one reactor thread that hears it.
 //
 // Sources: BPF programs (ring buffer), PSI triggers, cgroup v1 memcg threshold
@@ -29,6 +29,7 @@
 
 #include "pressured/clock.hpp"
 #include "pressured/config.hpp"
+#include "pressured/enum_names.hpp"
 #include "pressured/result.hpp"
 
 namespace pressured {
@@ -46,6 +47,14 @@ enum class EventSource : uint8_t {
   Resync,            // events were lost: re-read everything from cgroup files
 };
 inline constexpr std::size_t kEventSourceCount = 6;
+inline constexpr EnumName<EventSource> kEventSourceNames[] = {
+    {EventSource::Bpf, "bpf"},
+    {EventSource::Psi, "psi"},
+    {EventSource::MemcgV1Threshold, "memcg_v1_threshold"},
+    {EventSource::MemoryEventsV2, "memory_events_v2"},
+    {EventSource::Timer, "timer"},
+    {EventSource::Resync, "resync"},
+};
 
 /// What happened. Values below 64 match PRESSURED_EV_* in bpf/pressured_events.h.
 enum class EventType : uint8_t {
@@ -72,6 +81,29 @@ enum class EventType : uint8_t {
   Resync = 49,              // full re-read requested (after an overflow)
 };
 inline constexpr std::size_t kEventTypeCount = 64;  // array size for per-type counters
+inline constexpr EnumName<EventType> kEventTypeNames[] = {
+    {EventType::ThresholdUp, "threshold_up"},
+    {EventType::ThresholdDown, "threshold_down"},
+    {EventType::MemcgReclaimBegin, "memcg_reclaim_begin"},
+    {EventType::MemcgReclaimEnd, "memcg_reclaim_end"},
+    {EventType::DirectReclaimBegin, "direct_reclaim_begin"},
+    {EventType::DirectReclaimEnd, "direct_reclaim_end"},
+    {EventType::KswapdWakeup, "kswapd_wakeup"},
+    {EventType::OomVictim, "oom_victim"},
+    {EventType::CgroupMkdir, "cgroup_mkdir"},
+    {EventType::CgroupRmdir, "cgroup_rmdir"},
+    {EventType::CgroupPopulated, "cgroup_populated"},
+    {EventType::PidAlarmUp, "pid_alarm_up"},
+    {EventType::PidAlarmDown, "pid_alarm_down"},
+    {EventType::Memstall, "memstall"},
+    {EventType::PsiTrigger, "psi_trigger"},
+    {EventType::MemoryEventHigh, "memory_event_high"},
+    {EventType::MemoryEventMax, "memory_event_max"},
+    {EventType::MemoryEventOom, "memory_event_oom"},
+    {EventType::MemoryEventOomKill, "memory_event_oom_kill"},
+    {EventType::RingBufferOverflow, "ring_buffer_overflow"},
+    {EventType::Resync, "resync"},
+};
 
 std::string_view name(EventSource s);
 std::string_view name(EventType t);
@@ -113,10 +145,36 @@ enum class BpfProgram : uint8_t {
   MemstallLeave,       // psi_memstall_leave: stall time charged to its memcg
 };
 inline constexpr std::size_t kBpfProgramCount = 16;
+inline constexpr EnumName<BpfProgram> kBpfProgramNames[] = {
+    {BpfProgram::MemcgCharge, "memcg_charge"},
+    {BpfProgram::MemcgReclaimBegin, "memcg_reclaim_begin"},
+    {BpfProgram::MemcgReclaimEnd, "memcg_reclaim_end"},
+    {BpfProgram::DirectReclaimBegin, "direct_reclaim_begin"},
+    {BpfProgram::DirectReclaimEnd, "direct_reclaim_end"},
+    {BpfProgram::KswapdWakeup, "kswapd_wakeup"},
+    {BpfProgram::OomVictim, "oom_victim"},
+    {BpfProgram::CgroupMkdir, "cgroup_mkdir"},
+    {BpfProgram::CgroupRmdir, "cgroup_rmdir"},
+    {BpfProgram::CgroupPopulated, "cgroup_populated"},
+    {BpfProgram::TaskFork, "task_fork"},
+    {BpfProgram::TaskFree, "task_free"},
+    {BpfProgram::MemcgReclaimStats, "memcg_reclaim_stats"},
+    {BpfProgram::WorkingsetRefault, "workingset_refault"},
+    {BpfProgram::MemstallEnter, "memstall_enter"},
+    {BpfProgram::MemstallLeave, "memstall_leave"},
+};
 std::string_view name(BpfProgram p);
 
 /// How a program is attached. Off: not attached (reason says why).
 enum class AttachKind : uint8_t { Off, TpBtf, RawTp, Fentry, Kprobe, Tracepoint };
+inline constexpr EnumName<AttachKind> kAttachKindNames[] = {
+    {AttachKind::Off, "off"},
+    {AttachKind::TpBtf, "tp_btf"},
+    {AttachKind::RawTp, "raw_tp"},
+    {AttachKind::Fentry, "fentry"},
+    {AttachKind::Kprobe, "kprobe"},
+    {AttachKind::Tracepoint, "tracepoint"},
+};
 std::string_view name(AttachKind k);
 
 /// Latency histogram bucket upper bounds (µs) for kernel event -> handler.

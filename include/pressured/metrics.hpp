@@ -12,6 +12,7 @@
 // The exported names, types and labels are listed in docs/operations.md.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,8 @@
 
 #include "pressured/clock.hpp"
 #include "pressured/config.hpp"
+#include "pressured/enum_names.hpp"
+#include "pressured/listen_address.hpp"
 #include "pressured/result.hpp"
 #include "pressured/signals.hpp"
 
@@ -44,6 +47,23 @@ enum class ApiOutcome : uint8_t {
   ServerError,      // 5xx
   Timeout,          // no answer within the request timeout
   Unreachable,      // connection refused, DNS, TLS
+};
+
+/// Label values of pressured_api_requests_total{action, outcome}.
+inline constexpr EnumName<ApiAction> kApiActionNames[] = {
+    {ApiAction::Eviction, "eviction"},     {ApiAction::Delete, "delete"},
+    {ApiAction::Event, "event"},           {ApiAction::NodeStatus, "node_status"},
+    {ApiAction::ListPods, "list_pods"},
+};
+inline constexpr EnumName<ApiOutcome> kApiOutcomeNames[] = {
+    {ApiOutcome::Success, "success"},
+    {ApiOutcome::NotFound, "not_found"},
+    {ApiOutcome::Conflict, "conflict"},
+    {ApiOutcome::TooManyRequests, "too_many_requests"},
+    {ApiOutcome::ClientError, "client_error"},
+    {ApiOutcome::ServerError, "server_error"},
+    {ApiOutcome::Timeout, "timeout"},
+    {ApiOutcome::Unreachable, "unreachable"},
 };
 
 /// Maps an HTTP status code to an ApiOutcome (2xx Success, 404, 409, 429,
@@ -165,6 +185,16 @@ class Metrics {
   /// -> pressured_detection_latency_seconds {source} (histogram, 10 us..10 s)
   void detection_latency(std::string_view source, double seconds);
 
+  /// The reactor's own dispatch latency (kernel event timestamp -> handler),
+  /// which the reactor keeps in plain atomics (EventStats) so its path never
+  /// touches the metrics library. Takes running totals: per-bucket counts
+  /// (not cumulative; one more than `bounds_seconds`, the last is +Inf) and
+  /// the sum; each call adds what is new since the previous one. Call it from
+  /// an on_render hook. `bounds_seconds` must not change between calls.
+  /// -> pressured_reactor_dispatch_latency_seconds (histogram, 10 us..1 s)
+  void reactor_dispatch_latency(const std::vector<double>& bounds_seconds, const std::vector<uint64_t>& bucket_totals,
+                                double sum_seconds);
+
   /// `count` events received. source: "bpf", "psi", "memcg_notification",
   /// "memory_events", ...; type: what happened ("threshold_up", "reclaim",
   /// "oom_kill", "cgroup_mkdir", ...). Label values are reduced to
@@ -239,6 +269,12 @@ class Metrics {
   /// Events are attached (BPF, or the PSI/notification fallback) or not.
   void set_events_attached(bool attached);
 
+  /// Runs `hook` at the start of every render(), on the rendering thread:
+  /// copies values that other components keep outside Metrics (e.g. the
+  /// reactor's latency totals) in at scrape time. Whatever the hook reads
+  /// must outlive this Metrics or its server.
+  void on_render(std::function<void()> hook);
+
   /// Ready: events attached and at least one observation completed.
   /// -> pressured_ready 0/1, served as /readyz
   bool ready() const;
@@ -263,16 +299,6 @@ class Metrics {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-/// A parsed listen address: "host:port", "[v6]:port" or ":port" (all interfaces).
-struct ListenAddress {
-  std::string host;  // numeric address or name; "0.0.0.0" for ":port"
-  uint16_t port = 0;  // 0: any free port
-  std::string to_string() const;
-};
-
-/// Parses MetricsConfig::listen; an error says what is wrong.
-Result<ListenAddress> parse_listen_address(std::string_view text);
 
 /// TLS and authentication for the metrics port, read from a web
 /// configuration file in node_exporter's format (docs/operations.md):

@@ -1,5 +1,5 @@
 #pragma once
-// The observation layer's contract (issue 3, docs/observation.md): where the
+// The observation layer's contract (docs/observation.md): where the
 // cgroups are (CgroupLayout), which pods exist (PodCgroup), and how the rest of
 // pressured reads signals and pod usage fresh from the kernel (NodeObserver),
 // plus where pod metadata comes from (PodMetadataSource) and the off-hot-path
@@ -19,6 +19,7 @@
 
 #include "pressured/clock.hpp"
 #include "pressured/config.hpp"
+#include "pressured/enum_names.hpp"
 #include "pressured/result.hpp"
 #include "pressured/signals.hpp"
 #include "pressured/snapshot.hpp"
@@ -32,6 +33,8 @@ namespace pressured {
 /// v1: only legacy hierarchies; v2: pure unified hierarchy; Hybrid: legacy
 /// controller hierarchies plus a cgroup2 mount (usually <mount>/unified).
 enum class CgroupVersion : uint8_t { V1, V2, Hybrid };
+inline constexpr EnumName<CgroupVersion> kCgroupVersionNames[] = {
+    {CgroupVersion::V1, "v1"}, {CgroupVersion::V2, "v2"}, {CgroupVersion::Hybrid, "hybrid"}};
 
 /// Where everything is. All paths are absolute; empty when absent.
 struct CgroupLayout {

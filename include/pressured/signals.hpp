@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "pressured/enum_names.hpp"
+
 namespace pressured {
 
 /// Every signal pressured can evaluate. Order is stable: it indexes arrays.
@@ -31,7 +33,8 @@ enum class Signal : uint8_t {
 inline constexpr std::size_t kSignalCount = 14;
 
 /// Node conditions pressured reports (kubelet names; published to the API
-/// under pressured's own condition types, see issue 5).
+/// under pressured's own condition types so they never overwrite the
+/// kubelet's, see docs/kubernetes.md).
 enum class Condition : uint8_t { MemoryPressure, DiskPressure, PIDPressure };
 inline constexpr std::size_t kConditionCount = 3;
 
@@ -88,29 +91,21 @@ constexpr std::optional<Signal> parse_signal(std::string_view text) {
   return std::nullopt;
 }
 
-constexpr std::string_view name(Condition c) {
-  switch (c) {
-    case Condition::MemoryPressure: return "MemoryPressure";
-    case Condition::DiskPressure: return "DiskPressure";
-    case Condition::PIDPressure: return "PIDPressure";
-  }
-  return "?";
-}
+inline constexpr EnumName<Condition> kConditionNames[] = {
+    {Condition::MemoryPressure, "MemoryPressure"},
+    {Condition::DiskPressure, "DiskPressure"},
+    {Condition::PIDPressure, "PIDPressure"},
+};
+static_assert(std::size(kConditionNames) == kConditionCount);
+constexpr std::string_view name(Condition c) { return enum_name(kConditionNames, c, "?"); }
 
-constexpr std::string_view name(QosClass q) {
-  switch (q) {
-    case QosClass::BestEffort: return "BestEffort";
-    case QosClass::Burstable: return "Burstable";
-    case QosClass::Guaranteed: return "Guaranteed";
-  }
-  return "?";
-}
-
-constexpr std::optional<QosClass> parse_qos(std::string_view text) {
-  if (text == "BestEffort") return QosClass::BestEffort;
-  if (text == "Burstable") return QosClass::Burstable;
-  if (text == "Guaranteed") return QosClass::Guaranteed;
-  return std::nullopt;
-}
+/// The kubelet's QoS class names (pod status.qosClass).
+inline constexpr EnumName<QosClass> kQosClassNames[] = {
+    {QosClass::BestEffort, "BestEffort"},
+    {QosClass::Burstable, "Burstable"},
+    {QosClass::Guaranteed, "Guaranteed"},
+};
+constexpr std::string_view name(QosClass q) { return enum_name(kQosClassNames, q, "?"); }
+constexpr std::optional<QosClass> parse_qos(std::string_view text) { return enum_parse(kQosClassNames, text); }
 
 }  // namespace pressured

@@ -151,7 +151,7 @@ struct Pod {
   bool stale = false;           // a usage read failed
   std::string cgroup_path;      // absolute path of the pod cgroup (memory hierarchy)
   uint64_t cgroup_id = 0;       // kernfs inode id, as BPF sees it
-  // Added by the observation layer (issue 3):
+  // Filled by the observation layer (docs/observation.md):
   uint64_t unified_cgroup_id = 0;              // inode in the unified hierarchy (v2/hybrid), 0 if none
   uint64_t memory_usage_bytes = 0;             // memory.usage_in_bytes (v1) / memory.current (v2)
   std::optional<uint64_t> memory_limit_bytes;  // the pod cgroup's limit; nullopt when unlimited
@@ -201,7 +201,7 @@ struct NodeSnapshot {
   SignalSet signals{};
   ContainerfsLayout containerfs_layout = ContainerfsLayout::Unknown;
   std::vector<Pod> pods;
-  // Added by the observation layer (issue 3): system PSI, full detail.
+  // Filled by the observation layer: system PSI, full detail.
   std::optional<PsiStats> psi_memory;
   std::optional<PsiStats> psi_io;
   std::optional<PsiStats> psi_cpu;

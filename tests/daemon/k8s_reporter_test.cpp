@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -223,7 +224,7 @@ TEST(K8sReporter, StalledServerTimesOutAndNeverPilesUp) {
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 20; ++i) {
     auto e = victim();
-    e.name = "p" + std::to_string(i);
+    e.name = fmt::format("p{}", i);
     r.report_eviction(e);  // never blocks
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);

@@ -1,5 +1,6 @@
 #include "pressured/engine.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
@@ -528,7 +529,7 @@ TEST(EngineRanking, SelectionAgreesWithTheFullRanking) {
     std::vector<Pod> pods;
     int n = 1 + static_cast<int>(rng() % 40);
     for (int i = 0; i < n; ++i) {
-      Pod p = pod("u" + std::to_string(rng() % 50), static_cast<QosClass>(rng() % 3), double(rng() % 4) * kMi,
+      Pod p = pod(fmt::format("u{}", rng() % 50), static_cast<QosClass>(rng() % 3), double(rng() % 4) * kMi,
                   double(rng() % 4) * kMi, static_cast<int32_t>(rng() % 3) - 1);
       p.daemonset = rng() % 5 == 0;
       p.critical = rng() % 10 == 0;

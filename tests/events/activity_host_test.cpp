@@ -1,4 +1,4 @@
-// Per-memcg reclaim activity (issue 4): scan/steal from count_memcg_events,
+// Per-memcg reclaim activity (docs/events.md): scan/steal from count_memcg_events,
 // workingset refaults from the charge hook's mod_memcg_lruvec_state program,
 // memstalls from psi_memstall_enter/leave, accumulated for tracked cgroups
 // and their descendants.

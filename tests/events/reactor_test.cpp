@@ -17,6 +17,7 @@
 
 #include "bpf/bpf_events.hpp"
 #include "events/memcg_sources.hpp"
+#include "fakes/no_bpf.hpp"
 #include "pressured/events.hpp"
 #include "psi/psi_trigger.hpp"
 
@@ -25,13 +26,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class NoBpf final : public BpfFeatures {
- public:
-  bool bpf_available() const override { return false; }
-  bool has_btf_type(std::string_view) const override { return false; }
-  bool can_attach(AttachKind, std::string_view, std::string*) const override { return false; }
-  int tracepoint_arity(std::string_view) const override { return -1; }
-};
+using pressured::testing::NoBpf;
 
 // A fake kernel source: an eventfd; each write of N yields N events of `type`.
 class FakeSource final : public ReactorSource {

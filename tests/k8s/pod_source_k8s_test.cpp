@@ -1,6 +1,7 @@
 // Pod metadata from a real kube-apiserver (pods.kind: apiserver): list +
 // watch by spec.nodeName as the `pressured` ServiceAccount; the apiserver
 // killed and restarted, and paused (SIGSTOP: a real stalled stream).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -96,7 +97,7 @@ TEST(K8sPodSource, ApiServerKilledAndRestartedNoPodLost) {
   ASSERT_TRUE(cp->ensure_namespace("src-restart"));
   std::vector<std::string> uids;
   for (int i = 0; i < 5; ++i) {
-    auto u = cp->create_pod("src-restart", "p" + std::to_string(i), "node-restart");
+    auto u = cp->create_pod("src-restart", fmt::format("p{}", i), "node-restart");
     ASSERT_TRUE(u);
     uids.push_back(*u);
   }
@@ -144,7 +145,7 @@ TEST(K8sPodSource, TooOldResourceVersionRelists) {
   auto src = source_for(*cp, "node-gone", 3s);
   ASSERT_TRUE(src->refresh());
   // Compaction moves past the version the watch would resume from.
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cp->create_pod("src-gone", "g" + std::to_string(i), "node-elsewhere"));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cp->create_pod("src-gone", fmt::format("g{}", i), "node-elsewhere"));
   auto compacted = cp->compact_etcd();
   ASSERT_TRUE(compacted) << compacted.error().message;
   auto restarted = cp->restart_apiserver();  // an empty watch cache: only etcd's history remains

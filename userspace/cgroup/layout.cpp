@@ -22,23 +22,8 @@
 
 namespace pressured {
 
-std::string_view name(CgroupVersion v) {
-  switch (v) {
-    case CgroupVersion::V1: return "v1";
-    case CgroupVersion::V2: return "v2";
-    case CgroupVersion::Hybrid: return "hybrid";
-  }
-  return "?";
-}
-
-std::string_view name(CgroupDriver d) {
-  switch (d) {
-    case CgroupDriver::Auto: return "auto";
-    case CgroupDriver::Cgroupfs: return "cgroupfs";
-    case CgroupDriver::Systemd: return "systemd";
-  }
-  return "?";
-}
+std::string_view name(CgroupVersion v) { return enum_name(kCgroupVersionNames, v, "?"); }
+std::string_view name(CgroupDriver d) { return enum_name(kCgroupDriverNames, d, "?"); }
 
 namespace {
 

@@ -29,6 +29,7 @@
 
 #include "config/quantity.hpp"
 #include "config/yaml_guard.hpp"
+#include "pressured/listen_address.hpp"
 
 namespace pressured {
 namespace {
@@ -302,8 +303,14 @@ Field<S> string_list_field(std::string key, std::vector<std::string> S::*m) {
 // ---------------------------------------------------------------------------
 // 2. Section tables: one YAML mapping per Config section, one line per field.
 
-const EnumNames<CgroupDriver> kDrivers{
-    {"auto", CgroupDriver::Auto}, {"cgroupfs", CgroupDriver::Cgroupfs}, {"systemd", CgroupDriver::Systemd}};
+template <typename E, std::size_t N>
+EnumNames<E> from_table(const EnumName<E> (&table)[N]) {
+  EnumNames<E> out;
+  for (const auto& e : table) out.emplace_back(std::string(e.name), e.value);
+  return out;
+}
+
+const EnumNames<CgroupDriver> kDrivers = from_table(kCgroupDriverNames);
 const EnumNames<MemoryAvailableMode> kMemoryModes{{"kubelet", MemoryAvailableMode::Kubelet},
                                                   {"excludeReserved", MemoryAvailableMode::ExcludeReserved},
                                                   {"reclaimableActive", MemoryAvailableMode::ReclaimableActive}};
@@ -1177,15 +1184,11 @@ Result<void> validate_config(const Config& c) {
     }
   }
 
-  const std::string& listen = c.metrics.listen;
-  if (!listen.empty()) {
-    auto colon = listen.rfind(':');
-    unsigned port = 0;
-    const char* b = listen.data() + (colon == std::string::npos ? 0 : colon + 1);
-    const char* end = listen.data() + listen.size();
-    auto [p, ec] = std::from_chars(b, end, port);
-    if (colon == std::string::npos || b == end || ec != std::errc() || p != end || port > 65535) {
-      return invalid("metrics.listen", listen, "is not host:port (e.g. 0.0.0.0:9847; empty disables)");
+  // The same parser as the metrics server's: what check-config accepts, run can bind.
+  if (!c.metrics.listen.empty()) {
+    if (auto a = parse_listen_address(c.metrics.listen); !a) {
+      return invalid("metrics.listen", c.metrics.listen,
+                     "is not a listen address: " + a.error().message + "; empty disables the endpoint");
     }
   }
 

@@ -1,6 +1,7 @@
-// `pressured run`: the daemon. Wires observation (issue 3), the event reactor
-// (issue 4), the engine (issue 2), metrics (issue 6), the evictor and the
-// Kubernetes reporter together; see docs/daemon.md.
+// `pressured run`: the daemon. Wires observation (docs/observation.md), the
+// event reactor (docs/events.md), the engine (docs/engine.md), metrics
+// (docs/operations.md), the evictor and the Kubernetes reporter together; see
+// docs/daemon.md.
 #include <sys/mman.h>
 #include <sys/timerfd.h>
 #include <systemd/sd-daemon.h>
@@ -20,6 +21,7 @@
 #include "common/log.hpp"
 #include "config/load.hpp"
 #include "daemon/daemon.hpp"
+#include "daemon/reactor_metrics.hpp"
 #include "evict/cgroup_evictor.hpp"
 #include "k8s/reporter.hpp"
 #include "node/containerfs_layout.hpp"
@@ -175,6 +177,7 @@ int run_daemon(const ConfigOptions& options) {
                        event_stats.attach_reason(p));
   }
   for (const auto& r : event_stats.load_refusals()) metrics.bpf_load_refused(name(r.program), name(r.kind));
+  export_reactor_latency(event_stats, metrics);  // event_stats outlives metrics and its server
   std::unique_ptr<MetricsServer> server;
   if (!config.metrics.listen.empty()) {
     WebConfig web;

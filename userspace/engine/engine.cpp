@@ -1,5 +1,5 @@
-// The eviction engine. Semantics: docs/engine.md and issue 2, "Semantics (the
-// contract)". Pure: no I/O, no clock, no logging; callers log and export what
+// The eviction engine. Semantics (the contract it keeps with the kubelet's
+// eviction manager): docs/engine.md. Pure: no I/O, no clock, no logging; callers log and export what
 // evaluate() returns.
 
 #include "pressured/engine.hpp"

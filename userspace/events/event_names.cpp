@@ -5,78 +5,16 @@
 
 namespace pressured {
 
-std::string_view name(EventSource s) {
-  switch (s) {
-    case EventSource::Bpf: return "bpf";
-    case EventSource::Psi: return "psi";
-    case EventSource::MemcgV1Threshold: return "memcg_v1_threshold";
-    case EventSource::MemoryEventsV2: return "memory_events_v2";
-    case EventSource::Timer: return "timer";
-    case EventSource::Resync: return "resync";
-  }
-  return "unknown";
-}
+// The tables replace switch statements: the sizes stand in for the compiler's
+// check that every enumerator has a case (tests/events check the rest).
+static_assert(std::size(kEventSourceNames) == kEventSourceCount);
+static_assert(std::size(kBpfProgramNames) == kBpfProgramCount);
+static_assert(std::size(kAttachKindNames) == static_cast<std::size_t>(AttachKind::Tracepoint) + 1);
 
-std::string_view name(EventType t) {
-  switch (t) {
-    case EventType::ThresholdUp: return "threshold_up";
-    case EventType::ThresholdDown: return "threshold_down";
-    case EventType::MemcgReclaimBegin: return "memcg_reclaim_begin";
-    case EventType::MemcgReclaimEnd: return "memcg_reclaim_end";
-    case EventType::DirectReclaimBegin: return "direct_reclaim_begin";
-    case EventType::DirectReclaimEnd: return "direct_reclaim_end";
-    case EventType::KswapdWakeup: return "kswapd_wakeup";
-    case EventType::OomVictim: return "oom_victim";
-    case EventType::CgroupMkdir: return "cgroup_mkdir";
-    case EventType::CgroupRmdir: return "cgroup_rmdir";
-    case EventType::CgroupPopulated: return "cgroup_populated";
-    case EventType::PidAlarmUp: return "pid_alarm_up";
-    case EventType::PidAlarmDown: return "pid_alarm_down";
-    case EventType::Memstall: return "memstall";
-    case EventType::PsiTrigger: return "psi_trigger";
-    case EventType::MemoryEventHigh: return "memory_event_high";
-    case EventType::MemoryEventMax: return "memory_event_max";
-    case EventType::MemoryEventOom: return "memory_event_oom";
-    case EventType::MemoryEventOomKill: return "memory_event_oom_kill";
-    case EventType::RingBufferOverflow: return "ring_buffer_overflow";
-    case EventType::Resync: return "resync";
-  }
-  return "unknown";
-}
-
-std::string_view name(BpfProgram p) {
-  switch (p) {
-    case BpfProgram::MemcgCharge: return "memcg_charge";
-    case BpfProgram::MemcgReclaimBegin: return "memcg_reclaim_begin";
-    case BpfProgram::MemcgReclaimEnd: return "memcg_reclaim_end";
-    case BpfProgram::DirectReclaimBegin: return "direct_reclaim_begin";
-    case BpfProgram::DirectReclaimEnd: return "direct_reclaim_end";
-    case BpfProgram::KswapdWakeup: return "kswapd_wakeup";
-    case BpfProgram::OomVictim: return "oom_victim";
-    case BpfProgram::CgroupMkdir: return "cgroup_mkdir";
-    case BpfProgram::CgroupRmdir: return "cgroup_rmdir";
-    case BpfProgram::CgroupPopulated: return "cgroup_populated";
-    case BpfProgram::TaskFork: return "task_fork";
-    case BpfProgram::TaskFree: return "task_free";
-    case BpfProgram::MemcgReclaimStats: return "memcg_reclaim_stats";
-    case BpfProgram::WorkingsetRefault: return "workingset_refault";
-    case BpfProgram::MemstallEnter: return "memstall_enter";
-    case BpfProgram::MemstallLeave: return "memstall_leave";
-  }
-  return "unknown";
-}
-
-std::string_view name(AttachKind k) {
-  switch (k) {
-    case AttachKind::Off: return "off";
-    case AttachKind::TpBtf: return "tp_btf";
-    case AttachKind::RawTp: return "raw_tp";
-    case AttachKind::Fentry: return "fentry";
-    case AttachKind::Kprobe: return "kprobe";
-    case AttachKind::Tracepoint: return "tracepoint";
-  }
-  return "unknown";
-}
+std::string_view name(EventSource s) { return enum_name(kEventSourceNames, s); }
+std::string_view name(EventType t) { return enum_name(kEventTypeNames, t); }
+std::string_view name(BpfProgram p) { return enum_name(kBpfProgramNames, p); }
+std::string_view name(AttachKind k) { return enum_name(kAttachKindNames, k); }
 
 void EventStats::set_attach(BpfProgram p, AttachKind k, std::string reason) {
   auto i = static_cast<std::size_t>(p);

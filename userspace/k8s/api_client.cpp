@@ -1,13 +1,10 @@
 #include "k8s/api_client.hpp"
 
-#include <curl/curl.h>
-
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <mutex>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
@@ -47,30 +44,6 @@ std::string b64decode(const std::string& in) {
     }
   }
   return out;
-}
-
-void curl_init_once() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-size_t on_body(char* data, size_t size, size_t n, void* user) {
-  auto* s = static_cast<std::string*>(user);
-  if (s->size() > (8u << 20)) return 0;  // bound responses
-  s->append(data, size * n);
-  return size * n;
-}
-
-size_t on_header(char* data, size_t size, size_t n, void* user) {
-  auto* h = static_cast<std::map<std::string, std::string>*>(user);
-  std::string line(data, size * n);
-  auto colon = line.find(':');
-  if (colon != std::string::npos) {
-    std::string key = line.substr(0, colon);
-    for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    (*h)[key] = trim(line.substr(colon + 1));
-  }
-  return size * n;
 }
 
 }  // namespace
@@ -135,116 +108,27 @@ Result<ApiServer> load_kubeconfig(const std::string& path) {
   }
 }
 
-ApiClient::ApiClient(ApiServer server, Duration timeout) : server_(std::move(server)), timeout_(timeout) {
-  curl_init_once();
-}
-
-namespace {
-
-struct StreamSink {
-  const std::function<bool(std::string_view)>* on_data = nullptr;
-  std::string* body = nullptr;
-  long status = 0;
-  CURL* curl = nullptr;
-  bool aborted = false;
-};
-
-size_t on_stream(char* data, size_t size, size_t n, void* user) {
-  auto* s = static_cast<StreamSink*>(user);
-  if (s->status == 0) curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &s->status);
-  if (s->status < 200 || s->status >= 300) return on_body(data, size, n, s->body);  // an error Status
-  if (!(*s->on_data)(std::string_view(data, size * n))) {
-    s->aborted = true;
-    return 0;
-  }
-  return size * n;
-}
-
-// Called about once a second even while a stream is idle: lets the caller
-// end a watch (daemon stop) without waiting for data.
-int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto* s = static_cast<StreamSink*>(user);
-  if (!(*s->on_data)(std::string_view())) {
-    s->aborted = true;
-    return 1;
-  }
-  return 0;
-}
-
-// Why a TLS handshake failed, in an operator's words.
-std::string describe_curl_error(CURLcode rc, const char* errbuf, const ApiServer& s) {
-  std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : curl_easy_strerror(rc);
-  if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE) {
-    std::string ca = !s.ca_file.empty() ? s.ca_file : (!s.ca_data.empty() ? "certificate-authority-data" : "the system CAs");
-    detail += " (the API server's certificate is not trusted by " + ca + ": wrong CA?)";
-  }
-  return detail;
-}
-
-}  // namespace
+ApiClient::ApiClient(ApiServer server, Duration timeout) : server_(std::move(server)), timeout_(timeout) {}
 
 Result<HttpResponse> ApiClient::perform(const std::string& method, const std::string& path, const std::string& body,
                                         const std::string& content_type, Duration total_timeout,
                                         const std::function<bool(std::string_view)>* on_data) const {
-  CURL* c = curl_easy_init();
-  if (c == nullptr) return Error{ENOMEM, "curl_easy_init failed"};
-  HttpResponse resp;
-  StreamSink sink{on_data, &resp.body, 0, c, false};
-  char errbuf[CURL_ERROR_SIZE] = {0};
-  std::string url = server_.server + path;
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  auto ms = [](Duration d) { return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms(total_timeout));
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms(timeout_));
-  if (on_data != nullptr) {
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_stream);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
-    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &sink);
-    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-  } else {
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &resp.body);
-  }
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &resp.headers);
-  if (!body.empty()) {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  }
-  struct curl_slist* hdrs = nullptr;
-  hdrs = curl_slist_append(hdrs, "Accept: application/json");
-  hdrs = curl_slist_append(hdrs, "User-Agent: pressured");
-  if (!body.empty()) hdrs = curl_slist_append(hdrs, ("Content-Type: " + content_type).c_str());
+  HttpRequest req;
+  req.method = method;
+  req.url = server_.server + path;
+  req.body = body;
+  req.headers = {"Accept: application/json", "User-Agent: pressured"};
+  if (!body.empty()) req.headers.push_back("Content-Type: " + content_type);
   std::string token = server_.token;
   if (token.empty() && !server_.token_file.empty()) token = trim(slurp(server_.token_file, 64 * 1024));
-  if (!token.empty()) hdrs = curl_slist_append(hdrs, ("Authorization: Bearer " + token).c_str());
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-  if (!server_.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, server_.ca_file.c_str());
-  curl_blob ca{const_cast<char*>(server_.ca_data.data()), server_.ca_data.size(), CURL_BLOB_COPY};
-  if (!server_.ca_data.empty()) curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
-  if (!server_.client_cert_file.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, server_.client_cert_file.c_str());
-  if (!server_.client_key_file.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, server_.client_key_file.c_str());
-  curl_blob cert{const_cast<char*>(server_.client_cert_data.data()), server_.client_cert_data.size(), CURL_BLOB_COPY};
-  curl_blob key{const_cast<char*>(server_.client_key_data.data()), server_.client_key_data.size(), CURL_BLOB_COPY};
-  if (!server_.client_cert_data.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert);
-  if (!server_.client_key_data.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
-  if (server_.insecure_skip_verify) {
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-  }
-  CURLcode rc = curl_easy_perform(c);
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
-  curl_slist_free_all(hdrs);
-  curl_easy_cleanup(c);
-  if (rc != CURLE_OK && !((rc == CURLE_WRITE_ERROR || rc == CURLE_ABORTED_BY_CALLBACK) && sink.aborted)) {
-    return Error{rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : EIO,
-                 method + " " + server_.server + path + ": " + describe_curl_error(rc, errbuf, server_)};
-  }
-  return resp;
+  if (!token.empty()) req.headers.push_back("Authorization: Bearer " + token);
+  req.connect_timeout = timeout_;
+  req.total_timeout = total_timeout;
+  req.tls = TlsOptions{server_.ca_file,          server_.ca_data,          server_.client_cert_file,
+                       server_.client_key_file,  server_.client_cert_data, server_.client_key_data,
+                       server_.insecure_skip_verify};
+  req.on_data = on_data;
+  return http_request(req);
 }
 
 Result<HttpResponse> ApiClient::request(const std::string& method, const std::string& path, const std::string& body,

@@ -1,5 +1,5 @@
 #pragma once
-// A small Kubernetes API client over libcurl: how to reach the API server
+// A small Kubernetes API client over the HTTP client (k8s/http_client.hpp): how to reach the API server
 // (in-cluster service account or kubeconfig) and one bounded HTTP request.
 // Only what the reporter needs; see docs/kubernetes.md.
 
@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "k8s/http_client.hpp"
 #include "pressured/clock.hpp"
 #include "pressured/result.hpp"
 
@@ -32,12 +33,6 @@ Result<ApiServer> in_cluster_config(const std::string& sa_dir = "/var/run/secret
 /// (-data), token / tokenFile, client-certificate(-data) / client-key(-data),
 /// insecure-skip-tls-verify. Relative file paths are relative to the file.
 Result<ApiServer> load_kubeconfig(const std::string& path);
-
-struct HttpResponse {
-  long status = 0;
-  std::string body;
-  std::map<std::string, std::string> headers;  // lower-case names
-};
 
 /// One HTTP request to the API server with a hard timeout. Network errors
 /// are Errors; HTTP errors are responses (the caller decides on 4xx/5xx).

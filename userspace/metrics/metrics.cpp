@@ -61,30 +61,8 @@ std::string_view unit_of(Signal s) {
 
 std::string_view kind_name(ThresholdKind k) { return k == ThresholdKind::Hard ? "hard" : "soft"; }
 
-std::string_view action_name(ApiAction a) {
-  switch (a) {
-    case ApiAction::Eviction: return "eviction";
-    case ApiAction::Delete: return "delete";
-    case ApiAction::Event: return "event";
-    case ApiAction::NodeStatus: return "node_status";
-    case ApiAction::ListPods: return "list_pods";
-  }
-  return "unknown";
-}
-
-std::string_view outcome_name(ApiOutcome o) {
-  switch (o) {
-    case ApiOutcome::Success: return "success";
-    case ApiOutcome::NotFound: return "not_found";
-    case ApiOutcome::Conflict: return "conflict";
-    case ApiOutcome::TooManyRequests: return "too_many_requests";
-    case ApiOutcome::ClientError: return "client_error";
-    case ApiOutcome::ServerError: return "server_error";
-    case ApiOutcome::Timeout: return "timeout";
-    case ApiOutcome::Unreachable: return "unreachable";
-  }
-  return "unknown";
-}
+std::string_view action_name(ApiAction a) { return enum_name(kApiActionNames, a); }
+std::string_view outcome_name(ApiOutcome o) { return enum_name(kApiOutcomeNames, o); }
 
 // Free-form identifiers from other concerns become bounded label values.
 std::string token(std::string_view in) {
@@ -197,6 +175,7 @@ struct Metrics::Impl {
   Family<Counter>* api_requests = nullptr;
   Family<Counter>* oom_kills = nullptr;
   Family<Histogram>* detection_latency = nullptr;
+  Family<Histogram>* reactor_latency = nullptr;
   Family<Counter>* events = nullptr;
   Family<Counter>* ringbuf_drops = nullptr;
   Family<Counter>* resyncs = nullptr;
@@ -214,6 +193,14 @@ struct Metrics::Impl {
   // Reclaim activity (BPF, tracked memcgs): per pod and for kubepods / QoS tiers.
   std::array<Family<Counter>*, 4> pod_activity{};
   std::array<Family<Counter>*, 4> kubepods_activity{};
+
+  // The reactor's latency totals as last copied in (reactor_dispatch_latency).
+  std::mutex reactor_mu;
+  Histogram* reactor_h = nullptr;
+  std::vector<uint64_t> reactor_seen;
+  double reactor_sum_seen = 0;
+  std::mutex hooks_mu;
+  std::vector<std::function<void()>> render_hooks;
 
   std::mutex mu;  // guards everything below (prometheus metrics are atomic themselves)
 
@@ -353,6 +340,9 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
                            "Processes killed by the kernel OOM killer, by the victim pod's QoS class (none: not a pod).");
   m.detection_latency = &m.histogram("pressured_detection_latency_seconds",
                                      "Time from the kernel event's timestamp to the engine's decision.");
+  m.reactor_latency = &m.histogram("pressured_reactor_dispatch_latency_seconds",
+                                   "Time from a kernel event's timestamp to the reactor handing it to the daemon, "
+                                   "for every event.");
   m.events = &m.counter("pressured_events_total", "Kernel events received, by source and type.");
   m.ringbuf_drops = &m.counter("pressured_ring_buffer_dropped_events_total",
                                "Events lost because the BPF ring buffer was full.");
@@ -559,6 +549,34 @@ void Metrics::detection_latency(std::string_view source, double seconds) {
   m.histogram_for(*m.detection_latency, {{"source", token(source)}}, detection_buckets()).Observe(seconds);
 }
 
+void Metrics::reactor_dispatch_latency(const std::vector<double>& bounds_seconds,
+                                       const std::vector<uint64_t>& bucket_totals, double sum_seconds) {
+  auto& m = *impl_;
+  std::lock_guard lock(m.reactor_mu);
+  if (bucket_totals.size() != bounds_seconds.size() + 1) return;  // a caller bug; never a half-built histogram
+  if (m.reactor_h == nullptr) {
+    m.reactor_h = &m.reactor_latency->Add({}, prometheus::Histogram::BucketBoundaries(bounds_seconds));
+    m.reactor_seen.assign(bucket_totals.size(), 0);
+  }
+  std::vector<double> increments(bucket_totals.size());
+  bool any = false;
+  for (std::size_t i = 0; i < bucket_totals.size(); ++i) {
+    // Totals only grow; a smaller one (a reset) adds nothing rather than going negative.
+    const uint64_t now = std::max(bucket_totals[i], m.reactor_seen[i]);
+    increments[i] = static_cast<double>(now - m.reactor_seen[i]);
+    any = any || now != m.reactor_seen[i];
+    m.reactor_seen[i] = now;
+  }
+  const double sum_delta = std::max(0.0, sum_seconds - m.reactor_sum_seen);
+  m.reactor_sum_seen = std::max(sum_seconds, m.reactor_sum_seen);
+  if (any) m.reactor_h->ObserveMultiple(increments, sum_delta);
+}
+
+void Metrics::on_render(std::function<void()> hook) {
+  std::lock_guard lock(impl_->hooks_mu);
+  impl_->render_hooks.push_back(std::move(hook));
+}
+
 void Metrics::events_received(std::string_view source, std::string_view type, uint64_t count) {
   auto& m = *impl_;
   m.counter_for(*m.events, {{"source", token(source)}, {"type", token(type)}}).Increment(static_cast<double>(count));
@@ -711,6 +729,12 @@ bool Metrics::alive() const {
 }
 
 std::string Metrics::render() const {
+  std::vector<std::function<void()>> hooks;
+  {
+    std::lock_guard lock(impl_->hooks_mu);
+    hooks = impl_->render_hooks;
+  }
+  for (const auto& h : hooks) h();
   return prometheus::TextSerializer().Serialize(impl_->registry->Collect());
 }
 

@@ -55,42 +55,6 @@
 
 namespace pressured {
 
-std::string ListenAddress::to_string() const {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
-Result<ListenAddress> parse_listen_address(std::string_view text) {
-  const auto bad = [&](std::string_view why) {
-    return Error{EINVAL, "invalid metrics listen address \"" + std::string(text) + "\": " + std::string(why) +
-                             " (expected host:port, [ipv6]:port or :port)"};
-  };
-  ListenAddress out;
-  std::string_view port_text;
-  if (!text.empty() && text.front() == '[') {
-    const auto close = text.find(']');
-    if (close == std::string_view::npos) return bad("missing ']'");
-    out.host = std::string(text.substr(1, close - 1));
-    if (close + 1 >= text.size() || text[close + 1] != ':') return bad("missing ':port' after ']'");
-    port_text = text.substr(close + 2);
-  } else {
-    const auto colon = text.rfind(':');
-    if (colon == std::string_view::npos) return bad("missing ':port'");
-    out.host = std::string(text.substr(0, colon));
-    if (out.host.find(':') != std::string::npos) return bad("IPv6 addresses must be in brackets");
-    port_text = text.substr(colon + 1);
-  }
-  if (out.host.empty()) out.host = "0.0.0.0";
-  if (port_text.empty()) return bad("empty port");
-  unsigned port = 0;
-  const auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || ptr != port_text.data() + port_text.size() || port > 65535) {
-    return bad("port must be a number 0-65535");
-  }
-  out.port = static_cast<uint16_t>(port);
-  return out;
-}
-
 // ---------------------------------------------------------------------------
 // Web configuration
 
@@ -611,7 +575,10 @@ MetricsServer::~MetricsServer() { stop(); }
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metrics, std::string_view listen,
                                                             const WebConfig& web, MetricsServerLimits limits) {
   auto addr = parse_listen_address(listen);
-  if (!addr) return addr.error();
+  if (!addr) {
+    return Error{EINVAL, std::string("invalid metrics listen address \"").append(listen).append("\": ") +
+                             addr.error().message};
+  }
 
   auto impl = std::make_unique<Impl>();
   impl->metrics = &metrics;

@@ -1,8 +1,7 @@
-// Pod metadata sources: none, local file/directory, kubelet /pods (libcurl),
+// Pod metadata sources: none, local file/directory, kubelet /pods (k8s/http_client),
 // and the API server's list+watch (apiserver_source.cpp).
 // Fetches run on the source's own thread (or an explicit refresh()); readers
 // only copy a shared_ptr under a short lock.
-#include <curl/curl.h>
 #include <dirent.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -18,6 +17,7 @@
 #include "common/log.hpp"
 #include "common/periodic_worker.hpp"
 #include "k8s/api_client.hpp"
+#include "k8s/http_client.hpp"
 #include "pods/apiserver_source.hpp"
 #include "pods/pod_json.hpp"
 #include "pressured/observer.hpp"
@@ -139,16 +139,9 @@ class FileSource final : public SourceBase {
   std::string path_;
 };
 
-size_t curl_write(char* data, size_t size, size_t n, void* user) {
-  auto* out = static_cast<std::string*>(user);
-  if (out->size() + size * n > (256u << 20)) return 0;  // refuse absurd answers
-  out->append(data, size * n);
-  return size * n;
-}
-
 class KubeletSource final : public SourceBase {
  public:
-  explicit KubeletSource(PodSourceConfig c) : cfg_(std::move(c)) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+  explicit KubeletSource(PodSourceConfig c) : cfg_(std::move(c)) {}
   ~KubeletSource() override { stop(); }
   std::string describe() const override { return "kubelet:" + cfg_.kubelet_url; }
 
@@ -161,43 +154,23 @@ class KubeletSource final : public SourceBase {
       token = *t;
       while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.pop_back();
     }
-    CURL* h = curl_easy_init();
-    if (h == nullptr) return Error{ENOMEM, "curl_easy_init failed"};
-    std::string body;
-    char errbuf[CURL_ERROR_SIZE] = {0};
-    struct curl_slist* headers = nullptr;
-    headers = curl_slist_append(headers, "Accept: application/json");
-    std::string auth;
-    if (!token.empty()) {
-      auth = "Authorization: Bearer " + token;
-      headers = curl_slist_append(headers, auth.c_str());
+    k8s::HttpRequest req;
+    req.url = cfg_.kubelet_url;
+    req.headers = {"Accept: application/json"};
+    if (!token.empty()) req.headers.push_back("Authorization: Bearer " + token);
+    req.connect_timeout = cfg_.timeout;
+    req.total_timeout = cfg_.timeout;
+    req.tls.ca_file = cfg_.ca_file;
+    req.tls.insecure_skip_verify = cfg_.insecure_skip_verify;
+    req.max_body_bytes = 256u << 20;  // a node's pod list, with room; never an unbounded read
+    req.accept_encoding = true;
+    auto resp = k8s::http_request(req);
+    if (!resp) return resp.error();
+    if (resp->status != 200) {
+      return Error{EIO, "GET " + cfg_.kubelet_url + ": HTTP " + std::to_string(resp->status) + " " +
+                            printable_excerpt(resp->body)};
     }
-    const long timeout_ms = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.timeout).count());
-    curl_easy_setopt(h, CURLOPT_URL, cfg_.kubelet_url.c_str());
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, curl_write);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &body);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
-    if (!cfg_.ca_file.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, cfg_.ca_file.c_str());
-    if (cfg_.insecure_skip_verify) {
-      curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-      curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-    CURLcode rc = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(headers);
-    curl_easy_cleanup(h);
-    if (rc != CURLE_OK) {
-      return Error{EIO, "GET " + cfg_.kubelet_url + ": " + (errbuf[0] != 0 ? std::string(errbuf) : curl_easy_strerror(rc))};
-    }
-    if (status != 200) {
-      return Error{EIO, "GET " + cfg_.kubelet_url + ": HTTP " + std::to_string(status) + " " + printable_excerpt(body)};
-    }
+    const std::string& body = resp->body;
     auto parsed = pods::parse_pod_documents(body, pods::DocumentFormat::Json);
     if (!parsed) return Error{parsed.error().code, cfg_.kubelet_url + ": " + parsed.error().message};
     return parsed;
