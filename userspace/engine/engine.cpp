@@ -61,6 +61,20 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
+// Who is evicted: the pod's identity as the policy, the evictor and the
+// messages need it; the caller adds why.
+Eviction eviction_of(const Pod& p) {
+  Eviction e;
+  e.uid = p.uid;
+  e.name = p.name;
+  e.namespace_ = p.namespace_;
+  e.qos = p.qos;
+  e.static_pod = p.static_pod;
+  e.metadata_known = p.metadata_known;
+  e.cgroup_path = p.cgroup_path;
+  return e;
+}
+
 }  // namespace
 
 bool never_evicted(const Pod& pod, const EvictionConfig& config) {
@@ -361,14 +375,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
       if (!p.ephemeral_storage || never_evicted(p, config_) || contains(excluded, p.uid)) continue;
       auto v = local_storage_violation(p, options);
       if (!v) continue;
-      Eviction e;
-      e.uid = p.uid;
-      e.name = p.name;
-      e.namespace_ = p.namespace_;
-      e.qos = p.qos;
-      e.static_pod = p.static_pod;
-      e.metadata_known = p.metadata_known;
-      e.cgroup_path = p.cgroup_path;
+      Eviction e = eviction_of(p);
       e.signal = Signal::NodefsAvailable;
       e.kind = ThresholdKind::Hard;
       e.observed = static_cast<double>(v->usage_bytes);
@@ -418,20 +425,13 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
       }
       continue;
     }
-    Eviction e;
-    e.uid = best->uid;
-    e.name = best->name;
-    e.namespace_ = best->namespace_;
-    e.qos = best->qos;
-    e.static_pod = best->static_pod;
-    e.metadata_known = best->metadata_known;
+    Eviction e = eviction_of(*best);
     e.usage_at_decision = pod_usage(*best, t.signal, snapshot.containerfs_layout);
     e.signal = t.signal;
     e.kind = t.kind;
     e.observed = st.observed;
     e.threshold_value = st.threshold_value;
     e.grace_period_seconds = eviction_grace_period(*best, t.kind, config_);
-    e.cgroup_path = best->cgroup_path;
     e.signal_stale = st.stale;
     e.keys = best_key;
     if (second) e.runner_up = RunnerUp{second->uid, second->name, second->namespace_, second_key};
