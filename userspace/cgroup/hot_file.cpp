@@ -72,27 +72,24 @@ void HotFile::set_kept_fd_budget(uint64_t budget) { g_kept_fd_budget.store(budge
 uint64_t HotFile::kept_fds() { return g_kept_fds.load(std::memory_order_relaxed); }
 
 Result<std::string_view> HotFile::read(std::string& buf) {
+  // Over the budget, or out of fds anyway (other code holds them): read this
+  // once through a temporary fd, without keeping it.
+  auto read_transient = [&]() -> Result<std::string_view> {
+    g_transient_reads.fetch_add(1, std::memory_order_relaxed);
+    int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Error::from_errno(errno, "open " + path_);
+    auto r = pread_all(fd, buf, path_);
+    ::close(fd);
+    return r;
+  };
   if (fd_ < 0) {
-    if (!take_kept_slot()) {
-      // Over the budget: read this once without keeping an fd.
-      g_transient_reads.fetch_add(1, std::memory_order_relaxed);
-      int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) return Error::from_errno(errno, "open " + path_);
-      auto r = pread_all(fd, buf, path_);
-      ::close(fd);
-      return r;
-    }
+    if (!take_kept_slot()) return read_transient();
     int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
       int err = errno;
       g_kept_fds.fetch_sub(1, std::memory_order_relaxed);
       if (err != EMFILE && err != ENFILE) return Error::from_errno(err, "open " + path_);
-      // Out of fds anyway (other code holds them): read this once without keeping it.
-      g_transient_reads.fetch_add(1, std::memory_order_relaxed);
-      auto text = read_file(path_);
-      if (!text) return text.error();
-      buf = std::move(*text);
-      return std::string_view(buf);
+      return read_transient();
     }
     fd_ = fd;
   }
