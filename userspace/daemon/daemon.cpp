@@ -300,21 +300,19 @@ void Daemon::arm_deadline(const Decisions& d, TimePoint now) {
 }
 
 void Daemon::on_tick(TimePoint now, bool safety_net) {
-  bool met_before = false;
-  for (const auto& t : last_decisions_.thresholds) met_before = met_before || t.met;
-  // The poll mode (the kubelet-like baseline) reads everything each time.
-  if (safety_net) {
-    evaluate_partial_ok(now, "safety_net", std::nullopt);
-  } else {
-    evaluate(now, "poll", std::nullopt);
+  if (!safety_net) {
+    evaluate(now, "poll", std::nullopt);  // the poll mode (the kubelet-like baseline) reads everything each time
+    return;
   }
-  if (safety_net) {
-    bool met_now = false;
-    for (const auto& t : last_decisions_.thresholds) met_now = met_now || t.met;
-    bool missed = met_now && !met_before;
-    if (deps_.metrics) deps_.metrics->safety_net_poll(missed);
-    if (missed) spdlog::debug("safety net found a threshold crossing no event reported");
-  }
+  auto any_met = [this] {
+    return std::any_of(last_decisions_.thresholds.begin(), last_decisions_.thresholds.end(),
+                       [](const auto& t) { return t.met; });
+  };
+  const bool met_before = any_met();
+  evaluate_partial_ok(now, "safety_net", std::nullopt);
+  const bool missed = any_met() && !met_before;
+  if (deps_.metrics) deps_.metrics->safety_net_poll(missed);
+  if (missed) spdlog::debug("safety net found a threshold crossing no event reported");
 }
 
 void Daemon::on_signal(int signo) {
