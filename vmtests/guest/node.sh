@@ -297,6 +297,38 @@ vmt_node_events() {
   grep -E "eviction_manager|evict" $NODE/state/kubelet.log | tail -n 40 | sed "s/^/@@VMT LOG $SCEN kubelet: /"
 }
 
+# vmt_node_watch_start: a watch on the scenario's pods, each change stamped with
+# vmt_ms, so the verdict can say when the API showed a pod gone (DELETED or
+# phase Failed) and the most restarts any of its containers had. No --request-timeout:
+# the watch runs until vmt_node_watch_stop.
+vmt_node_watch_start() {
+  : > /tmp/podwatch.txt
+  rm -f /tmp/podwatch.pid
+  (sh -c 'echo $$ > /tmp/podwatch.pid && exec kubectl --kubeconfig "$1" -n vmtests get pods --watch-only \
+      --output-watch-events -o go-template="$2"' vmt-watch $KCFG \
+      '{{.type}} {{.object.metadata.name}} {{.object.status.phase}} {{if .object.metadata.deletionTimestamp}}deleting{{else}}-{{end}} {{range .object.status.containerStatuses}}{{.restartCount}} {{end}}{{"\n"}}' \
+      2>/dev/null | while read -r l; do echo "$(vmt_ms) $l"; done >> /tmp/podwatch.txt) &
+}
+
+vmt_node_watch_stop() {
+  [ -s /tmp/podwatch.pid ] && kill $(cat /tmp/podwatch.pid) 2>/dev/null
+  rm -f /tmp/podwatch.pid
+}
+
+# vmt_node_pod_facts NAME: the JSON fields the verdict reads for one pod: when the
+# API showed it gone (ms since boot, -1: never), its most restarts, and its
+# Evicted Events by the component that sent them ({"pressured":1}).
+vmt_node_pod_facts() {
+  local gone restarts evicted
+  gone=$(awk -v n=$1 '$3 == n && ($2 == "DELETED" || $4 == "Failed") { print $1; exit }' /tmp/podwatch.txt)
+  restarts=$( (awk -v n=$1 '$3 == n { for (i = 6; i <= NF; i++) if ($i > m) m = $i } END { print m + 0 }' \
+    /tmp/podwatch.txt; awk -v n=$1 '$1 == n { print $4 + 0 }' /tmp/pods-state.txt) | sort -n | tail -n 1)
+  evicted=$(awk -v n="Pod/$1" '$1 == n && $2 == "Evicted" {
+      split($3, s, "[=/]"); c = $4; sub("^n=", "", c); if (c !~ /^[0-9]+$/) c = 1; cnt[s[2]] += c }
+    END { o = ""; for (k in cnt) o = o (o == "" ? "" : ",") "\"" k "\":" cnt[k]; print o }' /tmp/events.txt)
+  printf '"api_gone_ms":%s,"restarts":%s,"evicted_by":{%s}' "${gone:--1}" "${restarts:-0}" "$evicted"
+}
+
 # vmt_node_reset: deletes the scenario's pods (bounded) so the next one starts clean.
 vmt_node_reset() {
   [ -n "$KUBELET_PID" ] || return 0

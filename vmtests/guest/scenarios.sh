@@ -254,6 +254,14 @@ vmt_thresholds() {
   TRANSITION=${5:-10s}
   PID_HARD=${6:-0}
   MAX_POD_GRACE=${7:-0}
+  # The memory threshold of whoever acts first: beside the kubelet pressured's are
+  # PRESSURED_MARGIN_MI above the scenario's (vmt_contender_start).
+  ACT_MI=$HARD_MI
+  ACT_SOFT_MI=$SOFT_MI
+  if [ "$VMT_CONTENDER" = pressured+kubelet ]; then
+    ACT_MI=$((HARD_MI + ${PRESSURED_MARGIN_MI:-50}))
+    [ "$SOFT_MI" -gt 0 ] && ACT_SOFT_MI=$((SOFT_MI + ${PRESSURED_MARGIN_MI:-50}))
+  fi
   if [ -n "$VMT_NODE" ]; then
     vmt_mark STEP "node: (re)starting the kubelet"
     vmt_kubelet_start || NODE_BROKEN=1
@@ -403,6 +411,7 @@ vmt_begin() {
   CONTENDER_PIDS=
   CONTENDER_STARTED=true
   vmt_mark STEP "$SCEN: pods ready, avail=$(avail_mib)MiB; starting $VMT_CONTENDER"
+  [ -n "$VMT_NODE" ] && vmt_node_watch_start
   vmt_contender_start || CONTENDER_STARTED=false
   local pods="" name podcg
   while IFS='|' read -r name qos uid podcg rest; do pods="$pods,$name=$podcg"; done < $PODS_LIST
@@ -434,7 +443,7 @@ vmt_end() {
   wait $SAMPLER_PID 2>/dev/null
   vmt_contender_stop
   local pods_json="" name pid st qos podcg ooms
-  [ -n "$VMT_NODE" ] && { vmt_node_snapshot; vmt_node_events; }
+  [ -n "$VMT_NODE" ] && { vmt_node_watch_stop; vmt_node_snapshot; vmt_node_events; }
   while IFS='|' read -r name qos uid podcg ctrcg adj req lim prio grace ctr; do
     pid=$(awk -v n=$name '$1 == n {print $2; exit}' /tmp/pod_pids)
     if [ -n "$VMT_NODE" ]; then
@@ -448,7 +457,9 @@ vmt_end() {
       st=$?
     fi
     ooms=$(awk '$1 == "oom_kill" {print $2}' $podcg/memory.events 2>/dev/null)
-    pods_json="$pods_json,{\"name\":\"$name\",\"qos\":\"$qos\",\"uid\":\"$uid\",\"request_mib\":$req,\"limit_mib\":$lim,\"workload\":\"$st\",\"oom_kills\":${ooms:-0}}"
+    local facts=
+    [ -n "$VMT_NODE" ] && facts=",$(vmt_node_pod_facts $name)"
+    pods_json="$pods_json,{\"name\":\"$name\",\"qos\":\"$qos\",\"uid\":\"$uid\",\"request_mib\":$req,\"limit_mib\":$lim,\"workload\":\"$st\",\"oom_kills\":${ooms:-0}$facts}"
   done < $PODS_LIST
   if [ -n "$NEUTRAL_PID" ]; then
     if kill -0 $NEUTRAL_PID 2>/dev/null; then st=running; else wait $NEUTRAL_PID 2>/dev/null; st=$?; fi
@@ -489,7 +500,7 @@ scenario_fast_spike() {
   vmt_wait_mem burstable-steady 96 20
   local a=$(avail_mib)
   local size=$((a + 100))
-  vmt_begin fast-spike memory $((HARD_MI * 1048576))
+  vmt_begin fast-spike memory $((ACT_MI * 1048576))
   vmt_pod_run besteffort-spike memhog --mib $size --rate 500 --hold 300
   vmt_wait_gone besteffort-spike 40
   sleep 3  # anything evicted after the victim is over-eviction
@@ -510,7 +521,7 @@ scenario_slow_leak() {
   vmt_wait_mem burstable-ok-2 128 20
   local a=$(avail_mib)
   local size=$((a - HARD_MI + 60))
-  vmt_begin slow-leak memory $((SOFT_MI * 1048576))
+  vmt_begin slow-leak memory $((ACT_SOFT_MI * 1048576))
   vmt_pod_run burstable-leak memhog --start-mib 32 --mib $size --rate 25 --hold 300
   vmt_wait_gone burstable-leak 50
   sleep 3
@@ -540,9 +551,9 @@ scenario_ranking() {
   done
   local a=$(avail_mib)
   # After evicting the first three in the expected order the node is still
-  # 30 MiB under the threshold; after the fourth it is 34 MiB over it.
-  local size=$((a + 272 - (HARD_MI - 30)))
-  vmt_begin ranking memory $((HARD_MI * 1048576))
+  # 30 MiB under the acting threshold; after the fourth it is 34 MiB over it.
+  local size=$((a + 272 - (ACT_MI - 30)))
+  vmt_begin ranking memory $((ACT_MI * 1048576))
   vmt_neutral memhog --mib $size --rate 40 --hold 300
   local i=0
   while [ $i -lt 90 ]; do
@@ -572,7 +583,7 @@ scenario_min_reclaim_part() {
   vmt_wait_mem guaranteed 64 20
   local a=$(avail_mib)
   local size=$((a - HARD_MI + 40))  # 40 MiB under the threshold
-  vmt_begin $scen memory $((HARD_MI * 1048576))
+  vmt_begin $scen memory $((ACT_MI * 1048576))
   vmt_neutral memhog --mib $size --rate 50 --hold 300
   vmt_wait_gone besteffort-large 40
   if [ $mr -gt 0 ]; then vmt_wait_gone besteffort-small 15; fi
@@ -601,7 +612,7 @@ scenario_oscillation() {
   vmt_wait_mem burstable-steady $base 60
   local a=$(avail_mib)
   local burst=$((a - 200))  # each burst leaves ~200 MiB: under soft (300), over hard (100)
-  vmt_begin oscillation memory $((SOFT_MI * 1048576))
+  vmt_begin oscillation memory $((ACT_SOFT_MI * 1048576))
   vmt_pod_run besteffort-bursty spiker --mib $burst --hold-ms 3000 --gap-ms 4000 --bursts 4
   local i=0
   while [ $i -lt 60 ] && kill -0 $(awk '$1 == "besteffort-bursty" {print $2}' /tmp/pod_pids) 2>/dev/null; do
@@ -627,7 +638,7 @@ scenario_page_cache() {
   if [ ! -f /scratch/big.dat ]; then
     vmt_mark ERROR "page-cache: /scratch/big.dat missing (no scratch disk)"
   fi
-  vmt_begin page-cache memory $((HARD_MI * 1048576))
+  vmt_begin page-cache memory $((ACT_MI * 1048576))
   vmt_pod_run burstable-reader cachereader --file /scratch/big.dat --passes 1 --duration 90 --hold 300
   local i=0
   while [ $i -lt 100 ] && ! grep -q "cachereader: read" $(vmt_wl_logs) 2>/dev/null; do
@@ -671,7 +682,7 @@ scenario_restart() {
   vmt_wait_mem burstable-other 128 20
   local a=$(avail_mib)
   local size=$((a - 220))  # ends ~220 MiB available: under soft, over hard
-  vmt_begin restart memory $((SOFT_MI * 1048576))
+  vmt_begin restart memory $((ACT_SOFT_MI * 1048576))
   vmt_pod_run burstable-leak memhog --ignore-term 1 --start-mib 32 --mib $size --rate 40 --hold 300
   vmt_wait_avail_below $SOFT_MI 60
   local crossed=$(vmt_ms)
@@ -700,7 +711,7 @@ scenario_soft_then_spike() {
   local hold=$((a - 300))  # leaves ~300 MiB: under soft (400), over hard (150)
   vmt_pod_run besteffort-stubborn memhog --ignore-term 1 --mib $hold --hold 300
   vmt_wait_mem besteffort-stubborn $hold 60
-  vmt_begin soft-then-spike memory $((HARD_MI * 1048576))
+  vmt_begin soft-then-spike memory $((ACT_MI * 1048576))
   sleep 4  # soft grace (1 s) over: SIGTERM sent, ignored
   local left=$(avail_mib)
   local size=$((left + 120))  # past what is left: without an eviction, a kernel OOM kill
