@@ -724,7 +724,7 @@ TEST(DaemonWatches, SmallMovesDoNotReArmLargeOnesDo) {
   auto kp_calls = [&] { return r.reactor.calls_for(kp); };
   ASSERT_EQ(kp_calls(), 1);
   // Hysteresis: max(8 MiB, 1% of 2048 MiB) = 20.48 MiB.
-  EXPECT_EQ(Daemon::watch_hysteresis(2048.0 * MiB), static_cast<uint64_t>(2048.0 * MiB / 100));
+  EXPECT_EQ(watch_hysteresis(2048.0 * MiB), static_cast<uint64_t>(2048.0 * MiB / 100));
   r.kubepods_usage(310 * MiB);  // level 810 MiB: +10 MiB
   r.d->evaluate(at(2), "test", std::nullopt);
   r.node(585 * MiB, 2048 * MiB);  // level 795 MiB: -5 MiB from the armed level

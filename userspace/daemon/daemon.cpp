@@ -49,32 +49,6 @@ std::string pod_label(const std::string& ns, const std::string& name, const std:
   return ns + "/" + name + " (" + uid + ")";
 }
 
-// A memory cgroup's page-counter usage: memory.current (v2) or
-// memory.usage_in_bytes (v1); nullopt when neither is readable (v2 root).
-std::optional<uint64_t> read_memcg_usage(const std::string& dir) {
-  if (dir.empty()) return std::nullopt;
-  for (const char* file : {"/memory.current", "/memory.usage_in_bytes"}) {
-    auto text = cgroup::read_file(dir + file);
-    if (!text) continue;
-    auto v = cgroup::parse_single_value(*text);
-    if (v && *v) return **v;
-  }
-  return std::nullopt;
-}
-
-// The page counter of a hierarchy root: the sum of its children's (charges
-// propagate up the page counters, the root's own usage file, where there is
-// one, is computed from statistics instead). nullopt when no child has one.
-std::optional<uint64_t> read_root_counter_usage(const std::string& root) {
-  std::error_code ec;
-  std::optional<uint64_t> sum;
-  for (std::filesystem::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_directory(ec) || it->is_symlink(ec)) continue;
-    if (auto u = read_memcg_usage(it->path().string())) sum = sum.value_or(0) + *u;
-  }
-  return sum;
-}
-
 MemcgActivitySample activity_sample(const MemcgActivity& a) {
   MemcgActivitySample s;
   s.reclaim_scanned_pages = static_cast<double>(a.pgscan);
@@ -109,7 +83,8 @@ Daemon::Daemon(Config config, DaemonDeps deps)
         std::snprintf(prefix, sizeof prefix, "%lx", static_cast<unsigned long>(std::time(nullptr)));
         p.id_prefix = prefix;
         return p;
-      }()) {
+      }()),
+      alarms_(deps_.reactor) {
   if (deps_.metrics) {
     deps_.metrics->set_thresholds(config_.eviction);
     for (auto k = static_cast<int>(PolicyAction::Kind::Start); k <= static_cast<int>(PolicyAction::Kind::DiskReclaim);
@@ -227,14 +202,10 @@ void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
       deps_.metrics->ring_buffer_dropped(static_cast<uint64_t>(std::max<int64_t>(ev.value, 0)));
     }
     if (ev.type == EventType::Resync && deps_.metrics) deps_.metrics->resync("ring_buffer_overflow");
-    if (ev.type == EventType::ThresholdUp && ev.watch_id != 0) {
-      for (auto& [path, w] : armed_) {
-        if (w.id == ev.watch_id) w.fired = true;
-      }
-    }
+    if (ev.type == EventType::ThresholdUp) alarms_.watch_fired(ev.watch_id);
     if (ev.type == EventType::PidAlarmUp || ev.type == EventType::PidAlarmDown) {
       spdlog::info("PID alarm {}: the kernel counts {} tasks (alarm {})", ev.type == EventType::PidAlarmUp ? "up" : "down",
-                   ev.value, pid_alarm_);
+                   ev.value, alarms_.pid_alarm());
     }
     if (ev.type == EventType::ThresholdDown || ev.type == EventType::PidAlarmDown ||
         ev.type == EventType::MemcgReclaimEnd ||
@@ -364,240 +335,26 @@ bool Daemon::reload() {
   ++stats_.reloads_ok;
   spdlog::info("config reloaded: {} thresholds (observe/events/metrics/kubernetes changes need a restart)",
                config_.eviction.thresholds.size());
-  if (deps_.reactor != nullptr) {  // re-arm with the new thresholds
-    for (const auto& [path, w] : armed_) {
-      if (w.id != 0) (void)deps_.reactor->clear_watch(w.id);
-    }
-  }
-  armed_.clear();
-  pid_alarm_unsupported_ = false;
+  alarms_.clear_watches();  // re-armed with the new thresholds
   arm_watches();
   return true;
 }
 
-uint64_t Daemon::watch_hysteresis(double capacity_bytes) {
-  return std::max<uint64_t>(8ull << 20, static_cast<uint64_t>(std::max(0.0, capacity_bytes) / 100.0));
-}
-
-std::map<std::string, uint64_t> Daemon::armed_watch_levels() const {
-  std::map<std::string, uint64_t> out;
-  for (const auto& [path, w] : armed_) {
-    if (w.id != 0) out[path] = w.level;
-  }
-  return out;
-}
-
 void Daemon::arm_watches() {
   if (deps_.reactor == nullptr || deps_.observer == nullptr) return;
-  const auto& layout = deps_.observer->layout();
-  // Page-counter usage now (v2 memory.current, v1 memory.usage_in_bytes).
-  const auto kp_usage = read_memcg_usage(layout.kubepods_memory_path);
-  // Fallback for kubepods usage: its working set from allocatableMemory.available.
-  std::optional<double> kp_estimate;
-  if (kp_usage) {
-    kp_estimate = static_cast<double>(*kp_usage);
-  } else if (const auto& a = last_.signal(Signal::AllocatableMemoryAvailable); a && a->capacity > 0 && !a->stale) {
-    kp_estimate = a->capacity - a->value;
-  }
-  // The node scope: the cgroup holding kubepods (the hierarchy root on a real
-  // node, the sandbox root in tests and the demo; never above the configured
-  // root). Memory charged anywhere below it, outside kubepods too, moves its
-  // page counter. At a hierarchy root the usage file (v1 only; statistics
-  // based) and the page counter (the children's sum) differ: each alarm gets
-  // its own level (Reactor::set_watch_levels).
-  std::string scope;
-  std::optional<uint64_t> scope_file_usage;
-  std::optional<uint64_t> scope_counter_usage;
-  if (!layout.kubepods_memory_path.empty()) {
-    scope = cgroup::normalize_path(std::filesystem::path(layout.kubepods_memory_path).parent_path().string());
-    scope_file_usage = read_memcg_usage(scope);
-    const bool is_root = !layout.memory_mount.empty() && scope == cgroup::normalize_path(layout.memory_mount);
-    if (is_root) {
-      // The children's sum misses what dying (removed, still charged) cgroups
-      // hold; the BPF charge hook reads the real counter, but only on charges:
-      // after a large free (an eviction) its last sample is too high until the
-      // next charge. So: the children's sum, read now, plus the difference
-      // taken from a sample only when it is nearly as fresh as that sum.
-      const auto children = read_root_counter_usage(scope);
-      const auto seen = deps_.reactor->watched_counter(scope, std::chrono::milliseconds(20));
-      if (seen && children) root_counter_offset_ = static_cast<int64_t>(*seen) - static_cast<int64_t>(*children);
-      if (children) {
-        scope_counter_usage =
-            static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(*children) + root_counter_offset_));
-      }
-    } else {
-      scope_counter_usage = scope_file_usage;
-    }
-  }
-
-  // Lowest level per cgroup: the crossing that comes first. A threshold already
-  // met gets none: the evaluation under way acts on it, the next one re-arms.
-  struct Levels {
-    uint64_t file = 0;
-    uint64_t counter = 0;
-  };
-  std::map<std::string, Levels> want;
-  double hysteresis_capacity = 0;
-  auto propose = [&](const std::string& path, double file_level, double counter_level) {
-    if (path.empty() || file_level <= 0 || counter_level <= 0) return;
-    Levels l{static_cast<uint64_t>(file_level), static_cast<uint64_t>(counter_level)};
-    auto [it, inserted] = want.emplace(path, l);
-    if (!inserted) {
-      it->second.file = std::min(it->second.file, l.file);
-      it->second.counter = std::min(it->second.counter, l.counter);
-    }
-  };
-  for (const auto& t : config_.eviction.thresholds) {
-    if (t.signal != Signal::MemoryAvailable && t.signal != Signal::AllocatableMemoryAvailable) continue;
-    const auto& obs = last_.signal(t.signal);
-    if (obs && obs->stale) {
-      arm_pid_alarm();
-      return;  // a failed read: keep the watches as they are
-    }
-    if (!obs || obs->capacity <= 0) continue;
-    const double headroom = obs->value - t.value.resolve(obs->capacity);  // bytes until the threshold
-    if (headroom <= 0) continue;
-    hysteresis_capacity = std::max(hysteresis_capacity, obs->capacity);
-    if (kp_estimate) {
-      propose(layout.kubepods_memory_path, *kp_estimate + headroom, *kp_estimate + headroom);
-    } else if (t.signal == Signal::AllocatableMemoryAvailable) {
-      const double level = obs->capacity - t.value.resolve(obs->capacity);
-      propose(layout.kubepods_memory_path, level, level);
-    }
-    // memory.available falls just as fast when the memory goes to a process
-    // outside kubepods: watch the node scope too.
-    if (t.signal == Signal::MemoryAvailable && scope_counter_usage) {
-      const double counter_level = static_cast<double>(*scope_counter_usage) + headroom;
-      const double file_level =
-          scope_file_usage ? static_cast<double>(*scope_file_usage) + headroom : counter_level;
-      propose(scope, file_level, counter_level);
-    }
-  }
-  const uint64_t hysteresis = watch_hysteresis(hysteresis_capacity);
-  arm_pid_alarm();
-
-  for (auto it = armed_.begin(); it != armed_.end();) {
-    if (want.count(it->first) == 0) {
-      if (it->second.id != 0) (void)deps_.reactor->clear_watch(it->second.id);
-      spdlog::debug("watch on {} cleared", it->first);
-      it = armed_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  auto moved = [](uint64_t a, uint64_t b) { return a > b ? a - b : b - a; };
-  for (const auto& [path, level] : want) {
-    auto cur = armed_.find(path);
-    if (cur != armed_.end() && cur->second.fired && cur->second.id != 0) {
-      // An up edge came, yet the threshold is not crossed (the page counter
-      // also moves with page cache the kubelet's formula counts as free): the
-      // kernel side now sits "above" and would stay silent. Re-arm from scratch.
-      (void)deps_.reactor->clear_watch(cur->second.id);
-      armed_.erase(cur);
-      cur = armed_.end();
-    }
-    if (cur != armed_.end() && moved(level.file, cur->second.level) <= hysteresis &&
-        moved(level.counter, cur->second.counter_level) <= hysteresis) {
-      continue;  // keep the watch and its up/down state
-    }
-    auto id = deps_.reactor->set_watch_levels(path, level.file, level.counter);
-    if (id) {
-      armed_[path] = ArmedWatch{*id, level.file, level.counter};
-      spdlog::debug("watch armed on {} at {} bytes of usage ({} bytes of page counter)", path, level.file,
-                    level.counter);
-    } else {
-      // Remembered with id 0: retried only when the level moves past the
-      // hysteresis, not warned about on every evaluation.
-      armed_[path] = ArmedWatch{0, level.file, level.counter};
-      spdlog::warn("could not arm a memory watch on {}: {} (the safety-net poll covers it)", path,
-                   id.error().message);
-    }
-  }
+  alarms_.apply(plan_alarms(config_.eviction.thresholds, last_,
+                            alarm_reader_.read(deps_.observer->layout(), *deps_.reactor)));
 }
 
 void Daemon::sync_tracked_memcgs() {
-  if (deps_.reactor == nullptr || deps_.observer == nullptr || memcg_tracking_unsupported_) return;
-  // Wanted: kubepods, its QoS tiers (cgroupfs or systemd names, whichever
-  // exist), every pod of the snapshot.
-  std::map<uint64_t, std::pair<std::string, std::string>> want;  // id -> (path, scope label; empty: pod)
-  const auto& kp = deps_.observer->layout().kubepods_memory_path;
-  if (!kp.empty()) {
-    if (auto id = cgroup_id_of(kp)) want[*id] = {kp, "kubepods"};
-    for (const char* tier : {"burstable", "besteffort"}) {
-      for (const std::string& dir : {kp + "/" + tier, kp + "/kubepods-" + tier + ".slice"}) {
-        if (auto id = cgroup_id_of(dir)) want[*id] = {dir, tier};
-      }
-    }
-  }
-  for (const auto& p : last_.pods) {
-    if (p.cgroup_id != 0 && !p.cgroup_path.empty()) want.emplace(p.cgroup_id, std::make_pair(p.cgroup_path, ""));
-  }
-  for (auto it = tracked_memcgs_.begin(); it != tracked_memcgs_.end();) {
-    if (want.count(it->first) == 0) {
-      (void)deps_.reactor->untrack_memcg(it->first);  // ENOENT when already gone with its cgroup: fine
-      spdlog::debug("memcg activity: stopped tracking {}", it->second);
-      tracked_scopes_.erase(it->first);
-      it = tracked_memcgs_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (const auto& [id, what] : want) {
-    if (tracked_memcgs_.count(id) != 0) continue;
-    auto r = deps_.reactor->track_memcg(what.first);
-    if (!r) {
-      if (r.error().code == ENOTSUP) {
-        memcg_tracking_unsupported_ = true;
-        spdlog::info("no per-pod reclaim activity: {}", r.error().message);
-        return;
-      }
-      // The pod may be going away between the observation and now; retried next evaluation.
-      spdlog::debug("memcg activity: cannot track {}: {}", what.first, r.error().message);
-      continue;
-    }
-    tracked_memcgs_[*r] = what.first;
-    if (!what.second.empty()) tracked_scopes_[*r] = what.second;
-  }
+  if (deps_.reactor == nullptr || deps_.observer == nullptr || !alarms_.tracking_supported()) return;
+  alarms_.apply_tracking(plan_tracking(AlarmReader::read_scopes(deps_.observer->layout()), last_));
 }
 
 void Daemon::export_kubepods_activity(Metrics& m) {
-  for (const auto& [id, label] : tracked_scopes_) {
+  for (const auto& [id, label] : alarms_.tracked_scopes()) {
     if (auto a = deps_.reactor->memcg_activity(id)) m.memcg_activity(label, activity_sample(*a));
   }
-}
-
-void Daemon::arm_pid_alarm() {
-  if (deps_.reactor == nullptr || pid_alarm_unsupported_) return;
-  // tasks now + (available - threshold) = capacity - threshold; the signal is
-  // met when available < threshold, i.e. at capacity - threshold + 1 tasks
-  // (at exactly capacity - threshold the evaluation would find nothing to do
-  // and the edge would be spent). Armed even when already crossed: the kernel
-  // side then reports the fall back and the next rise.
-  uint64_t want = 0;
-  const auto& obs = last_.signal(Signal::PidAvailable);
-  if (obs && obs->stale) return;  // a failed read: keep the alarm as it is
-  if (obs && obs->capacity > 0) {
-    for (const auto& t : config_.eviction.thresholds) {
-      if (t.signal != Signal::PidAvailable) continue;
-      double level = std::floor(obs->capacity - t.value.resolve(obs->capacity)) + 1;
-      if (level < 1 || level > obs->capacity) continue;
-      auto l = static_cast<uint64_t>(level);
-      want = want == 0 ? l : std::min(want, l);
-    }
-  }
-  if (want == pid_alarm_) return;
-  auto r = deps_.reactor->set_pid_alarm(want);
-  if (!r) {
-    if (r.error().code == ENOTSUP) {
-      pid_alarm_unsupported_ = true;
-      spdlog::info("no PID alarm: {} (pid.available is seen by the safety-net poll)", r.error().message);
-    } else {
-      spdlog::warn("could not set the PID alarm at {} tasks: {}", want, r.error().message);
-    }
-    return;
-  }
-  pid_alarm_ = want;
-  if (want != 0) spdlog::debug("PID alarm armed at {} tasks", want);
 }
 
 bool Daemon::observe_for_decision(TimePoint now, bool& full) {
@@ -712,7 +469,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
     for (const auto& p : last_.pods) {
       samples.push_back({p.namespace_, p.name, p.uid, p.qos, static_cast<double>(p.usage.memory_working_set_bytes),
                          static_cast<double>(p.requests.memory_bytes)});
-      if (p.cgroup_id != 0 && tracked_memcgs_.count(p.cgroup_id) != 0) {
+      if (p.cgroup_id != 0 && alarms_.tracked().count(p.cgroup_id) != 0) {
         if (auto a = deps_.reactor->memcg_activity(p.cgroup_id)) samples.back().activity = activity_sample(*a);
       }
     }

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/alarms.hpp"
 #include "daemon/checkpoint.hpp"
 #include "pressured/config.hpp"
 #include "pressured/engine.hpp"
@@ -120,24 +121,17 @@ class Daemon final : public ReactorHandler {
   const NodeSnapshot& last_snapshot() const { return last_; }
   /// The last decisions (for the demo's display).
   const Decisions& last_decisions() const { return last_decisions_; }
-  /// Re-arms the memory threshold watches from the current thresholds and the
-  /// last snapshot. memory.available thresholds are translated into a usage
-  /// level on the kubepods memcg (the root memcg's page counter is not charged,
-  /// so a watch on it never fires on v2): level = kubepods usage now +
-  /// (available now - threshold). A cgroup's watch moves only when its level
-  /// changes by more than watch_hysteresis(), so its up/down state survives ticks.
+  /// Moves the kernel alarms (memory watches, PID alarm) to where the current
+  /// thresholds and the last snapshot put them (daemon/alarm_plan.hpp).
   void arm_watches();
-  /// max(8 MiB, 1% of capacity): how far an alarm level must move to be re-armed.
-  static uint64_t watch_hysteresis(double capacity_bytes);
-  /// The armed PID alarm in tasks (0: none): pid_max-based capacity minus the
-  /// lowest pid.available threshold.
-  uint64_t armed_pid_alarm() const { return pid_alarm_; }
+  /// The armed PID alarm in tasks (0: none).
+  uint64_t armed_pid_alarm() const { return alarms_.pid_alarm(); }
   /// The armed level per cgroup path (tests, diagnostics).
-  std::map<std::string, uint64_t> armed_watch_levels() const;
+  std::map<std::string, uint64_t> armed_watch_levels() const { return alarms_.watch_levels(); }
   /// Memory cgroups whose reclaim activity the reactor accumulates, by cgroup
-  /// id: kubepods, the QoS tiers and every pod of the last snapshot (path or
-  /// "pod <uid>"). Empty when the reactor cannot track (no BPF).
-  const std::map<uint64_t, std::string>& tracked_memcgs() const { return tracked_memcgs_; }
+  /// id: kubepods, the QoS tiers and every pod of the last snapshot (path).
+  /// Empty when the reactor cannot track (no BPF).
+  const std::map<uint64_t, std::string>& tracked_memcgs() const { return alarms_.tracked(); }
   /// Whether an eviction is in flight (the daemon wants quick progress ticks).
   bool busy() const { return policy_.busy(); }
   /// Set by a bad `--dry-run` style toggle at reload: which evictor to use.
@@ -153,7 +147,6 @@ class Daemon final : public ReactorHandler {
   /// (daemon/decision_view.hpp) for an event between full observations,
   /// else a full observation. False when nothing could be observed.
   bool observe_for_decision(TimePoint now, bool& full);
-  void arm_pid_alarm();
   /// Tracks kubepods, the tiers and the pods of last_ (untracks pods that left).
   void sync_tracked_memcgs();
   void arm_deadline(const Decisions& d, TimePoint now);
@@ -172,24 +165,11 @@ class Daemon final : public ReactorHandler {
   std::string last_checkpoint_;
   TimePoint last_checkpoint_write_{};
   TimePoint last_condition_publish_{};
-  /// Armed memory watches, by cgroup path: one alarm level per cgroup (the
-  /// reactor keeps one level per path), re-armed only past the hysteresis.
   /// Whether `cgroup_id` is a pod cgroup of the last observation.
   bool is_pod_cgroup(uint64_t cgroup_id) const;
-  struct ArmedWatch {
-    WatchId id = 0;
-    uint64_t level = 0;          // usage-file level (v1 eventfd)
-    uint64_t counter_level = 0;  // page-counter level (BPF)
-    bool fired = false;          // an up edge came since it was armed: re-arm "below" at the next evaluation
-  };
-  std::map<std::string, ArmedWatch> armed_;
-  int64_t root_counter_offset_ = 0;
-  std::optional<TimePoint> next_deadline_;  // armed with Reactor::wake_at  // hierarchy root: page counter - children's sum, last seen by BPF
-  uint64_t pid_alarm_ = 0;             // armed PID alarm (tasks); 0: none
-  bool pid_alarm_unsupported_ = false;  // the reactor has no task-count hooks: stop asking
-  std::map<uint64_t, std::string> tracked_memcgs_;  // cgroup id -> what (reclaim activity)
-  std::map<uint64_t, std::string> tracked_scopes_;  // the kubepods/tier subset: id -> metrics label
-  bool memcg_tracking_unsupported_ = false;          // the reactor cannot track: stop asking
+  AlarmReader alarm_reader_;
+  ArmedAlarms alarms_;
+  std::optional<TimePoint> next_deadline_;  // armed with Reactor::wake_at
   Evictor* dry_evictor_ = nullptr;
   bool first_conditions_published_ = false;
   bool partial_refresh_ok_ = false;  // the evaluation under way (event, safety-net tick, deadline) may decide on a partial refresh

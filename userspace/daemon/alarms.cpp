@@ -1,0 +1,203 @@
+#include "daemon/alarms.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "cgroup/hot_file.hpp"
+#include "cgroup/parse.hpp"
+#include "cgroup/paths.hpp"
+
+namespace pressured {
+
+namespace {
+
+// A memory cgroup's page-counter usage: memory.current (v2) or
+// memory.usage_in_bytes (v1); nullopt when neither is readable (v2 root).
+std::optional<uint64_t> read_memcg_usage(const std::string& dir) {
+  if (dir.empty()) return std::nullopt;
+  for (const char* file : {"/memory.current", "/memory.usage_in_bytes"}) {
+    auto text = cgroup::read_file(dir + file);
+    if (!text) continue;
+    auto v = cgroup::parse_single_value(*text);
+    if (v && *v) return **v;
+  }
+  return std::nullopt;
+}
+
+// The page counter of a hierarchy root: the sum of its children's (charges
+// propagate up the page counters; the root's own usage file, where there is
+// one, is computed from statistics instead). nullopt when no child has one.
+std::optional<uint64_t> read_root_counter_usage(const std::string& root) {
+  std::error_code ec;
+  std::optional<uint64_t> sum;
+  for (std::filesystem::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_directory(ec) || it->is_symlink(ec)) continue;
+    if (auto u = read_memcg_usage(it->path().string())) sum = sum.value_or(0) + *u;
+  }
+  return sum;
+}
+
+uint64_t distance(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
+
+}  // namespace
+
+AlarmReadings AlarmReader::read(const CgroupLayout& layout, const Reactor& reactor) {
+  AlarmReadings r;
+  r.kubepods_path = layout.kubepods_memory_path;
+  r.kubepods_usage = read_memcg_usage(layout.kubepods_memory_path);
+  if (layout.kubepods_memory_path.empty()) return r;
+  // Never above the configured root: kubepods' parent is the sandbox in tests
+  // and the demo.
+  r.scope_path = cgroup::normalize_path(std::filesystem::path(layout.kubepods_memory_path).parent_path().string());
+  r.scope_file_usage = read_memcg_usage(r.scope_path);
+  const bool is_root = !layout.memory_mount.empty() && r.scope_path == cgroup::normalize_path(layout.memory_mount);
+  if (!is_root) {
+    r.scope_counter_usage = r.scope_file_usage;
+    return r;
+  }
+  // The children's sum misses what dying (removed, still charged) cgroups
+  // hold; the BPF charge hook reads the real counter, but only on charges:
+  // after a large free (an eviction) its last sample is too high until the
+  // next charge. So: the children's sum, read now, plus the difference taken
+  // from a sample only when it is nearly as fresh as that sum.
+  const auto children = read_root_counter_usage(r.scope_path);
+  const auto seen = reactor.watched_counter(r.scope_path, std::chrono::milliseconds(20));
+  if (seen && children) root_counter_offset_ = static_cast<int64_t>(*seen) - static_cast<int64_t>(*children);
+  if (children) {
+    r.scope_counter_usage =
+        static_cast<uint64_t>(std::max<int64_t>(0, static_cast<int64_t>(*children) + root_counter_offset_));
+  }
+  return r;
+}
+
+std::vector<AlarmCgroup> AlarmReader::read_scopes(const CgroupLayout& layout) {
+  std::vector<AlarmCgroup> out;
+  const auto& kp = layout.kubepods_memory_path;
+  if (kp.empty()) return out;
+  if (auto id = cgroup_id_of(kp)) out.push_back({*id, kp, "kubepods"});
+  for (const char* tier : {"burstable", "besteffort"}) {
+    for (const std::string& dir : {kp + "/" + tier, kp + "/kubepods-" + tier + ".slice"}) {
+      if (auto id = cgroup_id_of(dir)) out.push_back({*id, dir, tier});
+    }
+  }
+  return out;
+}
+
+void ArmedAlarms::apply(const AlarmPlan& plan) {
+  if (reactor_ == nullptr) return;
+  if (plan.pid_alarm) apply_pid_alarm(*plan.pid_alarm);
+  if (!plan.watches_known) return;  // a failed read: keep the watches as they are
+
+  for (auto it = armed_.begin(); it != armed_.end();) {
+    if (plan.watches.count(it->first) == 0) {
+      if (it->second.id != 0) (void)reactor_->clear_watch(it->second.id);
+      spdlog::debug("watch on {} cleared", it->first);
+      it = armed_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [path, level] : plan.watches) {
+    auto cur = armed_.find(path);
+    if (cur != armed_.end() && cur->second.fired && cur->second.id != 0) {
+      // An up edge came, yet the threshold is not crossed (the page counter
+      // also moves with page cache the kubelet's formula counts as free): the
+      // kernel side now sits "above" and would stay silent. Re-arm from scratch.
+      (void)reactor_->clear_watch(cur->second.id);
+      armed_.erase(cur);
+      cur = armed_.end();
+    }
+    if (cur != armed_.end() && distance(level.file, cur->second.level.file) <= plan.hysteresis &&
+        distance(level.counter, cur->second.level.counter) <= plan.hysteresis) {
+      continue;  // keep the watch and its up/down state
+    }
+    auto id = reactor_->set_watch_levels(path, level.file, level.counter);
+    if (id) {
+      armed_[path] = Armed{*id, level, false};
+      spdlog::debug("watch armed on {} at {} bytes of usage ({} bytes of page counter)", path, level.file,
+                    level.counter);
+    } else {
+      // Remembered with id 0: retried only when the level moves past the
+      // hysteresis, not warned about on every evaluation.
+      armed_[path] = Armed{0, level, false};
+      spdlog::warn("could not arm a memory watch on {}: {} (the safety-net poll covers it)", path,
+                   id.error().message);
+    }
+  }
+}
+
+void ArmedAlarms::apply_pid_alarm(uint64_t want) {
+  if (pid_alarm_unsupported_ || want == pid_alarm_) return;
+  auto r = reactor_->set_pid_alarm(want);
+  if (!r) {
+    if (r.error().code == ENOTSUP) {
+      pid_alarm_unsupported_ = true;
+      spdlog::info("no PID alarm: {} (pid.available is seen by the safety-net poll)", r.error().message);
+    } else {
+      spdlog::warn("could not set the PID alarm at {} tasks: {}", want, r.error().message);
+    }
+    return;
+  }
+  pid_alarm_ = want;
+  if (want != 0) spdlog::debug("PID alarm armed at {} tasks", want);
+}
+
+void ArmedAlarms::apply_tracking(const std::map<uint64_t, AlarmCgroup>& want) {
+  if (reactor_ == nullptr || tracking_unsupported_) return;
+  for (auto it = tracked_.begin(); it != tracked_.end();) {
+    if (want.count(it->first) == 0) {
+      (void)reactor_->untrack_memcg(it->first);  // ENOENT when already gone with its cgroup: fine
+      spdlog::debug("memcg activity: stopped tracking {}", it->second);
+      tracked_scopes_.erase(it->first);
+      it = tracked_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& [id, what] : want) {
+    if (tracked_.count(id) != 0) continue;
+    auto r = reactor_->track_memcg(what.path);
+    if (!r) {
+      if (r.error().code == ENOTSUP) {
+        tracking_unsupported_ = true;
+        spdlog::info("no per-pod reclaim activity: {}", r.error().message);
+        return;
+      }
+      // The pod may be going away between the observation and now; retried next evaluation.
+      spdlog::debug("memcg activity: cannot track {}: {}", what.path, r.error().message);
+      continue;
+    }
+    tracked_[*r] = what.path;
+    if (!what.scope.empty()) tracked_scopes_[*r] = what.scope;
+  }
+}
+
+void ArmedAlarms::clear_watches() {
+  if (reactor_ != nullptr) {
+    for (const auto& [path, w] : armed_) {
+      if (w.id != 0) (void)reactor_->clear_watch(w.id);
+    }
+  }
+  armed_.clear();
+  pid_alarm_unsupported_ = false;
+}
+
+void ArmedAlarms::watch_fired(WatchId id) {
+  if (id == 0) return;
+  for (auto& [path, w] : armed_) {
+    if (w.id == id) w.fired = true;
+  }
+}
+
+std::map<std::string, uint64_t> ArmedAlarms::watch_levels() const {
+  std::map<std::string, uint64_t> out;
+  for (const auto& [path, w] : armed_) {
+    if (w.id != 0) out[path] = w.level.file;
+  }
+  return out;
+}
+
+}  // namespace pressured
