@@ -241,6 +241,10 @@ class Metrics {
   /// -> pressured_config_reloads_total {result}, pressured_config_last_reload_successful
   void config_reload(bool ok);
 
+  /// The checkpoint (daemon.stateFile) was written, or failed to be.
+  /// -> pressured_checkpoint_writes_total {result}
+  void checkpoint_write(bool ok);
+
   // --- Pods -------------------------------------------------------------------
 
   /// Pods that are never evicted because their metadata is unavailable (the

@@ -175,5 +175,71 @@ TEST(Checkpoint, BootIdIsReadFromProc) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Checkpointer, WritesAStructuralChangeAtOnceAndLastMetTimesAtMostEveryInterval) {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/state.json";
+  Checkpointer c(path, "boot-1", std::chrono::seconds(5));
+  std::vector<bool> results;
+  c.on_write([&](bool ok) { results.push_back(ok); });
+  Checkpoint cp = sample();
+  const TimePoint t0(std::chrono::seconds(100));
+  c.maybe_save(cp.engine, cp.policy, t0);
+  EXPECT_EQ(c.writes(), 1u) << "nothing written yet: the first state is a change";
+  c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(1));
+  EXPECT_EQ(c.writes(), 1u) << "unchanged: not written again";
+  cp.engine.condition_last_met[0] = TimePoint(std::chrono::seconds(101));
+  c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(2));
+  EXPECT_EQ(c.writes(), 1u) << "only a last-met time moved, within the interval";
+  cp.policy.in_flight.clear();  // an eviction ended: structure
+  c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(3));
+  EXPECT_EQ(c.writes(), 2u);
+  cp.engine.condition_last_met[0] = TimePoint(std::chrono::seconds(108));
+  c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(9));
+  EXPECT_EQ(c.writes(), 3u) << "the interval since the last write has passed";
+  auto loaded = load_checkpoint(path, "boot-1");
+  ASSERT_EQ(loaded.status, CheckpointLoad::Restored);
+  EXPECT_TRUE(loaded.checkpoint.policy.in_flight.empty());
+  EXPECT_EQ(results, (std::vector<bool>{true, true, true}));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Checkpointer, ARestoredCheckpointIsNotWrittenBackUnchanged) {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/state.json";
+  const Checkpoint cp = sample();
+  ASSERT_TRUE(write_file_atomically(path, encode_checkpoint(cp)));
+  Checkpointer c(path, "boot-1");
+  ASSERT_EQ(c.load().status, CheckpointLoad::Restored);
+  c.maybe_save(cp.engine, cp.policy, TimePoint(std::chrono::seconds(1)));
+  EXPECT_EQ(c.writes(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Checkpointer, FailedWritesAreCountedAndReported) {
+  // A directory where the file should be: the rename fails.
+  const std::string dir = temp_dir();
+  std::filesystem::create_directories(dir + "/state.json/occupied");
+  Checkpointer c(dir + "/state.json", "boot-1");
+  std::vector<bool> results;
+  c.on_write([&](bool ok) { results.push_back(ok); });
+  const Checkpoint cp = sample();
+  EXPECT_FALSE(c.save(cp.engine, cp.policy));
+  EXPECT_FALSE(c.save(cp.engine, cp.policy));
+  EXPECT_EQ(c.write_failures(), 2u);
+  EXPECT_EQ(c.writes(), 0u);
+  EXPECT_EQ(results, (std::vector<bool>{false, false}));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Checkpointer, AnEmptyPathWritesNothing) {
+  Checkpointer c("", "boot-1");
+  const Checkpoint cp = sample();
+  EXPECT_FALSE(c.enabled());
+  EXPECT_TRUE(c.save(cp.engine, cp.policy));
+  c.maybe_save(cp.engine, cp.policy, TimePoint(std::chrono::seconds(1)));
+  EXPECT_EQ(c.writes(), 0u);
+  EXPECT_EQ(c.load().status, CheckpointLoad::Missing);
+}
+
 }  // namespace
 }  // namespace pressured

@@ -270,6 +270,8 @@ TEST_F(ServedMetrics, EventPathCountersAndDetectionHistogram) {
   metrics_->stale_pod_read(true);
   metrics_->config_reload(true);
   metrics_->config_reload(false);
+  metrics_->checkpoint_write(true);
+  metrics_->checkpoint_write(true);
   metrics_->observation_completed();
   metrics_->observation_completed();
 
@@ -308,6 +310,8 @@ TEST_F(ServedMetrics, EventPathCountersAndDetectionHistogram) {
   EXPECT_EQ(e.value("pressured_config_reloads_total", {{"result", "success"}}), 1);
   EXPECT_EQ(e.value("pressured_config_reloads_total", {{"result", "failure"}}), 1);
   EXPECT_EQ(e.value("pressured_config_last_reload_successful"), 0);
+  EXPECT_EQ(e.value("pressured_checkpoint_writes_total", {{"result", "success"}}), 2);
+  EXPECT_EQ(e.value("pressured_checkpoint_writes_total", {{"result", "failure"}}), 0);
   EXPECT_EQ(e.value("pressured_observations_total"), 2);
 }
 

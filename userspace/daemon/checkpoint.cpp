@@ -11,6 +11,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include <spdlog/spdlog.h>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/why.hpp"
@@ -331,6 +333,60 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& boo
   out.status = CheckpointLoad::Restored;
   out.checkpoint = std::move(*cp);
   return out;
+}
+
+namespace {
+// Structural part of a checkpoint: everything except the "last met" times
+// that move on every evaluation under pressure (rate-limited instead).
+std::string structural(Checkpoint cp) {
+  cp.engine.condition_last_met = {};
+  return encode_checkpoint(cp);
+}
+}  // namespace
+
+Checkpointer::Checkpointer(std::string path, std::string boot_id, Duration min_interval)
+    : path_(std::move(path)), boot_id_(std::move(boot_id)), min_interval_(min_interval) {}
+
+Checkpoint Checkpointer::make(const EngineState& engine, const PolicyState& policy) const {
+  Checkpoint cp;
+  cp.boot_id = boot_id_;
+  cp.engine = engine;
+  cp.policy = policy;
+  return cp;
+}
+
+LoadedCheckpoint Checkpointer::load() {
+  if (!enabled()) return {};
+  auto loaded = load_checkpoint(path_, boot_id_);
+  if (loaded.status == CheckpointLoad::Restored) last_ = encode_checkpoint(loaded.checkpoint);
+  return loaded;
+}
+
+bool Checkpointer::save(const EngineState& engine, const PolicyState& policy) {
+  if (!enabled()) return true;
+  std::string text = encode_checkpoint(make(engine, policy));
+  auto w = write_file_atomically(path_, text);
+  if (on_write_) on_write_(static_cast<bool>(w));
+  if (!w) {
+    if (write_failures_++ == 0) {
+      spdlog::warn("checkpoint write failed (further failures are only counted): {}", w.error().message);
+    }
+    return false;
+  }
+  ++writes_;
+  last_ = std::move(text);
+  return true;
+}
+
+void Checkpointer::maybe_save(const EngineState& engine, const PolicyState& policy, TimePoint now) {
+  if (!enabled()) return;
+  const Checkpoint cp = make(engine, policy);
+  if (encode_checkpoint(cp) == last_) return;
+  auto old = decode_checkpoint(last_);
+  const bool structural_change = !old || structural(*old) != structural(cp);
+  if (!structural_change && now - last_write_ < min_interval_) return;
+  last_write_ = now;
+  save(engine, policy);
 }
 
 }  // namespace pressured

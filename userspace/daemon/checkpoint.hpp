@@ -7,9 +7,11 @@
 // so a checkpoint from another boot is discarded. See docs/daemon.md.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "pressured/clock.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/policy.hpp"
 #include "pressured/result.hpp"
@@ -45,5 +47,41 @@ struct LoadedCheckpoint {
 /// Reads and validates the checkpoint at `path` (bounded to 4 MiB). Never
 /// fails hard: a missing, corrupt or foreign-boot file is reported as such.
 LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& boot_id);
+
+/// Keeps the checkpoint file in step with the engine and the policy: a change
+/// of structure (an eviction started or moved on, a soft threshold began or
+/// stopped timing) is written at once, since a restart must resume it; when
+/// only the conditions' "last met" times moved, at most every `min_interval`.
+/// An empty path turns it off.
+class Checkpointer {
+ public:
+  Checkpointer(std::string path, std::string boot_id,
+               Duration min_interval = std::chrono::seconds(5));
+
+  bool enabled() const { return !path_.empty(); }
+  const std::string& path() const { return path_; }
+  /// load_checkpoint(); a restored checkpoint is what the next writes are compared with.
+  LoadedCheckpoint load();
+  /// Writes now. False when the write failed (logged once, then only counted).
+  bool save(const EngineState& engine, const PolicyState& policy);
+  /// Writes if the state changed as described above.
+  void maybe_save(const EngineState& engine, const PolicyState& policy, TimePoint now);
+  /// Called with the result of every write (metrics).
+  void on_write(std::function<void(bool ok)> hook) { on_write_ = std::move(hook); }
+  uint64_t writes() const { return writes_; }
+  uint64_t write_failures() const { return write_failures_; }
+
+ private:
+  Checkpoint make(const EngineState& engine, const PolicyState& policy) const;
+
+  std::string path_;
+  std::string boot_id_;
+  Duration min_interval_;
+  std::string last_;  // the text last written or restored
+  TimePoint last_write_{};
+  uint64_t writes_ = 0;
+  uint64_t write_failures_ = 0;
+  std::function<void(bool)> on_write_;
+};
 
 }  // namespace pressured

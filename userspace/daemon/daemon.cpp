@@ -28,8 +28,6 @@ namespace pressured {
 
 namespace {
 
-constexpr Duration kCheckpointMinInterval = std::chrono::seconds(5);
-constexpr Duration kConditionHeartbeat = std::chrono::seconds(60);
 
 double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -58,13 +56,6 @@ MemcgActivitySample activity_sample(const MemcgActivity& a) {
   return s;
 }
 
-// Structural part of the checkpoint: everything except the "last met" times
-// that move on every evaluation under pressure (rate-limited instead).
-std::string structural(Checkpoint cp) {
-  cp.engine.condition_last_met = {};
-  return encode_checkpoint(cp);
-}
-
 }  // namespace
 
 Daemon::Daemon(Config config, DaemonDeps deps)
@@ -84,6 +75,14 @@ Daemon::Daemon(Config config, DaemonDeps deps)
         p.id_prefix = prefix;
         return p;
       }()),
+      checkpointer_(make_checkpointer()),
+      conditions_(deps_.reporter == nullptr
+                      ? ConditionPublisher::Report()
+                      : [r = deps_.reporter](const ConditionPublisher::Conditions& status,
+                                             const ConditionPublisher::Conditions& changed) {
+                          r->report_conditions(status, changed);
+                        },
+                  deps_.metrics),
       alarms_(deps_.reactor) {
   if (deps_.metrics) {
     deps_.metrics->set_thresholds(config_.eviction);
@@ -104,8 +103,8 @@ Evictor& Daemon::evictor() {
 }
 
 void Daemon::restore_checkpoint() {
-  if (config_.daemon.state_file.empty()) return;
-  auto loaded = load_checkpoint(config_.daemon.state_file, deps_.boot_id);
+  if (!checkpointer_.enabled()) return;
+  auto loaded = checkpointer_.load();
   switch (loaded.status) {
     case CheckpointLoad::Missing:
       spdlog::info("checkpoint {}: none, starting fresh", config_.daemon.state_file);
@@ -137,43 +136,19 @@ void Daemon::restore_checkpoint() {
   const std::size_t resumed = ps.in_flight.size();
   policy_.restore(std::move(ps));
   ++stats_.checkpoint_restored;
-  restored_ = true;
-  last_checkpoint_ = encode_checkpoint(loaded.checkpoint);
+  conditions_.restored();
   spdlog::info("checkpoint {} restored ({} soft thresholds timing, {} evictions in flight)", config_.daemon.state_file,
                engine_.state().threshold_first_observed.size(), resumed);
 }
 
-void Daemon::save_checkpoint() {
-  if (config_.daemon.state_file.empty()) return;
-  Checkpoint cp;
-  cp.boot_id = deps_.boot_id;
-  cp.engine = engine_.state();
-  cp.policy = policy_.state();
-  std::string text = encode_checkpoint(cp);
-  auto w = write_file_atomically(config_.daemon.state_file, text);
-  if (!w) {
-    if (stats_.checkpoint_write_failures++ == 0) {
-      spdlog::warn("checkpoint write failed (further failures are only counted): {}", w.error().message);
-    }
-    return;
-  }
-  ++stats_.checkpoint_writes;
-  last_checkpoint_ = std::move(text);
-}
+void Daemon::save_checkpoint() { checkpointer_.save(engine_.state(), policy_.state()); }
 
-void Daemon::maybe_checkpoint(TimePoint now) {
-  if (config_.daemon.state_file.empty()) return;
-  Checkpoint cp;
-  cp.boot_id = deps_.boot_id;
-  cp.engine = engine_.state();
-  cp.policy = policy_.state();
-  std::string text = encode_checkpoint(cp);
-  if (text == last_checkpoint_) return;
-  auto old = decode_checkpoint(last_checkpoint_);
-  bool structural_change = !old || structural(*old) != structural(cp);
-  if (!structural_change && now - last_checkpoint_write_ < kCheckpointMinInterval) return;
-  last_checkpoint_write_ = now;
-  save_checkpoint();
+void Daemon::maybe_checkpoint(TimePoint now) { checkpointer_.maybe_save(engine_.state(), policy_.state(), now); }
+
+Checkpointer Daemon::make_checkpointer() const {
+  Checkpointer c(config_.daemon.state_file, deps_.boot_id);
+  if (Metrics* m = deps_.metrics) c.on_write([m](bool ok) { m->checkpoint_write(ok); });
+  return c;
 }
 
 bool Daemon::is_pod_cgroup(uint64_t cgroup_id) const {
@@ -323,8 +298,13 @@ bool Daemon::reload() {
   if (n.daemon.dry_run != config_.daemon.dry_run) {
     spdlog::info("reload: dry run {}", n.daemon.dry_run ? "on" : "off");
   }
+  const bool new_state_file = n.daemon.state_file != config_.daemon.state_file;
   config_.eviction = n.eviction;
   config_.daemon = n.daemon;
+  if (new_state_file) {
+    checkpointer_ = make_checkpointer();
+    save_checkpoint();  // the new file holds the state from now on
+  }
   config_.log = n.log;
   auto lvl = spdlog::level::from_str(n.log.level);
   spdlog::set_level(lvl);
@@ -421,27 +401,10 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
     c.detection_latency_seconds = latency;
   }
 
-  // Conditions: metrics, log, API (pressured's own types only).
-  std::array<bool, kConditionCount> flipped{};
-  for (const auto& ch : d.changes) {
-    flipped[static_cast<std::size_t>(ch.condition)] = true;
-    spdlog::info("node condition {} is now {}", name(ch.condition), ch.status ? "True" : "False");
-  }
+  conditions_.publish(d, now);
   if (m) {
-    for (std::size_t i = 0; i < kConditionCount; ++i) m->condition(static_cast<Condition>(i), d.conditions[i]);
     for (auto s : d.no_candidates) m->no_eviction_candidate(s);
     m->observation_completed();
-  }
-  if (deps_.reporter) {
-    if (!first_conditions_published_) {
-      if (!restored_) flipped.fill(true);
-      deps_.reporter->report_conditions(d.conditions, flipped);
-      first_conditions_published_ = true;
-      last_condition_publish_ = now;
-    } else if (!d.changes.empty() || now - last_condition_publish_ >= kConditionHeartbeat) {
-      deps_.reporter->report_conditions(d.conditions, flipped);
-      last_condition_publish_ = now;
-    }
   }
 
   // Which victims have no process left: the policy's input from the evictor.

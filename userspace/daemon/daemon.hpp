@@ -19,6 +19,7 @@
 
 #include "daemon/alarms.hpp"
 #include "daemon/checkpoint.hpp"
+#include "daemon/condition_publisher.hpp"
 #include "pressured/config.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/events.hpp"
@@ -47,8 +48,6 @@ struct DaemonStats {
   std::atomic<uint64_t> cgroup_vanished{0};
   std::atomic<uint64_t> reloads_ok{0};
   std::atomic<uint64_t> reloads_failed{0};
-  std::atomic<uint64_t> checkpoint_writes{0};
-  std::atomic<uint64_t> checkpoint_write_failures{0};
   std::atomic<uint64_t> checkpoint_corrupt{0};
   std::atomic<uint64_t> checkpoint_restored{0};
   std::atomic<uint64_t> observe_failures{0};
@@ -114,6 +113,7 @@ class Daemon final : public ReactorHandler {
   void save_checkpoint();
 
   const DaemonStats& stats() const { return stats_; }
+  const Checkpointer& checkpointer() const { return checkpointer_; }
   const Config& config() const { return config_; }
   const Engine& engine() const { return engine_; }
   const EvictionPolicy& policy() const { return policy_; }
@@ -143,6 +143,7 @@ class Daemon final : public ReactorHandler {
   void start(const PolicyAction& a);
   void kill_now(const Eviction& e, const char* why);
   void maybe_checkpoint(TimePoint now);
+  Checkpointer make_checkpointer() const;
   /// Brings last_ up to date for a decision: a partial refresh
   /// (daemon/decision_view.hpp) for an event between full observations,
   /// else a full observation. False when nothing could be observed.
@@ -162,19 +163,16 @@ class Daemon final : public ReactorHandler {
   DaemonStats stats_;
   NodeSnapshot last_;
   Decisions last_decisions_;
-  std::string last_checkpoint_;
-  TimePoint last_checkpoint_write_{};
-  TimePoint last_condition_publish_{};
   /// Whether `cgroup_id` is a pod cgroup of the last observation.
   bool is_pod_cgroup(uint64_t cgroup_id) const;
+  Checkpointer checkpointer_;
+  ConditionPublisher conditions_;
   AlarmReader alarm_reader_;
   ArmedAlarms alarms_;
   std::optional<TimePoint> next_deadline_;  // armed with Reactor::wake_at
   Evictor* dry_evictor_ = nullptr;
-  bool first_conditions_published_ = false;
   bool partial_refresh_ok_ = false;  // the evaluation under way (event, safety-net tick, deadline) may decide on a partial refresh
   std::optional<TimePoint> last_full_observation_;  // when last_ was last observed in full
-  bool restored_ = false;
   // Disk reclaim command (runs on its own thread; the policy holds disk
   // evictions until the next evaluation after it finished).
   std::thread disk_reclaim_thread_;

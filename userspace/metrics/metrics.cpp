@@ -185,6 +185,7 @@ struct Metrics::Impl {
   Family<Counter>* stale_reads = nullptr;
   Family<Counter>* bpf_load_refusals = nullptr;
   Family<Counter>* config_reloads = nullptr;
+  Family<Counter>* checkpoint_writes = nullptr;
   Family<Gauge>* config_last_ok = nullptr;
   Family<Gauge>* pod_ws = nullptr;
   Family<Gauge>* pod_req = nullptr;
@@ -356,6 +357,9 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
                                    "BPF program flavours the kernel refused to load (the program fell back), by "
                                    "program and flavour.");
   m.config_reloads = &m.counter("pressured_config_reloads_total", "Configuration reloads (SIGHUP), by result.");
+  m.checkpoint_writes = &m.counter("pressured_checkpoint_writes_total",
+                                   "Checkpoint (daemon.stateFile) writes, by result; a failure means a restart "
+                                   "may not resume the evictions in flight.");
   m.config_last_ok = &m.gauge("pressured_config_last_reload_successful",
                               "1 when the last configuration reload succeeded (or none happened yet), else 0.");
   m.pod_ws = &m.gauge("pressured_pod_memory_working_set_bytes",
@@ -412,6 +416,7 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   for (const char* r : {"success", "failure"}) {
     m.local_kills->Add({{"result", r}});
     m.config_reloads->Add({{"result", r}});
+    m.checkpoint_writes->Add({{"result", r}});
   }
 }
 
@@ -627,6 +632,11 @@ void Metrics::config_reload(bool ok) {
   auto& m = *impl_;
   m.counter_for(*m.config_reloads, {{"result", ok ? "success" : "failure"}}).Increment();
   m.config_last_ok_g->Set(ok ? 1 : 0);
+}
+
+void Metrics::checkpoint_write(bool ok) {
+  auto& m = *impl_;
+  m.counter_for(*m.checkpoint_writes, {{"result", ok ? "success" : "failure"}}).Increment();
 }
 
 void Metrics::pods_unevictable_without_metadata(uint64_t count) {
