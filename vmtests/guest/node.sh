@@ -268,13 +268,15 @@ vmt_node_pod_run() {
 }
 
 # vmt_node_pod_state NAME: the pod's fate from the API, as one word for the
-# verdict: running | evicted | deleted | failed-<reason> | oomkilled[-restarts-<n>] |
+# verdict: running | evicted | deleted | deleting (an eviction or deletion the kubelet
+# is carrying out) | failed-<reason> | oomkilled[-restarts-<n>] |
 # killed-<reason>[-restarts-<n>]. A restart whose container never ran (a CreateContainer
 # timeout under TCG: no lastState.terminated) is not a kill.
 vmt_node_pod_state() {
   awk -v n=$1 '$1 == n {
       found = 1
       if ($2 == "Failed") { print ($3 == "Evicted" ? "evicted" : "failed-" $3); exit }
+      if ($NF == "deleting") { print "deleting"; exit }
       r = ($6 != "-" && $6 != "") ? $6 : $5
       if (r == "OOMKilled") { print "oomkilled" ($4 > 0 ? "-restarts-" $4 : ""); exit }
       if (r != "-" && r != "") { print "killed-" r ($4 > 0 ? "-restarts-" $4 : ""); exit }
@@ -283,7 +285,7 @@ vmt_node_pod_state() {
 }
 
 vmt_node_snapshot() {
-  kc -n vmtests get pods -o go-template='{{range .items}}{{.metadata.name}} {{.status.phase}} {{if .status.reason}}{{.status.reason}}{{else}}-{{end}} {{range .status.containerStatuses}}{{.restartCount}} {{if .lastState.terminated}}{{.lastState.terminated.reason}}{{else}}-{{end}} {{if .state.terminated}}{{.state.terminated.reason}}{{else}}-{{end}}{{end}}{{"\n"}}{{end}}' \
+  kc -n vmtests get pods -o go-template='{{range .items}}{{.metadata.name}} {{.status.phase}} {{if .status.reason}}{{.status.reason}}{{else}}-{{end}} {{range .status.containerStatuses}}{{.restartCount}} {{if .lastState.terminated}}{{.lastState.terminated.reason}}{{else}}-{{end}} {{if .state.terminated}}{{.state.terminated.reason}}{{else}}-{{end}}{{end}}{{if .metadata.deletionTimestamp}} deleting{{end}}{{"\n"}}{{end}}' \
     > /tmp/pods-state.txt 2>/dev/null
 }
 
@@ -316,17 +318,21 @@ vmt_node_watch_stop() {
 }
 
 # vmt_node_pod_facts NAME: the JSON fields the verdict reads for one pod: when the
-# API showed it gone (ms since boot, -1: never), its most restarts, and its
+# API showed it evicted and gone (ms since boot, -1: never), its most restarts, and its
 # Evicted Events by the component that sent them ({"pressured":1}).
 vmt_node_pod_facts() {
-  local gone restarts evicted
+  local gone evicted_at restarts evicted
   gone=$(awk -v n=$1 '$3 == n && ($2 == "DELETED" || $4 == "Failed") { print $1; exit }' /tmp/podwatch.txt)
+  # Evicted as the API sees it: deletion requested (an API eviction) or phase Failed
+  # (the kubelet's own eviction): the order of the contender's choices.
+  evicted_at=$(awk -v n=$1 '$3 == n && ($5 == "deleting" || $4 == "Failed") { print $1; exit }' /tmp/podwatch.txt)
   restarts=$( (awk -v n=$1 '$3 == n { for (i = 6; i <= NF; i++) if ($i > m) m = $i } END { print m + 0 }' \
     /tmp/podwatch.txt; awk -v n=$1 '$1 == n { print $4 + 0 }' /tmp/pods-state.txt) | sort -n | tail -n 1)
   evicted=$(awk -v n="Pod/$1" '$1 == n && $2 == "Evicted" {
       split($3, s, "[=/]"); c = $4; sub("^n=", "", c); if (c !~ /^[0-9]+$/) c = 1; cnt[s[2]] += c }
     END { o = ""; for (k in cnt) o = o (o == "" ? "" : ",") "\"" k "\":" cnt[k]; print o }' /tmp/events.txt)
-  printf '"api_gone_ms":%s,"restarts":%s,"evicted_by":{%s}' "${gone:--1}" "${restarts:-0}" "$evicted"
+  printf '"api_evicted_ms":%s,"api_gone_ms":%s,"restarts":%s,"evicted_by":{%s}' "${evicted_at:--1}" "${gone:--1}" \
+    "${restarts:-0}" "$evicted"
 }
 
 # vmt_node_reset: deletes the scenario's pods (bounded) so the next one starts clean.
