@@ -7,8 +7,9 @@
 // resynchronisation after a lost event. Everything arrives as PressureEvent on
 // the reactor thread and is handed to the daemon's ReactorHandler in batches.
 //
-// Threading: every Reactor method except post(), wake() and stop() must be
-// called on the reactor thread (inside a handler callback) or before run().
+// Threading: every Reactor method except post(), stop() and memcg_activity()
+// must be called on the reactor thread (inside a handler callback) or before
+// run(); the reactor aborts with a message otherwise (EventLoop::is_loop_thread).
 // Slow work (disk walks, API calls) runs elsewhere and hands its results back
 // with post(), through a bounded lock-free queue (pressured/bounded_queue.hpp)
 // and an eventfd wakeup. Scheduling: EventsConfig::reactor_nice /
@@ -336,19 +337,13 @@ struct ReactorOptions {
   uint32_t post_queue_capacity = 1024;
 };
 
-/// One thread, one epoll: BPF ring buffer, PSI, memcg notifications, timerfd,
-/// signalfd, eventfd.
-class Reactor {
+/// The event loop: one thread, its sources, one deadline timer, and tasks
+/// posted from other threads. Everything but stop() and post() runs on the
+/// loop's thread (or before run(), while the daemon is set up); the real loop
+/// aborts with a message when that rule is broken (is_loop_thread()).
+class EventLoop {
  public:
-  virtual ~Reactor() = default;
-
-  /// Builds the reactor: epoll, timerfd, eventfd, signalfd (blocks the signals
-  /// in the calling thread: create it in main() before other threads start),
-  /// and, per config, the BPF programs (chosen through `features`). A BPF
-  /// failure is not an error: it is logged, recorded in stats, and the reactor
-  /// runs on notifications and polling.
-  static Result<std::unique_ptr<Reactor>> create(const EventsConfig& config, const ReactorOptions& options,
-                                                 const BpfFeatures& features, EventStats& stats);
+  virtual ~EventLoop() = default;
 
   /// Runs the loop on the calling thread until stop(). Errors: epoll failure.
   virtual Result<void> run(ReactorHandler& handler) = 0;
@@ -357,6 +352,27 @@ class Reactor {
   /// Thread-safe, lock-free, never blocks: runs `task` on the reactor thread.
   /// False when the bounded queue is full (counted in stats.post_rejected).
   virtual bool post(std::function<void()> task) = 0;
+
+  /// One deadline (CLOCK_MONOTONIC, like TimePoint from MonotonicClock): the
+  /// handler's on_deadline() runs when it comes. Replaces the previous one;
+  /// nullopt cancels. A deadline in the past fires at once. Default: none (the
+  /// safety-net tick covers it, up to an interval late).
+  virtual void wake_at(std::optional<TimePoint> deadline) { (void)deadline; }
+  /// Adds a custom source (tests, future sources). The reactor owns it.
+  virtual Result<void> add_source(std::unique_ptr<ReactorSource> source) = 0;
+
+  /// Whether the caller is on the loop's thread: the thread that runs run(),
+  /// or, before run() starts, the thread that built the loop.
+  virtual bool is_loop_thread() const { return true; }
+};
+
+/// The kernel alarms the daemon arms after each decision: memory watches at the
+/// next crossing levels, the node PID alarm, and the memory cgroups whose
+/// reclaim activity is accumulated. Implemented by the BPF and cgroup v1
+/// eventfd adapters behind the Reactor; called on the loop's thread.
+class KernelAlarms {
+ public:
+  virtual ~KernelAlarms() = default;
 
   /// Arms (or re-arms) an alarm on a memory cgroup: usage crossing `alarm_bytes`
   /// upward yields ThresholdUp, falling back ThresholdDown. Updates the BPF
@@ -375,11 +391,6 @@ class Reactor {
   }
   /// Removes an alarm.
   virtual Result<void> clear_watch(WatchId id) = 0;
-  /// One deadline (CLOCK_MONOTONIC, like TimePoint from MonotonicClock): the
-  /// handler's on_deadline() runs when it comes. Replaces the previous one;
-  /// nullopt cancels. A deadline in the past fires at once. Default: none (the
-  /// safety-net tick covers it, up to an interval late).
-  virtual void wake_at(std::optional<TimePoint> deadline) { (void)deadline; }
   /// The page counter (bytes) of a watched cgroup as the BPF charge hook last
   /// saw it, if it saw it within `max_age`; nullopt otherwise (no BPF, not
   /// watched, no charge below it lately). The only reading of a hierarchy
@@ -422,6 +433,22 @@ class Reactor {
     (void)cgroup_id;
     return std::nullopt;
   }
+};
+
+/// The daemon's reactor: the event loop and the kernel alarms of one epoll
+/// (BPF ring buffer, PSI, memcg notifications, timerfd, signalfd, eventfd),
+/// plus the notification sources run() sets up once.
+class Reactor : public EventLoop, public KernelAlarms {
+ public:
+  ~Reactor() override = default;
+
+  /// Builds the reactor: epoll, timerfd, eventfd, signalfd (blocks the signals
+  /// in the calling thread: create it in main() before other threads start),
+  /// and, per config, the BPF programs (chosen through `features`). A BPF
+  /// failure is not an error: it is logged, recorded in stats, and the reactor
+  /// runs on notifications and polling.
+  static Result<std::unique_ptr<Reactor>> create(const EventsConfig& config, const ReactorOptions& options,
+                                                 const BpfFeatures& features, EventStats& stats);
 
   /// PSI trigger on a pressure file (/proc/pressure/memory, or a v2 cgroup's
   /// memory.pressure): fires when `stall` of stalled time accrues within
@@ -434,9 +461,6 @@ class Reactor {
   /// oom_kill yields one MemoryEvent* event (value = increase).
   virtual Result<WatchId> add_memory_events_watch(const std::string& cgroup_path) = 0;
   virtual Result<void> remove_memory_events_watch(WatchId id) = 0;
-
-  /// Adds a custom source (tests, future sources). The reactor owns it.
-  virtual Result<void> add_source(std::unique_ptr<ReactorSource> source) = 0;
 
   /// Whether BPF programs are attached and feeding the ring buffer.
   virtual bool bpf_active() const = 0;

@@ -498,8 +498,9 @@ TEST(DaemonLogic, DiskReclaimCommandRunsWithATimeout) {
   EXPECT_FALSE(run_command_with_timeout({"/nonexistent/cmd"}, 1s).ok());
 }
 
-// Records the watches the daemon arms; nothing else is used by the daemon logic.
-class FakeReactor final : public Reactor {
+// Records the deadlines and the alarms the daemon sets: the two interfaces it
+// uses, nothing of the notification sources behind them.
+class FakeReactor final : public EventLoop, public KernelAlarms {
  public:
   Result<void> run(ReactorHandler&) override { return {}; }
   void stop() override {}
@@ -534,12 +535,8 @@ class FakeReactor final : public Reactor {
     }
     return Error{ENOENT, "no such watch"};
   }
-  Result<WatchId> add_psi_trigger(const std::string&, bool, Duration, Duration, uint64_t) override { return ++next; }
-  Result<void> remove_psi_trigger(WatchId) override { return {}; }
-  Result<WatchId> add_memory_events_watch(const std::string&) override { return ++next; }
-  Result<void> remove_memory_events_watch(WatchId) override { return {}; }
   Result<void> add_source(std::unique_ptr<ReactorSource>) override { return {}; }
-  bool bpf_active() const override { return false; }
+  bool is_loop_thread() const override { return on_loop; }
   Result<void> set_pid_alarm(uint64_t tasks) override {
     ++pid_calls;
     if (!pid_supported) return Error{ENOTSUP, "fake: no task hooks"};
@@ -571,6 +568,7 @@ class FakeReactor final : public Reactor {
   }
 
   std::vector<std::optional<TimePoint>> deadlines;  // what wake_at was given
+  bool on_loop = true;                              // what is_loop_thread() says
   bool track_supported = true;
   int track_calls = 0;
   std::map<std::string, uint64_t> track_ids;  // paths that do not exist: their ids
@@ -625,7 +623,8 @@ struct WatchRig {
     DaemonDeps deps;
     deps.observer = &obs;
     deps.evictor = &ev;
-    deps.reactor = &reactor;
+    deps.loop = &reactor;
+    deps.alarms = &reactor;
     deps.boot_id = "test-boot";
     d = std::make_unique<Daemon>(std::move(c), deps);
   }
@@ -832,7 +831,8 @@ TEST(DaemonWatches, SoftGraceEndIsATimerNotTheNextTick) {
   DaemonDeps deps;
   deps.observer = &r.obs;
   deps.evictor = &r.ev;
-  deps.reactor = &r.reactor;
+  deps.loop = &r.reactor;
+  deps.alarms = &r.reactor;
   r.d = std::make_unique<Daemon>(c, deps);
   r.d->evaluate(at(1), "test", std::nullopt);
   ASSERT_EQ(r.reactor.deadlines.size(), 1u);
@@ -923,7 +923,8 @@ TEST(DaemonWatches, PidThresholdArmsTheNodePidAlarmOnce) {
   DaemonDeps deps;
   deps.observer = &r.obs;
   deps.evictor = &r.ev;
-  deps.reactor = &r.reactor;
+  deps.loop = &r.reactor;
+  deps.alarms = &r.reactor;
   r.d = std::make_unique<Daemon>(c, deps);
   SignalObservation o;
   o.capacity = 10000;
@@ -954,7 +955,8 @@ TEST(DaemonWatches, NoPidAlarmSupportIsAskedOnce) {
   DaemonDeps deps;
   deps.observer = &r.obs;
   deps.evictor = &r.ev;
-  deps.reactor = &r.reactor;
+  deps.loop = &r.reactor;
+  deps.alarms = &r.reactor;
   r.d = std::make_unique<Daemon>(c, deps);
   SignalObservation o;
   o.capacity = 1000;
@@ -965,6 +967,18 @@ TEST(DaemonWatches, NoPidAlarmSupportIsAskedOnce) {
   EXPECT_EQ(r.d->armed_pid_alarm(), 0u);
   EXPECT_TRUE(r.reactor.pid_alarms.empty());
   EXPECT_EQ(r.reactor.pid_calls, 1) << "ENOTSUP: not asked again on every evaluation";
+}
+
+TEST(DaemonDeathTest, EvaluatingOffTheLoopThreadAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  WatchRig r;
+  r.kubepods_usage(300 * MiB);
+  r.node(600 * MiB, 2048 * MiB);
+  r.make(100 * MiB);
+  r.d->evaluate(at(1), "test", std::nullopt);  // on the loop: fine
+  EXPECT_EQ(r.d->stats().evaluations.load(), 1u);
+  r.reactor.on_loop = false;
+  EXPECT_DEATH(r.d->evaluate(at(2), "test", std::nullopt), "Daemon::evaluate called off the event loop's thread");
 }
 
 }  // namespace

@@ -254,6 +254,42 @@ TEST(Reactor, DeadlineWakesTheHandlerAndCanBeCancelled) {
   EXPECT_EQ(h.ticks, 0) << "a deadline is not a tick";
 }
 
+TEST(Reactor, KnowsItsThreadBeforeAndAfterRunStarts) {
+  EventStats stats;
+  NoBpf nobpf;
+  auto r = Reactor::create(quiet_config(), no_signals(), nobpf, stats);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE((*r)->is_loop_thread()) << "before run(): the builder's thread sets it up";
+  Recorder h;
+  Running run{std::move(*r)};
+  run.start(h);
+  std::atomic<int> on_loop{-1};
+  ASSERT_TRUE(run.reactor->post([&] { on_loop = run.reactor->is_loop_thread() ? 1 : 0; }));
+  for (int i = 0; i < 2000 && on_loop.load() == -1; ++i) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(on_loop.load(), 1);
+  EXPECT_FALSE(run.reactor->is_loop_thread()) << "once run() runs elsewhere, this thread is not the loop's";
+}
+
+TEST(ReactorDeathTest, AlarmCallsOffTheLoopThreadAbortWithAMessage) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        EventStats stats;
+        NoBpf nobpf;
+        auto r = Reactor::create(quiet_config(), no_signals(), nobpf, stats);
+        if (!r) std::exit(0);  // no death: the test fails
+        Recorder h;
+        Running run{std::move(*r)};
+        run.start(h);
+        std::atomic<bool> running{false};
+        (void)run.reactor->post([&] { running = true; });
+        for (int i = 0; i < 2000 && !running; ++i) std::this_thread::sleep_for(1ms);
+        (void)run.reactor->wake_at(std::nullopt);
+        std::exit(0);
+      },
+      "Reactor::wake_at called off the reactor thread");
+}
+
 TEST(Reactor, BaselineModeForcedPollOnly) {
   EventStats stats;
   NoBpf nobpf;

@@ -44,7 +44,7 @@ uint64_t distance(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
 
 }  // namespace
 
-AlarmReadings AlarmReader::read(const CgroupLayout& layout, const Reactor& reactor) {
+AlarmReadings AlarmReader::read(const CgroupLayout& layout, const KernelAlarms& alarms) {
   AlarmReadings r;
   r.kubepods_path = layout.kubepods_memory_path;
   r.kubepods_usage = read_memcg_usage(layout.kubepods_memory_path);
@@ -64,7 +64,7 @@ AlarmReadings AlarmReader::read(const CgroupLayout& layout, const Reactor& react
   // next charge. So: the children's sum, read now, plus the difference taken
   // from a sample only when it is nearly as fresh as that sum.
   const auto children = read_root_counter_usage(r.scope_path);
-  const auto seen = reactor.watched_counter(r.scope_path, std::chrono::milliseconds(20));
+  const auto seen = alarms.watched_counter(r.scope_path, std::chrono::milliseconds(20));
   if (seen && children) root_counter_offset_ = static_cast<int64_t>(*seen) - static_cast<int64_t>(*children);
   if (children) {
     r.scope_counter_usage =
@@ -87,13 +87,13 @@ std::vector<AlarmCgroup> AlarmReader::read_scopes(const CgroupLayout& layout) {
 }
 
 void ArmedAlarms::apply(const AlarmPlan& plan) {
-  if (reactor_ == nullptr) return;
+  if (alarms_ == nullptr) return;
   if (plan.pid_alarm) apply_pid_alarm(*plan.pid_alarm);
   if (!plan.watches_known) return;  // a failed read: keep the watches as they are
 
   for (auto it = armed_.begin(); it != armed_.end();) {
     if (plan.watches.count(it->first) == 0) {
-      if (it->second.id != 0) (void)reactor_->clear_watch(it->second.id);
+      if (it->second.id != 0) (void)alarms_->clear_watch(it->second.id);
       spdlog::debug("watch on {} cleared", it->first);
       it = armed_.erase(it);
     } else {
@@ -106,7 +106,7 @@ void ArmedAlarms::apply(const AlarmPlan& plan) {
       // An up edge came, yet the threshold is not crossed (the page counter
       // also moves with page cache the kubelet's formula counts as free): the
       // kernel side now sits "above" and would stay silent. Re-arm from scratch.
-      (void)reactor_->clear_watch(cur->second.id);
+      (void)alarms_->clear_watch(cur->second.id);
       armed_.erase(cur);
       cur = armed_.end();
     }
@@ -114,7 +114,7 @@ void ArmedAlarms::apply(const AlarmPlan& plan) {
         distance(level.counter, cur->second.level.counter) <= plan.hysteresis) {
       continue;  // keep the watch and its up/down state
     }
-    auto id = reactor_->set_watch_levels(path, level.file, level.counter);
+    auto id = alarms_->set_watch_levels(path, level.file, level.counter);
     if (id) {
       armed_[path] = Armed{*id, level, false};
       spdlog::debug("watch armed on {} at {} bytes of usage ({} bytes of page counter)", path, level.file,
@@ -131,7 +131,7 @@ void ArmedAlarms::apply(const AlarmPlan& plan) {
 
 void ArmedAlarms::apply_pid_alarm(uint64_t want) {
   if (pid_alarm_unsupported_ || want == pid_alarm_) return;
-  auto r = reactor_->set_pid_alarm(want);
+  auto r = alarms_->set_pid_alarm(want);
   if (!r) {
     if (r.error().code == ENOTSUP) {
       pid_alarm_unsupported_ = true;
@@ -146,10 +146,10 @@ void ArmedAlarms::apply_pid_alarm(uint64_t want) {
 }
 
 void ArmedAlarms::apply_tracking(const std::map<uint64_t, AlarmCgroup>& want) {
-  if (reactor_ == nullptr || tracking_unsupported_) return;
+  if (alarms_ == nullptr || tracking_unsupported_) return;
   for (auto it = tracked_.begin(); it != tracked_.end();) {
     if (want.count(it->first) == 0) {
-      (void)reactor_->untrack_memcg(it->first);  // ENOENT when already gone with its cgroup: fine
+      (void)alarms_->untrack_memcg(it->first);  // ENOENT when already gone with its cgroup: fine
       spdlog::debug("memcg activity: stopped tracking {}", it->second);
       tracked_scopes_.erase(it->first);
       it = tracked_.erase(it);
@@ -159,7 +159,7 @@ void ArmedAlarms::apply_tracking(const std::map<uint64_t, AlarmCgroup>& want) {
   }
   for (const auto& [id, what] : want) {
     if (tracked_.count(id) != 0) continue;
-    auto r = reactor_->track_memcg(what.path);
+    auto r = alarms_->track_memcg(what.path);
     if (!r) {
       if (r.error().code == ENOTSUP) {
         tracking_unsupported_ = true;
@@ -176,9 +176,9 @@ void ArmedAlarms::apply_tracking(const std::map<uint64_t, AlarmCgroup>& want) {
 }
 
 void ArmedAlarms::clear_watches() {
-  if (reactor_ != nullptr) {
+  if (alarms_ != nullptr) {
     for (const auto& [path, w] : armed_) {
-      if (w.id != 0) (void)reactor_->clear_watch(w.id);
+      if (w.id != 0) (void)alarms_->clear_watch(w.id);
     }
   }
   armed_.clear();

@@ -1,7 +1,7 @@
 #pragma once
 // The two I/O ends of the kernel alarms around the pure planner
 // (daemon/alarm_plan.hpp): AlarmReader takes the usage reads a plan needs,
-// ArmedAlarms carries a plan out through the Reactor, changing only what
+// ArmedAlarms carries a plan out through the KernelAlarms, changing only what
 // moved, and remembers what is armed.
 
 #include <cstdint>
@@ -18,7 +18,7 @@ namespace pressured {
 class AlarmReader {
  public:
   /// The usage of kubepods and of the node scope, read now.
-  AlarmReadings read(const CgroupLayout& layout, const Reactor& reactor);
+  AlarmReadings read(const CgroupLayout& layout, const KernelAlarms& alarms);
   /// kubepods and its QoS tiers (cgroupfs or systemd names, whichever exist),
   /// with their cgroup ids.
   static std::vector<AlarmCgroup> read_scopes(const CgroupLayout& layout);
@@ -31,7 +31,7 @@ class AlarmReader {
 
 class ArmedAlarms {
  public:
-  explicit ArmedAlarms(Reactor* reactor) : reactor_(reactor) {}
+  explicit ArmedAlarms(KernelAlarms* alarms) : alarms_(alarms) {}
 
   /// Moves the memory watches and the PID alarm to the plan: a watch is
   /// re-armed only when its level moves past the plan's hysteresis (so its
@@ -64,7 +64,7 @@ class ArmedAlarms {
     WatchLevels level;
     bool fired = false;  // an up edge came since it was armed: re-arm at the next evaluation
   };
-  Reactor* reactor_;
+  KernelAlarms* alarms_;
   std::map<std::string, Armed> armed_;
   uint64_t pid_alarm_ = 0;
   bool pid_alarm_unsupported_ = false;

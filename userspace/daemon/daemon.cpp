@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -83,7 +85,7 @@ Daemon::Daemon(Config config, DaemonDeps deps)
                           r->report_conditions(status, changed);
                         },
                   deps_.metrics),
-      alarms_(deps_.reactor) {
+      alarms_(deps_.alarms) {
   if (deps_.metrics) {
     deps_.metrics->set_thresholds(config_.eviction);
     for (auto k = static_cast<int>(PolicyAction::Kind::Start); k <= static_cast<int>(PolicyAction::Kind::DiskReclaim);
@@ -222,7 +224,7 @@ void Daemon::evaluate_partial_ok(TimePoint now, std::string_view source, std::op
 }
 
 void Daemon::arm_deadline(const Decisions& d, TimePoint now) {
-  if (deps_.reactor == nullptr) return;
+  if (deps_.loop == nullptr) return;
   std::optional<TimePoint> next;
   auto consider = [&next](TimePoint at) {
     if (!next || at < *next) next = at;
@@ -242,7 +244,7 @@ void Daemon::arm_deadline(const Decisions& d, TimePoint now) {
   }
   if (next == next_deadline_) return;
   next_deadline_ = next;
-  deps_.reactor->wake_at(next);
+  deps_.loop->wake_at(next);
 }
 
 void Daemon::on_tick(TimePoint now, bool safety_net) {
@@ -270,8 +272,8 @@ void Daemon::on_signal(int signo) {
   save_checkpoint();
   if (deps_.on_stop) {
     deps_.on_stop();
-  } else if (deps_.reactor) {
-    deps_.reactor->stop();
+  } else if (deps_.loop) {
+    deps_.loop->stop();
   }
 }
 
@@ -321,19 +323,19 @@ bool Daemon::reload() {
 }
 
 void Daemon::arm_watches() {
-  if (deps_.reactor == nullptr || deps_.observer == nullptr) return;
+  if (deps_.alarms == nullptr || deps_.observer == nullptr) return;
   alarms_.apply(plan_alarms(config_.eviction.thresholds, last_,
-                            alarm_reader_.read(deps_.observer->layout(), *deps_.reactor)));
+                            alarm_reader_.read(deps_.observer->layout(), *deps_.alarms)));
 }
 
 void Daemon::sync_tracked_memcgs() {
-  if (deps_.reactor == nullptr || deps_.observer == nullptr || !alarms_.tracking_supported()) return;
+  if (deps_.alarms == nullptr || deps_.observer == nullptr || !alarms_.tracking_supported()) return;
   alarms_.apply_tracking(plan_tracking(AlarmReader::read_scopes(deps_.observer->layout()), last_));
 }
 
 void Daemon::export_kubepods_activity(Metrics& m) {
   for (const auto& [id, label] : alarms_.tracked_scopes()) {
-    if (auto a = deps_.reactor->memcg_activity(id)) m.memcg_activity(label, activity_sample(*a));
+    if (auto a = deps_.alarms->memcg_activity(id)) m.memcg_activity(label, activity_sample(*a));
   }
 }
 
@@ -368,6 +370,13 @@ bool Daemon::observe_for_decision(TimePoint now, bool& full) {
 }
 
 void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time) {
+  if (deps_.loop != nullptr && !deps_.loop->is_loop_thread()) {
+    // The policy, the snapshot and the alarms belong to the loop's thread;
+    // other threads hand their results over with EventLoop::post.
+    std::fprintf(stderr, "pressured: Daemon::evaluate called off the event loop's thread: a bug; aborting\n");
+    spdlog::critical("Daemon::evaluate called off the event loop's thread: a bug; aborting");
+    std::abort();
+  }
   ++stats_.evaluations;
   if (deps_.metrics) deps_.metrics->heartbeat();
   bool full = true;
@@ -433,7 +442,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
       samples.push_back({p.namespace_, p.name, p.uid, p.qos, static_cast<double>(p.usage.memory_working_set_bytes),
                          static_cast<double>(p.requests.memory_bytes)});
       if (p.cgroup_id != 0 && alarms_.tracked().count(p.cgroup_id) != 0) {
-        if (auto a = deps_.reactor->memcg_activity(p.cgroup_id)) samples.back().activity = activity_sample(*a);
+        if (auto a = deps_.alarms->memcg_activity(p.cgroup_id)) samples.back().activity = activity_sample(*a);
       }
     }
     m->update_pods(samples);
@@ -580,7 +589,7 @@ void Daemon::start_disk_reclaim() {
     }
     disk_reclaim_finished_ = true;  // handed to the policy by the next evaluation
     auto post_done = [this] { evaluate(MonotonicClock().now(), "disk_reclaim", std::nullopt); };
-    if (deps_.reactor != nullptr) (void)deps_.reactor->post(post_done);  // else: the next tick
+    if (deps_.loop != nullptr) (void)deps_.loop->post(post_done);  // else: the next tick
   });
 }
 

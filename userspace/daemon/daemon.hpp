@@ -67,14 +67,15 @@ struct DaemonDeps {
   Evictor* evictor = nullptr;        // required: the real one (CgroupEvictor) or a recorder
   Metrics* metrics = nullptr;        // optional
   k8s::Reporter* reporter = nullptr;  // optional: Kubernetes reporting
-  Reactor* reactor = nullptr;        // optional: watches, wakeups
+  EventLoop* loop = nullptr;         // optional: deadlines, posted work, stop
+  KernelAlarms* alarms = nullptr;    // optional: memory watches, PID alarm, memcg tracking
   std::string boot_id;               // for the checkpoint
   /// Where the writable layers are (node::detect_containerfs at start): the
   /// containerfs.* thresholds are derived for it from nodefs or imagefs.
   ContainerfsLayout containerfs_layout = ContainerfsLayout::Unknown;
   /// Re-reads the configuration on SIGHUP; an error keeps the old one.
   std::function<Result<Config>()> reload;
-  /// Called for SIGTERM/SIGINT (default: reactor->stop()).
+  /// Called for SIGTERM/SIGINT (default: loop->stop()).
   std::function<void()> on_stop;
 };
 

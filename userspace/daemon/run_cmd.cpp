@@ -238,7 +238,8 @@ int run_daemon(const ConfigOptions& options) {
   deps.evictor = &real_evictor;
   deps.metrics = &metrics;
   deps.reporter = reporter.get();
-  deps.reactor = reactor->get();
+  deps.loop = reactor->get();
+  deps.alarms = reactor->get();
   deps.boot_id = read_boot_id(config.observe.proc_root);
   deps.containerfs_layout = containerfs.layout;
   // A reload takes the whole file or nothing: reload_config() refuses an

@@ -15,8 +15,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
@@ -65,7 +67,10 @@ class ScopedFd {
 class ReactorImpl final : public Reactor {
  public:
   ReactorImpl(const EventsConfig& config, const ReactorOptions& options, EventStats& stats)
-      : config_(config), options_(options), stats_(stats), queue_(options.post_queue_capacity) {}
+      : config_(config), options_(options), stats_(stats), queue_(options.post_queue_capacity),
+        loop_thread_(std::this_thread::get_id()) {}
+
+  bool is_loop_thread() const override { return std::this_thread::get_id() == loop_thread_.load(); }
 
   ~ReactorImpl() override {
     sources_.clear();
@@ -129,6 +134,7 @@ class ReactorImpl final : public Reactor {
   }
 
   Result<void> run(ReactorHandler& handler) override {
+    loop_thread_ = std::this_thread::get_id();
     if (config_.reactor_nice != 0) {
       auto tid = static_cast<id_t>(::syscall(SYS_gettid));
       if (::setpriority(PRIO_PROCESS, tid, config_.reactor_nice) != 0) {
@@ -234,6 +240,7 @@ class ReactorImpl final : public Reactor {
 
   Result<WatchId> set_watch_levels(const std::string& cgroup_path, uint64_t alarm_bytes,
                                    uint64_t counter_alarm_bytes) override {
+    assert_loop_thread("set_watch_levels");
     std::string path = absolute(cgroup_path);
     auto cgid = cgroup_id_of(path);
     if (!cgid) return cgid.error();
@@ -295,6 +302,7 @@ class ReactorImpl final : public Reactor {
   }
 
   void wake_at(std::optional<TimePoint> deadline) override {
+    assert_loop_thread("wake_at");
     itimerspec its{};  // all zero: disarm
     if (deadline) {
       auto ns = std::max<int64_t>(1, deadline->time_since_epoch().count());  // 0 would disarm
@@ -307,6 +315,7 @@ class ReactorImpl final : public Reactor {
   }
 
   Result<void> clear_watch(WatchId id) override {
+    assert_loop_thread("clear_watch");
     auto it = watches_.find(id);
     if (it == watches_.end()) return Error{ENOENT, "no such watch " + std::to_string(id)};
     if (it->second.v1_key) remove_source(it->second.v1_key);
@@ -319,6 +328,7 @@ class ReactorImpl final : public Reactor {
 
   Result<WatchId> add_psi_trigger(const std::string& pressure_file, bool full, Duration stall, Duration window,
                                   uint64_t cgroup_id) override {
+    assert_loop_thread("add_psi_trigger");
     WatchId id = next_id_++;
     auto src = psi::PsiTriggerSource::open(pressure_file, full, stall, window, cgroup_id, id);
     if (!src) return src.error();
@@ -331,6 +341,7 @@ class ReactorImpl final : public Reactor {
   Result<void> remove_psi_trigger(WatchId id) override { return remove_aux(id); }
 
   Result<WatchId> add_memory_events_watch(const std::string& cgroup_path) override {
+    assert_loop_thread("add_memory_events_watch");
     std::string path = absolute(cgroup_path);
     auto cgid = cgroup_id_of(path);
     if (!cgid) return cgid.error();
@@ -346,6 +357,7 @@ class ReactorImpl final : public Reactor {
   Result<void> remove_memory_events_watch(WatchId id) override { return remove_aux(id); }
 
   Result<void> add_source(std::unique_ptr<ReactorSource> source) override {
+    assert_loop_thread("add_source");
     auto key = add_source_key(std::move(source));
     if (!key) return key.error();
     return {};
@@ -354,6 +366,7 @@ class ReactorImpl final : public Reactor {
   bool bpf_active() const override { return bpf_source_ != nullptr; }
 
   Result<uint64_t> track_memcg(const std::string& cgroup_path) override {
+    assert_loop_thread("track_memcg");
     if (bpf_source_ == nullptr) return Error{ENOTSUP, "memcg activity tracking needs BPF (not active)"};
     std::string path = absolute(cgroup_path);
     auto cgid = cgroup_id_of(path);
@@ -363,6 +376,7 @@ class ReactorImpl final : public Reactor {
   }
 
   Result<void> untrack_memcg(uint64_t cgroup_id) override {
+    assert_loop_thread("untrack_memcg");
     if (bpf_source_ == nullptr) return Error{ENOTSUP, "memcg activity tracking needs BPF (not active)"};
     return bpf_source_->untrack_memcg(cgroup_id);
   }
@@ -373,6 +387,7 @@ class ReactorImpl final : public Reactor {
   }
 
   Result<void> set_pid_alarm(uint64_t tasks) override {
+    assert_loop_thread("set_pid_alarm");
     if (bpf_source_ == nullptr || !bpf_source_->pid_count_active())
       return Error{ENOTSUP, "PID alarm needs the BPF task fork/free hooks (not attached)"};
     auto now = read_task_count();
@@ -520,6 +535,18 @@ class ReactorImpl final : public Reactor {
   ReactorOptions options_;
   EventStats& stats_;
   BoundedQueue<std::function<void()>> queue_;
+  // The thread that may call the methods other than stop() and post(): the
+  // builder's until run() starts, then run()'s. A call from elsewhere would
+  // race with the loop over epoll, the timers and the BPF maps.
+  std::atomic<std::thread::id> loop_thread_;
+
+  void assert_loop_thread(const char* method) const {
+    if (is_loop_thread()) return;
+    // stderr too: the log may go to a sink that is not flushed before the abort.
+    std::fprintf(stderr, "pressured: Reactor::%s called off the reactor thread: a bug; aborting\n", method);
+    spdlog::critical("Reactor::{} called off the reactor thread: a bug; aborting", method);
+    std::abort();
+  }
   ScopedFd epoll_, wake_, timer_, signal_, deadline_;
   sigset_t old_mask_{};
   bool signals_blocked_ = false;
