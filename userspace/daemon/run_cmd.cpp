@@ -37,8 +37,8 @@ namespace {
 // observer belongs to this, the reactor's, thread).
 class ProgressTimer final : public ReactorSource {
  public:
-  ProgressTimer(Daemon& daemon, Duration period, const NodeObserver& observer, Metrics& metrics)
-      : daemon_(daemon), observer_(observer), metrics_(metrics) {
+  ProgressTimer(Daemon& daemon, EventLoop& loop, Duration period, const NodeObserver& observer, Metrics& metrics)
+      : daemon_(daemon), loop_(loop), observer_(observer), metrics_(metrics) {
     fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     itimerspec its{};
     auto ns = period.count();
@@ -55,7 +55,14 @@ class ProgressTimer final : public ReactorSource {
     uint64_t n;
     while (::read(fd_, &n, sizeof n) == sizeof n) {
     }
-    if (daemon_.busy()) daemon_.evaluate(now, "progress", std::nullopt);
+    // Evaluated after this dispatch, not inside it: an evaluation re-arms the
+    // watches, which on cgroup v1 replaces eventfd sources the loop is walking.
+    if (daemon_.busy() && !pending_) {
+      pending_ = loop_.post([this] {
+        pending_ = false;
+        if (daemon_.busy()) daemon_.evaluate(MonotonicClock().now(), "progress", std::nullopt);
+      });
+    }
     // systemd's watchdog is fed from the reactor thread: a reactor that hangs
     // stops feeding it and systemd restarts the service.
     if (watchdog_.count() > 0 && now - last_watchdog_ >= watchdog_ / 2) {
@@ -71,6 +78,8 @@ class ProgressTimer final : public ReactorSource {
 
  private:
   Daemon& daemon_;
+  EventLoop& loop_;
+  bool pending_ = false;  // an evaluation is posted and has not run yet
   const NodeObserver& observer_;
   Metrics& metrics_;
   uint64_t last_unevictable_ = 0;
@@ -225,11 +234,11 @@ int run_daemon(const ConfigOptions& options) {
   eo.hierarchy_mount = layout->memory_mount;
   eo.freezer_mount = layout->freezer_mount;
   eo.proc_root = config.observe.proc_root;
-  // Short: the kill runs on the reactor thread, and events queued behind it
-  // wait. A large process takes 50-250 ms to exit; the victim's cgroup
-  // emptying is an event (cgroup_notify_populated), and every tick re-checks
-  // (and re-kills stragglers once a second).
-  eo.empty_wait = std::chrono::milliseconds(25);
+  // None: the kill runs on the reactor thread and returns once the signals are
+  // sent (a large process takes 50-250 ms to exit). The victim's cgroup
+  // emptying is an event (cgroup_notify_populated), every progress tick
+  // re-checks, and the policy re-kills stragglers once a second.
+  eo.empty_wait = Duration::zero();
   CgroupEvictor real_evictor(eo);
   RecordingEvictor dry_evictor;
 
@@ -269,7 +278,8 @@ int run_daemon(const ConfigOptions& options) {
   }
   if (config.daemon.dry_run) spdlog::warn("dry run: decisions are logged and exported, nothing is killed");
 
-  (void)(*reactor)->add_source(std::make_unique<ProgressTimer>(daemon, std::chrono::milliseconds(50), **observer, metrics));
+  (void)(*reactor)->add_source(
+      std::make_unique<ProgressTimer>(daemon, **reactor, std::chrono::milliseconds(50), **observer, metrics));
   daemon.evaluate(MonotonicClock().now(), "startup", std::nullopt);
   metrics.resync("startup");
   spdlog::info("pressured running: {} thresholds, {} pods, bpf {}, started in {:.1f} ms",
