@@ -1,9 +1,7 @@
 #include "daemon/daemon.hpp"
 
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,8 +21,6 @@
 #include "daemon/decision_view.hpp"
 #include "k8s/reporter.hpp"
 #include "pressured/metrics.hpp"
-
-extern char** environ;
 
 namespace pressured {
 
@@ -85,7 +81,8 @@ Daemon::Daemon(Config config, DaemonDeps deps)
                           r->report_conditions(status, changed);
                         },
                   deps_.metrics),
-      alarms_(deps_.alarms) {
+      alarms_(deps_.alarms),
+      disk_reclaim_(deps_.loop) {
   if (deps_.metrics) {
     deps_.metrics->set_thresholds(config_.eviction);
     for (auto k = static_cast<int>(PolicyAction::Kind::Start); k <= static_cast<int>(PolicyAction::Kind::DiskReclaim);
@@ -95,9 +92,7 @@ Daemon::Daemon(Config config, DaemonDeps deps)
   }
 }
 
-Daemon::~Daemon() {
-  if (disk_reclaim_thread_.joinable()) disk_reclaim_thread_.join();
-}
+Daemon::~Daemon() = default;
 
 Evictor& Daemon::evictor() {
   if (config_.daemon.dry_run && dry_evictor_ != nullptr) return *dry_evictor_;
@@ -395,7 +390,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
     }
   }
 
-  if (disk_reclaim_finished_.exchange(false)) policy_.disk_reclaim_finished(now);
+  if (disk_reclaim_.take_finished()) policy_.disk_reclaim_finished(now);
   Decisions d = engine_.evaluate(last_, now, policy_.excluded());
   arm_deadline(d, now);
   std::optional<double> latency;
@@ -575,53 +570,11 @@ void Daemon::kill_now(const Eviction& e, const char* why) {
 }
 
 void Daemon::start_disk_reclaim() {
-  if (disk_reclaim_thread_.joinable()) disk_reclaim_thread_.join();
   ++stats_.disk_reclaims;
-  auto argv = config_.daemon.disk_reclaim_command;
-  auto timeout = config_.daemon.disk_reclaim_timeout;
+  const auto& argv = config_.daemon.disk_reclaim_command;
   spdlog::info("disk pressure: running the reclaim command '{}' before evicting", argv.empty() ? "" : argv[0]);
-  disk_reclaim_thread_ = std::thread([this, argv, timeout] {
-    auto r = run_command_with_timeout(argv, timeout);
-    if (!r) {
-      spdlog::warn("disk reclaim command failed: {}", r.error().message);
-    } else {
-      spdlog::info("disk reclaim command exited with status {}", *r);
-    }
-    disk_reclaim_finished_ = true;  // handed to the policy by the next evaluation
-    auto post_done = [this] { evaluate(MonotonicClock().now(), "disk_reclaim", std::nullopt); };
-    if (deps_.loop != nullptr) (void)deps_.loop->post(post_done);  // else: the next tick
-  });
-}
-
-Result<int> run_command_with_timeout(const std::vector<std::string>& argv, Duration timeout) {
-  if (argv.empty()) return Error{EINVAL, "empty command"};
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);  // the reactor blocks signals; the child must not
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), environ);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) return Error::from_errno(rc, "spawn " + argv[0]);
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    int status = 0;
-    pid_t w = ::waitpid(pid, &status, WNOHANG);
-    if (w == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (w < 0 && errno != EINTR) return Error::from_errno(errno, "waitpid");
-    if (std::chrono::steady_clock::now() >= deadline) {
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return Error{ETIMEDOUT, argv[0] + " timed out after " + std::to_string(seconds(timeout)) + "s and was killed"};
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  disk_reclaim_.start(argv, config_.daemon.disk_reclaim_timeout,
+                      [this] { evaluate(MonotonicClock().now(), "disk_reclaim", std::nullopt); });
 }
 
 }  // namespace pressured

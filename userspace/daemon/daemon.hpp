@@ -20,6 +20,7 @@
 #include "daemon/alarms.hpp"
 #include "daemon/checkpoint.hpp"
 #include "daemon/condition_publisher.hpp"
+#include "daemon/disk_reclaim.hpp"
 #include "pressured/config.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/events.hpp"
@@ -174,14 +175,8 @@ class Daemon final : public ReactorHandler {
   Evictor* dry_evictor_ = nullptr;
   bool partial_refresh_ok_ = false;  // the evaluation under way (event, safety-net tick, deadline) may decide on a partial refresh
   std::optional<TimePoint> last_full_observation_;  // when last_ was last observed in full
-  // Disk reclaim command (runs on its own thread; the policy holds disk
-  // evictions until the next evaluation after it finished).
-  std::thread disk_reclaim_thread_;
-  std::atomic<bool> disk_reclaim_finished_{false};
+  // The policy holds disk evictions until the next evaluation after it ended.
+  DiskReclaimRunner disk_reclaim_;
 };
-
-/// Runs `argv` with a timeout (SIGKILL to its process group when exceeded).
-/// Returns the exit status, or an error (spawn failure, timeout).
-Result<int> run_command_with_timeout(const std::vector<std::string>& argv, Duration timeout);
 
 }  // namespace pressured
