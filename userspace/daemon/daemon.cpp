@@ -29,22 +29,6 @@ namespace {
 
 double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
 
-// The evictor's narrow view of one Eviction: the cgroup and the grace period.
-EvictionTarget target_of(const Eviction& e) {
-  EvictionTarget t;
-  t.uid = e.uid;
-  t.name = e.name;
-  t.namespace_ = e.namespace_;
-  t.cgroup_path = e.cgroup_path;
-  t.grace_period = std::chrono::seconds(e.grace_period_seconds);
-  return t;
-}
-
-std::string pod_label(const std::string& ns, const std::string& name, const std::string& uid) {
-  if (name.empty()) return "pod " + uid;
-  return ns + "/" + name + " (" + uid + ")";
-}
-
 MemcgActivitySample activity_sample(const MemcgActivity& a) {
   MemcgActivitySample s;
   s.reclaim_scanned_pages = static_cast<double>(a.pgscan);
@@ -82,6 +66,8 @@ Daemon::Daemon(Config config, DaemonDeps deps)
                         },
                   deps_.metrics),
       alarms_(deps_.alarms),
+      executor_({deps_.evictor, deps_.reporter, deps_.metrics, &stats_, &config_.daemon, &policy_,
+                 [this] { start_disk_reclaim(); }}),
       disk_reclaim_(deps_.loop) {
   if (deps_.metrics) {
     deps_.metrics->set_thresholds(config_.eviction);
@@ -93,11 +79,6 @@ Daemon::Daemon(Config config, DaemonDeps deps)
 }
 
 Daemon::~Daemon() = default;
-
-Evictor& Daemon::evictor() {
-  if (config_.daemon.dry_run && dry_evictor_ != nullptr) return *dry_evictor_;
-  return *deps_.evictor;
-}
 
 void Daemon::restore_checkpoint() {
   if (!checkpointer_.enabled()) return;
@@ -415,7 +396,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   std::vector<std::string> exited;
   for (const auto& f : policy_.state().in_flight) {
     if (f.phase != InFlightEviction::Phase::Terminating) continue;
-    auto empty = evictor().is_empty(target_of(f.eviction));
+    auto empty = executor_.evictor().is_empty(target_of(f.eviction));
     if (!empty) {
       spdlog::warn("eviction {}: cannot tell whether {} is empty: {}", f.eviction.id, f.eviction.cgroup_path,
                    empty.error().message);
@@ -428,7 +409,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   // checkpoint is written before they are (a restart then resumes the kill
   // instead of choosing a second victim).
   if (!actions.empty()) maybe_checkpoint(now);
-  execute(actions, now);
+  executor_.execute(actions, now);
 
   if (m && full) {  // per-pod series follow full observations (events.fullObservationInterval)
     std::vector<PodMemorySample> samples;
@@ -446,127 +427,6 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   last_decisions_ = std::move(d);
   arm_watches();
   maybe_checkpoint(now);
-}
-
-void Daemon::execute(const std::vector<PolicyAction>& actions, TimePoint now) {
-  using K = PolicyAction::Kind;
-  for (const auto& a : actions) {
-    if (deps_.metrics) deps_.metrics->policy_action(name(a.kind));
-    const Eviction& e = a.eviction;
-    const std::string who = pod_label(e.namespace_, e.name, e.uid);
-    switch (a.kind) {
-      case K::Start:
-        start(a);
-        break;
-      case K::Escalate:
-        ++stats_.escalations;
-        spdlog::warn("eviction {}: hard threshold {} met while {} is within its soft grace period: killing it now",
-                     e.id, name(a.trigger), who);
-        kill_now(e, "escalation");
-        break;
-      case K::GraceEndKill:
-        spdlog::info("eviction {}: grace period over, killing what is left of {}", e.id, who);
-        kill_now(e, "grace end");
-        break;
-      case K::StragglerKill:
-        spdlog::info("eviction {}: {} still has processes after the kill, killing again", e.id, who);
-        kill_now(e, "straggler");
-        break;
-      case K::Exited: {
-        if (!a.killed_before) ++stats_.victim_exited_early;
-        struct stat st {};
-        if (::stat(e.cgroup_path.c_str(), &st) != 0) ++stats_.cgroup_vanished;
-        const double secs = seconds(now - e.decided_at);
-        ++stats_.evictions_completed;
-        if (deps_.metrics) {
-          deps_.metrics->eviction_completed(e.kind, secs);
-          deps_.metrics->local_kill(true);
-        }
-        spdlog::info("eviction {}: {} has no process left after {:.3f}s", e.id, who, secs);
-        break;
-      }
-      case K::Released:
-        spdlog::info("eviction {} done ({} released) after {:.3f}s; next decision from fresh observations", e.id,
-                     lane_of(e.signal) == Lane::Memory ? "memory" : "usage",
-                     seconds(now - e.decided_at));
-        break;
-      case K::ReleaseTimeout:
-        ++stats_.release_timeouts;
-        spdlog::warn("eviction {}: {} still holds its usage after {:.1f}s; deciding again", e.id, who,
-                     seconds(config_.daemon.release_wait_timeout));
-        break;
-      case K::Stuck:
-        ++stats_.stuck_evictions;
-        ++stats_.evictions_failed;
-        spdlog::error("eviction {}: {} still has processes {:.1f}s after the kill (uninterruptible sleep?); "
-                      "no longer waiting for it, it stays out of ranking",
-                      e.id, who, seconds(config_.daemon.kill_timeout));
-        break;
-      case K::Expired:
-        ++stats_.expired_evictions;
-        spdlog::warn("checkpoint: eviction {} of {} is too old to resume, dropped", e.id, who);
-        break;
-      case K::Deferred:
-        ++stats_.decisions_deferred;
-        spdlog::debug("decision for {} deferred: {}", e.uid, a.reason);
-        break;
-      case K::DiskReclaim:
-        start_disk_reclaim();
-        break;
-    }
-  }
-}
-
-void Daemon::start(const PolicyAction& a) {
-  const Eviction& e = a.eviction;
-  const EvictionTarget target = target_of(e);
-  auto valid = evictor().validate(target);
-  if (!valid) {
-    policy_.refused(e.uid);
-    ++stats_.refused_targets;
-    ++stats_.evictions_failed;
-    if (deps_.metrics) deps_.metrics->local_kill(false);
-    spdlog::error("eviction {} of {} refused: {}", e.id, pod_label(e.namespace_, e.name, e.uid),
-                  valid.error().message);
-    return;
-  }
-  const bool dry = config_.daemon.dry_run;
-  spdlog::info("{}eviction {}: pod {} qos={} signal={} observed={:.0f} threshold={:.0f} ({}) grace={}s cgroup={}: "
-               "{} Why: {}",
-               dry ? "[dry-run] " : "", e.id, pod_label(e.namespace_, e.name, e.uid), name(e.qos), eviction_reason(e),
-               e.observed, e.threshold_value, e.kind == ThresholdKind::Hard ? "hard" : "soft", e.grace_period_seconds,
-               e.cgroup_path, k8s::eviction_message(e), explain_choice(e));
-  if (deps_.metrics) deps_.metrics->eviction(eviction_reason(e), e.qos, e.kind, e.namespace_, e.name, e.uid);
-  ++stats_.evictions_started;
-  const bool report = a.report && deps_.reporter != nullptr;
-  if (e.grace_period_seconds == 0) {
-    kill_now(e, "hard");  // relief in milliseconds first, then tell the API
-    if (report) deps_.reporter->report_eviction(e);
-  } else if (a.delegate && report) {
-    // The kubelet terminates the pod with its grace period; the policy kills
-    // locally only if it is still running at grace + margin.
-    deps_.reporter->report_eviction(e);
-  } else {
-    auto r = evictor().terminate(target);
-    if (!r) spdlog::warn("eviction {}: SIGTERM failed: {}", e.id, r.error().message);
-    if (report) deps_.reporter->report_eviction(e);  // static pod: the Event only
-  }
-}
-
-void Daemon::kill_now(const Eviction& e, const char* why) {
-  auto r = evictor().kill(target_of(e));
-  ++stats_.sigkills;
-  if (!r) {
-    ++stats_.evictions_failed;
-    if (deps_.metrics) deps_.metrics->local_kill(false);
-    spdlog::error("eviction {}: kill ({}) failed: {}", e.id, why, r.error().message);
-    return;
-  }
-  if (r->cgroup_vanished) ++stats_.cgroup_vanished;
-  if (r->skipped_unsafe > 0) {
-    spdlog::warn("eviction {}: {} process(es) not signalled (pid 1, the daemon, kernel threads)", e.id,
-                 r->skipped_unsafe);
-  }
 }
 
 void Daemon::start_disk_reclaim() {

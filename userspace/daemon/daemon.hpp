@@ -1,11 +1,12 @@
 #pragma once
-// The daemon's reactor handler: on every kernel event or tick it takes fresh
-// observations, runs the engine and the eviction policy (include/pressured/
-// policy.hpp: it holds every eviction decision and deadline), executes the
-// policy's actions through the evictor, reports to metrics and the Kubernetes
-// API, and checkpoints what must survive a restart. No I/O of its own beyond the injected seams, so tests drive it
-// with a fake observer, a recording evictor and synthetic time.
-// See docs/daemon.md.
+// The daemon's cycle, run by the event loop on every kernel event, tick and
+// deadline: observe (the observer, or a partial refresh), decide (the engine),
+// act (the eviction policy, carried out by the EvictionExecutor), publish
+// (metrics, the ConditionPublisher), persist (the Checkpointer) and re-arm
+// (plan_alarms, applied through ArmedAlarms; the deadline). Its I/O goes
+// through the injected seams, so tests drive it with a fake observer, a
+// recording evictor, fake alarms and synthetic time. See docs/daemon.md and
+// docs/architecture.md.
 
 #include <atomic>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include "daemon/checkpoint.hpp"
 #include "daemon/condition_publisher.hpp"
 #include "daemon/disk_reclaim.hpp"
+#include "daemon/eviction_executor.hpp"
 #include "pressured/config.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/events.hpp"
@@ -34,34 +36,6 @@ class Metrics;
 namespace k8s {
 class Reporter;
 }
-
-/// Counters the tests and `demo` read (metrics get the same facts).
-struct DaemonStats {
-  std::atomic<uint64_t> evaluations{0};
-  std::atomic<uint64_t> evictions_started{0};
-  std::atomic<uint64_t> evictions_completed{0};    // pod empty
-  std::atomic<uint64_t> evictions_failed{0};       // kill errors, refused targets
-  std::atomic<uint64_t> refused_targets{0};        // outside the pods root
-  std::atomic<uint64_t> sigkills{0};               // final kills sent after the grace period
-  std::atomic<uint64_t> release_timeouts{0};       // memory not back within release_wait_timeout
-  std::atomic<uint64_t> decisions_deferred{0};     // a decision while an eviction was in flight
-  std::atomic<uint64_t> victim_exited_early{0};    // gone before our SIGKILL
-  std::atomic<uint64_t> cgroup_vanished{0};
-  std::atomic<uint64_t> reloads_ok{0};
-  std::atomic<uint64_t> reloads_failed{0};
-  std::atomic<uint64_t> checkpoint_corrupt{0};
-  std::atomic<uint64_t> checkpoint_restored{0};
-  std::atomic<uint64_t> observe_failures{0};
-  std::atomic<uint64_t> kernel_oom_kills{0};
-  std::atomic<uint64_t> disk_reclaims{0};
-  std::atomic<uint64_t> escalations{0};          // soft victims killed at once for a hard threshold
-  std::atomic<uint64_t> stuck_evictions{0};      // killed, never emptied: stopped blocking
-  std::atomic<uint64_t> expired_evictions{0};    // restored records too old to resume
-  std::atomic<uint64_t> checkpoint_dropped_thresholds{0};  // restored state of thresholds no longer configured
-  std::atomic<uint64_t> full_observations{0};         // evaluations on a full observation
-  std::atomic<uint64_t> incremental_evaluations{0};   // event-driven evaluations on a partial refresh
-};
-
 
 struct DaemonDeps {
   NodeObserver* observer = nullptr;  // required
@@ -137,13 +111,9 @@ class Daemon final : public ReactorHandler {
   /// Whether an eviction is in flight (the daemon wants quick progress ticks).
   bool busy() const { return policy_.busy(); }
   /// Set by a bad `--dry-run` style toggle at reload: which evictor to use.
-  void set_dry_run_evictor(Evictor* recorder) { dry_evictor_ = recorder; }
+  void set_dry_run_evictor(Evictor* recorder) { executor_.set_dry_run_evictor(recorder); }
 
  private:
-  /// Carries out what the policy decided (evictor, API, metrics, logs).
-  void execute(const std::vector<PolicyAction>& actions, TimePoint now);
-  void start(const PolicyAction& a);
-  void kill_now(const Eviction& e, const char* why);
   void maybe_checkpoint(TimePoint now);
   Checkpointer make_checkpointer() const;
   /// Brings last_ up to date for a decision: a partial refresh
@@ -156,7 +126,6 @@ class Daemon final : public ReactorHandler {
   /// Exports the tracked activity of kubepods and the tiers (metrics).
   void export_kubepods_activity(Metrics& m);
   void start_disk_reclaim();
-  Evictor& evictor();
 
   Config config_;
   DaemonDeps deps_;
@@ -171,8 +140,8 @@ class Daemon final : public ReactorHandler {
   ConditionPublisher conditions_;
   AlarmReader alarm_reader_;
   ArmedAlarms alarms_;
+  EvictionExecutor executor_;
   std::optional<TimePoint> next_deadline_;  // armed with Reactor::wake_at
-  Evictor* dry_evictor_ = nullptr;
   bool partial_refresh_ok_ = false;  // the evaluation under way (event, safety-net tick, deadline) may decide on a partial refresh
   std::optional<TimePoint> last_full_observation_;  // when last_ was last observed in full
   // The policy holds disk evictions until the next evaluation after it ended.

@@ -1,0 +1,158 @@
+#include "daemon/eviction_executor.hpp"
+
+#include <sys/stat.h>
+
+#include <spdlog/spdlog.h>
+
+#include "k8s/reporter.hpp"
+#include "pressured/metrics.hpp"
+
+namespace pressured {
+
+namespace {
+double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+}  // namespace
+
+EvictionTarget target_of(const Eviction& e) {
+  EvictionTarget t;
+  t.uid = e.uid;
+  t.name = e.name;
+  t.namespace_ = e.namespace_;
+  t.cgroup_path = e.cgroup_path;
+  t.grace_period = std::chrono::seconds(e.grace_period_seconds);
+  return t;
+}
+
+std::string pod_label(const std::string& ns, const std::string& name, const std::string& uid) {
+  if (name.empty()) return "pod " + uid;
+  return ns + "/" + name + " (" + uid + ")";
+}
+
+
+Evictor& EvictionExecutor::evictor() {
+  if (config_->dry_run && dry_evictor_ != nullptr) return *dry_evictor_;
+  return *evictor_;
+}
+
+void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoint now) {
+  using K = PolicyAction::Kind;
+  for (const auto& a : actions) {
+    if (metrics_) metrics_->policy_action(name(a.kind));
+    const Eviction& e = a.eviction;
+    const std::string who = pod_label(e.namespace_, e.name, e.uid);
+    switch (a.kind) {
+      case K::Start:
+        start(a);
+        break;
+      case K::Escalate:
+        ++stats_->escalations;
+        spdlog::warn("eviction {}: hard threshold {} met while {} is within its soft grace period: killing it now",
+                     e.id, name(a.trigger), who);
+        kill_now(e, "escalation");
+        break;
+      case K::GraceEndKill:
+        spdlog::info("eviction {}: grace period over, killing what is left of {}", e.id, who);
+        kill_now(e, "grace end");
+        break;
+      case K::StragglerKill:
+        spdlog::info("eviction {}: {} still has processes after the kill, killing again", e.id, who);
+        kill_now(e, "straggler");
+        break;
+      case K::Exited: {
+        if (!a.killed_before) ++stats_->victim_exited_early;
+        struct stat st {};
+        if (::stat(e.cgroup_path.c_str(), &st) != 0) ++stats_->cgroup_vanished;
+        const double secs = seconds(now - e.decided_at);
+        ++stats_->evictions_completed;
+        if (metrics_) {
+          metrics_->eviction_completed(e.kind, secs);
+          metrics_->local_kill(true);
+        }
+        spdlog::info("eviction {}: {} has no process left after {:.3f}s", e.id, who, secs);
+        break;
+      }
+      case K::Released:
+        spdlog::info("eviction {} done ({} released) after {:.3f}s; next decision from fresh observations", e.id,
+                     lane_of(e.signal) == Lane::Memory ? "memory" : "usage",
+                     seconds(now - e.decided_at));
+        break;
+      case K::ReleaseTimeout:
+        ++stats_->release_timeouts;
+        spdlog::warn("eviction {}: {} still holds its usage after {:.1f}s; deciding again", e.id, who,
+                     seconds(config_->release_wait_timeout));
+        break;
+      case K::Stuck:
+        ++stats_->stuck_evictions;
+        ++stats_->evictions_failed;
+        spdlog::error("eviction {}: {} still has processes {:.1f}s after the kill (uninterruptible sleep?); "
+                      "no longer waiting for it, it stays out of ranking",
+                      e.id, who, seconds(config_->kill_timeout));
+        break;
+      case K::Expired:
+        ++stats_->expired_evictions;
+        spdlog::warn("checkpoint: eviction {} of {} is too old to resume, dropped", e.id, who);
+        break;
+      case K::Deferred:
+        ++stats_->decisions_deferred;
+        spdlog::debug("decision for {} deferred: {}", e.uid, a.reason);
+        break;
+      case K::DiskReclaim:
+        if (start_disk_reclaim_) start_disk_reclaim_();
+        break;
+    }
+  }
+}
+
+void EvictionExecutor::start(const PolicyAction& a) {
+  const Eviction& e = a.eviction;
+  const EvictionTarget target = target_of(e);
+  auto valid = evictor().validate(target);
+  if (!valid) {
+    policy_->refused(e.uid);
+    ++stats_->refused_targets;
+    ++stats_->evictions_failed;
+    if (metrics_) metrics_->local_kill(false);
+    spdlog::error("eviction {} of {} refused: {}", e.id, pod_label(e.namespace_, e.name, e.uid),
+                  valid.error().message);
+    return;
+  }
+  const bool dry = config_->dry_run;
+  spdlog::info("{}eviction {}: pod {} qos={} signal={} observed={:.0f} threshold={:.0f} ({}) grace={}s cgroup={}: "
+               "{} Why: {}",
+               dry ? "[dry-run] " : "", e.id, pod_label(e.namespace_, e.name, e.uid), name(e.qos), eviction_reason(e),
+               e.observed, e.threshold_value, e.kind == ThresholdKind::Hard ? "hard" : "soft", e.grace_period_seconds,
+               e.cgroup_path, k8s::eviction_message(e), explain_choice(e));
+  if (metrics_) metrics_->eviction(eviction_reason(e), e.qos, e.kind, e.namespace_, e.name, e.uid);
+  ++stats_->evictions_started;
+  const bool report = a.report && reporter_ != nullptr;
+  if (e.grace_period_seconds == 0) {
+    kill_now(e, "hard");  // relief in milliseconds first, then tell the API
+    if (report) reporter_->report_eviction(e);
+  } else if (a.delegate && report) {
+    // The kubelet terminates the pod with its grace period; the policy kills
+    // locally only if it is still running at grace + margin.
+    reporter_->report_eviction(e);
+  } else {
+    auto r = evictor().terminate(target);
+    if (!r) spdlog::warn("eviction {}: SIGTERM failed: {}", e.id, r.error().message);
+    if (report) reporter_->report_eviction(e);  // static pod: the Event only
+  }
+}
+
+void EvictionExecutor::kill_now(const Eviction& e, const char* why) {
+  auto r = evictor().kill(target_of(e));
+  ++stats_->sigkills;
+  if (!r) {
+    ++stats_->evictions_failed;
+    if (metrics_) metrics_->local_kill(false);
+    spdlog::error("eviction {}: kill ({}) failed: {}", e.id, why, r.error().message);
+    return;
+  }
+  if (r->cgroup_vanished) ++stats_->cgroup_vanished;
+  if (r->skipped_unsafe > 0) {
+    spdlog::warn("eviction {}: {} process(es) not signalled (pid 1, the daemon, kernel threads)", e.id,
+                 r->skipped_unsafe);
+  }
+}
+
+}  // namespace pressured

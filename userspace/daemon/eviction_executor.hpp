@@ -1,0 +1,61 @@
+#pragma once
+// Carries out what the eviction policy decided: the evictor's signals (or the
+// dry-run recorder's), the API eviction or Event, the log lines, the metrics
+// and the daemon's counters. The policy decides; this only acts and reports.
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "daemon/daemon_stats.hpp"
+#include "pressured/config.hpp"
+#include "pressured/evictor.hpp"
+#include "pressured/policy.hpp"
+
+namespace pressured {
+
+class Metrics;
+namespace k8s {
+class Reporter;
+}
+
+/// The evictor's narrow view of one Eviction: the cgroup and the grace period.
+EvictionTarget target_of(const Eviction& e);
+/// "ns/name (uid)", or "pod <uid>" without metadata.
+std::string pod_label(const std::string& ns, const std::string& name, const std::string& uid);
+
+class EvictionExecutor {
+ public:
+  struct Deps {
+    Evictor* evictor = nullptr;           // required
+    k8s::Reporter* reporter = nullptr;    // optional
+    Metrics* metrics = nullptr;           // optional
+    DaemonStats* stats = nullptr;         // required
+    const DaemonConfig* config = nullptr;  // required; read at each action (reloads apply at once)
+    EvictionPolicy* policy = nullptr;     // required: told about refused targets
+    std::function<void()> start_disk_reclaim;
+  };
+  explicit EvictionExecutor(Deps deps)
+      : evictor_(deps.evictor), reporter_(deps.reporter), metrics_(deps.metrics), stats_(deps.stats),
+        config_(deps.config), policy_(deps.policy), start_disk_reclaim_(std::move(deps.start_disk_reclaim)) {}
+
+  void execute(const std::vector<PolicyAction>& actions, TimePoint now);
+  /// The evictor in use: the dry-run recorder when daemon.dryRun is on and one is set.
+  Evictor& evictor();
+  void set_dry_run_evictor(Evictor* recorder) { dry_evictor_ = recorder; }
+
+ private:
+  void start(const PolicyAction& a);
+  void kill_now(const Eviction& e, const char* why);
+
+  Evictor* evictor_;
+  Evictor* dry_evictor_ = nullptr;
+  k8s::Reporter* reporter_;
+  Metrics* metrics_;
+  DaemonStats* stats_;
+  const DaemonConfig* config_;
+  EvictionPolicy* policy_;
+  std::function<void()> start_disk_reclaim_;
+};
+
+}  // namespace pressured
