@@ -248,10 +248,13 @@ TEST(EvictorHost, FreezesKillsTheWholeTreeAndConfirmsEmpty) {
   PRESSURED_REQUIRE(sb.mem->ok(), "a memory cgroup sandbox: " + sb.mem->error());
   ASSERT_TRUE(sb.make("kubepods/besteffort/podx"));
   pid_t p = sb.spawn("kubepods/besteffort/podx", /*ignore_term=*/true, /*fork_child=*/true);
-  std::this_thread::sleep_for(100ms);
   auto ev = sb.evictor();
   EvictionTarget t;
   t.cgroup_path = sb.mem->path("kubepods/besteffort/podx");
+  // The grandchild (SIG_IGN inherited) appears once the child has run: a loaded host is slow.
+  for (int i = 0; i < 500 && CgroupEvictor::processes(t.cgroup_path).size() < 2; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
   ASSERT_EQ(CgroupEvictor::processes(t.cgroup_path).size(), 2u);
   auto term = ev.terminate(t);
   ASSERT_TRUE(term.ok()) << term.error().message;
