@@ -328,6 +328,7 @@ TEST_F(HostEvents, NotificationsDetectCrossingWithoutBpf) {
   auto evs = h.snapshot();
   long up = index_of(evs, EventType::ThresholdUp, *root_id, EventSource::MemcgV1Threshold);
   long down = index_of(evs, EventType::ThresholdDown, *root_id, EventSource::MemcgV1Threshold);
+  ASSERT_GE(up, 0) << "no up edge";
   EXPECT_LT(up, down);
   EXPECT_EQ(evs[static_cast<std::size_t>(up)].watch_id, *w);
   EXPECT_EQ(stats.events_by_source[static_cast<std::size_t>(EventSource::Bpf)].load(), 0u);
