@@ -601,8 +601,12 @@ scenario_min_reclaim() {
 scenario_oscillation() {
   vmt_tree cgroupfs
   vmt_thresholds 100 300 8s 0 20s
+  # Its request keeps it within request whatever it holds; on the real node it
+  # must also fit allocatable, or the kubelet rejects the pod (OutOfmemory).
+  local steady_req=1024
+  [ -n "$VMT_NODE" ] && steady_req=512
   vmt_pod guaranteed Guaranteed 96 96
-  vmt_pod burstable-steady Burstable 1024 0
+  vmt_pod burstable-steady Burstable $steady_req 0
   vmt_pod besteffort-bursty BestEffort 0 0
   vmt_pods_json
   vmt_pod_run guaranteed memhog --mib 64 --hold 300
