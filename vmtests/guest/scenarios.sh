@@ -712,7 +712,11 @@ scenario_soft_then_spike() {
   vmt_pod besteffort-stubborn BestEffort 0 0 0 120
   vmt_pods_json
   local a=$(avail_mib)
-  local hold=$((a - 300))  # leaves ~300 MiB: under soft (400), over hard (150)
+  # Leaves about halfway between the acting hard and soft thresholds (~300 MiB
+  # alone: under soft 400, over hard 150; beside the kubelet, pressured's 200/450).
+  local left=$(((ACT_MI + ACT_SOFT_MI) / 2 + 25))
+  local hold=$((a - left))
+  [ $hold -lt 64 ] && vmt_mark WARN "soft-then-spike: only $a MiB available, the stubborn pod holds $hold MiB"
   vmt_pod_run besteffort-stubborn memhog --ignore-term 1 --mib $hold --hold 300
   vmt_wait_mem besteffort-stubborn $hold 60
   vmt_begin soft-then-spike memory $((ACT_MI * 1048576))
