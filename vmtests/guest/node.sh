@@ -297,6 +297,12 @@ vmt_node_events() {
   grep -vE " (Scheduled|Pulled|Created|Started|SandboxChanged|Starting|NodeHasSufficientMemory|NodeHasNoDiskPressure|NodeHasSufficientPID|NodeAllocatableEnforced|RegisteredNode|NodeReady) " /tmp/events.txt |
     tail -n 40 | sed "s/^/@@VMT LOG $SCEN events: /"
   grep -E "eviction_manager|evict" $NODE/state/kubelet.log | tail -n 40 | sed "s/^/@@VMT LOG $SCEN kubelet: /"
+  # The node's memory as the kubelet's eviction manager sees it (its summary
+  # API, from cAdvisor), next to the sampler's own reading of memory.available.
+  # The node's systemContainers (kubelet, runtime, pods) come first, the node's own last.
+  echo "@@VMT LOG $SCEN kubelet-summary: $(wget -q -O - http://127.0.0.1:10255/stats/summary 2>/dev/null |
+    tr -d ' \n' | sed 's/"pods":\[.*//' | grep -oE '"name":"[^"]*"|"memory":\{[^}]*\}' | tr '\n' ' ')"
+  echo "@@VMT LOG $SCEN kubelet-summary: sampler memory.available $(avail_mib) MiB"
 }
 
 # vmt_node_watch_start: a watch on the scenario's pods, each change stamped with
