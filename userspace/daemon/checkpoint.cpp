@@ -358,13 +358,20 @@ Checkpoint Checkpointer::make(const EngineState& engine, const PolicyState& poli
 LoadedCheckpoint Checkpointer::load() {
   if (!enabled()) return {};
   auto loaded = load_checkpoint(path_, boot_id_);
-  if (loaded.status == CheckpointLoad::Restored) last_ = encode_checkpoint(loaded.checkpoint);
+  if (loaded.status == CheckpointLoad::Restored) {
+    last_ = encode_checkpoint(loaded.checkpoint);
+    last_structure_ = structural(loaded.checkpoint);
+  }
   return loaded;
 }
 
 bool Checkpointer::save(const EngineState& engine, const PolicyState& policy) {
   if (!enabled()) return true;
-  std::string text = encode_checkpoint(make(engine, policy));
+  const Checkpoint cp = make(engine, policy);
+  return write(cp, encode_checkpoint(cp));
+}
+
+bool Checkpointer::write(const Checkpoint& cp, std::string text) {
   auto w = write_file_atomically(path_, text);
   if (on_write_) on_write_(static_cast<bool>(w));
   if (!w) {
@@ -375,18 +382,19 @@ bool Checkpointer::save(const EngineState& engine, const PolicyState& policy) {
   }
   ++writes_;
   last_ = std::move(text);
+  last_structure_ = structural(cp);
   return true;
 }
 
 void Checkpointer::maybe_save(const EngineState& engine, const PolicyState& policy, TimePoint now) {
   if (!enabled()) return;
   const Checkpoint cp = make(engine, policy);
-  if (encode_checkpoint(cp) == last_) return;
-  auto old = decode_checkpoint(last_);
-  const bool structural_change = !old || structural(*old) != structural(cp);
+  std::string text = encode_checkpoint(cp);
+  if (text == last_) return;
+  const bool structural_change = structural(cp) != last_structure_;
   if (!structural_change && now - last_write_ < min_interval_) return;
   last_write_ = now;
-  save(engine, policy);
+  write(cp, std::move(text));
 }
 
 }  // namespace pressured

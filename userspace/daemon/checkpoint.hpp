@@ -73,11 +73,13 @@ class Checkpointer {
 
  private:
   Checkpoint make(const EngineState& engine, const PolicyState& policy) const;
+  bool write(const Checkpoint& cp, std::string text);
 
   std::string path_;
   std::string boot_id_;
   Duration min_interval_;
-  std::string last_;  // the text last written or restored
+  std::string last_;            // the text last written or restored
+  std::string last_structure_;  // the same without the "last met" times
   TimePoint last_write_{};
   uint64_t writes_ = 0;
   uint64_t write_failures_ = 0;
