@@ -366,6 +366,11 @@ class EventLoop {
   virtual bool is_loop_thread() const { return true; }
 };
 
+/// Writes "pressured: <what> called off <whose> thread: a bug; aborting" to
+/// stderr and the log, then aborts: a call off the loop's thread would race
+/// with the loop (EventLoop::is_loop_thread).
+[[noreturn]] void abort_off_loop_thread(std::string_view what, std::string_view whose);
+
 /// The kernel alarms the daemon arms after each decision: memory watches at the
 /// next crossing levels, the node PID alarm, and the memory cgroups whose
 /// reclaim activity is accumulated. Implemented by the BPF and cgroup v1

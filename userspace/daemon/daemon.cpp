@@ -8,7 +8,6 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -346,13 +345,9 @@ bool Daemon::observe_for_decision(TimePoint now, bool& full) {
 }
 
 void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time) {
-  if (deps_.loop != nullptr && !deps_.loop->is_loop_thread()) {
-    // The policy, the snapshot and the alarms belong to the loop's thread;
-    // other threads hand their results over with EventLoop::post.
-    std::fprintf(stderr, "pressured: Daemon::evaluate called off the event loop's thread: a bug; aborting\n");
-    spdlog::critical("Daemon::evaluate called off the event loop's thread: a bug; aborting");
-    std::abort();
-  }
+  // The policy, the snapshot and the alarms belong to the loop's thread;
+  // other threads hand their results over with EventLoop::post.
+  if (deps_.loop != nullptr && !deps_.loop->is_loop_thread()) abort_off_loop_thread("Daemon::evaluate", "the event loop's");
   ++stats_.evaluations;
   if (deps_.metrics) deps_.metrics->heartbeat();
   bool full = true;

@@ -31,6 +31,14 @@
 
 namespace pressured {
 
+void abort_off_loop_thread(std::string_view what, std::string_view whose) {
+  // stderr too: the log may go to a sink that is not flushed before the abort.
+  std::fprintf(stderr, "pressured: %.*s called off %.*s thread: a bug; aborting\n", static_cast<int>(what.size()),
+               what.data(), static_cast<int>(whose.size()), whose.data());
+  spdlog::critical("{} called off {} thread: a bug; aborting", what, whose);
+  std::abort();
+}
+
 Result<uint64_t> cgroup_id_of(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return Error::from_errno(errno, "stat " + path);
@@ -541,11 +549,7 @@ class ReactorImpl final : public Reactor {
   std::atomic<std::thread::id> loop_thread_;
 
   void assert_loop_thread(const char* method) const {
-    if (is_loop_thread()) return;
-    // stderr too: the log may go to a sink that is not flushed before the abort.
-    std::fprintf(stderr, "pressured: Reactor::%s called off the reactor thread: a bug; aborting\n", method);
-    spdlog::critical("Reactor::{} called off the reactor thread: a bug; aborting", method);
-    std::abort();
+    if (!is_loop_thread()) abort_off_loop_thread(std::string("Reactor::") + method, "the reactor");
   }
   ScopedFd epoll_, wake_, timer_, signal_, deadline_;
   sigset_t old_mask_{};
