@@ -254,8 +254,8 @@ vmt_thresholds() {
   TRANSITION=${5:-10s}
   PID_HARD=${6:-0}
   MAX_POD_GRACE=${7:-0}
-  # The memory threshold of whoever acts first: beside the kubelet pressured's are
-  # PRESSURED_MARGIN_MI above the scenario's (vmt_contender_start).
+  # The memory thresholds of whoever acts first: beside the kubelet, pressured's
+  # are PRESSURED_MARGIN_MI (50) above the scenario's, which the kubelet keeps.
   ACT_MI=$HARD_MI
   ACT_SOFT_MI=$SOFT_MI
   if [ "$VMT_CONTENDER" = pressured+kubelet ]; then
@@ -274,11 +274,9 @@ CONTENDER_TICKS=0
 vmt_contender_start() {
   : > /tmp/contender.log.start
   local in="$CG/system.slice/contender"
-  # pressured+kubelet: each memory threshold PRESSURED_MARGIN_MI (50) above the
-  # kubelet's, which keeps the scenario's own (the deployment docs/kubernetes.md describes).
-  local margin=0
-  [ "$VMT_CONTENDER" = pressured+kubelet ] && margin=${PRESSURED_MARGIN_MI:-50}
-  local hard="memory.available<$((HARD_MI + margin))Mi"
+  # The acting thresholds (vmt_thresholds): beside the kubelet, which keeps the
+  # scenario's own, pressured's are PRESSURED_MARGIN_MI above (docs/kubernetes.md).
+  local hard="memory.available<${ACT_MI}Mi"
   [ "$PID_HARD" -gt 0 ] && hard="$hard,pid.available<$PID_HARD"
   case "$VMT_CONTENDER" in
     kubelet)
@@ -297,7 +295,7 @@ vmt_contender_start() {
         --eviction-max-pod-grace-period "$MAX_POD_GRACE" --state-file /var/lib/pressured/state.json \
         --metrics-listen 127.0.0.1:9847 --log-level debug
       if [ "$SOFT_MI" -gt 0 ]; then
-        set -- "$@" --eviction-soft "memory.available<$((SOFT_MI + margin))Mi" --eviction-soft-grace-period "memory.available=$SOFT_GRACE"
+        set -- "$@" --eviction-soft "memory.available<${ACT_SOFT_MI}Mi" --eviction-soft-grace-period "memory.available=$SOFT_GRACE"
       fi
       [ "$MIN_RECLAIM_MI" -gt 0 ] && set -- "$@" --eviction-minimum-reclaim "memory.available=${MIN_RECLAIM_MI}Mi"
       # Beside the kubelet: pods from the API, evictions through the API.
