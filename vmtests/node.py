@@ -19,6 +19,7 @@ import socket
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -168,10 +169,20 @@ def oci_archive(path, image_name, files, symlinks=(), entrypoint=None):
 # the node disk
 # ---------------------------------------------------------------------------
 
+# Both node contenders boot in parallel (vmtests/run --jobs): one builds the
+# disk, the other waits for it instead of building in the same staging dir.
+_NODE_DISK_LOCK = threading.Lock()
+
+
 def build_node_disk(workloads):
     """An ext4 image (/dev/vdb in the guest, mounted at /node) with the node's binaries,
     the image archives, and room for containerd's and the kubelet's state. Rebuilt when
     an input is newer."""
+    with _NODE_DISK_LOCK:
+        return _build_node_disk(workloads)
+
+
+def _build_node_disk(workloads):
     k8s = kubernetes_dir()
     rt = runtime_binaries()
     inputs = {"kubelet": os.path.join(k8s, "kubelet"), "kubectl": os.path.join(k8s, "kubectl"), **rt}
