@@ -104,5 +104,32 @@ TEST(GoldenV2_61, SamplerMemoryAvailableIsTheDaemons) {
       << "sampler - daemon = " << (sampler - snap->signal(Signal::MemoryAvailable)->value) / 1048576.0 << " MiB";
 }
 
+// The same agreement on cgroup v1, where the real-kubelet contenders' guest
+// runs (kubelet 1.20 needs v1): the sampler's v1 formula (root
+// memory.usage_in_bytes - total_inactive_file) on the files captured on this
+// hybrid host is what pressured reads from them.
+TEST(GoldenV1_618, SamplerMemoryAvailableIsTheDaemons) {
+  const fs::path fx = fs::path(PRESSURED_FIXTURES_DIR) / "host-6.18";
+  ASSERT_TRUE(fs::exists(fx / "root-v1-memory.stat"));
+  testing::FakeNode node(CgroupVersion::Hybrid, CgroupDriver::Cgroupfs);
+  const std::string meminfo = slurp(fx / "meminfo"), stat = slurp(fx / "root-v1-memory.stat"),
+                    usage = slurp(fx / "root-v1-memory.usage_in_bytes");
+  testing::write_text(node.root() + "/proc/meminfo", meminfo);
+  testing::write_text(node.memory_mount() + "/memory.stat", stat);
+  testing::write_text(node.memory_mount() + "/memory.usage_in_bytes", usage);
+
+  auto obs = make_node_observer(node.config());
+  ASSERT_TRUE(obs) << obs.error().message;
+  auto snap = (*obs)->observe(TimePoint{});
+  ASSERT_TRUE(snap) << snap.error().message;
+  ASSERT_TRUE(snap->signal(Signal::MemoryAvailable));
+
+  const double sampler = vmt_memory_available_v1(meminfo.c_str(), std::stoull(usage), stat.c_str());
+  EXPECT_DOUBLE_EQ(sampler, snap->signal(Signal::MemoryAvailable)->value)
+      << "sampler - daemon = " << (sampler - snap->signal(Signal::MemoryAvailable)->value) / 1048576.0 << " MiB";
+  // Not a vacuous agreement: the root's working set is a real share of the host.
+  EXPECT_LT(sampler, 0.99 * vmt_field(meminfo.c_str(), "MemTotal") * 1024.0);
+}
+
 }  // namespace
 }  // namespace pressured

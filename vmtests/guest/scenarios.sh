@@ -8,7 +8,11 @@
 # kills, the sampler's timings, the contender's CPU time. vmtests/run judges
 # them (assertions live there, next to the scenario descriptions).
 
-CG=/sys/fs/cgroup
+# CG: the memory controller's hierarchy, where the pods' cgroups are read.
+# The real-kubelet contenders boot the guest in cgroup v1 mode (VMT_CGROUP=v1,
+# vmtests/run --node-cgroup): kubelet 1.20's cAdvisor has no working set for the
+# v2 root, so on v2 its memory.available never falls (docs/comparison.md).
+if [ "$VMT_CGROUP" = v1 ]; then CG=/sys/fs/cgroup/memory; else CG=/sys/fs/cgroup; fi
 PODS_JSON=/run/pods.json
 PODS_LIST=/tmp/pods.list
 CLK_TCK=100
@@ -18,9 +22,33 @@ case "$VMT_CONTENDER" in kubelet|pressured+kubelet) VMT_NODE=1 ;; *) VMT_NODE= ;
 
 # --- tree ------------------------------------------------------------------
 
-vmt_enable() {  # enable controllers for children of $1
+vmt_enable() {  # enable controllers for children of $1 (v2; v1 has them everywhere)
+  [ "$VMT_CGROUP" = v1 ] && return 0
   echo "+memory +pids +io" > "$1/cgroup.subtree_control" 2>/dev/null ||
     echo "+memory +pids" > "$1/cgroup.subtree_control"
+}
+
+# The few files that differ between the hierarchies, for one cgroup DIR.
+vmt_cg_current() {  # bytes charged
+  if [ "$VMT_CGROUP" = v1 ]; then cat $1/memory.usage_in_bytes 2>/dev/null || echo 0
+  else cat $1/memory.current 2>/dev/null || echo 0; fi
+}
+vmt_cg_populated() {  # true while a process is in DIR or below (v1 has no cgroup.events)
+  if [ "$VMT_CGROUP" = v1 ]; then
+    [ -n "$(find $1 -name tasks -exec cat {} + 2>/dev/null | head -n 1)" ]
+  else
+    grep -q "populated 1" $1/cgroup.events 2>/dev/null
+  fi
+}
+vmt_cg_oom_kills() {  # the kernel's OOM kills inside DIR
+  local f=memory.events
+  [ "$VMT_CGROUP" = v1 ] && f=memory.oom_control
+  awk '$1 == "oom_kill" {print $2}' $1/$f 2>/dev/null
+}
+vmt_cg_stat() {  # DIR KEY: a v2 memory.stat key (anon, file, inactive_file), hierarchical on v1 too
+  local k=$2
+  [ "$VMT_CGROUP" = v1 ] && case $k in anon) k=total_rss ;; *) k=total_$k ;; esac
+  awk -v k=$k '$1 == k {print $2}' $1/memory.stat
 }
 
 # vmt_tree DRIVER: creates the kubepods tree for the cgroupfs or systemd driver.
@@ -149,7 +177,7 @@ vmt_pod_run() {
     vmt-pod "$ctrcg" "$adj" "$@" 2>>/tmp/workloads.log &
   echo "$name $!" >> /tmp/pod_pids
   local i=0  # the pod is running once its cgroup is populated
-  while ! grep -q "populated 1" $ctrcg/cgroup.events 2>/dev/null && [ $i -lt 100 ]; do
+  while ! vmt_cg_populated $ctrcg && [ $i -lt 100 ]; do
     sleep 0.05
     i=$((i + 1))
   done
@@ -161,7 +189,7 @@ vmt_neutral() {
     2>>/tmp/workloads.log &
   NEUTRAL_PID=$!
   local i=0
-  while ! grep -q "populated 1" $CG/system.slice/neutral/cgroup.events 2>/dev/null && [ $i -lt 100 ]; do
+  while ! vmt_cg_populated $CG/system.slice/neutral && [ $i -lt 100 ]; do
     sleep 0.05
     i=$((i + 1))
   done
@@ -171,7 +199,7 @@ vmt_neutral() {
 vmt_wait_mem() {
   local podcg=$(vmt_pod_field $1 4) want=$(($2 * 1048576)) i=0
   while [ $i -lt $(($3 * 10)) ]; do
-    [ "$(cat $podcg/memory.current 2>/dev/null || echo 0)" -ge $want ] && return 0
+    [ "$(vmt_cg_current $podcg)" -ge $want ] && return 0
     sleep 0.1
     i=$((i + 1))
   done
@@ -183,7 +211,8 @@ vmt_wait_mem() {
 vmt_wait_gone() {
   local podcg=$(vmt_pod_field $1 4) i=0
   while [ $i -lt $(($2 * 10)) ]; do
-    grep -q "populated 0" $podcg/cgroup.events 2>/dev/null && return 0
+    # A removed cgroup is gone too (the kubelet removes an evicted pod's).
+    { [ ! -d $podcg ] || ! vmt_cg_populated $podcg; } && return 0
     sleep 0.1
     i=$((i + 1))
   done
@@ -191,12 +220,19 @@ vmt_wait_gone() {
 }
 
 # avail_mib: memory.available as the kubelet (and pressured) compute it on
-# cgroup v2: MemTotal - (anon + file - inactive_file) of the root memory.stat,
+# cgroup v2: MemTotal - (anon + file - inactive_file) of the root memory.stat
+# (v1: MemTotal - (the root's memory.usage_in_bytes - total_inactive_file)),
 # the same formula as the sampler (workloads/available.h). Not MemFree +
 # inactive_file: that also subtracts the kernel's own memory (slab, stacks,
 # page tables, vmalloc, BPF maps: 35-60 MiB here), so a scenario sized with it
 # to end 30-40 MiB under a threshold never crosses it for the daemon.
 avail_mib() {
+  if [ "$VMT_CGROUP" = v1 ]; then
+    awk -v total_kb=$MEM_TOTAL_KB -v usage=$(cat $CG/memory.usage_in_bytes) '
+      $1 == "total_inactive_file" { i = $2 }
+      END { ws = usage - i; if (ws < 0) ws = 0; printf "%d\n", (total_kb * 1024 - ws) / 1048576 }' $CG/memory.stat
+    return
+  fi
   awk -v total_kb=$MEM_TOTAL_KB '
     $1 == "anon" { a = $2 } $1 == "file" { f = $2 } $1 == "inactive_file" { i = $2 }
     END { ws = a + f - i; if (ws < 0) ws = 0; printf "%d\n", (total_kb * 1024 - ws) / 1048576 }' $CG/memory.stat
@@ -436,7 +472,7 @@ vmt_end() {
   # inactive_file), which the sampler uses, and MemFree + inactive_file, which
   # also counts the kernel's own memory as used) can be compared.
   echo "@@VMT MEM $SCEN meminfo $(awk '/^(MemTotal|MemFree|Slab|SUnreclaim|KernelStack|PageTables|Percpu|VmallocUsed|Shmem|Cached|Buffers|Unevictable):/ {printf "%s=%s ", $1, $2}' /proc/meminfo)"
-  echo "@@VMT MEM $SCEN root.memory.stat $(awk '$1 ~ /^(anon|file|kernel|kernel_stack|pagetables|percpu|sock|shmem|slab|inactive_file|active_file|inactive_anon|active_anon|unevictable)$/ {printf "%s=%s ", $1, $2}' $CG/memory.stat)"
+  echo "@@VMT MEM $SCEN root.memory.stat $(awk '$1 ~ /^(total_)?(anon|rss|cache|file|kernel|kernel_stack|pagetables|percpu|sock|shmem|slab|inactive_file|active_file|inactive_anon|active_anon|unevictable)$/ {printf "%s=%s ", $1, $2}' $CG/memory.stat)"
   kill -TERM $SAMPLER_PID 2>/dev/null
   wait $SAMPLER_PID 2>/dev/null
   vmt_contender_stop
@@ -454,7 +490,7 @@ vmt_end() {
       wait $pid 2>/dev/null
       st=$?
     fi
-    ooms=$(awk '$1 == "oom_kill" {print $2}' $podcg/memory.events 2>/dev/null)
+    ooms=$(vmt_cg_oom_kills $podcg)
     local facts=
     [ -n "$VMT_NODE" ] && facts=",$(vmt_node_pod_facts $name)"
     pods_json="$pods_json,{\"name\":\"$name\",\"qos\":\"$qos\",\"uid\":\"$uid\",\"request_mib\":$req,\"limit_mib\":$lim,\"workload\":\"$st\",\"oom_kills\":${ooms:-0}$facts}"
@@ -466,8 +502,8 @@ vmt_end() {
   local sampler_json
   sampler_json=$(cat /tmp/sampler.json 2>/dev/null)
   [ -n "$sampler_json" ] || sampler_json=null
-  printf '@@VMT RESULT {"scenario":"%s","contender":"%s","driver":"%s","contender_started":%s,"contender_alive_at_end":%s,"contender_rc":%s,"cpu_ms":%s,"cpu_start_ms":%s,"duration_ms":%s,"pods":[%s],"extra":%s,"sampler":%s}\n' \
-    "$SCEN" "$VMT_CONTENDER" "$DRIVER" "$CONTENDER_STARTED" "$CONTENDER_ALIVE" "$CONTENDER_RC" \
+  printf '@@VMT RESULT {"scenario":"%s","contender":"%s","driver":"%s","cgroup":"%s","contender_started":%s,"contender_alive_at_end":%s,"contender_rc":%s,"cpu_ms":%s,"cpu_start_ms":%s,"duration_ms":%s,"pods":[%s],"extra":%s,"sampler":%s}\n' \
+    "$SCEN" "$VMT_CONTENDER" "$DRIVER" "${VMT_CGROUP:-v2}" "$CONTENDER_STARTED" "$CONTENDER_ALIVE" "$CONTENDER_RC" \
     $((CONTENDER_TICKS * 1000 / CLK_TCK)) $((CONTENDER_START_TICKS * 1000 / CLK_TCK)) $(($(vmt_ms) - SCEN_T0)) "${pods_json#,}" "$extra" "$sampler_json"
   # The BPF flavour of each program, once per boot (vmtests/run records it).
   if [ -z "$VMT_BPF_REPORTED" ] && [ "$VMT_CONTENDER" = pressured ]; then
@@ -649,7 +685,7 @@ scenario_page_cache() {
   done
   sleep 2
   local peak=$(($(cat $(vmt_pod_field burstable-reader 4)/memory.peak 2>/dev/null || echo 0) / 1048576))
-  local file_mib=$(($(awk '$1 == "file" {print $2}' $(vmt_pod_field burstable-reader 4)/memory.stat) / 1048576))
+  local file_mib=$(($(vmt_cg_stat $(vmt_pod_field burstable-reader 4) file) / 1048576))
   vmt_end "{\"file_mib\":1200,\"reader_file_cache_mib_at_end\":$file_mib,\"avail_before_mib\":$a}"
 }
 

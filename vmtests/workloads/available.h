@@ -35,3 +35,14 @@ static inline double vmt_memory_available(const char* meminfo, const char* root_
   const double ws = inactive_file < usage ? (double)(usage - inactive_file) : 0.0;
   return total > ws ? total - ws : 0.0;
 }
+
+/* The same on cgroup v1 (the real-kubelet contenders' guest): the working set
+ * is the root memcg's memory.usage_in_bytes minus total_inactive_file of its
+ * memory.stat, as cAdvisor reads them for the kubelet. */
+static inline double vmt_memory_available_v1(const char* meminfo, unsigned long long root_usage,
+                                             const char* root_stat) {
+  const double total = (double)vmt_field(meminfo, "MemTotal") * 1024.0;
+  const unsigned long long inactive_file = vmt_field(root_stat, "total_inactive_file");
+  const double ws = inactive_file < root_usage ? (double)(root_usage - inactive_file) : 0.0;
+  return total > ws ? total - ws : 0.0;
+}

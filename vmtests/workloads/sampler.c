@@ -1,7 +1,10 @@
 /* sampler: the guest-side ground truth. Every --interval-ms it reads
  * /proc/meminfo, the root memory.stat (or the process count, for --signal pid)
  * and each watched pod's cgroup.events/memory.current/pids.current, and
- * records:
+ * records (on cgroup v1, found by /sys/fs/cgroup/memory/memory.usage_in_bytes:
+ * the root's usage and memory.stat, each pod's memory.usage_in_bytes, and its
+ * tasks counted in the tasks files of its memory cgroup and those below, which
+ * v1 has in place of cgroup.events and a hierarchical pids.current):
  *   - crossed_ms: the first time the node signal crossed --threshold
  *     (memory.available as the kubelet and pressured compute it, see
  *      available.h; pid.available = min(pid_max, threads-max) - processes);
@@ -14,6 +17,7 @@
  * It writes one JSON object to --out on SIGTERM/SIGINT or after --duration.
  *   sampler --signal memory|pid --threshold N --out FILE [--interval-ms 10]
  *           [--duration S] [--pods name=/sys/fs/cgroup/x,name2=...] */
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/sysinfo.h>
@@ -52,6 +56,31 @@ static unsigned long long read_ull_path(const char* path) {
   return n > 0 ? strtoull(buf, NULL, 10) : 0;
 }
 
+/* v1: the tasks in DIR and every cgroup below it; -1 when DIR is gone. */
+static long long count_tasks_v1(const char* dir, int depth) {
+  DIR* d = opendir(dir);
+  if (!d) return -1;
+  char p[512], buf[8192];
+  long long n = 0;
+  snprintf(p, sizeof p, "%s/tasks", dir);
+  int fd = open(p, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t r;
+    while ((r = read(fd, buf, sizeof buf)) > 0)
+      for (ssize_t i = 0; i < r; ++i) n += buf[i] == '\n';
+    close(fd);
+  }
+  struct dirent* e;
+  while (depth < 8 && (e = readdir(d)) != NULL) {
+    if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    long long c = count_tasks_v1(p, depth + 1);
+    if (c > 0) n += c;
+  }
+  closedir(d);
+  return n;
+}
+
 static int open_in(const char* dir, const char* name) {
   char p[512];
   snprintf(p, sizeof p, "%s/%s", dir, name);
@@ -77,6 +106,7 @@ int main(int argc, char** argv) {
   const double interval = arg_double(argc, argv, "--interval-ms", 10, 1, 10000) / 1000.0;
   const double duration = arg_double(argc, argv, "--duration", 300, 1, 3600);
 
+  const int v1 = access("/sys/fs/cgroup/memory/memory.usage_in_bytes", F_OK) == 0;
   struct pod pods[MAX_PODS];
   int npods = 0;
   const char* spec = arg_value(argc, argv, "--pods", "");
@@ -94,14 +124,15 @@ int main(int argc, char** argv) {
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", tok);
     snprintf(p->dir, sizeof p->dir, "%s", eq + 1);
-    p->events_fd = open_in(p->dir, "cgroup.events");
-    p->current_fd = open_in(p->dir, "memory.current");
-    p->pids_fd = open_in(p->dir, "pids.current");
+    p->events_fd = v1 ? -1 : open_in(p->dir, "cgroup.events");
+    p->current_fd = open_in(p->dir, v1 ? "memory.usage_in_bytes" : "memory.current");
+    p->pids_fd = v1 ? -1 : open_in(p->dir, "pids.current");
     p->released_ms = -1;
   }
 
   int meminfo_fd = open("/proc/meminfo", O_RDONLY | O_CLOEXEC);
-  int rootstat_fd = open("/sys/fs/cgroup/memory.stat", O_RDONLY | O_CLOEXEC);
+  int rootstat_fd = open(v1 ? "/sys/fs/cgroup/memory/memory.stat" : "/sys/fs/cgroup/memory.stat", O_RDONLY | O_CLOEXEC);
+  int rootusage_fd = v1 ? open("/sys/fs/cgroup/memory/memory.usage_in_bytes", O_RDONLY | O_CLOEXEC) : -1;
   unsigned long long pid_max = read_ull_path("/proc/sys/kernel/pid_max");
   unsigned long long threads_max = read_ull_path("/proc/sys/kernel/threads-max");
   if (threads_max && threads_max < pid_max) pid_max = threads_max;
@@ -136,7 +167,13 @@ int main(int argc, char** argv) {
     } else {
       read_fd(meminfo_fd, buf, sizeof buf);
       read_fd(rootstat_fd, stat_buf, sizeof stat_buf);
-      avail = vmt_memory_available(buf, stat_buf);
+      if (v1) {
+        char u[64] = "0";
+        read_fd(rootusage_fd, u, sizeof u);
+        avail = vmt_memory_available_v1(buf, strtoull(u, NULL, 10), stat_buf);
+      } else {
+        avail = vmt_memory_available(buf, stat_buf);
+      }
     }
     if (first_avail < 0) first_avail = avail;
     if (avail < min_avail) min_avail = avail;
@@ -145,13 +182,21 @@ int main(int argc, char** argv) {
       struct pod* p = &pods[i];
       if (p->gone) continue;
       int populated = 0;
-      if (read_fd(p->events_fd, buf, sizeof buf) < 0) {
+      if (v1) {
+        const long long tasks = count_tasks_v1(p->dir, 0);
+        if (tasks < 0) {
+          p->gone = 1;
+        } else {
+          populated = tasks > 0;
+          p->last_procs = (unsigned long long)tasks;
+        }
+      } else if (read_fd(p->events_fd, buf, sizeof buf) < 0) {
         p->gone = 1;
       } else {
         populated = vmt_field(buf, "populated") != 0;
       }
       if (!p->gone && read_fd(p->current_fd, buf, sizeof buf) > 0) p->last_current = strtoull(buf, NULL, 10);
-      if (!p->gone && read_fd(p->pids_fd, buf, sizeof buf) > 0) p->last_procs = strtoull(buf, NULL, 10);
+      if (!p->gone && !v1 && read_fd(p->pids_fd, buf, sizeof buf) > 0) p->last_procs = strtoull(buf, NULL, 10);
       if (p->gone) p->last_current = p->last_procs = 0;
       if (p->last_current > p->peak_current) p->peak_current = p->last_current;
       if (p->last_procs > p->peak_procs) p->peak_procs = p->last_procs;
@@ -179,9 +224,9 @@ int main(int argc, char** argv) {
   fprintf(f,
           "{\"signal\":\"%s\",\"threshold\":%.0f,\"interval_ms\":%.0f,\"samples\":%lld,\"elapsed_ms\":%.0f,"
           "\"start_mono_ns\":%lld,\"crossed_ms\":%lld,\"first_available\":%.0f,\"min_available\":%.0f,"
-          "\"oom_kill_start\":%llu,\"oom_kill_end\":%llu,\"pods\":{",
+          "\"cgroup\":\"%s\",\"oom_kill_start\":%llu,\"oom_kill_end\":%llu,\"pods\":{",
           signal_name, threshold, interval * 1000.0, samples, elapsed_ms,
-          (long long)start_ts.tv_sec * 1000000000LL + start_ts.tv_nsec, crossed_ms, first_avail, min_avail, oom_start,
+          (long long)start_ts.tv_sec * 1000000000LL + start_ts.tv_nsec, crossed_ms, first_avail, min_avail, v1 ? "v1" : "v2", oom_start,
           oom_end);
   for (int i = 0; i < npods; ++i) {
     const struct pod* p = &pods[i];
