@@ -17,7 +17,9 @@
 #include "cgroup/hot_file.hpp"
 #include "cgroup/parse.hpp"
 #include "cgroup/paths.hpp"
+#include "daemon/cycle_metrics.hpp"
 #include "daemon/decision_view.hpp"
+#include "daemon/event_triage.hpp"
 #include "k8s/reporter.hpp"
 #include "pressured/metrics.hpp"
 
@@ -27,15 +29,6 @@ namespace {
 
 
 double seconds(Duration d) { return std::chrono::duration<double>(d).count(); }
-
-MemcgActivitySample activity_sample(const MemcgActivity& a) {
-  MemcgActivitySample s;
-  s.reclaim_scanned_pages = static_cast<double>(a.pgscan);
-  s.reclaim_stolen_pages = static_cast<double>(a.pgsteal);
-  s.workingset_refaults = static_cast<double>(a.workingset_refaults);
-  s.memstall_seconds = static_cast<double>(a.memstall_ns) / 1e9;
-  return s;
-}
 
 }  // namespace
 
@@ -134,60 +127,30 @@ bool Daemon::is_pod_cgroup(uint64_t cgroup_id) const {
 }
 
 void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
-  std::optional<TimePoint> earliest;
-  std::string_view source = "event";
-  bool relevant = false;
-  bool edge_seen = false;
-  for (const auto& ev : events) {
-    if (deps_.metrics) deps_.metrics->events_received(name(ev.source), name(ev.type));
-    if (ev.type == EventType::OomVictim || ev.type == EventType::MemoryEventOomKill) {
-      ++stats_.kernel_oom_kills;
-      std::optional<QosClass> qos;
-      for (const auto& p : last_.pods) {
-        if (ev.cgroup_id != 0 && p.cgroup_id == ev.cgroup_id) qos = p.qos;
-      }
-      spdlog::error("kernel OOM kill: pid {} in cgroup id {} ({}): pressured did not act in time", ev.pid,
-                    ev.cgroup_id, qos ? std::string(name(*qos)) : std::string("not a pod"));
-      if (deps_.metrics) deps_.metrics->kernel_oom_kill(qos);
-    }
-    if (ev.type == EventType::RingBufferOverflow && deps_.metrics) {
-      deps_.metrics->ring_buffer_dropped(static_cast<uint64_t>(std::max<int64_t>(ev.value, 0)));
-    }
-    if (ev.type == EventType::Resync && deps_.metrics) deps_.metrics->resync("ring_buffer_overflow");
-    if (ev.type == EventType::ThresholdUp) alarms_.watch_fired(ev.watch_id);
-    if (ev.type == EventType::PidAlarmUp || ev.type == EventType::PidAlarmDown) {
-      spdlog::info("PID alarm {}: the kernel counts {} tasks (alarm {})", ev.type == EventType::PidAlarmUp ? "up" : "down",
-                   ev.value, alarms_.pid_alarm());
-    }
-    if (ev.type == EventType::ThresholdDown || ev.type == EventType::PidAlarmDown ||
-        ev.type == EventType::MemcgReclaimEnd ||
-        ev.type == EventType::DirectReclaimEnd || ev.type == EventType::CgroupMkdir) {
-      continue;  // not a reason to decide now (the safety net still runs)
-    }
-    // Lifecycle events come for every cgroup of the hierarchy (systemd scopes,
-    // other daemons' cgroups): only a pod's own cgroup going away or emptying
-    // is a reason to decide again; during an eviction every one is (the
-    // victim's exit is seen at once). New pods are picked up by the next
-    // observation.
-    if ((ev.type == EventType::CgroupRmdir || ev.type == EventType::CgroupPopulated) && !busy() &&
-        !is_pod_cgroup(ev.cgroup_id)) {
-      continue;
-    }
-    if (!relevant) source = name(ev.source);
-    relevant = true;
-    // Detection latency is measured from edges only: the reports the kernel
-    // side wakes pressured for. Reclaim-begin, kswapd and memstall records are batched
-    // on purpose (no wakeup, up to the 5 ms wake gap) and are hints, not
-    // detections; timing decisions from them would report the batching.
-    const bool batched = ev.source == EventSource::Bpf &&
-                         (ev.type == EventType::MemcgReclaimBegin || ev.type == EventType::DirectReclaimBegin ||
-                          ev.type == EventType::KswapdWakeup || ev.type == EventType::Memstall);
-    if (batched) continue;
-    if (!edge_seen) source = name(ev.source);
-    edge_seen = true;
-    if (ev.kernel_ns != 0 && (!earliest || ev.kernel_time() < *earliest)) earliest = ev.kernel_time();
+  if (deps_.metrics) {
+    for (const auto& ev : events) deps_.metrics->events_received(name(ev.source), name(ev.type));
   }
-  if (relevant || busy()) evaluate_partial_ok(now, source, earliest);
+  const EventTriage t = triage_events(events, busy(), [this](uint64_t id) { return is_pod_cgroup(id); });
+  for (const PressureEvent* ev : t.oom_kills) report_kernel_oom_kill(*ev);
+  if (deps_.metrics && t.ring_buffer_dropped) deps_.metrics->ring_buffer_dropped(t.ring_buffer_dropped);
+  for (uint64_t i = 0; deps_.metrics && i < t.resyncs; ++i) deps_.metrics->resync("ring_buffer_overflow");
+  for (uint64_t id : t.fired_watches) alarms_.watch_fired(id);
+  for (const PressureEvent* ev : t.pid_alarms) {
+    spdlog::info("PID alarm {}: the kernel counts {} tasks (alarm {})", ev->type == EventType::PidAlarmUp ? "up" : "down",
+                 ev->value, alarms_.pid_alarm());
+  }
+  if (t.decide || busy()) evaluate_partial_ok(now, t.source, t.earliest_edge);
+}
+
+void Daemon::report_kernel_oom_kill(const PressureEvent& ev) {
+  ++stats_.kernel_oom_kills;
+  std::optional<QosClass> qos;
+  for (const auto& p : last_.pods) {
+    if (ev.cgroup_id != 0 && p.cgroup_id == ev.cgroup_id) qos = p.qos;
+  }
+  spdlog::error("kernel OOM kill: pid {} in cgroup id {} ({}): pressured did not act in time", ev.pid, ev.cgroup_id,
+                qos ? std::string(name(*qos)) : std::string("not a pod"));
+  if (deps_.metrics) deps_.metrics->kernel_oom_kill(qos);
 }
 
 void Daemon::on_deadline(TimePoint now) { evaluate_partial_ok(now, "deadline", std::nullopt); }
@@ -308,12 +271,6 @@ void Daemon::sync_tracked_memcgs() {
   alarms_.apply_tracking(plan_tracking(AlarmReader::read_scopes(deps_.observer->layout()), last_));
 }
 
-void Daemon::export_kubepods_activity(Metrics& m) {
-  for (const auto& [id, label] : alarms_.tracked_scopes()) {
-    if (auto a = deps_.alarms->memcg_activity(id)) m.memcg_activity(label, activity_sample(*a));
-  }
-}
-
 bool Daemon::observe_for_decision(TimePoint now, bool& full) {
   // An event or a safety-net tick between full observations (at most
   // events.fullObservationInterval apart) re-reads only what the decision
@@ -349,30 +306,41 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   // other threads hand their results over with EventLoop::post.
   if (deps_.loop != nullptr && !deps_.loop->is_loop_thread()) abort_off_loop_thread("Daemon::evaluate", "the event loop's");
   ++stats_.evaluations;
-  if (deps_.metrics) deps_.metrics->heartbeat();
+  Metrics* m = deps_.metrics;
+  if (m) m->heartbeat();
+
+  // Observe: a partial refresh or a full observation.
   bool full = true;
   if (!observe_for_decision(now, full)) return;
   if (full) sync_tracked_memcgs();  // the pod set changes only with a full observation
-  Metrics* m = deps_.metrics;
-  if (m) {
-    for (std::size_t i = 0; i < kSignalCount; ++i) {
-      const auto& o = last_.signals[i];
-      if (!o) continue;
-      m->signal_observed(static_cast<Signal>(i), o->value, o->capacity);
-      if (o->stale) m->stale_read(static_cast<Signal>(i));
-    }
-    for (const auto& pod : last_.pods) {
-      if (full && pod.stale) m->stale_pod_read(false);
-    }
-  }
+  if (m) publish_observation(*m, last_, full);
 
+  // Decide: the engine, on fresh reads.
   if (disk_reclaim_.take_finished()) policy_.disk_reclaim_finished(now);
   Decisions d = engine_.evaluate(last_, now, policy_.excluded());
   arm_deadline(d, now);
+  stamp_wake(d, source, kernel_time);
+  conditions_.publish(d, now);
+  if (m) publish_decisions(*m, d);
+
+  // Act: the policy's actions, checkpointed first so that a restart resumes a
+  // kill or an API eviction instead of choosing a second victim.
+  auto actions = policy_.step(now, last_, d, exited_victims());
+  if (!actions.empty()) maybe_checkpoint(now);
+  executor_.execute(actions, now);
+
+  // Publish the per-pod series, then re-arm the kernel alarms for what is now.
+  if (m && full) publish_pods(*m, last_, alarms_.tracked(), alarms_.tracked_scopes(), deps_.alarms);
+  last_decisions_ = std::move(d);
+  arm_watches();
+  maybe_checkpoint(now);
+}
+
+void Daemon::stamp_wake(Decisions& d, std::string_view source, std::optional<TimePoint> kernel_time) {
   std::optional<double> latency;
   if (kernel_time) latency = std::max(0.0, seconds(MonotonicClock().now() - *kernel_time));
-  if (latency && m) {
-    m->detection_latency(source, *latency);
+  if (latency && deps_.metrics) {
+    deps_.metrics->detection_latency(source, *latency);
     spdlog::debug("decision from {} {:.3f} ms after the kernel's event", source, *latency * 1e3);
   }
   // What woke this decision goes into the eviction's messages.
@@ -380,14 +348,9 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
     c.wake_source = source;
     c.detection_latency_seconds = latency;
   }
+}
 
-  conditions_.publish(d, now);
-  if (m) {
-    for (auto s : d.no_candidates) m->no_eviction_candidate(s);
-    m->observation_completed();
-  }
-
-  // Which victims have no process left: the policy's input from the evictor.
+std::vector<std::string> Daemon::exited_victims() {
   std::vector<std::string> exited;
   for (const auto& f : policy_.state().in_flight) {
     if (f.phase != InFlightEviction::Phase::Terminating) continue;
@@ -399,29 +362,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
       exited.push_back(f.eviction.uid);
     }
   }
-  auto actions = policy_.step(now, last_, d, exited);
-  // A kill or an API eviction about to happen must survive a crash: the
-  // checkpoint is written before they are (a restart then resumes the kill
-  // instead of choosing a second victim).
-  if (!actions.empty()) maybe_checkpoint(now);
-  executor_.execute(actions, now);
-
-  if (m && full) {  // per-pod series follow full observations (events.fullObservationInterval)
-    std::vector<PodMemorySample> samples;
-    samples.reserve(last_.pods.size());
-    for (const auto& p : last_.pods) {
-      samples.push_back({p.namespace_, p.name, p.uid, p.qos, static_cast<double>(p.usage.memory_working_set_bytes),
-                         static_cast<double>(p.requests.memory_bytes)});
-      if (p.cgroup_id != 0 && alarms_.tracked().count(p.cgroup_id) != 0) {
-        if (auto a = deps_.alarms->memcg_activity(p.cgroup_id)) samples.back().activity = activity_sample(*a);
-      }
-    }
-    m->update_pods(samples);
-    export_kubepods_activity(*m);
-  }
-  last_decisions_ = std::move(d);
-  arm_watches();
-  maybe_checkpoint(now);
+  return exited;
 }
 
 void Daemon::start_disk_reclaim() {

@@ -123,8 +123,12 @@ class Daemon final : public ReactorHandler {
   /// Tracks kubepods, the tiers and the pods of last_ (untracks pods that left).
   void sync_tracked_memcgs();
   void arm_deadline(const Decisions& d, TimePoint now);
-  /// Exports the tracked activity of kubepods and the tiers (metrics).
-  void export_kubepods_activity(Metrics& m);
+  /// Counts and logs a kernel OOM kill (pressured did not act in time).
+  void report_kernel_oom_kill(const PressureEvent& ev);
+  /// Detection latency of the event that woke this decision, stamped on its candidates.
+  void stamp_wake(Decisions& d, std::string_view source, std::optional<TimePoint> kernel_time);
+  /// The uids of in-flight victims with no process left (the policy's input).
+  std::vector<std::string> exited_victims();
   void start_disk_reclaim();
 
   Config config_;

@@ -1,0 +1,52 @@
+#include "daemon/cycle_metrics.hpp"
+
+#include <vector>
+
+namespace pressured {
+
+MemcgActivitySample activity_sample(const MemcgActivity& a) {
+  MemcgActivitySample s;
+  s.reclaim_scanned_pages = static_cast<double>(a.pgscan);
+  s.reclaim_stolen_pages = static_cast<double>(a.pgsteal);
+  s.workingset_refaults = static_cast<double>(a.workingset_refaults);
+  s.memstall_seconds = static_cast<double>(a.memstall_ns) / 1e9;
+  return s;
+}
+
+void publish_observation(Metrics& m, const NodeSnapshot& snap, bool full) {
+  for (std::size_t i = 0; i < kSignalCount; ++i) {
+    const auto& o = snap.signals[i];
+    if (!o) continue;
+    m.signal_observed(static_cast<Signal>(i), o->value, o->capacity);
+    if (o->stale) m.stale_read(static_cast<Signal>(i));
+  }
+  if (!full) return;
+  for (const auto& pod : snap.pods) {
+    if (pod.stale) m.stale_pod_read(false);
+  }
+}
+
+void publish_decisions(Metrics& m, const Decisions& d) {
+  for (auto s : d.no_candidates) m.no_eviction_candidate(s);
+  m.observation_completed();
+}
+
+void publish_pods(Metrics& m, const NodeSnapshot& snap, const std::map<uint64_t, std::string>& tracked,
+                  const std::map<uint64_t, std::string>& scopes, const KernelAlarms* alarms) {
+  std::vector<PodMemorySample> samples;
+  samples.reserve(snap.pods.size());
+  for (const auto& p : snap.pods) {
+    samples.push_back({p.namespace_, p.name, p.uid, p.qos, static_cast<double>(p.usage.memory_working_set_bytes),
+                       static_cast<double>(p.requests.memory_bytes)});
+    if (alarms != nullptr && p.cgroup_id != 0 && tracked.count(p.cgroup_id) != 0) {
+      if (auto a = alarms->memcg_activity(p.cgroup_id)) samples.back().activity = activity_sample(*a);
+    }
+  }
+  m.update_pods(samples);
+  if (alarms == nullptr) return;
+  for (const auto& [id, label] : scopes) {
+    if (auto a = alarms->memcg_activity(id)) m.memcg_activity(label, activity_sample(*a));
+  }
+}
+
+}  // namespace pressured
