@@ -47,8 +47,8 @@ vmt_cg_oom_kills() {  # the kernel's OOM kills inside DIR
 }
 vmt_cg_stat() {  # DIR KEY: a v2 memory.stat key (anon, file, inactive_file), hierarchical on v1 too
   local k=$2
-  [ "$VMT_CGROUP" = v1 ] && case $k in anon) k=total_rss ;; *) k=total_$k ;; esac
-  awk -v k=$k '$1 == k {print $2}' $1/memory.stat
+  [ "$VMT_CGROUP" = v1 ] && case $k in anon) k=total_rss ;; file) k=total_cache ;; *) k=total_$k ;; esac
+  awk -v k=$k '$1 == k {v = $2} END {print v + 0}' $1/memory.stat
 }
 
 # vmt_tree DRIVER: creates the kubepods tree for the cgroupfs or systemd driver.
