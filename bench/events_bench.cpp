@@ -37,6 +37,7 @@
 
 #include "bpf/bpf_events.hpp"
 #include "fakes/no_bpf.hpp"
+#include "kernel/cgroup_id.hpp"
 #include "pressured/bounded_queue.hpp"
 #include "pressured/events.hpp"
 
@@ -326,7 +327,7 @@ int kernel_report(const std::string& alloc, int idle_seconds) {
     }
     std::string pod = sb.make("pod1");
     if (!v2) sb.write("pod1", "memory.swappiness", "0");
-    auto root_id = cgroup_id_of(sb.root);
+    auto root_id = kernel::cgroup_id_of(sb.root);
 
     std::printf("# pressured events kernel report (kernel %s)\n", read_sysctl("/proc/sys/kernel/osrelease").c_str());
     std::printf("load average at start: %s\n", [] {
@@ -353,7 +354,7 @@ int kernel_report(const std::string& alloc, int idle_seconds) {
       (void)bpf->set_watch(*root_id, 32 << 20, 1);
       // Activity tracking on (as the daemon runs it: kubepods, tiers, pods), so the
       // count_memcg_events filter and the refault branch of the charge hook do their walks.
-      auto pod_id = cgroup_id_of(pod);
+      auto pod_id = kernel::cgroup_id_of(pod);
       bool tracking = bpf->track_memcg(*root_id).ok() && pod_id && bpf->track_memcg(*pod_id).ok();
       EventsConfig cfg;
       cfg.bpf = BpfMode::Off;
@@ -460,7 +461,7 @@ int kernel_report(const std::string& alloc, int idle_seconds) {
         bpf::BpfEventSource* bpf = src->get();
         int armed = 0;
         for (const auto& p : pods) {
-          auto id = cgroup_id_of(p);
+          auto id = kernel::cgroup_id_of(p);
           armed += (*r)->set_watch(p, 48 << 20).ok() && id && bpf->set_watch(*id, 48 << 20, 1).ok();
           if (id) (void)bpf->track_memcg(*id);  // as the daemon does for every pod
         }

@@ -471,7 +471,4 @@ class Reactor : public EventLoop, public KernelAlarms {
   virtual bool bpf_active() const = 0;
 };
 
-/// The cgroup id BPF reports for a cgroup directory (its kernfs inode number).
-Result<uint64_t> cgroup_id_of(const std::string& path);
-
 }  // namespace pressured

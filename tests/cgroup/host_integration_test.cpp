@@ -15,9 +15,9 @@
 #include <sstream>
 #include <thread>
 
-#include "cgroup/parse.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
+#include "kernel/parse.hpp"
 #include "node/formulas.hpp"
 #include "pressured/observer.hpp"
 
@@ -186,7 +186,7 @@ TEST(HostIntegration, SandboxKubepodsMatchesKernelCounters) {
   // drift between the two reads plus 64 MiB).
   if (!v2) {
     auto root_avail = [&] {
-      auto mi = cgroup::parse_meminfo(slurp("/proc/meminfo"));
+      auto mi = kernel::parse_meminfo(slurp("/proc/meminfo"));
       EXPECT_TRUE(mi);
       return static_cast<double>(mi->mem_total) - static_cast<double>(kernel_working_set(mount, false));
     };

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "cgroup/fake_node.hpp"
-#include "cgroup/hot_file.hpp"
 #include "node/formulas.hpp"
 #include "pressured/observer.hpp"
 
@@ -464,37 +463,6 @@ TEST(Pods, FailedListingKeepsThePodsOfTheLastListing) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10 no observer, 11 first observation, 12 setrlimit, 13 no EMFILE, "
                                         "14 second observation failed, 15 failure not counted, 16 wrong pod count, "
                                         "17 a listed pod lost, 18 a removed pod kept, 19 pod read failed";
-}
-
-// Kept-open fds are budgeted: past the budget a read still succeeds, with a
-// temporary fd, and the count of kept fds never passes the budget.
-TEST(HotFileBudget, ReadsPastTheBudgetUseTemporaryFds) {
-  testing::TempDir dir;
-  std::vector<cgroup::HotFile> files;
-  for (int i = 0; i < 5; ++i) {
-    std::string path = dir.path() + "/f" + std::to_string(i);
-    std::ofstream(path) << "value " << i << "\n";
-    files.emplace_back(path);
-  }
-  const uint64_t kept_before = cgroup::HotFile::kept_fds();
-  const uint64_t transient_before = cgroup::HotFile::transient_reads();
-  cgroup::HotFile::set_kept_fd_budget(kept_before + 2);
-  std::string buf;
-  for (int round = 0; round < 2; ++round) {
-    for (int i = 0; i < 5; ++i) {
-      auto r = files[i].read(buf);
-      ASSERT_TRUE(r) << r.error().message;
-      EXPECT_EQ(*r, "value " + std::to_string(i) + "\n");
-    }
-  }
-  EXPECT_EQ(cgroup::HotFile::kept_fds(), kept_before + 2);
-  EXPECT_EQ(cgroup::HotFile::transient_reads() - transient_before, 6u) << "3 files over the budget, read twice";
-  int open_files = 0;
-  for (const auto& f : files) open_files += f.is_open() ? 1 : 0;
-  EXPECT_EQ(open_files, 2);
-  files.clear();
-  EXPECT_EQ(cgroup::HotFile::kept_fds(), kept_before) << "closing gives the budget back";
-  cgroup::HotFile::set_kept_fd_budget(UINT64_MAX);
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "kernel/cgroup_id.hpp"
+
 namespace pressured {
 namespace {
 
@@ -549,7 +551,7 @@ class FakeReactor final : public EventLoop, public KernelAlarms {
     if (!track_supported) return Error{ENOTSUP, "fake: no activity hooks"};
     auto it = track_ids.find(path);
     if (it == track_ids.end()) {
-      auto id = cgroup_id_of(path);
+      auto id = kernel::cgroup_id_of(path);
       if (!id) return id.error();
       tracked.insert(*id);
       return *id;
@@ -788,11 +790,11 @@ TEST(DaemonWatches, KubepodsTiersAndPodsAreTrackedForReclaimActivity) {
   r.reactor.track_ids[r.obs.pods[1].cgroup_path] = 9002;
   r.make(100 * MiB);
   r.d->evaluate(at(1), "test", std::nullopt);
-  auto kp = cgroup_id_of(r.obs.layout_.kubepods_memory_path);
-  auto burstable = cgroup_id_of(r.obs.layout_.kubepods_memory_path + "/burstable");
+  auto kp = kernel::cgroup_id_of(r.obs.layout_.kubepods_memory_path);
+  auto burstable = kernel::cgroup_id_of(r.obs.layout_.kubepods_memory_path + "/burstable");
   ASSERT_TRUE(kp && burstable);
   EXPECT_EQ(r.reactor.tracked, (std::set<uint64_t>{*kp, *burstable,
-                                                  *cgroup_id_of(r.obs.layout_.kubepods_memory_path + "/besteffort"),
+                                                  *kernel::cgroup_id_of(r.obs.layout_.kubepods_memory_path + "/besteffort"),
                                                   9001, 9002}));
   EXPECT_EQ(r.d->tracked_memcgs().size(), 5u);
   // Pod b leaves: untracked; the rest is not asked again.

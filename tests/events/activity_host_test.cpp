@@ -25,6 +25,7 @@
 #include "events/event_test_helpers.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
+#include "kernel/cgroup_id.hpp"
 #include "pressured/events.hpp"
 
 namespace pressured {
@@ -119,7 +120,7 @@ TEST_P(HostMemcgActivity, TrackedPodCountsReclaimOfItsContainers) {
   auto pod2 = reactor.track_memcg(sb.path("pod2"));
   ASSERT_TRUE(root && pod1 && pod2) << (root ? pod1 ? pod2.error().message : pod1.error().message
                                              : root.error().message);
-  auto ctr = cgroup_id_of(sb.path("pod1/ctr"));
+  auto ctr = kernel::cgroup_id_of(sb.path("pod1/ctr"));
   ASSERT_TRUE(ctr);
   EXPECT_FALSE(reactor.memcg_activity(*ctr).has_value()) << "pod1/ctr is not tracked";
   // Tracking again keeps the entry (and its counters).
@@ -242,7 +243,7 @@ TEST_F(HostActivity, MemstallsOfAPodAtItsLimit) {
   std::cout << "memstall_enter: " << name(enter) << ": " << stats.attach_reason(BpfProgram::MemstallEnter) << "\n";
   EXPECT_EQ(enter == AttachKind::Off, leave == AttachKind::Off) << "attached as a pair";
   EXPECT_EQ(enter != AttachKind::Off, (*src)->attached(BpfProgram::MemstallLeave));
-  auto pod = cgroup_id_of(sb.path("pod1"));
+  auto pod = kernel::cgroup_id_of(sb.path("pod1"));
   ASSERT_TRUE(pod);
   auto tracked = (*src)->track_memcg(*pod);
   if (!tracked) {

@@ -24,6 +24,7 @@
 #include "events/event_test_helpers.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
+#include "kernel/cgroup_id.hpp"
 #include "pressured/events.hpp"
 
 namespace pressured {
@@ -106,7 +107,7 @@ TEST_P(HostEventsBpf, ThresholdReclaimOomInOrder) {
   auto r = Reactor::create(cfg, options(), *features, stats);
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_TRUE((*r)->bpf_active());
-  auto root_id = cgroup_id_of(sb.path());
+  auto root_id = kernel::cgroup_id_of(sb.path());
   ASSERT_TRUE(root_id);
   auto w = (*r)->set_watch(sb.path(), 32 << 20);
   ASSERT_TRUE(w) << w.error().message;
@@ -116,13 +117,13 @@ TEST_P(HostEventsBpf, ThresholdReclaimOomInOrder) {
 
   // Lifecycle: a new pod cgroup appears.
   ASSERT_TRUE(sb.make("pod2"));
-  auto pod2_id = cgroup_id_of(sb.path("pod2"));
+  auto pod2_id = kernel::cgroup_id_of(sb.path("pod2"));
   ASSERT_TRUE(pod2_id);
   EXPECT_TRUE(h.wait(find_event(EventType::CgroupMkdir, *pod2_id), 3s)) << describe(h.snapshot());
   ASSERT_EQ(::rmdir(sb.path("pod2").c_str()), 0);
   EXPECT_TRUE(h.wait(find_event(EventType::CgroupRmdir, *pod2_id), 3s)) << describe(h.snapshot());
 
-  auto pod_id = cgroup_id_of(sb.path("pod1"));
+  auto pod_id = kernel::cgroup_id_of(sb.path("pod1"));
   ASSERT_TRUE(pod_id);
   // Phase 1: 48 MiB (over the 32 MiB alarm, under the limit), hold, free, hold.
   pid_t p1 = sb.spawn("pod1", {alloc_path(), "48", "4", "5", "300", "500"});
@@ -241,7 +242,7 @@ TEST_F(HostEvents, BpfWatchOnTheHierarchyRootSeesChargesBelowIt) {
   auto r = Reactor::create(cfg, options(), *features, stats);
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_TRUE((*r)->bpf_active());
-  auto root_id = cgroup_id_of(mount_);
+  auto root_id = kernel::cgroup_id_of(mount_);
   ASSERT_TRUE(root_id);
   uint64_t children = 0;
   for (const auto& e : std::filesystem::directory_iterator(mount_)) {
@@ -310,7 +311,7 @@ TEST_F(HostEvents, NotificationsDetectCrossingWithoutBpf) {
   auto r = Reactor::create(cfg, options(), *features, stats);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_FALSE((*r)->bpf_active());
-  auto root_id = cgroup_id_of(sb.path());
+  auto root_id = kernel::cgroup_id_of(sb.path());
   ASSERT_TRUE(root_id);
   auto w = (*r)->set_watch(sb.path(), 32 << 20);
   ASSERT_TRUE(w) << w.error().message;
@@ -350,7 +351,7 @@ TEST_F(HostEvents, DefaultConfigReportsFromBpfAndEventfd) {
   auto r = Reactor::create(cfg, options(), *features, stats);
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_TRUE((*r)->bpf_active());
-  auto root_id = cgroup_id_of(sb.path());
+  auto root_id = kernel::cgroup_id_of(sb.path());
   ASSERT_TRUE(root_id);
   auto w = (*r)->set_watch("pressured-test-" + std::to_string(::getpid()) + "-events-default", 32 << 20);
   ASSERT_TRUE(w) << w.error().message;  // relative to the memory mount
@@ -399,7 +400,7 @@ TEST_F(HostEvents, PsiTriggerOnSandboxCgroupFires) {
   auto features = make_kernel_bpf_features();
   auto r = Reactor::create(cfg, options(), *features, stats);
   ASSERT_TRUE(r) << r.error().message;
-  auto cg = cgroup_id_of(pressure_dir);
+  auto cg = kernel::cgroup_id_of(pressure_dir);
   ASSERT_TRUE(cg);
   auto t = (*r)->add_psi_trigger(pressure_dir + "/memory.pressure", false, std::chrono::milliseconds(2), 2s, *cg);
   ASSERT_TRUE(t) << t.error().message;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include "bpf/bpf_events.hpp"
 #include "events/memcg_sources.hpp"
 #include "fakes/no_bpf.hpp"
+#include "kernel/parse.hpp"
 #include "pressured/events.hpp"
 #include "psi/psi_trigger.hpp"
 
@@ -430,11 +432,12 @@ TEST(Psi, TriggerFormatAndKernelLimits) {
 }
 
 TEST(MemoryEvents, DiffYieldsOneEventPerIncreasedCounter) {
-  auto before = events::parse_flat_keyed("low 0\nhigh 3\nmax 1\noom 0\noom_kill 0\noom_group_kill 0\n");
-  auto after = events::parse_flat_keyed("low 5\nhigh 10\nmax 1\noom 1\noom_kill 1\noom_group_kill 0\n");
-  EXPECT_EQ(before.at("high"), 3u);
+  auto before = kernel::parse_memory_events("low 0\nhigh 3\nmax 1\noom 0\noom_kill 0\noom_group_kill 0\n");
+  auto after = kernel::parse_memory_events("low 5\nhigh 10\nmax 1\noom 1\noom_kill 1\noom_group_kill 0\n");
+  ASSERT_TRUE(before && after);
+  EXPECT_EQ(before->high, 3u);
   std::vector<PressureEvent> out;
-  events::memory_events_diff(before, after, 9, 4, TimePoint{}, out);
+  events::memory_events_diff(*before, *after, 9, 4, TimePoint{}, out);
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out[0].type, EventType::MemoryEventHigh);
   EXPECT_EQ(out[0].value, 7);
@@ -445,7 +448,57 @@ TEST(MemoryEvents, DiffYieldsOneEventPerIncreasedCounter) {
     EXPECT_EQ(e.watch_id, 4u);
     EXPECT_EQ(e.source, EventSource::MemoryEventsV2);
   }
-  EXPECT_TRUE(events::parse_flat_keyed("garbage\nhigh x\n").empty());
+  EXPECT_FALSE(kernel::parse_memory_events("garbage\nhigh x\n"));
+}
+
+// The v2 memory.events source on a plain file (the host has no v2 memory
+// controller; the vmtests drive it on real cgroups): the first read is the
+// baseline, each drain re-reads from offset 0 and reports the increases, and
+// a file that is not memory.events is refused naming the path.
+TEST(MemoryEvents, SourceReadsThroughItsKeptFd) {
+  char tmpl[] = "/tmp/pressured-memory-events-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string file = dir + "/memory.events";
+  auto write = [&](const std::string& text) {
+    FILE* f = std::fopen(file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  };
+  write("low 0\nhigh 3\nmax 1\noom 0\noom_kill 0\noom_group_kill 0\n");
+  auto src = events::MemoryEventsSource::open(file, 9, 4);
+  ASSERT_TRUE(src) << src.error().message;
+  std::vector<PressureEvent> out;
+  (*src)->drain(out, TimePoint{});
+  EXPECT_TRUE(out.empty()) << "nothing changed since the baseline";
+  write("low 0\nhigh 5\nmax 1\noom 0\noom_kill 2\noom_group_kill 0\n");
+  (*src)->drain(out, TimePoint{});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].type, EventType::MemoryEventHigh);
+  EXPECT_EQ(out[0].value, 2);
+  EXPECT_EQ(out[1].type, EventType::MemoryEventOomKill);
+  EXPECT_EQ(out[1].value, 2);
+  out.clear();
+  write("garbage\n");  // a read that is not memory.events yields nothing ...
+  (*src)->drain(out, TimePoint{});
+  EXPECT_TRUE(out.empty());
+  write("low 0\nhigh 6\nmax 1\noom 0\noom_kill 2\noom_group_kill 0\n");
+  (*src)->drain(out, TimePoint{});  // ... and the next good one is diffed against the last good one
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].type, EventType::MemoryEventHigh);
+  EXPECT_EQ(out[0].value, 1);
+  src->reset();
+
+  write("high 1\n");
+  auto bad = events::MemoryEventsSource::open(file, 9, 4);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find(file), std::string::npos) << bad.error().message;
+  auto missing = events::MemoryEventsSource::open(dir + "/missing", 9, 4);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find(dir + "/missing"), std::string::npos) << missing.error().message;
+  std::remove(file.c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST(EventStats, LatencyBuckets) {

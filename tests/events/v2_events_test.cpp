@@ -40,6 +40,7 @@
 #include "fakes/privilege.hpp"
 #include "events/event_test_helpers.hpp"
 #include "fakes/sandbox_cgroup.hpp"
+#include "kernel/cgroup_id.hpp"
 #include "pressured/events.hpp"
 
 namespace pressured {
@@ -166,7 +167,7 @@ TEST_F(V2Events, MemoryEventsHighThroughReactor) {
   auto features = make_kernel_bpf_features();
   auto r = Reactor::create(notifications_only(), options(), *features, stats);
   ASSERT_TRUE(r) << r.error().message;
-  auto pod = cgroup_id_of(sb.path("pod1"));
+  auto pod = kernel::cgroup_id_of(sb.path("pod1"));
   ASSERT_TRUE(pod);
   auto w = (*r)->add_memory_events_watch(sb.path("pod1"));
   ASSERT_TRUE(w) << w.error().message;
@@ -215,8 +216,8 @@ TEST_F(V2Events, MemoryEventsMaxOomOomKillThroughReactor) {
   auto features = make_kernel_bpf_features();
   auto r = Reactor::create(notifications_only(), options(), *features, stats);
   ASSERT_TRUE(r) << r.error().message;
-  auto pod = cgroup_id_of(sb.path("pod1"));
-  auto root = cgroup_id_of(sb.path());
+  auto pod = kernel::cgroup_id_of(sb.path("pod1"));
+  auto root = kernel::cgroup_id_of(sb.path());
   ASSERT_TRUE(pod && root);
   auto w = (*r)->add_memory_events_watch(sb.path("pod1"));
   ASSERT_TRUE(w) << w.error().message;
@@ -281,7 +282,7 @@ TEST_F(V2Events, PsiTriggerOnSandboxMemoryPressureFires) {
   cfg.memcg_notifications = false;
   auto r = Reactor::create(cfg, options(), *features, stats);
   ASSERT_TRUE(r) << r.error().message;
-  auto pod = cgroup_id_of(sb.path("pod1"));
+  auto pod = kernel::cgroup_id_of(sb.path("pod1"));
   ASSERT_TRUE(pod);
   auto t = (*r)->add_psi_trigger(sb.path("pod1") + "/memory.pressure", false, 50ms, 1s, *pod);
   ASSERT_TRUE(t) << t.error().message;
@@ -389,8 +390,8 @@ TEST_P(V2EventsBpf, ThresholdReclaimOomLifecycleInOrder) {
     EXPECT_NE(k, AttachKind::Off) << name(p) << ": " << stats.attach_reason(p);
   }
 
-  auto root_id = cgroup_id_of(sb.path());
-  auto pod_id = cgroup_id_of(sb.path("pod1"));
+  auto root_id = kernel::cgroup_id_of(sb.path());
+  auto pod_id = kernel::cgroup_id_of(sb.path("pod1"));
   ASSERT_TRUE(root_id && pod_id);
   auto w = (*r)->set_watch(sb.path(), 16 * kMiB);
   ASSERT_TRUE(w) << w.error().message;
@@ -400,7 +401,7 @@ TEST_P(V2EventsBpf, ThresholdReclaimOomLifecycleInOrder) {
 
   // Lifecycle: a new pod cgroup appears and goes away (level 2: root/sandbox/pod2).
   ASSERT_TRUE(sb.make("pod2"));
-  auto pod2_id = cgroup_id_of(sb.path("pod2"));
+  auto pod2_id = kernel::cgroup_id_of(sb.path("pod2"));
   ASSERT_TRUE(pod2_id);
   EXPECT_TRUE(h.wait(find_event(EventType::CgroupMkdir, *pod2_id, EventSource::Bpf), 10s)) << describe(h.snapshot());
   ASSERT_EQ(::rmdir(sb.path("pod2").c_str()), 0);
@@ -517,10 +518,10 @@ TEST_F(V2Events, LifecycleEventsFilteredToUnifiedHierarchy) {
   RunningReactor run{std::move(*r)};
   run.start(h);
   ASSERT_EQ(::mkdir((v1 + "/child").c_str(), 0755), 0);
-  auto v1_child = cgroup_id_of(v1 + "/child");
+  auto v1_child = kernel::cgroup_id_of(v1 + "/child");
   ASSERT_TRUE(v1_child);
   ASSERT_TRUE(sb.make("sentinel"));  // after the v1 mkdir: its event arrives after any v1 one would
-  auto sentinel = cgroup_id_of(sb.path("sentinel"));
+  auto sentinel = kernel::cgroup_id_of(sb.path("sentinel"));
   ASSERT_TRUE(sentinel);
   EXPECT_TRUE(h.wait(find_event(EventType::CgroupMkdir, *sentinel, EventSource::Bpf), 10s)) << describe(h.snapshot());
   run.stop();

@@ -1,13 +1,13 @@
 // The kernel-file parsers (memory.stat, memory.events, PSI, meminfo,
-// loadavg, single values, flat-keyed files) and mountinfo: a value or an
-// error for any text.
+// loadavg, single values, flat-keyed files, /proc/cgroups, status) and
+// mountinfo: a value or an error for any text.
 #include <cstdint>
 #include <string_view>
 
-#include "cgroup/parse.hpp"
+#include "kernel/parse.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace pressured::cgroup;
+  using namespace pressured::kernel;
   std::string_view text(reinterpret_cast<const char*>(data), size);
   (void)parse_flat_keyed(text);
   (void)parse_memory_stat(text, true);
@@ -17,6 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)parse_single_value(text);
   (void)parse_meminfo(text);
   (void)parse_loadavg_tasks(text);
+  (void)parse_proc_cgroups_hierarchy(text, "memory");
+  (void)parse_status_cap_eff(text);
   std::size_t skipped = 0;
   for (const auto& m : parse_mountinfo(text, &skipped)) (void)m.has_option("memory");
   (void)count_lines(text);

@@ -10,13 +10,13 @@
 #include <cerrno>
 #include <ctime>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include <spdlog/spdlog.h>
 
 #include "bpf/programs.hpp"
+#include "kernel/file.hpp"
+#include "kernel/parse.hpp"
 #include "pressured_events.skel.h"
 
 namespace pressured::bpf {
@@ -57,15 +57,10 @@ uint64_t account_drops(uint64_t total_now, uint64_t& last_seen, EventStats& stat
 }
 
 int memory_hierarchy_id(const std::string& proc_root) {
-  std::ifstream in(proc_root + "/cgroups");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string subsys;
-    int hierarchy = -1;
-    if (ls >> subsys >> hierarchy && subsys == "memory") return hierarchy;
-  }
-  return -1;
+  auto text = kernel::read_file(proc_root + "/cgroups");
+  if (!text) return -1;
+  auto id = kernel::parse_proc_cgroups_hierarchy(*text, "memory");
+  return id ? *id : -1;
 }
 
 namespace {

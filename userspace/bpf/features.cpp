@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
@@ -21,6 +20,8 @@
 #include <spdlog/spdlog.h>
 
 #include "bpf/programs.hpp"
+#include "kernel/fd.hpp"
+#include "kernel/file.hpp"
 #include "pressured/events.hpp"
 
 namespace pressured {
@@ -126,19 +127,7 @@ const struct bpf_insn kReturnZero[] = {
     {0x95, 0, 0, 0, 0},
 };
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
+using kernel::Fd;
 
 std::string errno_text(const char* what, int err) { return std::string(what) + ": " + std::strerror(err); }
 
@@ -148,10 +137,9 @@ class KernelBpfFeatures final : public BpfFeatures {
     bpf::MuteLibbpf mute;
     btf_ = btf__load_vmlinux_btf();
     if (!btf_) btf_ = nullptr;
-    int fd = bpf_map_create(BPF_MAP_TYPE_RINGBUF, nullptr, 0, 0, 4096, nullptr);
-    if (fd >= 0) {
+    Fd map(bpf_map_create(BPF_MAP_TYPE_RINGBUF, nullptr, 0, 0, 4096, nullptr));
+    if (map) {
       bpf_ok_ = true;
-      ::close(fd);
     } else {
       bpf_error_ = errno_text("ringbuf map", errno);
     }
@@ -260,12 +248,11 @@ class KernelBpfFeatures final : public BpfFeatures {
       case AttachKind::Kprobe: {
         Fd prog(bpf_prog_load(BPF_PROG_TYPE_KPROBE, nullptr, "GPL", kReturnZero, 2, nullptr));
         if (prog.get() < 0) return (reason = errno_text("load", errno), false);
-        std::ifstream in("/sys/bus/event_source/devices/kprobe/type");
-        int type = -1;
-        if (!(in >> type)) return (reason = "no kprobe PMU (kprobes compiled out?)", false);
+        auto type = kernel::read_u64("/sys/bus/event_source/devices/kprobe/type");
+        if (!type) return (reason = "no kprobe PMU (kprobes compiled out?)", false);
         struct perf_event_attr attr {};
         attr.size = sizeof(attr);
-        attr.type = static_cast<__u32>(type);
+        attr.type = static_cast<__u32>(*type);
         attr.config1 = reinterpret_cast<__u64>(target.c_str());
         attr.config2 = 0;
         Fd pfd(static_cast<int>(::syscall(SYS_perf_event_open, &attr, -1, 0, -1, PERF_FLAG_FD_CLOEXEC)));

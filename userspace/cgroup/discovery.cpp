@@ -6,6 +6,8 @@
 
 #include <cerrno>
 
+#include "kernel/cgroup_id.hpp"
+
 namespace pressured::cgroup {
 namespace {
 
@@ -90,9 +92,8 @@ std::string in_hierarchy(const CgroupLayout& layout, const std::string& memory_p
 }
 
 uint64_t dir_inode(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
-  return st.st_ino;
+  auto id = kernel::cgroup_id_of(path);
+  return id ? *id : 0;
 }
 
 PodCgroup describe_pod(const CgroupLayout& layout, const PodDir& dir, bool with_containers) {

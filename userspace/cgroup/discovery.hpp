@@ -39,7 +39,7 @@ std::vector<ContainerCgroup> scan_containers(const std::string& pod_memory_path)
 /// The same cgroup in another hierarchy: <other_mount>/<path relative to memory_mount>.
 std::string in_hierarchy(const CgroupLayout& layout, const std::string& memory_path, const std::string& other_mount);
 
-/// Inode of a directory (the cgroup id), 0 when it does not exist.
+/// The cgroup id of a directory (kernel::cgroup_id_of), 0 when it is not one.
 uint64_t dir_inode(const std::string& path);
 
 /// A full PodCgroup for a PodDir: other hierarchies resolved, containers listed.

@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "cgroup/hot_file.hpp"
-#include "cgroup/parse.hpp"
 #include "cgroup/paths.hpp"
+#include "kernel/file.hpp"
+#include "kernel/parse.hpp"
 #include "pressured/observer.hpp"
 
 #ifndef CGROUP2_SUPER_MAGIC
@@ -123,9 +123,9 @@ Result<CgroupLayout> detect_layout(const ObserveConfig& config) {
   // 1. The mount table (injectable), restricted to hierarchies below the mount.
   const bool real_mount_table = config.mountinfo_path.empty() && config.proc_root == "/proc";
   std::string mountinfo = config.mountinfo_path.empty() ? config.proc_root + "/self/mountinfo" : config.mountinfo_path;
-  std::vector<cgroup::MountInfo> mounts;
-  if (auto text = cgroup::read_file(mountinfo)) {
-    for (auto& m : cgroup::parse_mountinfo(*text)) {
+  std::vector<kernel::MountInfo> mounts;
+  if (auto text = kernel::read_file(mountinfo)) {
+    for (auto& m : kernel::parse_mountinfo(*text)) {
       if ((m.fstype == "cgroup" || m.fstype == "cgroup2") && under(m.mount_point, l.mount)) mounts.push_back(m);
     }
   }
@@ -171,7 +171,7 @@ Result<CgroupLayout> detect_layout(const ObserveConfig& config) {
     l.memory_mount = l.mount;
     l.memory_on_v2 = true;
     l.pids_mount = l.mount;
-    auto controllers = cgroup::read_file(l.mount + "/cgroup.controllers");
+    auto controllers = kernel::read_file(l.mount + "/cgroup.controllers");
     if (!controllers) return Error{controllers.error().code, "cgroup v2 at " + l.mount + ": " + controllers.error().message};
     std::string_view c = *controllers;
     if (c.find("memory") == std::string_view::npos) {

@@ -6,9 +6,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "cgroup/hot_file.hpp"
-#include "cgroup/parse.hpp"
 #include "cgroup/paths.hpp"
+#include "kernel/cgroup_id.hpp"
+#include "kernel/file.hpp"
+#include "kernel/parse.hpp"
 
 namespace pressured {
 
@@ -19,9 +20,9 @@ namespace {
 std::optional<uint64_t> read_memcg_usage(const std::string& dir) {
   if (dir.empty()) return std::nullopt;
   for (const char* file : {"/memory.current", "/memory.usage_in_bytes"}) {
-    auto text = cgroup::read_file(dir + file);
+    auto text = kernel::read_file(dir + file);
     if (!text) continue;
-    auto v = cgroup::parse_single_value(*text);
+    auto v = kernel::parse_single_value(*text);
     if (v && *v) return **v;
   }
   return std::nullopt;
@@ -77,10 +78,10 @@ std::vector<AlarmCgroup> AlarmReader::read_scopes(const CgroupLayout& layout) {
   std::vector<AlarmCgroup> out;
   const auto& kp = layout.kubepods_memory_path;
   if (kp.empty()) return out;
-  if (auto id = cgroup_id_of(kp)) out.push_back({*id, kp, "kubepods"});
+  if (auto id = kernel::cgroup_id_of(kp)) out.push_back({*id, kp, "kubepods"});
   for (const char* tier : {"burstable", "besteffort"}) {
     for (const std::string& dir : {kp + "/" + tier, kp + "/kubepods-" + tier + ".slice"}) {
-      if (auto id = cgroup_id_of(dir)) out.push_back({*id, dir, tier});
+      if (auto id = kernel::cgroup_id_of(dir)) out.push_back({*id, dir, tier});
     }
   }
   return out;

@@ -6,8 +6,6 @@
 
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <limits>
 #include <stdexcept>
 
@@ -16,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/why.hpp"
+#include "kernel/fd.hpp"
+#include "kernel/file.hpp"
 
 namespace pressured {
 
@@ -255,65 +255,53 @@ Result<void> write_file_atomically(const std::string& path, const std::string& c
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Error::from_errno(errno, "open " + tmp);
+  auto fd = kernel::Fd::open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (!fd) return fd.error();
   std::size_t off = 0;
   while (off < contents.size()) {
-    ssize_t n = ::write(fd, contents.data() + off, contents.size() - off);
+    ssize_t n = ::write(fd->get(), contents.data() + off, contents.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
       int err = errno;
-      ::close(fd);
       ::unlink(tmp.c_str());
       return Error::from_errno(err, "write " + tmp);
     }
     off += static_cast<std::size_t>(n);
   }
-  if (::fsync(fd) != 0) {
+  if (::fsync(fd->get()) != 0) {
     int err = errno;
-    ::close(fd);
     ::unlink(tmp.c_str());
     return Error::from_errno(err, "fsync " + tmp);
   }
-  ::close(fd);
+  fd->reset();
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
     return Error::from_errno(err, "rename " + tmp);
   }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  // Best effort: the rename is durable once the directory is synced too.
+  if (auto dir_fd = kernel::Fd::open(dir, O_RDONLY | O_DIRECTORY)) ::fsync(dir_fd->get());
   return {};
 }
 
 std::string read_boot_id(const std::string& proc_root) {
-  std::ifstream in(proc_root + "/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(in, id);
-  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  auto text = kernel::read_file(proc_root + "/sys/kernel/random/boot_id", 256);
+  if (!text) return {};
+  std::string id = text->substr(0, text->find('\n'));
+  while (!id.empty() && id.back() == ' ') id.pop_back();
   return id;
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& boot_id) {
   LoadedCheckpoint out;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return out;
+  auto read = kernel::read_file(path, kMaxBytes + 1);
+  if (!read) {
+    if (read.error().code == ENOENT) return out;
     out.status = CheckpointLoad::Corrupt;
-    out.error = Error::from_errno(errno, "open " + path).message;
+    out.error = read.error().message;
     return out;
   }
-  std::string text;
-  char buf[8192];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0) {
-    text.append(buf, static_cast<std::size_t>(n));
-    if (text.size() > kMaxBytes) break;
-  }
-  ::close(fd);
+  const std::string& text = *read;
   if (text.size() > kMaxBytes) {
     out.status = CheckpointLoad::Corrupt;
     out.error = "checkpoint " + path + " is larger than 4 MiB";

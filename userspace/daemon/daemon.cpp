@@ -14,8 +14,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "cgroup/hot_file.hpp"
-#include "cgroup/parse.hpp"
 #include "cgroup/paths.hpp"
 #include "daemon/cycle_metrics.hpp"
 #include "daemon/decision_view.hpp"

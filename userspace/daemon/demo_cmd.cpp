@@ -18,6 +18,7 @@
 #include "commands.hpp"
 #include "daemon/sandbox_node.hpp"
 #include "daemon/workload.hpp"
+#include "kernel/fd.hpp"
 
 namespace pressured::cli {
 
@@ -36,41 +37,40 @@ struct DemoOptions {
 };
 
 uint16_t free_port() {
-  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  kernel::Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof a;
   uint16_t port = 0;
-  if (s >= 0 && ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+  if (s && ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) == 0) {
     port = ntohs(a.sin_port);
   }
-  if (s >= 0) ::close(s);
   return port;
 }
 
 // Minimal HTTP GET on loopback, bounded (the demo prints the daemon's metrics).
 std::string http_get(uint16_t port, const std::string& path) {
-  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return {};
+  kernel::Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s) return {};
   timeval tv{2, 0};
-  ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  ::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  ::setsockopt(s.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(s.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string out;
-  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+  if (::connect(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
     std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (::write(s, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+    if (::write(s.get(), req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
       char buf[8192];
       ssize_t n;
-      while ((n = ::read(s, buf, sizeof buf)) > 0 && out.size() < (4u << 20)) out.append(buf, static_cast<std::size_t>(n));
+      while ((n = ::read(s.get(), buf, sizeof buf)) > 0 && out.size() < (4u << 20)) out.append(buf, static_cast<std::size_t>(n));
     }
   }
-  ::close(s);
+  s.reset();
   auto body = out.find("\r\n\r\n");
   return body == std::string::npos ? std::string() : out.substr(body + 4);
 }

@@ -24,6 +24,7 @@
 #include "daemon/reactor_metrics.hpp"
 #include "evict/cgroup_evictor.hpp"
 #include "k8s/reporter.hpp"
+#include "kernel/fd.hpp"
 #include "node/containerfs_layout.hpp"
 #include "pressured/metrics.hpp"
 
@@ -39,21 +40,18 @@ class ProgressTimer final : public ReactorSource {
  public:
   ProgressTimer(Daemon& daemon, EventLoop& loop, Duration period, const NodeObserver& observer, Metrics& metrics)
       : daemon_(daemon), loop_(loop), observer_(observer), metrics_(metrics) {
-    fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    fd_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
     itimerspec its{};
     auto ns = period.count();
     its.it_interval.tv_sec = its.it_value.tv_sec = ns / 1000000000;
     its.it_interval.tv_nsec = its.it_value.tv_nsec = ns % 1000000000;
-    if (fd_ >= 0) ::timerfd_settime(fd_, 0, &its, nullptr);
+    if (fd_) ::timerfd_settime(fd_.get(), 0, &its, nullptr);
   }
-  ~ProgressTimer() override {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int fd() const override { return fd_; }
+  int fd() const override { return fd_.get(); }
   uint32_t epoll_events() const override { return 0x001; /* EPOLLIN */ }
   void drain(std::vector<PressureEvent>&, TimePoint now) override {
     uint64_t n;
-    while (::read(fd_, &n, sizeof n) == sizeof n) {
+    while (::read(fd_.get(), &n, sizeof n) == sizeof n) {
     }
     // Evaluated after this dispatch, not inside it: an evaluation re-arms the
     // watches, which on cgroup v1 replaces eventfd sources the loop is walking.
@@ -90,7 +88,7 @@ class ProgressTimer final : public ReactorSource {
     uint64_t usec = 0;
     return ::sd_watchdog_enabled(0, &usec) > 0 ? std::chrono::microseconds(usec) : Duration(0);
   }
-  int fd_ = -1;
+  kernel::Fd fd_;
 };
 
 std::string hostname() {

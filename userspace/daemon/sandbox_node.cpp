@@ -12,11 +12,12 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <sstream>
 #include <thread>
 
-#include "cgroup/hot_file.hpp"
 #include "evict/cgroup_evictor.hpp"
+#include "kernel/fd.hpp"
+#include "kernel/file.hpp"
+#include "kernel/parse.hpp"
 
 namespace fs = std::filesystem;
 
@@ -24,21 +25,11 @@ namespace pressured {
 
 namespace {
 
-bool write_file(const std::string& path, const std::string& value) { return cgroup::write_file(path, value).ok(); }
+bool write_file(const std::string& path, const std::string& value) { return kernel::write_file(path, value).ok(); }
 
 std::string read_file(const std::string& path) {
-  auto text = cgroup::read_file(path);
+  auto text = kernel::read_file(path);
   return text ? *text : std::string();
-}
-
-uint64_t field(const std::string& text, const std::string& key) {
-  std::istringstream in(text);
-  std::string k;
-  uint64_t v;
-  while (in >> k >> v) {
-    if (k == key) return v;
-  }
-  return 0;
 }
 
 void remove_tree(const std::string& root) {
@@ -99,7 +90,7 @@ Result<std::unique_ptr<SandboxNode>> SandboxNode::create(const std::string& name
   }
   std::string limit = std::to_string(limit_bytes);
   std::string file = n->kubepods() + (n->v2_ ? "/memory.max" : "/memory.limit_in_bytes");
-  if (auto w = cgroup::write_file(file, limit); !w) {
+  if (auto w = kernel::write_file(file, limit); !w) {
     return Error{w.error().code, "set the sandbox memory limit: " + w.error().message};
   }
   if (!n->v2_) write_file(n->kubepods() + "/memory.use_hierarchy", "1");
@@ -122,14 +113,16 @@ Result<SandboxPod> SandboxNode::start_pod(const std::string& uid, const std::str
   if (!fdir.empty() && ::mkdir(fdir.c_str(), 0755) != 0) fdir.clear();
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return Error::from_errno(errno, "pipe");
+  // The child reports a failure to start on the pipe; exec closes its end.
+  kernel::Fd from_child(pipefd[0]), to_parent(pipefd[1]);
   pid_t pid = ::fork();
   if (pid < 0) return Error::from_errno(errno, "fork");
   if (pid == 0) {
-    ::close(pipefd[0]);
+    from_child.reset();
     ::setpgid(0, 0);  // Ctrl-C goes to the demo and the daemon, not straight to the pods
     std::string me = std::to_string(::getpid());
     if (!write_file(dir + "/cgroup.procs", me)) {
-      (void)!::write(pipefd[1], "c", 1);
+      (void)!::write(to_parent.get(), "c", 1);
       ::_exit(126);
     }
     if (!fdir.empty()) write_file(fdir + "/cgroup.procs", me);
@@ -140,13 +133,13 @@ Result<SandboxPod> SandboxNode::start_pod(const std::string& uid, const std::str
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     ::execv(args[0], args.data());
-    (void)!::write(pipefd[1], "e", 1);
+    (void)!::write(to_parent.get(), "e", 1);
     ::_exit(127);
   }
-  ::close(pipefd[1]);
+  to_parent.reset();
   char c;
-  ssize_t n = ::read(pipefd[0], &c, 1);
-  ::close(pipefd[0]);
+  ssize_t n = ::read(from_child.get(), &c, 1);
+  from_child.reset();
   if (n > 0) {
     ::waitpid(pid, nullptr, 0);
     return Error{EIO, "could not start " + argv[0] + " in " + dir};
@@ -159,13 +152,22 @@ Result<SandboxPod> SandboxNode::start_pod(const std::string& uid, const std::str
 std::size_t SandboxNode::processes(const SandboxPod& pod) const { return CgroupEvictor::processes(path(pod.rel)).size(); }
 
 uint64_t SandboxNode::usage(const std::string& rel) const {
-  std::string t = read_file(path(rel) + (v2_ ? "/memory.current" : "/memory.usage_in_bytes"));
-  return t.empty() ? 0 : std::strtoull(t.c_str(), nullptr, 10);
+  auto v = kernel::read_u64(path(rel) + (v2_ ? "/memory.current" : "/memory.usage_in_bytes"));
+  return v ? *v : 0;
 }
 
 uint64_t SandboxNode::oom_kills() const {
-  if (v2_) return field(read_file(kubepods() + "/memory.events"), "oom_kill");
-  return field(read_file(kubepods() + "/memory.oom_control"), "oom_kill");
+  if (v2_) {
+    auto ev = kernel::parse_memory_events(read_file(kubepods() + "/memory.events"));
+    return ev ? ev->oom_kill : 0;
+  }
+  // v1 memory.oom_control: "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n".
+  auto fields = kernel::parse_flat_keyed(read_file(kubepods() + "/memory.oom_control"));
+  if (!fields) return 0;
+  for (const auto& [key, value] : *fields) {
+    if (key == "oom_kill") return value;
+  }
+  return 0;
 }
 
 void SandboxNode::reap() {

@@ -6,20 +6,14 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <string>
+
+#include "kernel/file.hpp"
+#include "kernel/parse.hpp"
 
 namespace pressured::events {
 
 namespace {
-
-Result<std::string> pread_all(int fd) {
-  std::string buf(4096, '\0');
-  ssize_t n = ::pread(fd, buf.data(), buf.size(), 0);
-  if (n < 0) return Error::from_errno(errno, "pread");
-  buf.resize(static_cast<std::size_t>(n));
-  return buf;
-}
 
 uint64_t now_ns(TimePoint now) { return static_cast<uint64_t>(now.time_since_epoch().count()); }
 
@@ -27,8 +21,10 @@ uint64_t now_ns(TimePoint now) { return static_cast<uint64_t>(now.time_since_epo
 
 // ---- v1 thresholds ----------------------------------------------------------
 
-V1ThresholdSource::V1ThresholdSource(int efd, int usage_fd, uint64_t threshold, uint64_t cgroup_id, WatchId id)
-    : efd_(efd), usage_fd_(usage_fd), threshold_(threshold), cgroup_id_(cgroup_id), id_(id), above_(false) {
+V1ThresholdSource::V1ThresholdSource(kernel::Fd efd, kernel::Fd usage_fd, std::string usage_path, uint64_t threshold,
+                                     uint64_t cgroup_id, WatchId id)
+    : efd_(std::move(efd)), usage_fd_(std::move(usage_fd)), usage_path_(std::move(usage_path)), threshold_(threshold),
+      cgroup_id_(cgroup_id), id_(id), above_(false) {
   auto u = usage();
   above_ = u && *u >= threshold_;
 }
@@ -37,48 +33,37 @@ Result<std::unique_ptr<V1ThresholdSource>> V1ThresholdSource::open(const std::st
                                                                    uint64_t threshold_bytes, uint64_t cgroup_id,
                                                                    WatchId id) {
   std::string usage_path = cgroup_dir + "/memory.usage_in_bytes";
-  int ufd = ::open(usage_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (ufd < 0) return Error::from_errno(errno, "open " + usage_path);
-  int efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (efd < 0) {
-    int e = errno;
-    ::close(ufd);
-    return Error::from_errno(e, "eventfd");
-  }
+  auto ufd = kernel::Fd::open(usage_path, O_RDONLY);
+  if (!ufd) return ufd.error();
+  kernel::Fd efd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!efd) return Error::from_errno(errno, "eventfd");
   std::string ctl_path = cgroup_dir + "/cgroup.event_control";
-  int cfd = ::open(ctl_path.c_str(), O_WRONLY | O_CLOEXEC);
-  std::string line = std::to_string(efd) + " " + std::to_string(ufd) + " " + std::to_string(threshold_bytes);
-  if (cfd < 0 || ::write(cfd, line.data(), line.size()) < 0) {
-    int e = errno;
-    if (cfd >= 0) ::close(cfd);
-    ::close(efd);
-    ::close(ufd);
-    return Error::from_errno(e, "register threshold in " + ctl_path);
+  std::string line =
+      std::to_string(efd.get()) + " " + std::to_string(ufd->get()) + " " + std::to_string(threshold_bytes);
+  if (auto w = kernel::write_file(ctl_path, line); !w) {
+    return Error{w.error().code, "register threshold in " + ctl_path + ": " + w.error().message};
   }
-  ::close(cfd);
-  return std::unique_ptr<V1ThresholdSource>(new V1ThresholdSource(efd, ufd, threshold_bytes, cgroup_id, id));
+  return std::unique_ptr<V1ThresholdSource>(
+      new V1ThresholdSource(std::move(efd), std::move(*ufd), std::move(usage_path), threshold_bytes, cgroup_id, id));
 }
 
-V1ThresholdSource::~V1ThresholdSource() {
-  // Closing the eventfd unregisters the threshold in the kernel.
-  ::close(efd_);
-  ::close(usage_fd_);
-}
+// Closing the eventfd (efd_'s destructor) unregisters the threshold in the kernel.
+V1ThresholdSource::~V1ThresholdSource() = default;
 
 uint32_t V1ThresholdSource::epoll_events() const { return EPOLLIN; }
 
 Result<uint64_t> V1ThresholdSource::usage() const {
-  auto text = pread_all(usage_fd_);
+  std::string buf;
+  auto text = kernel::pread_all(usage_fd_.get(), buf, usage_path_);
   if (!text) return text.error();
-  uint64_t v = 0;
-  auto [p, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
-  if (ec != std::errc()) return Error{EINVAL, "unparsable memory.usage_in_bytes"};
-  return v;
+  auto v = kernel::parse_single_value(*text);
+  if (!v || !v->has_value()) return Error{EINVAL, usage_path_ + ": not a number of bytes"};
+  return **v;
 }
 
 void V1ThresholdSource::drain(std::vector<PressureEvent>& out, TimePoint now) {
   uint64_t count = 0;
-  if (::read(efd_, &count, sizeof(count)) != sizeof(count)) return;
+  if (::read(efd_.get(), &count, sizeof(count)) != sizeof(count)) return;
   auto u = usage();
   if (!u) return;
   bool above = *u >= threshold_;
@@ -105,43 +90,22 @@ void V1ThresholdSource::drain(std::vector<PressureEvent>& out, TimePoint now) {
 
 // ---- v2 memory.events -------------------------------------------------------
 
-std::map<std::string, uint64_t, std::less<>> parse_flat_keyed(std::string_view text) {
-  std::map<std::string, uint64_t, std::less<>> out;
-  while (!text.empty()) {
-    auto nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
-    auto sp = line.find(' ');
-    if (sp == std::string_view::npos) continue;
-    uint64_t v = 0;
-    auto num = line.substr(sp + 1);
-    auto [p, ec] = std::from_chars(num.data(), num.data() + num.size(), v);
-    if (ec != std::errc()) continue;
-    out.emplace(std::string(line.substr(0, sp)), v);
-  }
-  return out;
-}
-
-void memory_events_diff(const std::map<std::string, uint64_t, std::less<>>& before,
-                        const std::map<std::string, uint64_t, std::less<>>& after, uint64_t cgroup_id, WatchId id,
+void memory_events_diff(const MemoryEvents& before, const MemoryEvents& after, uint64_t cgroup_id, WatchId id,
                         TimePoint now, std::vector<PressureEvent>& out) {
-  static constexpr std::pair<std::string_view, EventType> kKeys[] = {
-      {"high", EventType::MemoryEventHigh},
-      {"max", EventType::MemoryEventMax},
-      {"oom", EventType::MemoryEventOom},
-      {"oom_kill", EventType::MemoryEventOomKill},
+  static constexpr std::pair<uint64_t MemoryEvents::*, EventType> kCounters[] = {
+      {&MemoryEvents::high, EventType::MemoryEventHigh},
+      {&MemoryEvents::max, EventType::MemoryEventMax},
+      {&MemoryEvents::oom, EventType::MemoryEventOom},
+      {&MemoryEvents::oom_kill, EventType::MemoryEventOomKill},
   };
-  for (const auto& [key, type] : kKeys) {
-    auto a = after.find(key);
-    if (a == after.end()) continue;
-    auto b = before.find(key);
-    uint64_t old = b == before.end() ? 0 : b->second;
-    if (a->second <= old) continue;
+  for (const auto& [counter, type] : kCounters) {
+    uint64_t old = before.*counter, now_value = after.*counter;
+    if (now_value <= old) continue;
     PressureEvent e;
     e.source = EventSource::MemoryEventsV2;
     e.type = type;
     e.cgroup_id = cgroup_id;
-    e.value = static_cast<int64_t>(a->second - old);
+    e.value = static_cast<int64_t>(now_value - old);
     e.kernel_ns = now_ns(now);
     e.watch_id = id;
     out.push_back(e);
@@ -150,30 +114,32 @@ void memory_events_diff(const std::map<std::string, uint64_t, std::less<>>& befo
 
 Result<std::unique_ptr<MemoryEventsSource>> MemoryEventsSource::open(const std::string& file, uint64_t cgroup_id,
                                                                      WatchId id) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error::from_errno(errno, "open " + file);
-  std::unique_ptr<MemoryEventsSource> src(new MemoryEventsSource(fd, cgroup_id, id));
+  auto fd = kernel::Fd::open(file, O_RDONLY);
+  if (!fd) return fd.error();
+  std::unique_ptr<MemoryEventsSource> src(new MemoryEventsSource(std::move(*fd), file, cgroup_id, id));
   auto first = src->read_now();  // the baseline; also arms the kernfs notification
   if (!first) return first.error();
-  src->last_ = std::move(*first);
+  src->last_ = *first;
   return src;
 }
 
-MemoryEventsSource::~MemoryEventsSource() { ::close(fd_); }
+MemoryEventsSource::~MemoryEventsSource() = default;
 
 uint32_t MemoryEventsSource::epoll_events() const { return EPOLLPRI; }
 
-Result<std::map<std::string, uint64_t, std::less<>>> MemoryEventsSource::read_now() const {
-  auto text = pread_all(fd_);
+Result<MemoryEvents> MemoryEventsSource::read_now() {
+  auto text = kernel::pread_all(fd_.get(), buf_, path_);
   if (!text) return text.error();
-  return parse_flat_keyed(*text);
+  auto ev = kernel::parse_memory_events(*text);
+  if (!ev) return Error{ev.error().code, path_ + ": " + ev.error().message};
+  return ev;
 }
 
 void MemoryEventsSource::drain(std::vector<PressureEvent>& out, TimePoint now) {
   auto cur = read_now();
   if (!cur) return;
   memory_events_diff(last_, *cur, cgroup_id_, id_, now, out);
-  last_ = std::move(*cur);
+  last_ = *cur;
 }
 
 }  // namespace pressured::events

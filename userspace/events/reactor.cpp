@@ -25,6 +25,10 @@
 
 #include "bpf/bpf_events.hpp"
 #include "events/memcg_sources.hpp"
+#include "kernel/cgroup_id.hpp"
+#include "kernel/fd.hpp"
+#include "kernel/file.hpp"
+#include "kernel/parse.hpp"
 #include "pressured/bounded_queue.hpp"
 #include "pressured/events.hpp"
 #include "psi/psi_trigger.hpp"
@@ -39,13 +43,6 @@ void abort_off_loop_thread(std::string_view what, std::string_view whose) {
   std::abort();
 }
 
-Result<uint64_t> cgroup_id_of(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return Error::from_errno(errno, "stat " + path);
-  if (!S_ISDIR(st.st_mode)) return Error{ENOTDIR, path + " is not a cgroup directory"};
-  return static_cast<uint64_t>(st.st_ino);
-}
-
 namespace {
 
 constexpr uint64_t kTimerKey = 1;
@@ -53,24 +50,6 @@ constexpr uint64_t kSignalKey = 2;
 constexpr uint64_t kWakeKey = 3;
 constexpr uint64_t kDeadlineKey = 4;
 constexpr uint64_t kFirstSourceKey = 16;
-
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd = -1) : fd_(fd) {}
-  ~ScopedFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const { return fd_; }
-  void reset(int fd) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_;
-};
 
 class ReactorImpl final : public Reactor {
  public:
@@ -250,7 +229,7 @@ class ReactorImpl final : public Reactor {
                                    uint64_t counter_alarm_bytes) override {
     assert_loop_thread("set_watch_levels");
     std::string path = absolute(cgroup_path);
-    auto cgid = cgroup_id_of(path);
+    auto cgid = kernel::cgroup_id_of(path);
     if (!cgid) return cgid.error();
     WatchId id;
     auto existing = watch_by_path_.find(path);
@@ -351,7 +330,7 @@ class ReactorImpl final : public Reactor {
   Result<WatchId> add_memory_events_watch(const std::string& cgroup_path) override {
     assert_loop_thread("add_memory_events_watch");
     std::string path = absolute(cgroup_path);
-    auto cgid = cgroup_id_of(path);
+    auto cgid = kernel::cgroup_id_of(path);
     if (!cgid) return cgid.error();
     WatchId id = next_id_++;
     auto src = events::MemoryEventsSource::open(path + "/memory.events", *cgid, id);
@@ -377,7 +356,7 @@ class ReactorImpl final : public Reactor {
     assert_loop_thread("track_memcg");
     if (bpf_source_ == nullptr) return Error{ENOTSUP, "memcg activity tracking needs BPF (not active)"};
     std::string path = absolute(cgroup_path);
-    auto cgid = cgroup_id_of(path);
+    auto cgid = kernel::cgroup_id_of(path);
     if (!cgid) return cgid.error();
     if (auto r = bpf_source_->track_memcg(*cgid); !r) return Error{r.error().code, path + ": " + r.error().message};
     return *cgid;
@@ -408,18 +387,11 @@ class ReactorImpl final : public Reactor {
   /// <proc>/loadavg's "running/total" field.
   Result<uint64_t> read_task_count() const {
     std::string path = options_.proc_root + "/loadavg";
-    ScopedFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) return Error::from_errno(errno, "open " + path);
-    char buf[256];
-    ssize_t n = ::read(fd.get(), buf, sizeof(buf) - 1);
-    if (n <= 0) return Error::from_errno(n < 0 ? errno : EIO, "read " + path);
-    buf[n] = '\0';
-    const char* slash = std::strchr(buf, '/');
-    if (slash == nullptr) return Error{EINVAL, path + ": no running/total field"};
-    char* end = nullptr;
-    unsigned long long total = std::strtoull(slash + 1, &end, 10);
-    if (end == slash + 1) return Error{EINVAL, path + ": malformed task total"};
-    return static_cast<uint64_t>(total);
+    auto text = kernel::read_file(path, 256);
+    if (!text) return text.error();
+    auto total = kernel::parse_loadavg_tasks(*text);
+    if (!total) return Error{total.error().code, path + ": " + total.error().message};
+    return *total;
   }
 
   void resync_pid_count() {
@@ -551,7 +523,7 @@ class ReactorImpl final : public Reactor {
   void assert_loop_thread(const char* method) const {
     if (!is_loop_thread()) abort_off_loop_thread(std::string("Reactor::") + method, "the reactor");
   }
-  ScopedFd epoll_, wake_, timer_, signal_, deadline_;
+  kernel::Fd epoll_, wake_, timer_, signal_, deadline_;
   sigset_t old_mask_{};
   bool signals_blocked_ = false;
   std::atomic<bool> stop_{false};

@@ -19,7 +19,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "cgroup/hot_file.hpp"
+#include "kernel/fd.hpp"
+#include "kernel/file.hpp"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -37,11 +38,11 @@ constexpr unsigned long kPfKthread = 0x00200000;  // include/linux/sched.h
 // At most `limit` bytes of a file; empty when it cannot be read (a task or
 // cgroup that went away reads as empty: nothing to signal).
 std::string read_small(const std::string& path, std::size_t limit = 64 * 1024) {
-  auto r = cgroup::read_file(path, limit);
+  auto r = kernel::read_file(path, limit);
   return r ? std::move(*r) : std::string();
 }
 
-bool write_small(const std::string& path, const std::string& value) { return cgroup::write_file(path, value).ok(); }
+bool write_small(const std::string& path, const std::string& value) { return kernel::write_file(path, value).ok(); }
 
 bool is_dir(const std::string& path) {
   struct stat st {};
@@ -188,15 +189,15 @@ CgroupEvictor::SignalResult CgroupEvictor::signal_tree(const std::string& dir, i
   std::vector<std::string> dirs;
   collect_dirs(dir, dirs, 0);
   for (const auto& d : dirs) {
-    std::vector<std::pair<pid_t, int>> pinned;
+    std::vector<std::pair<pid_t, kernel::Fd>> pinned;
     for (pid_t pid : members(d)) {
       if (pid <= 2 || pid == self_) {
         ++r.skipped;
         spdlog::warn("evict: refusing to signal pid {} in {} (pid 1/2 or the daemon itself)", pid, d);
         continue;
       }
-      int fd = pidfd_open(pid);
-      if (fd < 0) {
+      kernel::Fd fd(pidfd_open(pid));
+      if (!fd) {
         ++r.vanished;  // exited between listing and opening
         continue;
       }
@@ -207,10 +208,9 @@ CgroupEvictor::SignalResult CgroupEvictor::signal_tree(const std::string& dir, i
         } else {
           ++r.vanished;
         }
-        ::close(fd);
         continue;
       }
-      pinned.emplace_back(pid, fd);
+      pinned.emplace_back(pid, std::move(fd));
     }
     if (pinned.empty()) continue;
     std::vector<pid_t> now;
@@ -227,17 +227,16 @@ CgroupEvictor::SignalResult CgroupEvictor::signal_tree(const std::string& dir, i
       }
       std::sort(now.begin(), now.end());
     }
-    for (auto [pid, fd] : pinned) {
+    for (const auto& [pid, fd] : pinned) {
       if (!std::binary_search(now.begin(), now.end(), pid)) {
         ++r.vanished;  // moved away or exited: not ours to signal
-      } else if (pidfd_send_signal(fd, sig) == 0) {
+      } else if (pidfd_send_signal(fd.get(), sig) == 0) {
         ++r.signalled;
       } else if (errno == ESRCH) {
         ++r.vanished;
       } else {
         spdlog::warn("evict: pidfd_send_signal({}, {}) failed: {}", pid, sig, std::strerror(errno));
       }
-      ::close(fd);
     }
   }
   return r;

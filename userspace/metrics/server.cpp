@@ -51,6 +51,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "config/yaml_guard.hpp"
+#include "kernel/fd.hpp"
 #include "pressured/metrics.hpp"
 
 namespace pressured {
@@ -210,7 +211,7 @@ struct MetricsServer::Impl {
   WebConfig web;
   MetricsServerLimits limits;
   std::unique_ptr<SSL_CTX, SslCtxDeleter> ssl_ctx;
-  int listen_fd = -1, epoll_fd = -1, stop_fd = -1;
+  kernel::Fd listen_fd, epoll_fd, stop_fd;
   std::thread thread;
   ListenAddress bound;
   bool stopped = false;
@@ -222,13 +223,12 @@ struct MetricsServer::Impl {
   mutable std::mutex stats_mu;
   MetricsServerStats st;
 
+  // Connections are owned by `conns` (keyed by their fd, which their SSL
+  // uses too): closed here and in close_conn, after their SSL is freed.
   ~Impl() {
     for (auto& [fd, c] : conns) {
       if (c.ssl) SSL_free(c.ssl);
       ::close(fd);
-    }
-    for (int fd : {listen_fd, epoll_fd, stop_fd}) {
-      if (fd >= 0) ::close(fd);
     }
   }
 
@@ -244,7 +244,7 @@ struct MetricsServer::Impl {
     epoll_event e{};
     e.events = ev;
     e.data.fd = c.fd;
-    ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, c.fd, &e);
+    ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_MOD, c.fd, &e);
     c.events = ev;
   }
 
@@ -255,7 +255,7 @@ struct MetricsServer::Impl {
       if (it->second.state == Conn::State::Writing) SSL_shutdown(it->second.ssl);  // best effort, non-blocking
       SSL_free(it->second.ssl);
     }
-    ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+    ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, fd, nullptr);
     ::close(fd);
     conns.erase(it);
   }
@@ -280,15 +280,15 @@ struct MetricsServer::Impl {
 
   void accept_all() {
     while (true) {
-      int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
+      kernel::Fd accepted(::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!accepted) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         return;  // EAGAIN, or EMFILE/ENFILE: retried on the next readiness
       }
+      const int fd = accepted.get();
       if (conns.size() >= limits.max_connections && !shed_one()) {
         count([](MetricsServerStats& s) { ++s.shed; });
-        ::close(fd);  // every slot is busy writing an answer
-        continue;
+        continue;  // every slot is busy writing an answer: `accepted` closes it
       }
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -300,7 +300,6 @@ struct MetricsServer::Impl {
         c.ssl = SSL_new(ssl_ctx.get());
         if (c.ssl == nullptr || SSL_set_fd(c.ssl, fd) != 1) {
           if (c.ssl) SSL_free(c.ssl);
-          ::close(fd);
           continue;
         }
         SSL_set_accept_state(c.ssl);
@@ -310,11 +309,11 @@ struct MetricsServer::Impl {
       e.events = EPOLLIN | EPOLLRDHUP;
       e.data.fd = fd;
       c.events = e.events;
-      if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &e) != 0) {
+      if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, fd, &e) != 0) {
         if (c.ssl) SSL_free(c.ssl);
-        ::close(fd);
         continue;
       }
+      (void)accepted.release();  // owned by `conns` from here on
       conns.emplace(fd, std::move(c));
       count([](MetricsServerStats& s) { ++s.accepted; });
     }
@@ -546,15 +545,15 @@ struct MetricsServer::Impl {
       // Idle (no connection to time out): sleep until a scrape or stop
       // instead of waking ten times a second.
       const int timeout_ms = conns.empty() ? -1 : 100;
-      int n = ::epoll_wait(epoll_fd, evs.data(), static_cast<int>(evs.size()), timeout_ms);
+      int n = ::epoll_wait(epoll_fd.get(), evs.data(), static_cast<int>(evs.size()), timeout_ms);
       if (n < 0 && errno != EINTR) {
         spdlog::error("metrics server: epoll_wait: {}", std::strerror(errno));
         return;
       }
       for (int i = 0; i < n; ++i) {
         int fd = evs[static_cast<std::size_t>(i)].data.fd;
-        if (fd == stop_fd) return;
-        if (fd == listen_fd) {
+        if (fd == stop_fd.get()) return;
+        if (fd == listen_fd.get()) {
           accept_all();
           continue;
         }
@@ -614,38 +613,37 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
   }
   int err = EADDRNOTAVAIL;
   for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
+    kernel::Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+    if (!fd) {
       err = errno;
       continue;
     }
     int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, 512) == 0) {
-      impl->listen_fd = fd;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd.get(), 512) == 0) {
+      impl->listen_fd = std::move(fd);
       break;
     }
     err = errno;
-    ::close(fd);
   }
   ::freeaddrinfo(res);
-  if (impl->listen_fd < 0) return Error::from_errno(err, what);
+  if (!impl->listen_fd) return Error::from_errno(err, what);
 
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
-  ::getsockname(impl->listen_fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  ::getsockname(impl->listen_fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
   uint16_t port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
                                            : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   impl->bound = ListenAddress{addr->host, port};
 
-  impl->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
-  impl->stop_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (impl->epoll_fd < 0 || impl->stop_fd < 0) return Error::from_errno(errno, "metrics server");
-  for (int fd : {impl->listen_fd, impl->stop_fd}) {
+  impl->epoll_fd.reset(::epoll_create1(EPOLL_CLOEXEC));
+  impl->stop_fd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!impl->epoll_fd || !impl->stop_fd) return Error::from_errno(errno, "metrics server");
+  for (int fd : {impl->listen_fd.get(), impl->stop_fd.get()}) {
     epoll_event e{};
     e.events = EPOLLIN;
     e.data.fd = fd;
-    if (::epoll_ctl(impl->epoll_fd, EPOLL_CTL_ADD, fd, &e) != 0) return Error::from_errno(errno, "metrics server");
+    if (::epoll_ctl(impl->epoll_fd.get(), EPOLL_CTL_ADD, fd, &e) != 0) return Error::from_errno(errno, "metrics server");
   }
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->run(); });
@@ -667,14 +665,13 @@ void MetricsServer::stop() {
   if (!impl_ || impl_->stopped) return;
   impl_->stopped = true;
   uint64_t one = 1;
-  if (::write(impl_->stop_fd, &one, sizeof one) < 0) {
+  if (::write(impl_->stop_fd.get(), &one, sizeof one) < 0) {
     // The eventfd cannot fail to take one increment; nothing to do.
   }
   if (impl_->thread.joinable()) impl_->thread.join();
   // Free the port now (the destructor would too): a restart can bind it.
   for (auto it = impl_->conns.begin(); it != impl_->conns.end(); it = impl_->conns.begin()) impl_->close_conn(it->first);
-  ::close(impl_->listen_fd);
-  impl_->listen_fd = -1;
+  impl_->listen_fd.reset();
 }
 
 }  // namespace pressured

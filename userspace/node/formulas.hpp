@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "cgroup/parse.hpp"
+#include "kernel/parse.hpp"
 #include "pressured/config.hpp"
 
 namespace pressured::node {
@@ -16,9 +16,9 @@ constexpr uint64_t working_set(uint64_t usage, uint64_t inactive_file) {
 
 /// What the node's memory.available computation needs.
 struct MemoryInputs {
-  cgroup::MemInfo meminfo;   // /proc/meminfo
+  kernel::MemInfo meminfo;   // /proc/meminfo
   uint64_t root_usage = 0;   // v1: root memory.usage_in_bytes; v2: root memory.stat anon + file
-  cgroup::MemoryStat root_stat;  // root memory.stat (v1 total_* keys, v2 plain keys)
+  kernel::MemoryStat root_stat;  // root memory.stat (v1 total_* keys, v2 plain keys)
   uint64_t min_free_bytes = 0;   // vm.min_free_kbytes * 1024 (ExcludeReserved only)
 };
 

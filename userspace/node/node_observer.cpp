@@ -14,8 +14,9 @@
 #include <unordered_set>
 
 #include "cgroup/discovery.hpp"
-#include "cgroup/hot_file.hpp"
-#include "cgroup/parse.hpp"
+#include "kernel/file.hpp"
+#include "kernel/hot_file.hpp"
+#include "kernel/parse.hpp"
 #include "node/containerfs_layout.hpp"
 #include "node/formulas.hpp"
 #include "pressured/observer.hpp"
@@ -23,7 +24,7 @@
 namespace pressured {
 namespace {
 
-using cgroup::HotFile;
+using kernel::HotFile;
 
 enum class Group : uint8_t { Memory, Allocatable, Nodefs, Imagefs, Pid, PsiMemory, PsiIo, Containerfs, Count };
 
@@ -128,7 +129,7 @@ class KernelNodeObserver final : public NodeObserver {
     snap.psi_memory = psi_memory_detail_;
     snap.psi_io = psi_io_detail_;
     if (auto t = psi_cpu_.read(buf_)) {
-      if (auto p = cgroup::parse_psi(*t)) snap.psi_cpu = *p;
+      if (auto p = kernel::parse_psi(*t)) snap.psi_cpu = *p;
     }
     if (!snap.signal(Signal::MemoryAvailable)) {
       return Error{EIO, "memory.available could not be read: " + memory_error_};
@@ -230,16 +231,16 @@ class KernelNodeObserver final : public NodeObserver {
   // observation, reused by refresh_signal().
   void refresh_static() {
     if (auto t = meminfo_.read(buf_)) {
-      if (auto mi = cgroup::parse_meminfo(*t)) meminfo_cache_ = *mi;
+      if (auto mi = kernel::parse_meminfo(*t)) meminfo_cache_ = *mi;
     }
-    if (auto t = cgroup::read_file(cfg_.proc_root + "/sys/vm/min_free_kbytes")) {
-      if (auto v = cgroup::parse_single_value(*t); v && *v) min_free_bytes_ = **v * 1024;
+    if (auto t = kernel::read_file(cfg_.proc_root + "/sys/vm/min_free_kbytes")) {
+      if (auto v = kernel::parse_single_value(*t); v && *v) min_free_bytes_ = **v * 1024;
     }
-    if (auto t = cgroup::read_file(cfg_.proc_root + "/sys/kernel/pid_max")) {
-      if (auto v = cgroup::parse_single_value(*t); v && *v) pid_max_ = **v;
+    if (auto t = kernel::read_file(cfg_.proc_root + "/sys/kernel/pid_max")) {
+      if (auto v = kernel::parse_single_value(*t); v && *v) pid_max_ = **v;
     }
-    if (auto t = cgroup::read_file(cfg_.proc_root + "/sys/kernel/threads-max")) {
-      if (auto v = cgroup::parse_single_value(*t); v && *v) threads_max_ = **v;
+    if (auto t = kernel::read_file(cfg_.proc_root + "/sys/kernel/threads-max")) {
+      if (auto v = kernel::parse_single_value(*t); v && *v) threads_max_ = **v;
     }
     kp_limit_read_ = false;
     static_loaded_ = true;
@@ -254,16 +255,16 @@ class KernelNodeObserver final : public NodeObserver {
   Result<uint64_t> read_number(HotFile& f) {
     auto t = f.read(buf_);
     if (!t) return t.error();
-    auto v = cgroup::parse_single_value(*t);
+    auto v = kernel::parse_single_value(*t);
     if (!v) return Error{v.error().code, f.path() + ": " + v.error().message};
     if (!*v) return Error{EINVAL, f.path() + ": unexpected 'max'"};
     return **v;
   }
 
-  Result<cgroup::MemoryStat> read_stat(HotFile& f) {
+  Result<kernel::MemoryStat> read_stat(HotFile& f) {
     auto t = f.read(buf_);
     if (!t) return t.error();
-    auto st = cgroup::parse_memory_stat(*t, v2_);
+    auto st = kernel::parse_memory_stat(*t, v2_);
     if (!st) return Error{st.error().code, f.path() + ": " + st.error().message};
     return *st;
   }
@@ -275,7 +276,7 @@ class KernelNodeObserver final : public NodeObserver {
         if (!meminfo_cache_) {
           auto t = meminfo_.read(buf_);
           if (!t) return fail_memory(t.error());
-          auto mi = cgroup::parse_meminfo(*t);
+          auto mi = kernel::parse_meminfo(*t);
           if (!mi) return fail_memory(Error{mi.error().code, meminfo_.path() + ": " + mi.error().message});
           meminfo_cache_ = *mi;
         }
@@ -301,7 +302,7 @@ class KernelNodeObserver final : public NodeObserver {
         if (!cfg_.allocatable_memory_bytes && !kp_limit_read_) {
           auto t = kp_limit_.read(buf_);
           if (!t) return t.error();
-          auto v = cgroup::parse_single_value(*t);
+          auto v = kernel::parse_single_value(*t);
           if (!v) return Error{v.error().code, kp_limit_.path() + ": " + v.error().message};
           kp_limit_value_ = (*v && !node::is_unlimited_v1(**v)) ? **v : 0;  // 0: unlimited
           kp_limit_read_ = true;
@@ -348,15 +349,15 @@ class KernelNodeObserver final : public NodeObserver {
       }
       case Group::Pid: {
         if (pid_max_ == 0) {
-          auto t = cgroup::read_file(cfg_.proc_root + "/sys/kernel/pid_max");
+          auto t = kernel::read_file(cfg_.proc_root + "/sys/kernel/pid_max");
           if (!t) return t.error();
-          auto v = cgroup::parse_single_value(*t);
+          auto v = kernel::parse_single_value(*t);
           if (!v || !*v) return Error{EINVAL, "malformed kernel.pid_max"};
           pid_max_ = **v;
         }
         auto t = loadavg_.read(buf_);
         if (!t) return t.error();
-        auto tasks = cgroup::parse_loadavg_tasks(*t);
+        auto tasks = kernel::parse_loadavg_tasks(*t);
         if (!tasks) return tasks.error();
         uint64_t max = node::max_pids(pid_max_, threads_max_);
         double avail = *tasks < max ? static_cast<double>(max - *tasks) : 0.0;
@@ -372,7 +373,7 @@ class KernelNodeObserver final : public NodeObserver {
           if (not_supported(t.error().code)) return false;
           return t.error();
         }
-        auto p = cgroup::parse_psi(*t);
+        auto p = kernel::parse_psi(*t);
         if (!p) return Error{p.error().code, f.path() + ": " + p.error().message};
         (mem ? psi_memory_detail_ : psi_io_detail_) = *p;
         if (mem) {
@@ -428,7 +429,7 @@ class KernelNodeObserver final : public NodeObserver {
     if (full || !st.limit_read) {
       auto t = st.limit.read(buf_);
       if (t) {
-        if (auto v = cgroup::parse_single_value(*t)) {
+        if (auto v = kernel::parse_single_value(*t)) {
           st.limit_cache = (*v && !(!v2_ && node::is_unlimited_v1(**v))) ? *v : std::nullopt;
           st.limit_read = true;
         }
@@ -440,7 +441,7 @@ class KernelNodeObserver final : public NodeObserver {
     if (!st.events.path().empty()) {
       auto t = st.events.read(buf_);
       if (t) {
-        auto ev = cgroup::parse_memory_events(*t);
+        auto ev = kernel::parse_memory_events(*t);
         if (!ev) return Error{ev.error().code, st.events.path() + ": " + ev.error().message};
         pod.memory_events = *ev;
       } else if (!is_gone(t.error().code)) {
@@ -450,7 +451,7 @@ class KernelNodeObserver final : public NodeObserver {
     if (!st.pressure.path().empty()) {
       auto t = st.pressure.read(buf_);
       if (t) {
-        if (auto p = cgroup::parse_psi(*t)) pod.memory_pressure = *p;
+        if (auto p = kernel::parse_psi(*t)) pod.memory_pressure = *p;
       } else if (!not_supported(t.error().code) && t.error().code != ENODEV) {
         return t.error();
       }
@@ -469,7 +470,7 @@ class KernelNodeObserver final : public NodeObserver {
       if (full) {
         uint64_t n = 0;
         auto count = [&](const std::string& dir) {
-          if (auto t = cgroup::read_file(dir + "/cgroup.procs")) n += cgroup::count_lines(*t);
+          if (auto t = kernel::read_file(dir + "/cgroup.procs")) n += kernel::count_lines(*t);
         };
         count(st.cg.memory_path);
         for (const auto& c : cgroup::scan_containers(st.cg.memory_path)) count(c.memory_path);
@@ -655,7 +656,7 @@ class KernelNodeObserver final : public NodeObserver {
 
   HotFile meminfo_, root_usage_, root_stat_, kp_usage_, kp_stat_, kp_limit_, psi_memory_, psi_io_, psi_cpu_, loadavg_;
   std::string buf_;
-  std::optional<cgroup::MemInfo> meminfo_cache_;
+  std::optional<kernel::MemInfo> meminfo_cache_;
   uint64_t min_free_bytes_ = 0, pid_max_ = 0, threads_max_ = 0, kp_limit_value_ = 0;
   bool kp_limit_read_ = false;
   bool static_loaded_ = false;

@@ -26,6 +26,7 @@
 
 #include "cgroup/discovery.hpp"
 #include "common/periodic_worker.hpp"
+#include "kernel/fd.hpp"
 #include "node/writable_layers.hpp"
 #include "pressured/observer.hpp"
 
@@ -78,29 +79,28 @@ constexpr std::size_t kMaxDepth = 128;
 // nothing to count).
 int walk_tree(const std::string& root, PodDiskUsage& out, WalkBudget& budget, std::set<std::pair<dev_t, ino_t>>& seen,
               std::vector<NamedStorageUsage>* children = nullptr) {
-  int rfd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (rfd < 0) {
+  kernel::Fd rfd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!rfd) {
     int err = errno;
     if (err != ENOENT) ++budget.errors;
     return err;
   }
   struct stat rst {};
-  if (::fstat(rfd, &rst) != 0) {
+  if (::fstat(rfd.get(), &rst) != 0) {
     int err = errno;
-    ::close(rfd);
     ++budget.errors;
     return err;
   }
   const dev_t dev = rst.st_dev;
   out.bytes += static_cast<uint64_t>(rst.st_blocks) * 512;
   out.inodes += 1;
-  DIR* top = ::fdopendir(rfd);
+  DIR* top = ::fdopendir(rfd.get());
   if (top == nullptr) {
     int err = errno;
-    ::close(rfd);
     ++budget.errors;
     return err;
   }
+  (void)rfd.release();  // the DIR owns it now (closedir)
   std::vector<DIR*> stack{top};
   while (!stack.empty()) {
     DIR* d = stack.back();
@@ -145,17 +145,17 @@ int walk_tree(const std::string& root, PodDiskUsage& out, WalkBudget& budget, st
         out.complete = false;
         continue;
       }
-      int fd = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (fd < 0) {
+      kernel::Fd fd(::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!fd) {
         ++budget.errors;
         continue;
       }
-      DIR* sub = ::fdopendir(fd);
+      DIR* sub = ::fdopendir(fd.get());
       if (sub == nullptr) {
-        ::close(fd);
         ++budget.errors;
         continue;
       }
+      (void)fd.release();  // the DIR owns it now (closedir)
       stack.push_back(sub);
     }
   }
@@ -184,14 +184,12 @@ void add_named(std::vector<NamedStorageUsage>& into, const std::vector<NamedStor
 // only, never to the pod's total.
 void add_memory_volumes(const std::string& empty_dir_root, WalkBudget& budget,
                         std::set<std::pair<dev_t, ino_t>>& seen, std::vector<NamedStorageUsage>& volumes) {
-  int rfd = ::open(empty_dir_root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (rfd < 0) return;  // no emptyDir at all (or counted as an error by the walk already)
+  kernel::Fd rfd(::open(empty_dir_root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!rfd) return;  // no emptyDir at all (or counted as an error by the walk already)
   struct stat rst {};
-  DIR* d = ::fstat(rfd, &rst) == 0 ? ::fdopendir(rfd) : nullptr;
-  if (d == nullptr) {
-    ::close(rfd);
-    return;
-  }
+  DIR* d = ::fstat(rfd.get(), &rst) == 0 ? ::fdopendir(rfd.get()) : nullptr;
+  if (d == nullptr) return;
+  (void)rfd.release();  // the DIR owns it now (closedir)
   std::vector<std::string> mounts;
   while (struct dirent* e = ::readdir(d)) {
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;

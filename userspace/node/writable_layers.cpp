@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include "cgroup/hot_file.hpp"
-#include "cgroup/parse.hpp"
 #include "cgroup/paths.hpp"
+#include "kernel/file.hpp"
+#include "kernel/parse.hpp"
 
 namespace pressured {
 
@@ -59,7 +59,7 @@ Result<std::vector<std::string>> container_pids(const std::string& cgroup) {
   for (std::size_t qi = 0; qi < queue.size() && pids.size() < kPidsToTry && visited < kMaxNestedCgroups; ++qi) {
     auto [dir, depth] = queue[qi];
     ++visited;
-    auto text = cgroup::read_file(dir + "/cgroup.procs");
+    auto text = kernel::read_file(dir + "/cgroup.procs");
     if (!text) {
       if (qi == 0) return text.error();
       continue;
@@ -123,8 +123,8 @@ std::optional<std::string> mount_option_value(std::string_view options, std::str
 }
 
 std::optional<std::string> overlay_root_upperdir(std::string_view mountinfo) {
-  const cgroup::MountInfo* root = nullptr;
-  auto mounts = cgroup::parse_mountinfo(mountinfo);
+  const kernel::MountInfo* root = nullptr;
+  auto mounts = kernel::parse_mountinfo(mountinfo);
   for (const auto& m : mounts) {
     if (m.mount_point == "/") root = &m;  // later lines are mounted on top
   }
@@ -162,7 +162,7 @@ ContainerLayer resolve_container_layer(const std::string& container_cgroup, cons
   std::string last_vanished;
   for (const auto& pid : *pids) {
     const std::string path = proc_root + "/" + pid + "/mountinfo";
-    auto text = cgroup::read_file(path);
+    auto text = kernel::read_file(path);
     if (!text) {
       int e = text.error().code;
       if (e == ENOENT || e == ESRCH || e == EINVAL) {  // exited between cgroup.procs and here

@@ -13,11 +13,11 @@
 #include <mutex>
 #include <thread>
 
-#include "cgroup/hot_file.hpp"
 #include "common/log.hpp"
 #include "common/periodic_worker.hpp"
 #include "k8s/api_client.hpp"
 #include "k8s/http_client.hpp"
+#include "kernel/file.hpp"
 #include "pods/apiserver_source.hpp"
 #include "pods/pod_json.hpp"
 #include "pressured/observer.hpp"
@@ -122,7 +122,7 @@ class FileSource final : public SourceBase {
     }
     pods::ParsedPods all;
     for (const auto& f : files) {
-      auto text = cgroup::read_file(f);
+      auto text = kernel::read_file(f);
       if (!text) return text.error();
       auto fmt = f.ends_with(".json") ? pods::DocumentFormat::Json
                  : (f.ends_with(".yaml") || f.ends_with(".yml")) ? pods::DocumentFormat::Yaml
@@ -149,7 +149,7 @@ class KubeletSource final : public SourceBase {
   Result<pods::ParsedPods> fetch() override {
     std::string token;
     if (!cfg_.token_file.empty() && cfg_.kubelet_url.starts_with("https://")) {
-      auto t = cgroup::read_file(cfg_.token_file);  // re-read: projected tokens rotate
+      auto t = kernel::read_file(cfg_.token_file);  // re-read: projected tokens rotate
       if (!t) return Error{t.error().code, "kubelet token: " + t.error().message};
       token = *t;
       while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.pop_back();

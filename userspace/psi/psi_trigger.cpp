@@ -6,10 +6,12 @@
 
 #include <cerrno>
 #include <chrono>
-#include <fstream>
 #include <string>
 
 #include <spdlog/spdlog.h>
+
+#include "kernel/file.hpp"
+#include "kernel/parse.hpp"
 
 namespace pressured::psi {
 
@@ -29,16 +31,11 @@ Result<std::string> format_trigger(bool full, Duration stall, Duration window, b
 }
 
 bool psi_privileged(const std::string& proc_root) {
-  std::ifstream in(proc_root + "/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("CapEff:", 0) == 0) {
-      uint64_t caps = std::stoull(line.substr(7), nullptr, 16);
-      constexpr int kCapSysResource = 24;
-      return (caps >> kCapSysResource) & 1u;
-    }
-  }
-  return false;
+  auto text = kernel::read_file(proc_root + "/self/status");
+  if (!text) return false;
+  auto caps = kernel::parse_status_cap_eff(*text);
+  constexpr int kCapSysResource = 24;
+  return caps && ((*caps >> kCapSysResource) & 1u);
 }
 
 Duration effective_window(Duration window, bool privileged) {
@@ -61,20 +58,17 @@ Result<std::unique_ptr<PsiTriggerSource>> PsiTriggerSource::open(const std::stri
   }
   auto line = format_trigger(full, stall, w, privileged);
   if (!line) return line.error();
-  int fd = ::open(pressure_file.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return Error::from_errno(errno, "open " + pressure_file);
+  auto fd = kernel::Fd::open(pressure_file, O_RDWR | O_NONBLOCK);
+  if (!fd) return fd.error();
   // The kernel parses the string including its terminating NUL.
-  if (::write(fd, line->c_str(), line->size() + 1) < 0) {
-    int e = errno;
-    ::close(fd);
-    return Error::from_errno(e, "PSI trigger '" + *line + "' on " + pressure_file);
+  if (::write(fd->get(), line->c_str(), line->size() + 1) < 0) {
+    return Error::from_errno(errno, "PSI trigger '" + *line + "' on " + pressure_file);
   }
-  return std::unique_ptr<PsiTriggerSource>(new PsiTriggerSource(fd, cgroup_id, id));
+  return std::unique_ptr<PsiTriggerSource>(new PsiTriggerSource(std::move(*fd), cgroup_id, id));
 }
 
-PsiTriggerSource::~PsiTriggerSource() {
-  if (fd_ >= 0) ::close(fd_);
-}
+// The trigger lives as long as its fd: fd_'s destructor removes it.
+PsiTriggerSource::~PsiTriggerSource() = default;
 
 uint32_t PsiTriggerSource::epoll_events() const { return EPOLLPRI; }
 

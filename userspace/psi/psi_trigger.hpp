@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "kernel/fd.hpp"
 #include "pressured/clock.hpp"
 #include "pressured/events.hpp"
 
@@ -28,13 +29,14 @@ class PsiTriggerSource final : public ReactorSource {
   static Result<std::unique_ptr<PsiTriggerSource>> open(const std::string& pressure_file, bool full, Duration stall,
                                                         Duration window, uint64_t cgroup_id, WatchId id);
   ~PsiTriggerSource() override;
-  int fd() const override { return fd_; }
+  int fd() const override { return fd_.get(); }
   uint32_t epoll_events() const override;
   void drain(std::vector<PressureEvent>& out, TimePoint now) override;
 
  private:
-  PsiTriggerSource(int fd, uint64_t cgroup_id, WatchId id) : fd_(fd), cgroup_id_(cgroup_id), id_(id) {}
-  int fd_;
+  PsiTriggerSource(kernel::Fd fd, uint64_t cgroup_id, WatchId id)
+      : fd_(std::move(fd)), cgroup_id_(cgroup_id), id_(id) {}
+  kernel::Fd fd_;
   uint64_t cgroup_id_;
   WatchId id_;
 };

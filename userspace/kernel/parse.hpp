@@ -1,7 +1,9 @@
 #pragma once
-// Pure parsers for the kernel's text files (text in, struct out). No I/O:
-// the readers in this folder hand them what pread() returned, and the golden
-// tests hand them captured files (tests/fixtures/).
+// Pure parsers for the kernel's text files (text in, struct out), the one
+// home of every cgroupfs and procfs format pressured reads. No I/O: the
+// readers (HotFile, read_file, the event sources) hand them what read() or
+// pread() returned, and the golden tests hand them captured files
+// (tests/fixtures/).
 
 #include <cstdint>
 #include <optional>
@@ -13,7 +15,7 @@
 #include "pressured/result.hpp"
 #include "pressured/snapshot.hpp"
 
-namespace pressured::cgroup {
+namespace pressured::kernel {
 
 /// "key value" lines (memory.stat, memory.events, cgroup.stat), in order.
 /// Malformed lines make the whole parse fail: a truncated file must not be
@@ -80,7 +82,16 @@ struct MountInfo {
 /// in `skipped` when non-null).
 std::vector<MountInfo> parse_mountinfo(std::string_view text, std::size_t* skipped = nullptr);
 
+/// The hierarchy id of `controller` in /proc/cgroups ("#subsys_name
+/// hierarchy num_cgroups enabled" lines): 0 when the controller is on cgroup
+/// v2 (or unmounted), ENOENT when the kernel does not list it.
+Result<int> parse_proc_cgroups_hierarchy(std::string_view text, std::string_view controller);
+
+/// The effective capability mask (the hexadecimal "CapEff:" line) of
+/// /proc/<pid>/status.
+Result<uint64_t> parse_status_cap_eff(std::string_view text);
+
 /// Number of non-empty lines (cgroup.procs, tasks).
 uint64_t count_lines(std::string_view text);
 
-}  // namespace pressured::cgroup
+}  // namespace pressured::kernel

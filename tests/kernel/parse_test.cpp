@@ -5,9 +5,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "cgroup/parse.hpp"
+#include "kernel/parse.hpp"
 
-namespace pressured::cgroup {
+namespace pressured::kernel {
 namespace {
 
 std::string fixture(const std::string& rel) {
@@ -121,6 +121,40 @@ TEST(GoldenHost618, MountinfoHybrid) {
   EXPECT_TRUE(unified);
 }
 
+TEST(GoldenHost618, ProcCgroups) {
+  std::string text = fixture("host-6.18/cgroups");
+  // Independent reference: the second column of the "memory" line.
+  std::istringstream in(text);
+  std::string line;
+  int expected = -1;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string name;
+    int hierarchy = -1;
+    if (ls >> name >> hierarchy && name == "memory") expected = hierarchy;
+  }
+  ASSERT_GT(expected, 0) << "the fixture's memory controller is on a v1 hierarchy";
+  auto id = parse_proc_cgroups_hierarchy(text, "memory");
+  ASSERT_TRUE(id) << id.error().message;
+  EXPECT_EQ(*id, expected);
+  auto hugetlb = parse_proc_cgroups_hierarchy(text, "hugetlb");
+  ASSERT_TRUE(hugetlb);
+  EXPECT_EQ(*hugetlb, 0) << "an unmounted (or v2) controller has hierarchy 0";
+  auto rdma = parse_proc_cgroups_hierarchy(text, "rdma");
+  ASSERT_FALSE(rdma);
+  EXPECT_EQ(rdma.error().code, ENOENT);
+}
+
+TEST(Status, CapEff) {
+  auto caps = parse_status_cap_eff("Name:\tpressured\nCapInh:\t0000000000000000\nCapEff:\t000001fffeffffff\n");
+  ASSERT_TRUE(caps) << caps.error().message;
+  EXPECT_EQ(*caps, 0x000001fffeffffffULL);
+  EXPECT_EQ((*caps >> 24) & 1u, 0u) << "CAP_SYS_RESOURCE is the bit cleared here";
+  EXPECT_FALSE(parse_status_cap_eff("Name:\tx\n"));
+  EXPECT_FALSE(parse_status_cap_eff("CapEff:\tnot-hex\n"));
+  EXPECT_FALSE(parse_status_cap_eff("CapEff:\t\n"));
+}
+
 TEST(GoldenV2_61, ChildMemoryFiles) {
   std::string text = fixture("v2-6.1/child/memory.stat");
   auto st = parse_memory_stat(text, /*v2=*/true);
@@ -202,6 +236,8 @@ TEST(Malformed, OtherFiles) {
   EXPECT_FALSE(parse_loadavg_tasks("0.1 0.2 0.3\n"));
   EXPECT_FALSE(parse_memory_events("low 0\nhigh 1\n"));
   EXPECT_FALSE(parse_flat_keyed("a 1\nb"));
+  EXPECT_FALSE(parse_proc_cgroups_hierarchy("", "memory")) << "no header: not /proc/cgroups";
+  EXPECT_FALSE(parse_proc_cgroups_hierarchy("#subsys_name\thierarchy\nmemory\tx\t1\t1\n", "memory"));
   std::size_t skipped = 0;
   auto m = parse_mountinfo("garbage line\n36 25 0:31 / /a\\040b rw - cgroup cgroup rw,memory\n", &skipped);
   EXPECT_EQ(skipped, 1u);
@@ -211,4 +247,4 @@ TEST(Malformed, OtherFiles) {
 }
 
 }  // namespace
-}  // namespace pressured::cgroup
+}  // namespace pressured::kernel

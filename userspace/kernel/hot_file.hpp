@@ -9,16 +9,17 @@
 #include <string>
 #include <string_view>
 
+#include "kernel/fd.hpp"
 #include "pressured/result.hpp"
 
-namespace pressured::cgroup {
+namespace pressured::kernel {
 
 class HotFile {
  public:
   HotFile() = default;
   explicit HotFile(std::string path) : path_(std::move(path)) {}
   ~HotFile() { close(); }
-  HotFile(HotFile&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_) { o.fd_ = -1; }
+  HotFile(HotFile&& o) noexcept = default;
   HotFile& operator=(HotFile&& o) noexcept;
   HotFile(const HotFile&) = delete;
   HotFile& operator=(const HotFile&) = delete;
@@ -33,7 +34,7 @@ class HotFile {
   void reset(std::string path);
 
   const std::string& path() const { return path_; }
-  bool is_open() const { return fd_ >= 0; }
+  bool is_open() const { return fd_.valid(); }
 
   /// Reads done with a temporary fd because the budget or the fd table was
   /// full (process-wide).
@@ -48,17 +49,7 @@ class HotFile {
 
  private:
   std::string path_;
-  int fd_ = -1;
+  Fd fd_;
 };
 
-/// Reads a whole file once (open, read, close): for cold files (mountinfo,
-/// cgroup.controllers, pid_max, pod metadata files). max_bytes 0: the whole
-/// file, EFBIG beyond 64 MiB; otherwise at most its first max_bytes bytes.
-Result<std::string> read_file(const std::string& path, std::size_t max_bytes = 0);
-
-/// Writes `value` to a control file in one write(2) (cgroup.procs,
-/// freezer.state, cgroup.kill, memory limits): the kernel takes it whole or
-/// refuses it, so a short write is an error.
-Result<void> write_file(const std::string& path, const std::string& value);
-
-}  // namespace pressured::cgroup
+}  // namespace pressured::kernel

@@ -1,9 +1,9 @@
-#include "cgroup/parse.hpp"
+#include "kernel/parse.hpp"
 
 #include <charconv>
 #include <cstring>
 
-namespace pressured::cgroup {
+namespace pressured::kernel {
 namespace {
 
 Error parse_error(std::string what) { return Error{EINVAL, std::move(what)}; }
@@ -268,6 +268,44 @@ std::vector<MountInfo> parse_mountinfo(std::string_view text, std::size_t* skipp
   return out;
 }
 
+Result<int> parse_proc_cgroups_hierarchy(std::string_view text, std::string_view controller) {
+  bool header = false;
+  while (!text.empty()) {
+    auto nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (line.starts_with('#')) {
+      header = true;
+      continue;
+    }
+    // subsys_name hierarchy num_cgroups enabled, separated by tabs.
+    auto sep = line.find_first_of(" \t");
+    if (sep == std::string_view::npos || line.substr(0, sep) != controller) continue;
+    std::string_view rest = trim(line.substr(sep + 1));
+    uint64_t id = 0;
+    if (!to_u64(rest.substr(0, rest.find_first_of(" \t")), id) || id > 0x7fffffff)
+      return parse_error("malformed /proc/cgroups line for " + std::string(controller));
+    return static_cast<int>(id);
+  }
+  if (!header) return parse_error("/proc/cgroups lacks its header line");
+  return Error{ENOENT, "/proc/cgroups does not list the " + std::string(controller) + " controller"};
+}
+
+Result<uint64_t> parse_status_cap_eff(std::string_view text) {
+  while (!text.empty()) {
+    auto nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+    if (!line.starts_with("CapEff:")) continue;
+    std::string_view v = trim(line.substr(7));
+    uint64_t caps = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), caps, 16);
+    if (v.empty() || ec != std::errc() || p != v.data() + v.size()) return parse_error("malformed CapEff line");
+    return caps;
+  }
+  return parse_error("status lacks the CapEff line");
+}
+
 uint64_t count_lines(std::string_view text) {
   uint64_t n = 0;
   while (!text.empty()) {
@@ -279,4 +317,4 @@ uint64_t count_lines(std::string_view text) {
   return n;
 }
 
-}  // namespace pressured::cgroup
+}  // namespace pressured::kernel

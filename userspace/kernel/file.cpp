@@ -1,0 +1,95 @@
+#include "kernel/file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "kernel/fd.hpp"
+#include "kernel/parse.hpp"
+
+namespace pressured::kernel {
+namespace {
+
+constexpr std::size_t kMaxFileBytes = 64u << 20;
+
+std::string too_large(std::string_view path) {
+  return "read " + std::string(path) + ": file larger than 64 MiB";
+}
+
+// Reads `fd` from its current offset to the end (or max_bytes).
+Result<std::string> read_to_end(const Fd& fd, const std::string& path, std::size_t max_bytes) {
+  std::string out;
+  char chunk[8192];
+  for (;;) {
+    std::size_t want = sizeof chunk;
+    if (max_bytes != 0) {
+      if (out.size() >= max_bytes) break;
+      want = std::min(want, max_bytes - out.size());
+    }
+    ssize_t n = ::read(fd.get(), chunk, want);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno(errno, "read " + path);
+    }
+    if (n == 0) break;
+    out.append(chunk, static_cast<std::size_t>(n));
+    if (out.size() > kMaxFileBytes) return Error{EFBIG, too_large(path)};
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> read_file(const std::string& path, std::size_t max_bytes) {
+  auto fd = Fd::open(path, O_RDONLY);
+  if (!fd) return fd.error();
+  return read_to_end(*fd, path, max_bytes);
+}
+
+Result<std::string> read_file_at(int dirfd, const std::string& dir_path, const std::string& name,
+                                 std::size_t max_bytes) {
+  auto fd = Fd::open_at(dirfd, dir_path, name, O_RDONLY);
+  if (!fd) return fd.error();
+  return read_to_end(*fd, dir_path + "/" + name, max_bytes);
+}
+
+// Reads from offset 0 until a short read. The files read here are regular
+// files (fake trees) or single-record seq_files (memory.stat, meminfo, PSI),
+// for which a short read means the end; when the buffer fills up it is
+// doubled and the file re-read from 0, so the content is one consistent
+// generation.
+Result<std::string_view> pread_all(int fd, std::string& buf, std::string_view path) {
+  if (buf.size() < 4096) buf.resize(4096);
+  for (;;) {
+    ssize_t n = ::pread(fd, buf.data(), buf.size(), 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Error::from_errno(errno, "read " + std::string(path));
+    }
+    if (static_cast<std::size_t>(n) < buf.size()) return std::string_view(buf.data(), static_cast<std::size_t>(n));
+    if (buf.size() >= kMaxFileBytes) return Error{EFBIG, too_large(path)};
+    buf.resize(buf.size() * 2);
+  }
+}
+
+Result<uint64_t> read_u64(const std::string& path) {
+  auto text = read_file(path, 4096);
+  if (!text) return text.error();
+  auto v = parse_single_value(*text);
+  if (!v) return Error{v.error().code, path + ": " + v.error().message};
+  if (!v->has_value()) return Error{EINVAL, path + ": expected a number, got 'max'"};
+  return **v;
+}
+
+Result<void> write_file(const std::string& path, const std::string& value) {
+  auto fd = Fd::open(path, O_WRONLY);
+  if (!fd) return fd.error();
+  ssize_t n = ::write(fd->get(), value.data(), value.size());
+  if (n < 0) return Error::from_errno(errno, "write " + path);
+  if (n != static_cast<ssize_t>(value.size())) return Error{EIO, "write " + path + ": short write"};
+  return {};
+}
+
+}  // namespace pressured::kernel
