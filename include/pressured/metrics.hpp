@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "pressured/listen_address.hpp"
 #include "pressured/result.hpp"
 #include "pressured/signals.hpp"
+#include "pressured/stats.hpp"
 
 namespace pressured {
 
@@ -102,6 +104,34 @@ struct MetricsOptions {
   /// K8sConfig::node_name (the hostname when that is empty), liveness_timeout
   /// at least 30 s and 5 safety-net/poll intervals.
   static MetricsOptions from_config(const Config& config);
+};
+
+class Metrics;
+
+/// A component's counters as registered with Metrics::export_counters: the
+/// series stay, and follow the counters while this handle lives. Destroying
+/// it copies the last totals in and stops reading the counters (so a
+/// component may go before its Metrics); destroying the Metrics first is
+/// safe too. Move-only.
+class StatsExport {
+ public:
+  StatsExport() = default;
+  ~StatsExport();
+  StatsExport(StatsExport&& other) noexcept;
+  StatsExport& operator=(StatsExport&& other) noexcept;
+  StatsExport(const StatsExport&) = delete;
+  StatsExport& operator=(const StatsExport&) = delete;
+
+  /// Whether counters are registered through this handle.
+  bool active() const { return id_ != 0; }
+
+ private:
+  friend class Metrics;
+  struct Table;
+  StatsExport(std::weak_ptr<Table> table, uint64_t id) : table_(std::move(table)), id_(id) {}
+  void release();
+  std::weak_ptr<Table> table_;
+  uint64_t id_ = 0;
 };
 
 /// The daemon's metrics. Build one in main()/run and pass it down by reference.
@@ -279,6 +309,14 @@ class Metrics {
   /// must outlive this Metrics or its server.
   void on_render(std::function<void()> hook);
 
+  /// Registers counters a component keeps itself (declared with
+  /// PRESSURED_DECLARE_STATS, pressured/stats.hpp; see export_stats below):
+  /// each series is created at 0 now and follows its counter at every
+  /// render(). Families that do not exist yet are registered with the given
+  /// help. A name already used by a family of another type, or an unparsable
+  /// label list, is a programming error: std::logic_error.
+  [[nodiscard]] StatsExport export_counters(std::span<const ExternalCounter> counters);
+
   /// Ready: events attached and at least one observation completed.
   /// -> pressured_ready 0/1, served as /readyz
   bool ready() const;
@@ -303,6 +341,19 @@ class Metrics {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// Exports every counter of a PRESSURED_DECLARE_STATS struct into `metrics`
+/// (the series its declaration names). Keep the handle beside `stats`, and
+/// declared after it, so it goes first.
+template <typename Stats>
+[[nodiscard]] StatsExport export_stats(Metrics& metrics, const Stats& stats) {
+  constexpr auto defs = Stats::defs();
+  std::array<ExternalCounter, defs.size()> counters{};
+  for (std::size_t i = 0; i < defs.size(); ++i) {
+    counters[i] = {defs[i].metric, defs[i].labels, defs[i].help, &(stats.*(defs[i].member))};
+  }
+  return metrics.export_counters(counters);
+}
 
 /// TLS and authentication for the metrics port, read from a web
 /// configuration file in node_exporter's format (docs/operations.md):

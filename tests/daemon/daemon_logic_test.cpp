@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "kernel/cgroup_id.hpp"
+#include "metrics/exposition.hpp"
 
 namespace pressured {
 namespace {
@@ -128,6 +129,7 @@ Config base_config(const std::string& state = "") {
 }
 
 struct Rig {
+  Metrics metrics{MetricsOptions{.node = "test"}};
   FakeObserver obs;
   FakeEvictor ev;
   RecordingEvictor dry;
@@ -136,10 +138,15 @@ struct Rig {
     DaemonDeps deps;
     deps.observer = &obs;
     deps.evictor = &ev;
+    deps.metrics = &metrics;
     deps.boot_id = "test-boot";
     deps.reload = std::move(reload);
     d = std::make_unique<Daemon>(std::move(c), deps);
     d->set_dry_run_evictor(&dry);
+  }
+  // A series as an operator reads it at /metrics, summed over the labels not given.
+  std::optional<double> scraped(const std::string& name, const std::map<std::string, std::string>& match = {}) const {
+    return testing::scraped(metrics, name, match);
   }
   // The kernel frees a killed pod's memory.
   void release(const std::string& uid) {
@@ -161,7 +168,7 @@ TEST(DaemonLogic, HardThresholdEvictsTheBestEffortPodFirst) {
   r.d->evaluate(at(1), "test", std::nullopt);  // 1024-850 = 174 MiB < 200 MiB
   ASSERT_EQ(r.ev.calls.size(), 1u);
   EXPECT_EQ(r.ev.calls[0], "kill besteffort");
-  EXPECT_EQ(r.d->stats().evictions_started, 1u);
+  EXPECT_EQ(r.scraped("pressured_evictions_total"), 1u);
   ASSERT_TRUE(r.d->policy().busy());
 }
 
@@ -175,12 +182,12 @@ TEST(DaemonLogic, NoSecondEvictionWhenTheFirstFreedEnough) {
   // Before the memory comes back the signal still says "pressure": no decision acts.
   for (double t = 1.05; t < 1.3; t += 0.05) r.d->evaluate(at(t), "test", std::nullopt);
   EXPECT_EQ(r.ev.calls.size(), 1u);
-  EXPECT_GT(r.d->stats().decisions_deferred, 0u);
+  EXPECT_GT(r.scraped("pressured_eviction_policy_actions_total", {{"action", "deferred"}}), 0u);
   r.release("besteffort");
   for (double t = 1.3; t < 3; t += 0.1) r.d->evaluate(at(t), "test", std::nullopt);
   EXPECT_EQ(r.ev.calls.size(), 1u) << "the burstable pod must survive: 524 MiB are available again";
   EXPECT_FALSE(r.d->policy().busy());
-  EXPECT_EQ(r.d->stats().evictions_completed, 1u);
+  EXPECT_EQ(r.scraped("pressured_eviction_policy_actions_total", {{"action", "exited"}}), 1u);
 }
 
 TEST(DaemonLogic, SecondEvictionOnlyAfterTheFirstReleasedAndStillShort) {
@@ -211,7 +218,7 @@ TEST(DaemonLogic, ReleaseWaitIsBounded) {
   r.d->evaluate(at(2), "test", std::nullopt);
   EXPECT_EQ(r.ev.calls.size(), 1u);
   r.d->evaluate(at(3.2), "test", std::nullopt);  // timeout: decide again
-  EXPECT_EQ(r.d->stats().release_timeouts, 1u);
+  EXPECT_EQ(r.scraped("pressured_eviction_policy_actions_total", {{"action", "releasetimeout"}}), 1u);
   r.d->evaluate(at(3.3), "test", std::nullopt);
   EXPECT_EQ(r.ev.calls.size(), 2u);
 }
@@ -232,7 +239,7 @@ TEST(DaemonLogic, SoftThresholdWaitsForItsGracePeriodThenTermThenKill) {
   r.d->evaluate(at(13.6), "test", std::nullopt);  // grace over: SIGKILL
   ASSERT_EQ(r.ev.calls.size(), 2u);
   EXPECT_EQ(r.ev.calls[1], "kill be");
-  EXPECT_EQ(r.d->stats().victim_exited_early, 0u);
+  EXPECT_EQ(r.scraped("pressured_eviction_exited_before_kill_total"), 0u);
 }
 
 TEST(DaemonLogic, VictimExitingOnItsOwnMidEvictionIsCountedNotKilled) {
@@ -247,7 +254,7 @@ TEST(DaemonLogic, VictimExitingOnItsOwnMidEvictionIsCountedNotKilled) {
   r.d->evaluate(at(1.5), "test", std::nullopt);
   ASSERT_EQ(r.ev.calls, std::vector<std::string>{"terminate be"});
   r.d->evaluate(at(1.6), "test", std::nullopt);
-  EXPECT_EQ(r.d->stats().victim_exited_early, 1u);
+  EXPECT_EQ(r.scraped("pressured_eviction_exited_before_kill_total"), 1u);
   EXPECT_EQ(r.ev.calls.size(), 1u) << "no SIGKILL for a pod that is gone";
 }
 
@@ -261,7 +268,7 @@ TEST(DaemonLogic, DryRunKillsNothingButDecides) {
   for (double t = 0; t < 5; t += 0.2) r.d->evaluate(at(t), "test", std::nullopt);
   EXPECT_TRUE(r.ev.calls.empty());
   EXPECT_GE(r.dry.calls().size(), 2u);
-  EXPECT_GE(r.d->stats().evictions_started, 2u) << "the same pod is reported again after the release wait";
+  EXPECT_GE(r.scraped("pressured_evictions_total"), 2u) << "the same pod is reported again after the release wait";
 }
 
 TEST(DaemonLogic, RefusesTargetsOutsideThePodsRoot) {
@@ -271,7 +278,7 @@ TEST(DaemonLogic, RefusesTargetsOutsideThePodsRoot) {
   r.make(base_config());
   r.d->evaluate(at(1), "test", std::nullopt);
   EXPECT_TRUE(r.ev.calls.empty());
-  EXPECT_EQ(r.d->stats().refused_targets, 1u);
+  EXPECT_EQ(r.scraped("pressured_eviction_refused_targets_total"), 1u);
 }
 
 TEST(DaemonLogic, ReloadRejectsInvalidConfigAndKeepsTheOld) {
@@ -282,13 +289,13 @@ TEST(DaemonLogic, ReloadRejectsInvalidConfigAndKeepsTheOld) {
   r.d->evaluate(at(1), "test", std::nullopt);
   EXPECT_TRUE(r.ev.calls.empty());
   EXPECT_FALSE(r.d->reload());
-  EXPECT_EQ(r.d->stats().reloads_failed, 1u);
+  EXPECT_EQ(r.scraped("pressured_config_reloads_total", {{"result", "failure"}}), 1u);
   EXPECT_EQ(r.d->config().eviction.thresholds.size(), 1u);
   Config c = base_config();
   c.eviction.thresholds = {threshold(ThresholdKind::Hard, 400 * MiB)};
   next = c;
   r.d->on_signal(SIGHUP);
-  EXPECT_EQ(r.d->stats().reloads_ok, 1u);
+  EXPECT_EQ(r.scraped("pressured_config_reloads_total", {{"result", "success"}}), 1u);
   r.d->evaluate(at(2), "test", std::nullopt);
   EXPECT_EQ(r.ev.calls, std::vector<std::string>{"kill be"});
 }
@@ -312,7 +319,7 @@ TEST(DaemonLogic, RestartRestoresSoftGraceAndTheEvictionInFlight) {
     r.obs.add("be", QosClass::BestEffort, 900 * MiB);
     r.make(c);
     r.d->restore_checkpoint();
-    EXPECT_EQ(r.d->stats().checkpoint_restored, 1u);
+    EXPECT_EQ(r.scraped("pressured_checkpoint_loads_total", {{"result", "restored"}}), 1u);
     r.d->evaluate(at(8), "test", std::nullopt);
     EXPECT_TRUE(r.ev.calls.empty());
     r.d->evaluate(at(10.5), "test", std::nullopt);
@@ -357,7 +364,7 @@ TEST(DaemonLogic, SoftVictimIsKilledOnTheFirstEvaluationAfterAHardCrossing) {
   r.obs.find("bu")->usage.memory_working_set_bytes = 520 * MiB;  // 1024 - 1200: hard met
   r.d->evaluate(at(5), "test", std::nullopt);
   EXPECT_EQ(r.ev.calls, (std::vector<std::string>{"terminate be", "kill be"}));
-  EXPECT_EQ(r.d->stats().escalations, 1u);
+  EXPECT_EQ(r.scraped("pressured_eviction_policy_actions_total", {{"action", "escalate"}}), 1u);
   r.release("be");
   for (double t = 5.05; t < 6; t += 0.05) r.d->evaluate(at(t), "test", std::nullopt);
   EXPECT_EQ(r.ev.calls.size(), 2u) << "the burstable pod survives: 504 MiB are back";
@@ -430,9 +437,9 @@ TEST(DaemonLogic, ADayOldEvictionInTheCheckpointIsNotResumed) {
   r.d->restore_checkpoint();
   r.d->evaluate(at(86400), "test", std::nullopt);
   EXPECT_TRUE(r.ev.calls.empty());
-  EXPECT_EQ(r.d->stats().expired_evictions, 1u);
+  EXPECT_EQ(r.scraped("pressured_eviction_policy_actions_total", {{"action", "expired"}}), 1u);
   EXPECT_FALSE(r.d->policy().busy());
-  EXPECT_EQ(r.d->stats().checkpoint_dropped_thresholds, 2u) << "the soft threshold's timing and hysteresis";
+  EXPECT_EQ(r.scraped("pressured_checkpoint_dropped_thresholds_total"), 2u) << "the soft threshold's timing and hysteresis";
   std::filesystem::remove_all(std::filesystem::path(state).parent_path());
 }
 
@@ -443,7 +450,7 @@ TEST(DaemonLogic, CorruptCheckpointIsCountedAndIgnored) {
   r.obs.add("be", QosClass::BestEffort, 900 * MiB);
   r.make(base_config(state));
   r.d->restore_checkpoint();
-  EXPECT_EQ(r.d->stats().checkpoint_corrupt, 1u);
+  EXPECT_EQ(r.scraped("pressured_checkpoint_loads_total", {{"result", "corrupt"}}), 1u);
   r.d->evaluate(at(1), "test", std::nullopt);  // works normally and rewrites the file
   EXPECT_EQ(r.ev.calls.size(), 1u);
   EXPECT_EQ(load_checkpoint(state, "test-boot").status, CheckpointLoad::Restored);
@@ -455,7 +462,7 @@ TEST(DaemonLogic, LifecycleEventsOfForeignCgroupsDoNotTriggerAnEvaluation) {
   r.obs.add("be", QosClass::BestEffort, 100 * MiB).cgroup_id = 4242;
   r.make(base_config());
   r.d->evaluate(at(1), "test", std::nullopt);
-  ASSERT_EQ(r.d->stats().evaluations, 1u);
+  ASSERT_EQ(r.scraped("pressured_evaluations_total"), 1u);
   auto lifecycle = [](EventType t, uint64_t id) {
     PressureEvent e;
     e.type = t;
@@ -466,15 +473,15 @@ TEST(DaemonLogic, LifecycleEventsOfForeignCgroupsDoNotTriggerAnEvaluation) {
   // A systemd scope elsewhere in the hierarchy comes and goes: nothing to decide.
   std::vector<PressureEvent> foreign{lifecycle(EventType::CgroupPopulated, 777), lifecycle(EventType::CgroupRmdir, 777)};
   r.d->on_events(foreign, at(2));
-  EXPECT_EQ(r.d->stats().evaluations, 1u);
+  EXPECT_EQ(r.scraped("pressured_evaluations_total"), 1u);
   // The pod's own cgroup emptied: decide again from fresh numbers.
   std::vector<PressureEvent> own{lifecycle(EventType::CgroupPopulated, 4242)};
   r.d->on_events(own, at(3));
-  EXPECT_EQ(r.d->stats().evaluations, 2u);
+  EXPECT_EQ(r.scraped("pressured_evaluations_total"), 2u);
   // A threshold edge always counts.
   std::vector<PressureEvent> edge{lifecycle(EventType::ThresholdUp, 1)};
   r.d->on_events(edge, at(4));
-  EXPECT_EQ(r.d->stats().evaluations, 3u);
+  EXPECT_EQ(r.scraped("pressured_evaluations_total"), 3u);
 }
 
 TEST(DaemonLogic, ObservationFailureIsCountedNotFatal) {
@@ -483,7 +490,7 @@ TEST(DaemonLogic, ObservationFailureIsCountedNotFatal) {
   r.make(base_config());
   r.obs.fail = true;
   r.d->evaluate(at(1), "test", std::nullopt);
-  EXPECT_EQ(r.d->stats().observe_failures, 1u);
+  EXPECT_EQ(r.scraped("pressured_evaluations_total", {{"observation", "failed"}}), 1u);
   r.obs.fail = false;
   r.d->evaluate(at(2), "test", std::nullopt);
   EXPECT_EQ(r.ev.calls.size(), 1u);
@@ -978,7 +985,7 @@ TEST(DaemonDeathTest, EvaluatingOffTheLoopThreadAborts) {
   r.node(600 * MiB, 2048 * MiB);
   r.make(100 * MiB);
   r.d->evaluate(at(1), "test", std::nullopt);  // on the loop: fine
-  EXPECT_EQ(r.d->stats().evaluations.load(), 1u);
+  EXPECT_EQ(r.d->stats().full_observations.load(), 1u);
   r.reactor.on_loop = false;
   EXPECT_DEATH(r.d->evaluate(at(2), "test", std::nullopt), "Daemon::evaluate called off the event loop's thread");
 }

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "cgroup/fake_node.hpp"
+#include "metrics/exposition.hpp"
 #include "daemon/daemon.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/evictor.hpp"
@@ -211,7 +212,14 @@ TEST(DecisionView, OtherLanesAndFailedReadsSendToAFullObservation) {
   EXPECT_FALSE(m);
 }
 
+// How each evaluation observed the node, as exported.
+std::optional<double> evaluations(const Metrics& m, const char* observation = nullptr) {
+  if (observation == nullptr) return testing::scraped(m, "pressured_evaluations_total");
+  return testing::scraped(m, "pressured_evaluations_total", {{"observation", observation}});
+}
+
 struct DaemonRig {
+  Metrics metrics{MetricsOptions{.node = "test"}};
   Node n{30};
   RecordingEvictor ev;
   std::unique_ptr<Daemon> d;
@@ -222,6 +230,7 @@ struct DaemonRig {
     DaemonDeps deps;
     deps.observer = n.obs.get();
     deps.evictor = &ev;
+    deps.metrics = &metrics;
     d = std::make_unique<Daemon>(c, deps);
     e.type = EventType::ThresholdUp;
   }
@@ -231,21 +240,21 @@ struct DaemonRig {
 TEST(DecisionView, DaemonReadsEveryPodOncePerFullObservationInterval) {
   DaemonRig r(1);  // never met: "nothing to do" decisions
   r.event(TimePoint(2s));  // nothing observed in full yet
-  EXPECT_EQ(r.d->stats().full_observations, 1u);
-  EXPECT_EQ(r.d->stats().incremental_evaluations, 0u);
+  EXPECT_EQ(evaluations(r.metrics, "full"), 1u);
+  EXPECT_EQ(evaluations(r.metrics, "partial"), 0u);
   r.event(TimePoint(2s + 100ms));
   r.event(TimePoint(2s + 200ms));
-  EXPECT_EQ(r.d->stats().incremental_evaluations, 2u);
+  EXPECT_EQ(evaluations(r.metrics, "partial"), 2u);
   // Safety-net ticks between full observations re-read what a decision uses, as events do.
   r.d->on_tick(TimePoint(2s + 300ms), true);
   r.d->on_tick(TimePoint(11s + 900ms), true);
-  EXPECT_EQ(r.d->stats().incremental_evaluations, 4u);
-  EXPECT_EQ(r.d->stats().full_observations, 1u);
+  EXPECT_EQ(evaluations(r.metrics, "partial"), 4u);
+  EXPECT_EQ(evaluations(r.metrics, "full"), 1u);
   r.d->on_tick(TimePoint(12s), true);  // events.fullObservationInterval (10 s default) after the last one
-  EXPECT_EQ(r.d->stats().full_observations, 2u);
+  EXPECT_EQ(evaluations(r.metrics, "full"), 2u);
   r.event(TimePoint(12s + 100ms));
-  EXPECT_EQ(r.d->stats().incremental_evaluations, 5u);
-  EXPECT_EQ(r.d->stats().evaluations, 7u);
+  EXPECT_EQ(evaluations(r.metrics, "partial"), 5u);
+  EXPECT_EQ(evaluations(r.metrics), 7u);
   EXPECT_TRUE(r.ev.calls().empty());
 }
 
@@ -257,13 +266,15 @@ TEST(DecisionView, TheFullObservationIntervalIsConfigurable) {
   DaemonDeps deps;
   deps.observer = r.n.obs.get();
   deps.evictor = &r.ev;
+  Metrics metrics(MetricsOptions{.node = "test"});
+  deps.metrics = &metrics;
   Daemon d(c, deps);
   d.on_tick(TimePoint(2s), true);
   d.on_tick(TimePoint(2s + 500ms), true);
-  EXPECT_EQ(d.stats().full_observations, 1u);
-  EXPECT_EQ(d.stats().incremental_evaluations, 1u);
+  EXPECT_EQ(evaluations(metrics, "full"), 1u);
+  EXPECT_EQ(evaluations(metrics, "partial"), 1u);
   d.on_tick(TimePoint(3s), true);
-  EXPECT_EQ(d.stats().full_observations, 2u);
+  EXPECT_EQ(evaluations(metrics, "full"), 2u);
 }
 
 TEST(DecisionView, DaemonEvictsTheFreshHeadIncrementally) {
@@ -273,8 +284,8 @@ TEST(DecisionView, DaemonEvictsTheFreshHeadIncrementally) {
   r.n.set(5, mem(3000, 5));
   r.n.fake.set_root_memory(FakePodMemory{7ULL << 30, 6ULL << 30, 1ULL << 30, 512ULL << 20, 256ULL << 20});
   r.event(TimePoint(2s + 10ms));
-  EXPECT_EQ(r.d->stats().incremental_evaluations, 1u);
-  EXPECT_EQ(r.d->stats().full_observations, 1u);
+  EXPECT_EQ(evaluations(r.metrics, "partial"), 1u);
+  EXPECT_EQ(evaluations(r.metrics, "full"), 1u);
   ASSERT_FALSE(r.ev.calls().empty());
   EXPECT_EQ(r.ev.calls().front().target.uid, uid_of(5));
 }
@@ -285,12 +296,12 @@ TEST(DecisionView, DaemonObservesFullyWhenAPodAppearedUnderPressure) {
   // Quiet events need no pods: the new pod waits for the next full observation.
   r.n.fake.add_pod(uid_of(77), QosClass::BestEffort, mem(4000, 0));
   r.event(TimePoint(2s + 10ms));
-  EXPECT_EQ(r.d->stats().incremental_evaluations, 1u);
+  EXPECT_EQ(evaluations(r.metrics, "partial"), 1u);
   EXPECT_EQ(r.d->last_snapshot().pods.size(), 30u);
   // Under pressure the ranking needs every pod: the moved pod set forces a full read.
   r.n.fake.set_root_memory(FakePodMemory{7ULL << 30, 6ULL << 30, 1ULL << 30, 512ULL << 20, 256ULL << 20});
   r.event(TimePoint(2s + 20ms));
-  EXPECT_EQ(r.d->stats().full_observations, 2u);
+  EXPECT_EQ(evaluations(r.metrics, "full"), 2u);
   EXPECT_EQ(r.d->last_snapshot().pods.size(), 31u);
   ASSERT_FALSE(r.ev.calls().empty());
   EXPECT_EQ(r.ev.calls().front().target.uid, uid_of(77));

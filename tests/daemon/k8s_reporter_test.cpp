@@ -20,12 +20,19 @@
 #include "common/log.hpp"
 #include "k8s/api_client.hpp"
 #include "k8s/reporter.hpp"
+#include "metrics/exposition.hpp"
 
 namespace pressured::k8s {
 namespace {
 
 using namespace std::chrono_literals;
 using json = nlohmann::json;
+using pressured::testing::scraped;
+
+// Attempts of one API action with one outcome, as exported.
+std::optional<double> api_requests(const Metrics& m, const char* action, const char* result) {
+  return scraped(m, "pressured_kubernetes_api_requests_total", {{"action", action}, {"result", result}});
+}
 
 struct Seen {
   std::string method, path, body, auth, content_type;
@@ -128,7 +135,9 @@ ReporterOptions fast_options() {
 // which serves only policy/v1beta1.
 TEST(K8sReporter, EvictionUsesThePolicyV1SubresourceWithUidPreconditionAndRecordsAnEvent) {
   FakeApiServer api;
+  Metrics metrics(MetricsOptions{.node = "node-1"});
   Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.attach_metrics(metrics);
   std::vector<std::pair<ApiAction, ApiOutcome>> outcomes;
   std::mutex omu;
   r.set_outcome_hook([&](ApiAction a, ApiOutcome o) {
@@ -160,8 +169,8 @@ TEST(K8sReporter, EvictionUsesThePolicyV1SubresourceWithUidPreconditionAndRecord
             std::string::npos)
       << msg;
   EXPECT_NE(msg.find("allocatableMemory.available"), std::string::npos);
-  EXPECT_EQ(r.stats().evictions_accepted, 1u);
-  EXPECT_EQ(r.stats().events_recorded, 1u);
+  EXPECT_EQ(api_requests(metrics, "eviction", "success"), 1u);
+  EXPECT_EQ(api_requests(metrics, "event", "success"), 1u);
   std::lock_guard lk(omu);
   ASSERT_EQ(outcomes.size(), 3u);
   EXPECT_EQ(outcomes[0].first, ApiAction::ListPods);  // the pod's current uid
@@ -176,7 +185,9 @@ TEST(K8sReporter, RefusedEvictionFallsBackToDeleteWithTheSameGracePeriod) {
   for (int refusal : {429, 500}) {
     FakeApiServer api;
     api.script["POST /api/v1/namespaces/shop/pods/web/eviction"] = {refusal};
+    Metrics metrics(MetricsOptions{.node = "node-1"});
     Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+    r.attach_metrics(metrics);
     r.start();
     auto e = victim();
     e.grace_period_seconds = 17;
@@ -190,8 +201,8 @@ TEST(K8sReporter, RefusedEvictionFallsBackToDeleteWithTheSameGracePeriod) {
     auto del = json::parse(seen[1].body);
     EXPECT_EQ(del["gracePeriodSeconds"], 17);
     EXPECT_EQ(del["preconditions"]["uid"], "1234-uid");
-    EXPECT_EQ(r.stats().evictions_refused, 1u);
-    EXPECT_EQ(r.stats().deletes_accepted, 1u);
+    EXPECT_EQ(scraped(metrics, "pressured_kubernetes_eviction_fallbacks_total"), 1u);
+    EXPECT_EQ(api_requests(metrics, "delete", "success"), 1u);
     r.stop();
   }
 }
@@ -202,13 +213,15 @@ TEST(K8sReporter, ServerErrorsAreRetriedWithBackoffThenGivenUp) {
   api.script["DELETE /api/v1/namespaces/shop/pods/web"] = {503, 503, 200};
   api.script["POST /api/v1/namespaces/shop/pods/web/eviction"] = {429};
   api.script["POST /api/v1/namespaces/shop/events"] = {503, 503, 503, 503};
+  Metrics metrics(MetricsOptions{.node = "node-1"});
   Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.attach_metrics(metrics);
   r.start();
   r.report_eviction(victim());
   ASSERT_TRUE(r.drain(5s));
-  EXPECT_EQ(r.stats().deletes_accepted, 1u);
-  EXPECT_GE(r.stats().retries, 2u);
-  EXPECT_EQ(r.stats().failures, 1u) << "the event gave up after 3 attempts";
+  EXPECT_EQ(api_requests(metrics, "delete", "success"), 1u);
+  EXPECT_GE(scraped(metrics, "pressured_kubernetes_api_retries_total"), 2u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_report_failures_total"), 1u) << "the event gave up after 3 attempts";
   r.stop();
 }
 
@@ -219,7 +232,9 @@ TEST(K8sReporter, StalledServerTimesOutAndNeverPilesUp) {
   auto o = fast_options();
   o.queue_capacity = 4;
   o.max_attempts = 1;
+  Metrics metrics(MetricsOptions{.node = "node-1"});
   Reporter r(ApiClient(api.endpoint(), 200ms), o);
+  r.attach_metrics(metrics);
   r.start();
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 20; ++i) {
@@ -228,7 +243,7 @@ TEST(K8sReporter, StalledServerTimesOutAndNeverPilesUp) {
     r.report_eviction(e);  // never blocks
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
-  EXPECT_GT(r.stats().dropped, 0u);
+  EXPECT_GT(scraped(metrics, "pressured_kubernetes_reports_dropped_total"), 0u);
   r.stop();  // bounded: the request in flight times out
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
   api.stall_ms = 0;
@@ -257,14 +272,16 @@ TEST(K8sLogText, ErrorBodiesAreEscapedAndCut) {
 
 TEST(K8sReporter, StaticPodsAreNeverEvictedThroughTheApi) {
   FakeApiServer api;
+  Metrics metrics(MetricsOptions{.node = "node-1"});
   Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.attach_metrics(metrics);
   r.start();
   auto e = victim();
   e.static_pod = true;
   r.report_eviction(e);
   ASSERT_TRUE(r.drain(5s));
   for (const auto& s : api.requests()) EXPECT_EQ(s.path.find("/pods/"), std::string::npos) << s.path;
-  EXPECT_EQ(r.stats().refused_static, 1u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_static_pod_evictions_total"), 1u);
   r.stop();
 }
 

@@ -14,12 +14,14 @@
 #include "fakes/privilege.hpp"
 #include "k8s/control_plane.hpp"
 #include "k8s/reporter.hpp"
+#include "metrics/exposition.hpp"
 #include "pods/apiserver_source.hpp"
 
 namespace pressured::k8s {
 namespace {
 
 using json = nlohmann::json;
+using testing::scraped;
 using namespace std::chrono_literals;
 using Status = std::array<bool, kConditionCount>;
 
@@ -31,12 +33,14 @@ void expect_pressured_calls_work(const testing::ControlPlane& cp, const ApiServe
   ReporterOptions o;
   o.node_name = node;
   o.taint_nodes = true;
+  Metrics metrics(MetricsOptions{.node = "node-a"});
   Reporter rep(ApiClient(s, 10s), o);
+  rep.attach_metrics(metrics);
   rep.start();
   rep.report_conditions(Status{false, false, false}, Status{true, true, true});
   ASSERT_TRUE(rep.drain(30s));
-  EXPECT_EQ(rep.stats().conditions_patched.load(), 1u);
-  EXPECT_EQ(rep.stats().failures.load(), 0u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_node_condition_updates_total"), 1u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_report_failures_total"), 0u);
   auto r = ApiClient(s, 10s).request("GET", pods_of_node(node));
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(r->status, 200) << r->body;
@@ -142,11 +146,13 @@ TEST(K8sConnection, RotatedTokenFileIsPickedUp) {
   o.node_name = "rotate-node";
   o.taint_nodes = false;
   o.max_attempts = 1;
+  Metrics metrics(MetricsOptions{.node = "node-a"});
   Reporter rep(ApiClient(s, 10s), o);
+  rep.attach_metrics(metrics);
   rep.start();
   rep.report_conditions(Status{false, false, false}, Status{true, true, true});
   ASSERT_TRUE(rep.drain(30s));
-  ASSERT_EQ(rep.stats().conditions_patched.load(), 1u);
+  ASSERT_EQ(scraped(metrics, "pressured_kubernetes_node_condition_updates_total"), 1u);
 
   // The kubelet rewrites the projected token; the old one is then revoked.
   std::string next = bound_token("token-b");
@@ -173,8 +179,9 @@ TEST(K8sConnection, RotatedTokenFileIsPickedUp) {
 
   rep.report_conditions(Status{true, false, false}, Status{true, false, false});
   ASSERT_TRUE(rep.drain(30s));
-  EXPECT_EQ(rep.stats().conditions_patched.load(), 2u) << "the rotated token file was not re-read";
-  EXPECT_EQ(rep.stats().failures.load(), 0u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_node_condition_updates_total"), 2u)
+      << "the rotated token file was not re-read";
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_report_failures_total"), 0u);
 }
 
 TEST(K8sConnection, WrongCaFailsFastWithAClearError) {

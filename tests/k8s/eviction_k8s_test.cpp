@@ -11,11 +11,18 @@
 #include "fakes/privilege.hpp"
 #include "k8s/control_plane.hpp"
 #include "k8s/reporter.hpp"
+#include "metrics/exposition.hpp"
 
 namespace pressured::k8s {
 namespace {
 
 using json = nlohmann::json;
+using testing::scraped;
+
+// Attempts of one API action with one outcome, as exported.
+std::optional<double> api_requests(const Metrics& m, const char* action, const char* result) {
+  return scraped(m, "pressured_kubernetes_api_requests_total", {{"action", action}, {"result", result}});
+}
 using namespace std::chrono_literals;
 
 // Every HTTP answer pressured got, by action and outcome.
@@ -35,6 +42,7 @@ struct Outcomes {
 };
 
 struct Harness {
+  std::unique_ptr<Metrics> metrics = std::make_unique<Metrics>(MetricsOptions{.node = "node-a"});  // outlives reporter
   std::unique_ptr<Reporter> reporter;
   std::shared_ptr<Outcomes> outcomes = std::make_shared<Outcomes>();
 };
@@ -48,6 +56,7 @@ Harness make_reporter(const testing::ControlPlane& cp, const std::string& node =
   o.taint_nodes = false;
   Harness h;
   h.reporter = std::make_unique<Reporter>(ApiClient(*id, 10s), o);
+  h.reporter->attach_metrics(*h.metrics);
   auto out = h.outcomes;
   h.reporter->set_outcome_hook([out](ApiAction a, ApiOutcome oc) {
     std::lock_guard lk(out->mu);
@@ -98,14 +107,14 @@ TEST(K8sEviction, ServerAnswersPolicyV1WithVersionNotServedThen1beta1IsUsedAndRe
     EXPECT_TRUE(pod["metadata"].contains("deletionTimestamp")) << pod.dump();
     EXPECT_EQ(pod["metadata"].value("deletionGracePeriodSeconds", -1), 7);
   }
-  const auto& s = h.reporter->stats();
-  EXPECT_EQ(s.evictions_accepted.load(), 2u);
-  EXPECT_EQ(s.eviction_v1beta1.load(), 2u);
-  EXPECT_EQ(s.failures.load(), 0u);
+  const Metrics& s = *h.metrics;
+  EXPECT_EQ(api_requests(s, "eviction", "success"), 2u);
+  EXPECT_EQ(scraped(s, "pressured_kubernetes_evictions_v1beta1_total"), 2u);
+  EXPECT_EQ(scraped(s, "pressured_kubernetes_report_failures_total"), 0u);
   // One 400 for the v1 attempt, then v1beta1 only (the answer is remembered).
   EXPECT_EQ(h.outcomes->count(ApiAction::Eviction, ApiOutcome::ClientError), 1);
   EXPECT_EQ(h.outcomes->count(ApiAction::Eviction, ApiOutcome::Success), 2);
-  EXPECT_EQ(s.events_recorded.load(), 2u);
+  EXPECT_EQ(api_requests(s, "event", "success"), 2u);
 }
 
 TEST(K8sEviction, DisruptionBudgetRefusesWith429ThenDeleteWithSameGraceAndUid) {
@@ -143,13 +152,14 @@ TEST(K8sEviction, DisruptionBudgetRefusesWith429ThenDeleteWithSameGraceAndUid) {
   auto h = make_reporter(*cp);
   h.reporter->report_eviction(eviction_of("evict-pdb", "db-0", *uid, 12));
   ASSERT_TRUE(h.reporter->drain(30s));
-  const auto& s = h.reporter->stats();
+  const Metrics& s = *h.metrics;
   EXPECT_EQ(h.outcomes->count(ApiAction::Eviction, ApiOutcome::TooManyRequests), 1)
-      << "the budget must refuse; accepted " << s.evictions_accepted.load() << ", failures " << s.failures.load()
+      << "the budget must refuse; accepted " << api_requests(s, "eviction", "success").value_or(-1) << ", failures "
+      << scraped(s, "pressured_kubernetes_report_failures_total").value_or(-1)
       << ", pdb " << cp->admin_call("GET", "/apis/policy/v1beta1/namespaces/evict-pdb/poddisruptionbudgets/db").body;
-  EXPECT_EQ(s.evictions_refused.load(), 1u);
-  EXPECT_EQ(s.deletes_accepted.load(), 1u);
-  EXPECT_EQ(s.failures.load(), 0u);
+  EXPECT_EQ(scraped(s, "pressured_kubernetes_eviction_fallbacks_total"), 1u);
+  EXPECT_EQ(api_requests(s, "delete", "success"), 1u);
+  EXPECT_EQ(scraped(s, "pressured_kubernetes_report_failures_total"), 0u);
   long st = 0;
   json pod = get_pod(*cp, "evict-pdb", "db-0", &st);
   ASSERT_EQ(st, 200);
@@ -171,12 +181,12 @@ TEST(K8sEviction, PodRecreatedUnderTheSameNameIsNeverHit) {
   auto h = make_reporter(*cp);
   h.reporter->report_eviction(eviction_of("evict-uid", "job", *old_uid, 0));
   ASSERT_TRUE(h.reporter->drain(30s));
-  EXPECT_EQ(h.reporter->stats().uid_conflicts.load(), 1u);
+  EXPECT_EQ(scraped(*h.metrics, "pressured_kubernetes_evictions_skipped_total", {{"reason", "uid_changed"}}), 1u);
   // The read before the eviction sees the new uid: nothing is sent (1.20
   // would spend ~10 s retrying the failed precondition before its 409).
   EXPECT_EQ(h.outcomes->total(ApiAction::Eviction), 0);
   EXPECT_EQ(h.outcomes->total(ApiAction::Delete), 0);
-  EXPECT_EQ(h.reporter->stats().failures.load(), 0u);
+  EXPECT_EQ(scraped(*h.metrics, "pressured_kubernetes_report_failures_total"), 0u);
   long st = 0;
   json pod = get_pod(*cp, "evict-uid", "job", &st);
   ASSERT_EQ(st, 200);
@@ -208,8 +218,8 @@ TEST(K8sEviction, PodAlreadyGoneIsCountedNotAnError) {
   auto h = make_reporter(*cp);
   h.reporter->report_eviction(eviction_of("evict-gone", "vanished", "00000000-0000-0000-0000-000000000001", 0));
   ASSERT_TRUE(h.reporter->drain(30s));
-  EXPECT_EQ(h.reporter->stats().pods_not_found.load(), 1u);
-  EXPECT_EQ(h.reporter->stats().failures.load(), 0u);
+  EXPECT_EQ(scraped(*h.metrics, "pressured_kubernetes_evictions_skipped_total", {{"reason", "pod_gone"}}), 1u);
+  EXPECT_EQ(scraped(*h.metrics, "pressured_kubernetes_report_failures_total"), 0u);
 }
 
 TEST(K8sEviction, EventIsReadableBackWithTheKubeletStyleMessage) {
@@ -225,7 +235,7 @@ TEST(K8sEviction, EventIsReadableBackWithTheKubeletStyleMessage) {
   e.detection_latency_seconds = 0.0025;
   h.reporter->report_eviction(e);
   ASSERT_TRUE(h.reporter->drain(30s));
-  EXPECT_EQ(h.reporter->stats().events_recorded.load(), 1u);
+  EXPECT_EQ(api_requests(*h.metrics, "event", "success"), 1u);
   auto r = cp->admin_call("GET", "/api/v1/namespaces/evict-event/events?fieldSelector=involvedObject.name%3Dcache");
   ASSERT_EQ(r.status, 200) << r.body;
   auto items = json::parse(r.body)["items"];

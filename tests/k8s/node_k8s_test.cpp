@@ -8,15 +8,19 @@
 #include "fakes/privilege.hpp"
 #include "k8s/control_plane.hpp"
 #include "k8s/reporter.hpp"
+#include "metrics/exposition.hpp"
 
 namespace pressured::k8s {
 namespace {
 
 using json = nlohmann::json;
+using testing::scraped;
 using namespace std::chrono_literals;
 using Status = std::array<bool, kConditionCount>;
 
-std::unique_ptr<Reporter> reporter_for(const testing::ControlPlane& cp, const std::string& node, bool taints) {
+// `metrics` must outlive the reporter.
+std::unique_ptr<Reporter> reporter_for(const testing::ControlPlane& cp, const std::string& node, bool taints,
+                                       Metrics& metrics) {
   auto id = cp.pressured_identity();
   EXPECT_TRUE(id);
   ReporterOptions o;
@@ -24,6 +28,7 @@ std::unique_ptr<Reporter> reporter_for(const testing::ControlPlane& cp, const st
   o.initial_backoff = 50ms;
   o.taint_nodes = taints;
   auto r = std::make_unique<Reporter>(ApiClient(*id, 10s), o);
+  r->attach_metrics(metrics);
   r->start();
   return r;
 }
@@ -70,7 +75,8 @@ TEST(K8sNode, OwnConditionsAppearTransitionTimeMovesOnlyOnFlipKubeletTypesUntouc
   ASSERT_TRUE(cp->create_node("cond-node"));
   set_kubelet_conditions(*cp, "cond-node");
   json before = node_of(*cp, "cond-node");
-  auto rep = reporter_for(*cp, "cond-node", false);
+  Metrics metrics(MetricsOptions{.node = "node-a"});
+  auto rep = reporter_for(*cp, "cond-node", false, metrics);
 
   rep->report_conditions(Status{false, false, false}, Status{true, true, true});
   ASSERT_TRUE(rep->drain(30s));
@@ -101,8 +107,8 @@ TEST(K8sNode, OwnConditionsAppearTransitionTimeMovesOnlyOnFlipKubeletTypesUntouc
   for (const char* t : {"MemoryPressure", "DiskPressure", "PIDPressure", "Ready"}) {
     EXPECT_EQ(condition(n3, t), condition(before, t)) << "kubelet-owned " << t << " changed";
   }
-  EXPECT_EQ(rep->stats().failures.load(), 0u);
-  EXPECT_EQ(rep->stats().conditions_patched.load(), 3u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_report_failures_total"), 0u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_node_condition_updates_total"), 3u);
 }
 
 TEST(K8sNode, NoScheduleTaintFollowsPressureAndKeepsOtherTaints) {
@@ -113,7 +119,8 @@ TEST(K8sNode, NoScheduleTaintFollowsPressureAndKeepsOtherTaints) {
                           json{{"spec", {{"taints", json::array({{{"key", "example.com/dedicated"}, {"value", "db"}, {"effect", "NoSchedule"}}})}}}},
                           "application/merge-patch+json");
   ASSERT_EQ(r.status, 200) << r.body;
-  auto rep = reporter_for(*cp, "taint-node", true);
+  Metrics metrics(MetricsOptions{.node = "node-a"});
+  auto rep = reporter_for(*cp, "taint-node", true, metrics);
 
   rep->report_conditions(Status{true, false, true}, Status{true, false, true});
   ASSERT_TRUE(rep->drain(30s));
@@ -129,20 +136,21 @@ TEST(K8sNode, NoScheduleTaintFollowsPressureAndKeepsOtherTaints) {
 
   rep->report_conditions(Status{true, false, true}, Status{false, false, false});  // heartbeat: nothing to change
   ASSERT_TRUE(rep->drain(30s));
-  EXPECT_EQ(rep->stats().taints_updated.load(), 1u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_node_taint_updates_total"), 1u);
 
   rep->report_conditions(Status{false, false, false}, Status{true, false, true});  // cleared
   ASSERT_TRUE(rep->drain(30s));
   EXPECT_EQ(taint_keys_of(node_of(*cp, "taint-node")),
             (std::vector<std::string>{"example.com/dedicated:NoSchedule", "node.kubernetes.io/unschedulable:NoSchedule"}));
-  EXPECT_EQ(rep->stats().taints_updated.load(), 2u);
-  EXPECT_EQ(rep->stats().failures.load(), 0u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_node_taint_updates_total"), 2u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_report_failures_total"), 0u);
 }
 
 TEST(K8sNode, TaintUpdateRacesWithAnotherWriterWithoutLosingItsTaints) {
   PRESSURED_REQUIRE_CONTROL_PLANE(cp);
   ASSERT_TRUE(cp->create_node("race-node"));
-  auto rep = reporter_for(*cp, "race-node", true);
+  Metrics metrics(MetricsOptions{.node = "node-a"});
+  auto rep = reporter_for(*cp, "race-node", true, metrics);
   // Another writer adds 20 taints of its own, one read-modify-write (PUT with
   // the resourceVersion it read) at a time, while pressured flips its own.
   std::atomic<bool> done{false};
@@ -182,7 +190,7 @@ TEST(K8sNode, TaintUpdateRacesWithAnotherWriterWithoutLosingItsTaints) {
         << "taint " << i << " was clobbered";
   }
   EXPECT_EQ(std::count(keys.begin(), keys.end(), "pressured.io/memory-pressure:NoSchedule"), 1);
-  EXPECT_EQ(rep->stats().failures.load(), 0u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_report_failures_total"), 0u);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #pragma once
 // A small parser for the Prometheus text exposition format (0.0.4), enough to
 // assert on what pressured serves: samples with labels and values, plus the
-// # TYPE lines.
+// # TYPE lines; and scrape(), which renders a Metrics and reads it, so tests
+// assert on the values an operator sees.
 
 #include <cstdlib>
 #include <map>
@@ -9,6 +10,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "pressured/metrics.hpp"
 
 namespace pressured::testing {
 
@@ -43,6 +46,16 @@ struct Exposition {
     auto f = find(name, match);
     if (f.size() != 1) return std::nullopt;
     return f.front().value;
+  }
+
+  /// The sum of the samples matching (a counter summed over the labels not
+  /// in `match`), or nullopt when none does.
+  std::optional<double> sum(const std::string& name, const std::map<std::string, std::string>& match = {}) const {
+    auto f = find(name, match);
+    if (f.empty()) return std::nullopt;
+    double total = 0;
+    for (const auto& s : f) total += s.value;
+    return total;
   }
 };
 
@@ -109,6 +122,16 @@ inline Exposition parse_exposition(const std::string& text) {
     }
   }
   return e;
+}
+
+/// What /metrics would serve now.
+inline Exposition scrape(const Metrics& metrics) { return parse_exposition(metrics.render()); }
+
+/// One series as an operator sees it: the sum of the samples named `name`
+/// whose labels include `match` (nullopt when there is none).
+inline std::optional<double> scraped(const Metrics& metrics, const std::string& name,
+                                     const std::map<std::string, std::string>& match = {}) {
+  return scrape(metrics).sum(name, match);
 }
 
 }  // namespace pressured::testing

@@ -60,6 +60,7 @@ Daemon::Daemon(Config config, DaemonDeps deps)
                  [this] { start_disk_reclaim(); }}),
       disk_reclaim_(deps_.loop) {
   if (deps_.metrics) {
+    stats_export_ = export_stats(*deps_.metrics, stats_);
     deps_.metrics->set_thresholds(config_.eviction);
     for (auto k = static_cast<int>(PolicyAction::Kind::Start); k <= static_cast<int>(PolicyAction::Kind::DiskReclaim);
          ++k) {
@@ -141,7 +142,6 @@ void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
 }
 
 void Daemon::report_kernel_oom_kill(const PressureEvent& ev) {
-  ++stats_.kernel_oom_kills;
   std::optional<QosClass> qos;
   for (const auto& p : last_.pods) {
     if (ev.cgroup_id != 0 && p.cgroup_id == ev.cgroup_id) qos = p.qos;
@@ -220,7 +220,6 @@ bool Daemon::reload() {
   }
   auto c = deps_.reload();
   if (!c) {
-    ++stats_.reloads_failed;
     if (deps_.metrics) deps_.metrics->config_reload(false);
     spdlog::error("config reload rejected, keeping the previous configuration: {}", c.error().message);
     return false;
@@ -250,7 +249,6 @@ bool Daemon::reload() {
     deps_.metrics->set_thresholds(config_.eviction);
     deps_.metrics->config_reload(true);
   }
-  ++stats_.reloads_ok;
   spdlog::info("config reloaded: {} thresholds (observe/events/metrics/kubernetes changes need a restart)",
                config_.eviction.thresholds.size());
   alarms_.clear_watches();  // re-armed with the new thresholds
@@ -303,7 +301,6 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   // The policy, the snapshot and the alarms belong to the loop's thread;
   // other threads hand their results over with EventLoop::post.
   if (deps_.loop != nullptr && !deps_.loop->is_loop_thread()) abort_off_loop_thread("Daemon::evaluate", "the event loop's");
-  ++stats_.evaluations;
   Metrics* m = deps_.metrics;
   if (m) m->heartbeat();
 
@@ -364,7 +361,6 @@ std::vector<std::string> Daemon::exited_victims() {
 }
 
 void Daemon::start_disk_reclaim() {
-  ++stats_.disk_reclaims;
   const auto& argv = config_.daemon.disk_reclaim_command;
   spdlog::info("disk pressure: running the reclaim command '{}' before evicting", argv.empty() ? "" : argv[0]);
   disk_reclaim_.start(argv, config_.daemon.disk_reclaim_timeout,

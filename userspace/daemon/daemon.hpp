@@ -27,6 +27,7 @@
 #include "pressured/engine.hpp"
 #include "pressured/events.hpp"
 #include "pressured/evictor.hpp"
+#include "pressured/metrics.hpp"
 #include "pressured/observer.hpp"
 #include "pressured/policy.hpp"
 
@@ -88,6 +89,7 @@ class Daemon final : public ReactorHandler {
   /// Writes the checkpoint now (also done after every change and at stop).
   void save_checkpoint();
 
+  /// The daemon's own counters (exported into DaemonDeps::metrics when set).
   const DaemonStats& stats() const { return stats_; }
   const Checkpointer& checkpointer() const { return checkpointer_; }
   const Config& config() const { return config_; }
@@ -136,6 +138,7 @@ class Daemon final : public ReactorHandler {
   Engine engine_;
   EvictionPolicy policy_;
   DaemonStats stats_;
+  StatsExport stats_export_;  // after stats_: released first
   NodeSnapshot last_;
   Decisions last_decisions_;
   /// Whether `cgroup_id` is a pod cgroup of the last observation.

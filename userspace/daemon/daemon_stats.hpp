@@ -1,37 +1,51 @@
 #pragma once
-// The daemon's own counters (tests and `demo` read them; metrics get the same
-// facts through Metrics).
+// What the daemon's cycle counts itself (pressured/stats.hpp): each fact
+// once, each exported under the series named here. Facts that a Metrics
+// method already counts are not repeated here; tests read them from the
+// exported series:
+//   evaluations          sum of pressured_evaluations_total (below)
+//   evictions started    pressured_evictions_total
+//   evictions completed  pressured_eviction_policy_actions_total{action="exited"}
+//                        (= pressured_local_kills_total{result="success"})
+//   eviction failures    pressured_local_kills_total{result="failure"} + {action="stuck"}
+//   release timeouts, deferred decisions, escalations, stuck and expired
+//                        evictions, disk reclaims: pressured_eviction_policy_actions_total{action}
+//   reloads              pressured_config_reloads_total{result}
+//   kernel OOM kills     pressured_kernel_oom_kills_total
 
-#include <atomic>
-#include <cstdint>
+#include <string_view>
+
+#include "pressured/stats.hpp"
 
 namespace pressured {
 
-struct DaemonStats {
-  std::atomic<uint64_t> evaluations{0};
-  std::atomic<uint64_t> evictions_started{0};
-  std::atomic<uint64_t> evictions_completed{0};    // pod empty
-  std::atomic<uint64_t> evictions_failed{0};       // kill errors, refused targets
-  std::atomic<uint64_t> refused_targets{0};        // outside the pods root
-  std::atomic<uint64_t> sigkills{0};               // final kills sent after the grace period
-  std::atomic<uint64_t> release_timeouts{0};       // memory not back within release_wait_timeout
-  std::atomic<uint64_t> decisions_deferred{0};     // a decision while an eviction was in flight
-  std::atomic<uint64_t> victim_exited_early{0};    // gone before our SIGKILL
-  std::atomic<uint64_t> cgroup_vanished{0};
-  std::atomic<uint64_t> reloads_ok{0};
-  std::atomic<uint64_t> reloads_failed{0};
-  std::atomic<uint64_t> checkpoint_corrupt{0};
-  std::atomic<uint64_t> checkpoint_restored{0};
-  std::atomic<uint64_t> observe_failures{0};
-  std::atomic<uint64_t> kernel_oom_kills{0};
-  std::atomic<uint64_t> disk_reclaims{0};
-  std::atomic<uint64_t> escalations{0};          // soft victims killed at once for a hard threshold
-  std::atomic<uint64_t> stuck_evictions{0};      // killed, never emptied: stopped blocking
-  std::atomic<uint64_t> expired_evictions{0};    // restored records too old to resume
-  std::atomic<uint64_t> checkpoint_dropped_thresholds{0};  // restored state of thresholds no longer configured
-  std::atomic<uint64_t> full_observations{0};         // evaluations on a full observation
-  std::atomic<uint64_t> incremental_evaluations{0};   // event-driven evaluations on a partial refresh
-};
+inline constexpr std::string_view kEvaluationsHelp =
+    "Evaluations of the daemon's cycle, by how the node was observed: full (every pod read), partial (only "
+    "what the decision needs re-read, between full observations), failed (nothing observed, no decision).";
+inline constexpr std::string_view kCheckpointLoadsHelp =
+    "Checkpoint loads at start that found a file: restored (evictions in flight resumed), or corrupt (ignored).";
 
+#define PRESSURED_DAEMON_STATS(COUNTER)                                                                      \
+  COUNTER(full_observations, "pressured_evaluations_total", "observation=full", ::pressured::kEvaluationsHelp) \
+  COUNTER(incremental_evaluations, "pressured_evaluations_total", "observation=partial",                     \
+          ::pressured::kEvaluationsHelp)                                                                     \
+  COUNTER(observe_failures, "pressured_evaluations_total", "observation=failed", ::pressured::kEvaluationsHelp) \
+  COUNTER(refused_targets, "pressured_eviction_refused_targets_total", "",                                    \
+          "Victims the evictor refused to touch (a cgroup outside the pods root); each is also a failed "    \
+          "local kill.")                                                                                     \
+  COUNTER(sigkills, "pressured_eviction_sigkills_total", "",                                                  \
+          "Rounds of SIGKILL sent to a victim's processes: hard evictions, grace period ends, escalations, "  \
+          "stragglers.")                                                                                     \
+  COUNTER(victim_exited_early, "pressured_eviction_exited_before_kill_total", "",                             \
+          "Victims whose processes were all gone within their grace period, before pressured's SIGKILL.")    \
+  COUNTER(cgroup_vanished, "pressured_eviction_cgroup_vanished_total", "",                                    \
+          "Times a victim's cgroup was already removed when pressured killed it or saw it exit.")            \
+  COUNTER(checkpoint_restored, "pressured_checkpoint_loads_total", "result=restored",                         \
+          ::pressured::kCheckpointLoadsHelp)                                                                 \
+  COUNTER(checkpoint_corrupt, "pressured_checkpoint_loads_total", "result=corrupt",                           \
+          ::pressured::kCheckpointLoadsHelp)                                                                 \
+  COUNTER(checkpoint_dropped_thresholds, "pressured_checkpoint_dropped_thresholds_total", "",                 \
+          "Restored state (grace-period timing, hysteresis) of thresholds no longer configured, dropped.")
+PRESSURED_DECLARE_STATS(DaemonStats, PRESSURED_DAEMON_STATS);
 
 }  // namespace pressured

@@ -45,7 +45,6 @@ void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoi
         start(a);
         break;
       case K::Escalate:
-        ++stats_->escalations;
         spdlog::warn("eviction {}: hard threshold {} met while {} is within its soft grace period: killing it now",
                      e.id, name(a.trigger), who);
         kill_now(e, "escalation");
@@ -63,7 +62,6 @@ void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoi
         struct stat st {};
         if (::stat(e.cgroup_path.c_str(), &st) != 0) ++stats_->cgroup_vanished;
         const double secs = seconds(now - e.decided_at);
-        ++stats_->evictions_completed;
         if (metrics_) {
           metrics_->eviction_completed(e.kind, secs);
           metrics_->local_kill(true);
@@ -77,23 +75,18 @@ void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoi
                      seconds(now - e.decided_at));
         break;
       case K::ReleaseTimeout:
-        ++stats_->release_timeouts;
         spdlog::warn("eviction {}: {} still holds its usage after {:.1f}s; deciding again", e.id, who,
                      seconds(config_->release_wait_timeout));
         break;
       case K::Stuck:
-        ++stats_->stuck_evictions;
-        ++stats_->evictions_failed;
         spdlog::error("eviction {}: {} still has processes {:.1f}s after the kill (uninterruptible sleep?); "
                       "no longer waiting for it, it stays out of ranking",
                       e.id, who, seconds(config_->kill_timeout));
         break;
       case K::Expired:
-        ++stats_->expired_evictions;
         spdlog::warn("checkpoint: eviction {} of {} is too old to resume, dropped", e.id, who);
         break;
       case K::Deferred:
-        ++stats_->decisions_deferred;
         spdlog::debug("decision for {} deferred: {}", e.uid, a.reason);
         break;
       case K::DiskReclaim:
@@ -110,7 +103,6 @@ void EvictionExecutor::start(const PolicyAction& a) {
   if (!valid) {
     policy_->refused(e.uid);
     ++stats_->refused_targets;
-    ++stats_->evictions_failed;
     if (metrics_) metrics_->local_kill(false);
     spdlog::error("eviction {} of {} refused: {}", e.id, pod_label(e.namespace_, e.name, e.uid),
                   valid.error().message);
@@ -123,7 +115,6 @@ void EvictionExecutor::start(const PolicyAction& a) {
                e.observed, e.threshold_value, e.kind == ThresholdKind::Hard ? "hard" : "soft", e.grace_period_seconds,
                e.cgroup_path, k8s::eviction_message(e), explain_choice(e));
   if (metrics_) metrics_->eviction(eviction_reason(e), e.qos, e.kind, e.namespace_, e.name, e.uid);
-  ++stats_->evictions_started;
   const bool report = a.report && reporter_ != nullptr;
   if (e.grace_period_seconds == 0) {
     kill_now(e, "hard");  // relief in milliseconds first, then tell the API
@@ -143,7 +134,6 @@ void EvictionExecutor::kill_now(const Eviction& e, const char* why) {
   auto r = evictor().kill(target_of(e));
   ++stats_->sigkills;
   if (!r) {
-    ++stats_->evictions_failed;
     if (metrics_) metrics_->local_kill(false);
     spdlog::error("eviction {}: kill ({}) failed: {}", e.id, why, r.error().message);
     return;

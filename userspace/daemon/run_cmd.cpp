@@ -220,7 +220,7 @@ int run_daemon(const ConfigOptions& options) {
     ro.taint_nodes = config.kubernetes.taint_nodes;
     ro.taint_key_prefix = config.kubernetes.taint_key_prefix;
     reporter = std::make_unique<k8s::Reporter>(k8s::ApiClient(*api, config.kubernetes.request_timeout), ro);
-    reporter->set_outcome_hook([&metrics](ApiAction a, ApiOutcome o) { metrics.api_request(a, o); });
+    reporter->attach_metrics(metrics);
     reporter->start();
     spdlog::info("kubernetes: reporting to {} as node {}", api->server, ro.node_name);
   } else {

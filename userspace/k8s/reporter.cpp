@@ -212,6 +212,11 @@ Reporter::Reporter(ApiClient client, ReporterOptions options) : client_(std::mov
 
 Reporter::~Reporter() { stop(); }
 
+void Reporter::attach_metrics(Metrics& metrics) {
+  metrics_ = &metrics;
+  stats_export_ = export_stats(metrics, stats_);
+}
+
 void Reporter::start() {
   std::lock_guard lk(mu_);
   if (worker_.joinable()) return;
@@ -304,10 +309,10 @@ std::optional<HttpResponse> Reporter::with_retries(ApiAction action, const std::
   Duration backoff = opts_.initial_backoff;
   for (int attempt = 1; attempt <= opts_.max_attempts; ++attempt) {
     auto r = call();
-    if (hook_) {
-      hook_(action, r ? api_outcome_from_http_status(static_cast<int>(r->status))
-                      : (r.error().code == ETIMEDOUT ? ApiOutcome::Timeout : ApiOutcome::Unreachable));
-    }
+    const ApiOutcome outcome = r ? api_outcome_from_http_status(static_cast<int>(r->status))
+                                 : (r.error().code == ETIMEDOUT ? ApiOutcome::Timeout : ApiOutcome::Unreachable);
+    if (metrics_) metrics_->api_request(action, outcome);
+    if (hook_) hook_(action, outcome);
     long wait_ms = -1;
     if (r) {
       bool retryable = r->status == 429 || r->status >= 500;
@@ -369,10 +374,7 @@ void Reporter::execute(const Task& t) {
         return;
       }
       if (eviction_v1beta1_) ++stats_.eviction_v1beta1;
-      if (r->status == 200 || r->status == 201) {
-        ++stats_.evictions_accepted;
-        return;
-      }
+      if (r->status == 200 || r->status == 201) return;  // counted in pressured_kubernetes_api_requests_total
       if (r->status == 404) {
         ++stats_.pods_not_found;
         return;
@@ -392,9 +394,8 @@ void Reporter::execute(const Task& t) {
       spdlog::info("k8s: {} refused with HTTP {}: falling back to DELETE", what, r->status);
       auto d = with_retries(ApiAction::Delete, "delete of " + e.namespace_ + "/" + e.name,
                             [&] { return client_.request("DELETE", pod_path(e), delete_body(e)); });
-      if (!d) {
-      } else if (d->status == 200 || d->status == 202) {
-        ++stats_.deletes_accepted;
+      if (!d || d->status == 200 || d->status == 202) {
+        // given up (counted by with_retries) or accepted (counted as an API request)
       } else if (d->status == 404) {
         ++stats_.pods_not_found;
       } else if (d->status == 409) {
@@ -410,11 +411,7 @@ void Reporter::execute(const Task& t) {
         return client_.request("POST", "/api/v1/namespaces/" + e.namespace_ + "/events",
                                event_body(e, opts_.node_name, rfc3339_now()));
       });
-      if (r && (r->status == 200 || r->status == 201)) {
-        ++stats_.events_recorded;
-      } else {
-        if (r) ++stats_.failures;
-      }
+      if (r && r->status != 200 && r->status != 201) ++stats_.failures;
       return;
     }
     case Task::Kind::Conditions: {

@@ -27,23 +27,43 @@
 
 namespace pressured::k8s {
 
-/// Counters of every API outcome (exported as metrics by the daemon).
-struct ReporterStats {
-  std::atomic<uint64_t> evictions_accepted{0};   // Eviction 200/201
-  std::atomic<uint64_t> evictions_refused{0};    // Eviction 429/500 -> DELETE fallback
-  std::atomic<uint64_t> deletes_accepted{0};     // DELETE 200/202
-  std::atomic<uint64_t> pods_not_found{0};       // 404: already gone
-  std::atomic<uint64_t> uid_conflicts{0};        // 409: another pod with that name now
-  std::atomic<uint64_t> events_recorded{0};
-  std::atomic<uint64_t> conditions_patched{0};
-  std::atomic<uint64_t> retries{0};
-  std::atomic<uint64_t> failures{0};             // gave up after the retry budget
-  std::atomic<uint64_t> dropped{0};              // queue full: oldest dropped
-  std::atomic<uint64_t> refused_static{0};       // static/mirror pod eviction not sent
-  std::atomic<uint64_t> eviction_v1beta1{0};     // evictions sent as policy/v1beta1 (v1 not served)
-  std::atomic<uint64_t> taints_updated{0};       // node taints written (added or removed)
-  std::atomic<uint64_t> taint_conflicts{0};      // 409 on the Node's resourceVersion: re-read, retried
-};
+// What the reporter counts, each fact once (pressured/stats.hpp). The API
+// calls themselves are counted per attempt in
+// pressured_kubernetes_api_requests_total{action, result} (Metrics::api_request):
+// an accepted eviction is {action="eviction", result="success"}, an accepted
+// DELETE fallback {action="delete", ...}, a recorded Event {action="event", ...}.
+// These are the outcomes no single API answer shows.
+inline constexpr std::string_view kEvictionsSkippedHelp =
+    "API evictions not sent or not done because the pod is already gone (reason=pod_gone: 404) or is "
+    "another pod now (reason=uid_changed: recreated under the name, or 409 on the uid precondition).";
+#define PRESSURED_REPORTER_STATS(COUNTER)                                                                       \
+  COUNTER(evictions_refused, "pressured_kubernetes_eviction_fallbacks_total", "",                              \
+          "API evictions refused (429: a disruption budget; 500) and sent again as a DELETE with the same "    \
+          "grace period and uid precondition.")                                                                \
+  COUNTER(pods_not_found, "pressured_kubernetes_evictions_skipped_total", "reason=pod_gone",                   \
+          ::pressured::k8s::kEvictionsSkippedHelp)                                                            \
+  COUNTER(uid_conflicts, "pressured_kubernetes_evictions_skipped_total", "reason=uid_changed",                \
+          ::pressured::k8s::kEvictionsSkippedHelp)                                                            \
+  COUNTER(conditions_patched, "pressured_kubernetes_node_condition_updates_total", "",                         \
+          "Updates of pressured's node conditions the API server accepted (PATCH nodes/status).")              \
+  COUNTER(taints_updated, "pressured_kubernetes_node_taint_updates_total", "",                                 \
+          "Changes of pressured's NoSchedule taints the API server accepted.")                                 \
+  COUNTER(taint_conflicts, "pressured_kubernetes_node_taint_conflicts_total", "",                              \
+          "Taint updates refused because the Node changed meanwhile (409 on its resourceVersion): re-read and " \
+          "tried again.")                                                                                      \
+  COUNTER(retries, "pressured_kubernetes_api_retries_total", "",                                               \
+          "API requests tried again after a network error, a timeout, 429 or 5xx (with backoff, honouring "    \
+          "Retry-After).")                                                                                     \
+  COUNTER(failures, "pressured_kubernetes_report_failures_total", "",                                          \
+          "Reports to the API given up: the retry budget spent, or an answer that cannot be acted on.")         \
+  COUNTER(dropped, "pressured_kubernetes_reports_dropped_total", "",                                           \
+          "Reports never sent: the queue was full (the oldest go first) or pressured stopped with them queued.") \
+  COUNTER(refused_static, "pressured_kubernetes_static_pod_evictions_total", "",                               \
+          "Static or mirror pods chosen as victims: not evicted through the API (the kubelet would recreate "  \
+          "them), killed locally; only their Event is sent.")                                                  \
+  COUNTER(eviction_v1beta1, "pressured_kubernetes_evictions_v1beta1_total", "",                                \
+          "API evictions sent as policy/v1beta1, the server not serving policy/v1 (Kubernetes before 1.22).")
+PRESSURED_DECLARE_STATS(ReporterStats, PRESSURED_REPORTER_STATS);
 
 struct ReporterOptions {
   std::string node_name;
@@ -119,8 +139,13 @@ class Reporter {
   bool drain(Duration timeout);
 
   const ReporterStats& stats() const { return stats_; }
-  /// Optional hook called once per HTTP attempt with its outcome (metrics:
-  /// pressured_kubernetes_api_requests_total). Set before start().
+  /// Counts every HTTP attempt in `metrics`
+  /// (pressured_kubernetes_api_requests_total) and exports the reporter's
+  /// own counters (ReporterStats). `metrics` must outlive the reporter's
+  /// worker (stop()). Call before start().
+  void attach_metrics(Metrics& metrics);
+  /// Optional hook called once per HTTP attempt with its outcome (tests
+  /// record the sequence). Set before start().
   void set_outcome_hook(std::function<void(ApiAction, ApiOutcome)> hook) { hook_ = std::move(hook); }
 
  private:
@@ -144,6 +169,8 @@ class Reporter {
   ApiClient client_;
   ReporterOptions opts_;
   ReporterStats stats_;
+  StatsExport stats_export_;  // after stats_: released first
+  Metrics* metrics_ = nullptr;
   std::function<void(ApiAction, ApiOutcome)> hook_;
   std::mutex mu_;
   std::condition_variable cv_;

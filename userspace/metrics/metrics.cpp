@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <unordered_map>
 #include <utility>
 
@@ -131,6 +132,81 @@ MetricsOptions MetricsOptions::from_config(const Config& config) {
   return o;
 }
 
+// Counters kept by components (pressured/stats.hpp), each followed by the
+// prometheus counter of its series: at every render the increase since the
+// last one is added, so several components may feed one series.
+struct StatsExport::Table {
+  struct Entry {
+    uint64_t owner;  // the StatsExport's id
+    Counter* counter;
+    const std::atomic<uint64_t>* value;
+    uint64_t seen = 0;
+  };
+  std::mutex mu;
+  std::vector<Entry> entries;
+  uint64_t next_id = 1;
+
+  static void sync(Entry& e) {
+    const uint64_t now = e.value->load(std::memory_order_relaxed);
+    if (now > e.seen) {
+      e.counter->Increment(static_cast<double>(now - e.seen));
+      e.seen = now;
+    }
+  }
+  void sync_all() {
+    std::lock_guard lock(mu);
+    for (auto& e : entries) sync(e);
+  }
+  void release(uint64_t id) {
+    std::lock_guard lock(mu);
+    for (auto& e : entries) {
+      if (e.owner == id) sync(e);
+    }
+    std::erase_if(entries, [id](const Entry& e) { return e.owner == id; });
+  }
+};
+
+StatsExport::~StatsExport() { release(); }
+
+StatsExport::StatsExport(StatsExport&& other) noexcept
+    : table_(std::move(other.table_)), id_(std::exchange(other.id_, 0)) {}
+
+StatsExport& StatsExport::operator=(StatsExport&& other) noexcept {
+  if (this != &other) {
+    release();
+    table_ = std::move(other.table_);
+    id_ = std::exchange(other.id_, 0);
+  }
+  return *this;
+}
+
+void StatsExport::release() {
+  if (id_ == 0) return;
+  if (auto t = table_.lock()) t->release(id_);
+  id_ = 0;
+  table_.reset();
+}
+
+namespace {
+
+// "key=value,key=value" (PRESSURED_DECLARE_STATS) into prometheus labels.
+Labels parse_stat_labels(std::string_view metric, std::string_view text) {
+  Labels out;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view pair = text.substr(0, comma);
+    const std::size_t eq = pair.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == pair.size()) {
+      throw std::logic_error("stats: labels of " + std::string(metric) + " are not key=value: " + std::string(pair));
+    }
+    out.emplace(std::string(pair.substr(0, eq)), std::string(pair.substr(eq + 1)));
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
 struct Metrics::Impl {
   struct Registered {
     std::string name;
@@ -140,6 +216,8 @@ struct Metrics::Impl {
   MetricsOptions options;
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::vector<Registered> names;
+  std::map<std::string, Family<Counter>*> counter_families;  // by name, for export_counters
+  std::shared_ptr<StatsExport::Table> exports = std::make_shared<StatsExport::Table>();
 
   template <typename Builder>
   auto& reg(Builder b, const std::string& name, const std::string& help, const char* type) {
@@ -148,7 +226,9 @@ struct Metrics::Impl {
   }
   Family<Gauge>& gauge(const std::string& n, const std::string& h) { return reg(prometheus::BuildGauge(), n, h, "gauge"); }
   Family<Counter>& counter(const std::string& n, const std::string& h) {
-    return reg(prometheus::BuildCounter(), n, h, "counter");
+    auto& f = reg(prometheus::BuildCounter(), n, h, "counter");
+    counter_families[n] = &f;
+    return f;
   }
   Family<Histogram>& histogram(const std::string& n, const std::string& h) {
     return reg(prometheus::BuildHistogram(), n, h, "histogram");
@@ -577,6 +657,36 @@ void Metrics::reactor_dispatch_latency(const std::vector<double>& bounds_seconds
   if (any) m.reactor_h->ObserveMultiple(increments, sum_delta);
 }
 
+StatsExport Metrics::export_counters(std::span<const ExternalCounter> counters) {
+  auto& m = *impl_;
+  std::vector<StatsExport::Table::Entry> entries;
+  {
+    std::lock_guard lock(m.mu);
+    for (const auto& c : counters) {
+      const std::string name(c.metric);
+      Family<Counter>* family = nullptr;
+      if (auto it = m.counter_families.find(name); it != m.counter_families.end()) {
+        family = it->second;
+      } else {
+        for (const auto& r : m.names) {
+          if (r.name == name) throw std::logic_error("stats: " + name + " is already a " + r.type);
+        }
+        family = &m.counter(name, std::string(c.help));
+      }
+      Counter& counter = family->Add(parse_stat_labels(c.metric, c.labels));
+      entries.push_back({0, &counter, c.value, 0});
+    }
+  }
+  std::lock_guard lock(m.exports->mu);
+  const uint64_t id = m.exports->next_id++;
+  for (auto& e : entries) {
+    e.owner = id;
+    StatsExport::Table::sync(e);
+    m.exports->entries.push_back(e);
+  }
+  return StatsExport(m.exports, id);
+}
+
 void Metrics::on_render(std::function<void()> hook) {
   std::lock_guard lock(impl_->hooks_mu);
   impl_->render_hooks.push_back(std::move(hook));
@@ -745,11 +855,13 @@ std::string Metrics::render() const {
     hooks = impl_->render_hooks;
   }
   for (const auto& h : hooks) h();
+  impl_->exports->sync_all();
   return prometheus::TextSerializer().Serialize(impl_->registry->Collect());
 }
 
 std::vector<std::string> Metrics::metric_names() const {
   std::vector<std::string> out;
+  std::lock_guard lock(impl_->mu);
   for (const auto& r : impl_->names) {
     if (r.type == "histogram") {
       out.push_back(r.name + "_bucket");
