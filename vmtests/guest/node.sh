@@ -236,7 +236,16 @@ vmt_node_pods_create() {
     vmt_node_fail "pods not running after 600 s ($lines of $n)"
     return 1
   fi
-  kc -n vmtests get pods -o go-template='{{range .items}}{{.metadata.name}} {{.metadata.uid}} {{.status.qosClass}} {{range .status.containerStatuses}}{{.containerID}}{{end}}{{"\n"}}{{end}}' > /tmp/pods-api.txt
+  # Every pod's uid and container id, or the sampler would watch paths that do
+  # not exist: a kubectl call can time out on a loaded node, so retry (bounded).
+  local try=0
+  while [ $try -lt 10 ]; do
+    kc -n vmtests get pods -o go-template='{{range .items}}{{.metadata.name}} {{.metadata.uid}} {{.status.qosClass}} {{range .status.containerStatuses}}{{.containerID}}{{end}}{{"\n"}}{{end}}' > /tmp/pods-api.txt 2>/dev/null
+    [ "$(awk 'NF >= 4' /tmp/pods-api.txt | wc -l)" -ge "$n" ] && break
+    try=$((try + 1))
+    sleep 2
+  done
+  [ $try -lt 10 ] || vmt_mark WARN "node: uids and container ids of the pods not all known: $(tr '\n' ';' < /tmp/pods-api.txt)"
   local out=/tmp/pods.list.new
   : > $out
   while IFS='|' read -r name qos uid podcg ctrcg adj req lim prio grace ctr; do
