@@ -28,12 +28,17 @@ static inline unsigned long long vmt_field(const char* text, const char* key) {
  * inactive_file, which also takes away the kernel's own memory (slab, stacks,
  * page tables, vmalloc, BPF maps): 33-34 MiB in the 1 GiB guest on 6.1, about
  * the margin by which ranking and min-reclaim go under their threshold. */
-static inline double vmt_memory_available(const char* meminfo, const char* root_stat) {
+/* MemTotal minus the working set usage - inactive_file (0 when negative). */
+static inline double vmt_available_from(const char* meminfo, unsigned long long usage,
+                                        unsigned long long inactive_file) {
   const double total = (double)vmt_field(meminfo, "MemTotal") * 1024.0;
-  const unsigned long long usage = vmt_field(root_stat, "anon") + vmt_field(root_stat, "file");
-  const unsigned long long inactive_file = vmt_field(root_stat, "inactive_file");
   const double ws = inactive_file < usage ? (double)(usage - inactive_file) : 0.0;
   return total > ws ? total - ws : 0.0;
+}
+
+static inline double vmt_memory_available(const char* meminfo, const char* root_stat) {
+  return vmt_available_from(meminfo, vmt_field(root_stat, "anon") + vmt_field(root_stat, "file"),
+                            vmt_field(root_stat, "inactive_file"));
 }
 
 /* The same on cgroup v1 (the real-kubelet contenders' guest): the working set
@@ -41,8 +46,5 @@ static inline double vmt_memory_available(const char* meminfo, const char* root_
  * memory.stat, as cAdvisor reads them for the kubelet. */
 static inline double vmt_memory_available_v1(const char* meminfo, unsigned long long root_usage,
                                              const char* root_stat) {
-  const double total = (double)vmt_field(meminfo, "MemTotal") * 1024.0;
-  const unsigned long long inactive_file = vmt_field(root_stat, "total_inactive_file");
-  const double ws = inactive_file < root_usage ? (double)(root_usage - inactive_file) : 0.0;
-  return total > ws ? total - ws : 0.0;
+  return vmt_available_from(meminfo, root_usage, vmt_field(root_stat, "total_inactive_file"));
 }
