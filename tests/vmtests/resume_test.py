@@ -100,6 +100,25 @@ class Resume(unittest.TestCase):
         self.assertEqual(boots.asked, [["min-reclaim"], ["min-reclaim"]])
         self.assertIn("min-reclaim-200Mi", [r["scenario"] for r in results if not r["passed"]])
 
+    def test_a_dead_scenario_shell_fails_its_scenario_and_boots_again_for_the_rest(self):
+        # The guest's init reports RUNNER-DIED when the shell running the scenarios
+        # could not fork (pid-pressure with a slow contender) and powers off.
+        asked = []
+
+        def boots(todo):
+            asked.append(list(todo))
+            if len(asked) == 1:
+                return [result("a"), "@@VMT SCENARIO b contender=x", "/init: line 312: can't fork: Resource temporarily "
+                        "unavailable", "@@VMT RUNNER-DIED rc=2"], "exited:0"
+            return [result(s) for s in todo] + ["@@VMT DONE"], "done"
+        results, status, _ = run.boot_resuming("x", ["a", "b", "c"], self.logp, boots)
+        self.assertEqual(asked, [["a", "b", "c"], ["c"]])
+        self.assertEqual(status, "done")
+        self.assertEqual([(r["scenario"], r["passed"]) for r in results], [("a", True), ("b", False), ("c", True)])
+        self.assertIn("could not fork", results[1]["failures"][0])
+        self.assertIn("scenario shell died in b", results[2]["retried"])
+        self.assertTrue(os.path.exists(self.logp[:-4] + "-runner-died1.log"))
+
     def test_boot_stops_at_a_long_lockup_not_at_its_timeout(self):
         # A "guest" that reports a lockup and then hangs: boot() returns "lockup" at
         # once, not after its 60 s timeout; a short stall (20 s) does not stop it.
