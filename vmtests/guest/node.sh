@@ -217,7 +217,20 @@ vmt_node_pods_create() {
     done < $PODS_LIST
     printf ']}\n'
   } > $f
-  kc apply -f $f > /tmp/kc.log 2>&1 || { cat /tmp/kc.log | sed 's/^/@@VMT LOG kubectl: /'; vmt_mark ERROR "creating pods failed"; return 1; }
+  # A client timeout on a loaded node can hide a create the server carried out;
+  # apply is idempotent, so try again (bounded) rather than go on with pods whose
+  # uids were never read.
+  local try=0
+  until kc apply -f $f > /tmp/kc.log 2>&1; do
+    try=$((try + 1))
+    if [ $try -ge 4 ]; then
+      sed 's/^/@@VMT LOG kubectl: /' /tmp/kc.log
+      vmt_mark ERROR "creating pods failed"
+      return 1
+    fi
+    vmt_mark WARN "node: creating pods: $(tail -n 1 /tmp/kc.log | cut -c1-160); again ($try)"
+    sleep 2
+  done
   # Running, with the real uid and container id -> the kubelet's cgroup paths.
   local t0=$(vmt_ms) lines n
   n=$(wc -l < $PODS_LIST)
@@ -238,7 +251,7 @@ vmt_node_pods_create() {
   fi
   # Every pod's uid and container id, or the sampler would watch paths that do
   # not exist: a kubectl call can time out on a loaded node, so retry (bounded).
-  local try=0
+  try=0
   while [ $try -lt 10 ]; do
     kc -n vmtests get pods -o go-template='{{range .items}}{{.metadata.name}} {{.metadata.uid}} {{.status.qosClass}} {{range .status.containerStatuses}}{{.containerID}}{{end}}{{"\n"}}{{end}}' > /tmp/pods-api.txt 2>/dev/null
     [ "$(awk 'NF >= 4' /tmp/pods-api.txt | wc -l)" -ge "$n" ] && break
@@ -348,6 +361,26 @@ vmt_node_pod_facts() {
     END { o = ""; for (k in cnt) o = o (o == "" ? "" : ",") "\"" k "\":" cnt[k]; print o }' /tmp/events.txt)
   printf '"api_evicted_ms":%s,"api_gone_ms":%s,"restarts":%s,"evicted_by":{%s}' "${evicted_at:--1}" "${gone:--1}" \
     "${restarts:-0}" "$evicted"
+}
+
+# vmt_node_settle: waits (bounded) until the API has recorded the fate of every pod
+# whose container was killed: pressured kills locally first and evicts through
+# the API after, which on a TCG guest can take seconds; stopping it before then
+# would drop the eviction and report a plain container kill.
+vmt_node_settle() {
+  local t0=$(vmt_ms) name pending
+  while [ $(($(vmt_ms) - t0)) -lt 30000 ]; do
+    vmt_node_snapshot
+    pending=
+    while IFS='|' read -r name rest; do
+      case $(vmt_node_pod_state $name) in
+        deleting | killed-*) pending="$pending $name" ;;
+      esac
+    done < $PODS_LIST
+    [ -z "$pending" ] && return 0
+    sleep 1
+  done
+  vmt_mark WARN "$SCEN: the API still shows no eviction of$pending after 30 s"
 }
 
 # vmt_node_reset: deletes the scenario's pods (bounded) so the next one starts clean.

@@ -475,6 +475,7 @@ vmt_end() {
   echo "@@VMT MEM $SCEN root.memory.stat $(awk '$1 ~ /^(total_)?(anon|rss|cache|file|kernel|kernel_stack|pagetables|percpu|sock|shmem|slab|inactive_file|active_file|inactive_anon|active_anon|unevictable)$/ {printf "%s=%s ", $1, $2}' $CG/memory.stat)"
   kill -TERM $SAMPLER_PID 2>/dev/null
   wait $SAMPLER_PID 2>/dev/null
+  [ -n "$VMT_NODE" ] && vmt_node_settle
   vmt_contender_stop
   local pods_json="" name pid st qos podcg ooms
   [ -n "$VMT_NODE" ] && { vmt_node_watch_stop; vmt_node_snapshot; vmt_node_events; }
@@ -652,11 +653,17 @@ scenario_oscillation() {
   local burst=$((a - 200))  # each burst leaves ~200 MiB: under soft (300), over hard (100)
   vmt_begin oscillation memory $((ACT_SOFT_MI * 1048576))
   vmt_pod_run besteffort-bursty spiker --mib $burst --hold-ms 3000 --gap-ms 4000 --bursts 4
+  # Until the spiker's four bursts are over: on the node its process is the
+  # container's, not a child of this shell, so wait out its schedule (4 x (3 + 4) s).
   local i=0
-  while [ $i -lt 60 ] && kill -0 $(awk '$1 == "besteffort-bursty" {print $2}' /tmp/pod_pids) 2>/dev/null; do
-    sleep 1
-    i=$((i + 1))
-  done
+  if [ -n "$VMT_NODE" ]; then
+    sleep 30
+  else
+    while [ $i -lt 60 ] && kill -0 $(awk '$1 == "besteffort-bursty" {print $2}' /tmp/pod_pids) 2>/dev/null; do
+      sleep 1
+      i=$((i + 1))
+    done
+  fi
   sleep 2
   local flips
   flips=$(grep -c "node condition MemoryPressure is now" /tmp/contender.log)  # pressured's log line
