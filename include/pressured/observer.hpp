@@ -248,6 +248,36 @@ class PodStorageSource {
 std::unique_ptr<PodStorageSource> make_pod_storage_source(const ObserveConfig& config);
 
 // ---------------------------------------------------------------------------
+// The memory cgroups the kernel alarms watch
+// ---------------------------------------------------------------------------
+
+/// The page counters the memory watches are planned from, read fresh (one
+/// small usage file each: memory.current on v2, memory.usage_in_bytes on v1).
+struct MemcgCounters {
+  std::string kubepods_path;  // the kubepods memory cgroup; empty: none
+  std::optional<uint64_t> kubepods_usage;
+  /// The node scope: the cgroup holding kubepods (the hierarchy root on a real
+  /// node; the sandbox in tests and the demo, never above the configured root).
+  /// Empty when there is no kubepods.
+  std::string scope_path;
+  /// Its usage file; nullopt where there is none (the v2 root). At a v1
+  /// hierarchy root the kernel computes it from statistics, not the counter.
+  std::optional<uint64_t> scope_file_usage;
+  /// The scope is the hierarchy root: its page counter is not in a file, and
+  /// children_usage holds the sum of its children's (what dying cgroups
+  /// still hold is not in it).
+  bool scope_is_root = false;
+  std::optional<uint64_t> children_usage;  // nullopt: not at a root, or no child has a counter
+};
+
+/// A memory cgroup whose reclaim activity is tracked: kubepods or a QoS tier.
+struct MemcgScope {
+  uint64_t id = 0;   // cgroup id (the kernfs inode the BPF hooks see)
+  std::string path;
+  std::string name;  // kubepods, burstable, besteffort (the metrics label)
+};
+
+// ---------------------------------------------------------------------------
 // The node observer
 // ---------------------------------------------------------------------------
 
@@ -308,6 +338,14 @@ class NodeObserver {
     (void)now;
     return Error{ENOTSUP, "no incremental usage reads"};
   }
+
+  /// The page counters of kubepods and of the node scope, read now (for
+  /// the memory watches, right before they are planned).
+  virtual MemcgCounters read_memcg_counters() = 0;
+
+  /// kubepods and those of its QoS tiers that exist (cgroupfs or systemd
+  /// names), with their cgroup ids; empty when there is no kubepods.
+  virtual std::vector<MemcgScope> memcg_scopes() = 0;
 
   /// The pod cgroups currently present (a directory scan; no usage reads).
   virtual std::vector<PodCgroup> list_pods() = 0;

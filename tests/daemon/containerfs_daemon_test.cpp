@@ -32,6 +32,8 @@ class DiskObserver final : public NodeObserver {
   }
   Result<SignalObservation> refresh_signal(Signal, TimePoint) override { return Error{ENOTSUP, "fake"}; }
   Result<void> refresh_pod(Pod&, TimePoint) override { return {}; }
+  MemcgCounters read_memcg_counters() override { return {}; }
+  std::vector<MemcgScope> memcg_scopes() override { return {}; }
   std::vector<PodCgroup> list_pods() override { return {}; }
   ObserverCounters counters() const override { return {}; }
 

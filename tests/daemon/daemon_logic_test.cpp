@@ -12,7 +12,6 @@
 
 #include <gtest/gtest.h>
 
-#include "kernel/cgroup_id.hpp"
 #include "metrics/exposition.hpp"
 
 namespace pressured {
@@ -49,6 +48,8 @@ class FakeObserver final : public NodeObserver {
   }
   Result<SignalObservation> refresh_signal(Signal, TimePoint) override { return Error{ENOTSUP, "fake"}; }
   Result<void> refresh_pod(Pod&, TimePoint) override { return {}; }
+  MemcgCounters read_memcg_counters() override { return memcg; }
+  std::vector<MemcgScope> memcg_scopes() override { return scopes; }
   std::vector<PodCgroup> list_pods() override { return {}; }
   ObserverCounters counters() const override { return {}; }
 
@@ -79,6 +80,8 @@ class FakeObserver final : public NodeObserver {
   bool fail = false;
   std::optional<SignalObservation> node_available;  // memory.available, when set
   std::optional<SignalObservation> pid_available;   // pid.available, when set
+  MemcgCounters memcg;                              // what read_memcg_counters() reads
+  std::vector<MemcgScope> scopes;                   // what memcg_scopes() lists
 };
 
 // Records like RecordingEvictor, but the test decides when a pod is empty.
@@ -557,12 +560,7 @@ class FakeReactor final : public EventLoop, public KernelAlarms {
     ++track_calls;
     if (!track_supported) return Error{ENOTSUP, "fake: no activity hooks"};
     auto it = track_ids.find(path);
-    if (it == track_ids.end()) {
-      auto id = kernel::cgroup_id_of(path);
-      if (!id) return id.error();
-      tracked.insert(*id);
-      return *id;
-    }
+    if (it == track_ids.end()) return Error{ENOENT, "fake: no such cgroup " + path};
     tracked.insert(it->second);
     return it->second;
   }
@@ -580,7 +578,7 @@ class FakeReactor final : public EventLoop, public KernelAlarms {
   bool on_loop = true;                              // what is_loop_thread() says
   bool track_supported = true;
   int track_calls = 0;
-  std::map<std::string, uint64_t> track_ids;  // paths that do not exist: their ids
+  std::map<std::string, uint64_t> track_ids;  // the cgroups that exist: their ids
   std::set<uint64_t> tracked;
   bool pid_supported = true;
   int pid_calls = 0;
@@ -594,28 +592,35 @@ class FakeReactor final : public EventLoop, public KernelAlarms {
   WatchId next = 0;
 };
 
-void write_number(const std::filesystem::path& p, uint64_t v) {
-  std::filesystem::create_directories(p.parent_path());
-  std::ofstream(p) << v << "\n";
-}
-
+// The daemon, its alarms faked (FakeReactor) and the page counters the
+// observer reads given as numbers: a v1 node whose kubepods sits right below
+// the memory hierarchy's root, as on a real node.
 struct WatchRig {
-  std::filesystem::path dir;
+  const std::string root = "/fake";
   FakeObserver obs;
   FakeEvictor ev;
   FakeReactor reactor;
   std::unique_ptr<Daemon> d;
+  uint64_t outside = 0;  // charged to the root's other children (system.slice, ...)
 
   WatchRig() {
-    char tmpl[] = "/tmp/pressured-watch-XXXXXX";
-    dir = ::mkdtemp(tmpl);
-    obs.layout_.memory_mount = (dir / "root").string();
-    obs.layout_.kubepods_memory_path = (dir / "root" / "kubepods").string();
-    std::filesystem::create_directories(obs.layout_.kubepods_memory_path);
+    obs.layout_.memory_mount = root;
+    obs.memcg.kubepods_path = obs.layout_.kubepods_memory_path;
+    obs.memcg.scope_path = root;
+    obs.memcg.scope_is_root = true;
+    obs.scopes = {{7001, obs.layout_.kubepods_memory_path, "kubepods"}};
+    reactor.track_ids[obs.layout_.kubepods_memory_path] = 7001;
     obs.capacity = 4096 * MiB;  // allocatable: plenty, no threshold on it
   }
-  ~WatchRig() { std::filesystem::remove_all(dir); }
-  void kubepods_usage(uint64_t bytes) { write_number(dir / "root" / "kubepods" / "memory.current", bytes); }
+  void kubepods_usage(uint64_t bytes) {
+    obs.memcg.kubepods_usage = bytes;
+    obs.memcg.children_usage = bytes + outside;
+  }
+  /// Memory charged outside kubepods (the root's page counter sees it).
+  void outside_kubepods(uint64_t bytes) {
+    outside = bytes;
+    obs.memcg.children_usage = obs.memcg.kubepods_usage.value_or(0) + outside;
+  }
   void node(uint64_t available, uint64_t capacity) {
     SignalObservation o;
     o.value = static_cast<double>(available);
@@ -657,13 +662,13 @@ TEST(DaemonWatches, V2RootIsWatchedThroughItsPageCounter) {
   // v2: the root has no usage file; its page counter is the sum of its
   // children's, outside kubepods too (memory taken by system.slice counts).
   WatchRig r;
+  r.obs.memcg.scope_file_usage = std::nullopt;
   r.kubepods_usage(300 * MiB);
-  write_number(r.dir / "root" / "system.slice" / "memory.current", 200 * MiB);
-  std::filesystem::create_directories(r.dir / "root" / "no-memory-controller");
+  r.outside_kubepods(200 * MiB);
   r.node(600 * MiB, 2048 * MiB);
   r.make(100 * MiB);
   r.d->evaluate(at(1), "test", std::nullopt);
-  const std::string root = r.obs.layout_.memory_mount;
+  const std::string root = r.root;
   // (300 + 200) MiB charged + (600 - 100) MiB until the threshold.
   ASSERT_EQ(r.reactor.counter_levels.count(root), 1u);
   EXPECT_EQ(r.reactor.counter_levels[root], 1000 * MiB);
@@ -671,7 +676,7 @@ TEST(DaemonWatches, V2RootIsWatchedThroughItsPageCounter) {
   auto root_calls = [&] { return r.reactor.calls_for(root); };
   EXPECT_EQ(root_calls(), 1);
   // Memory moves outside kubepods: the root watch follows past the hysteresis.
-  write_number(r.dir / "root" / "system.slice" / "memory.current", 400 * MiB);
+  r.outside_kubepods(400 * MiB);
   r.node(400 * MiB, 2048 * MiB);
   r.d->evaluate(at(2), "test", std::nullopt);
   EXPECT_EQ(r.reactor.counter_levels[root], 1000 * MiB) << "same level: 700 charged + 300 headroom";
@@ -688,16 +693,16 @@ TEST(DaemonWatches, RootLevelFollowsThePageCounterBpfSaw) {
   // sample, e.g. from before an eviction freed memory, is never used as is).
   WatchRig r;
   r.kubepods_usage(300 * MiB);
-  write_number(r.dir / "root" / "system.slice" / "memory.current", 200 * MiB);
+  r.outside_kubepods(200 * MiB);
   r.node(600 * MiB, 2048 * MiB);
   r.make(100 * MiB);
-  const std::string root = r.obs.layout_.memory_mount;
+  const std::string root = r.root;
   r.reactor.seen_counters[root] = 570 * MiB;  // 70 MiB in dying cgroups
   r.d->evaluate(at(1), "test", std::nullopt);
   EXPECT_EQ(r.reactor.counter_levels[root], 1070 * MiB);
   // No fresh sample now; system.slice grew by 100 MiB and available fell by as much.
   r.reactor.seen_counters.clear();
-  write_number(r.dir / "root" / "system.slice" / "memory.current", 300 * MiB);
+  r.outside_kubepods(300 * MiB);
   r.node(200 * MiB, 2048 * MiB);
   r.d->evaluate(at(2), "test", std::nullopt);
   // 600 MiB children + 70 MiB remembered + 100 MiB headroom.
@@ -707,16 +712,18 @@ TEST(DaemonWatches, RootLevelFollowsThePageCounterBpfSaw) {
 TEST(DaemonWatches, SandboxRootScopeNeverReachesAboveTheConfiguredRoot) {
   // cgroup_root points at a sandbox: the node scope is the sandbox, not the
   // hierarchy root, and its own usage file is its page counter.
+  // (The observer names the scope: tests/cgroup/memcg_counters_test.cpp.)
   WatchRig r;
-  r.obs.layout_.kubepods_memory_path = (r.dir / "root" / "sandbox" / "kubepods").string();
-  std::filesystem::create_directories(r.obs.layout_.kubepods_memory_path);
-  write_number(r.dir / "root" / "sandbox" / "kubepods" / "memory.usage_in_bytes", 300 * MiB);
-  write_number(r.dir / "root" / "sandbox" / "memory.usage_in_bytes", 350 * MiB);
-  write_number(r.dir / "root" / "memory.usage_in_bytes", 1500 * MiB);
+  const std::string sandbox = r.root + "/sandbox";
+  r.obs.memcg.kubepods_path = sandbox + "/kubepods";
+  r.obs.memcg.kubepods_usage = 300 * MiB;
+  r.obs.memcg.scope_path = sandbox;
+  r.obs.memcg.scope_is_root = false;
+  r.obs.memcg.scope_file_usage = 350 * MiB;
+  r.obs.memcg.children_usage = std::nullopt;
   r.node(600 * MiB, 2048 * MiB);
   r.make(100 * MiB);
   r.d->evaluate(at(1), "test", std::nullopt);
-  const std::string sandbox = (r.dir / "root" / "sandbox").string();
   EXPECT_EQ(r.reactor.levels[sandbox], 850 * MiB);
   EXPECT_EQ(r.reactor.counter_levels[sandbox], 850 * MiB);
   EXPECT_EQ(r.reactor.levels.count(r.obs.layout_.memory_mount), 0u) << "nothing armed above the configured root";
@@ -786,8 +793,9 @@ TEST(DaemonWatches, AnEarlyUpEdgeReArmsTheWatchFromScratch) {
 TEST(DaemonWatches, KubepodsTiersAndPodsAreTrackedForReclaimActivity) {
   WatchRig r;
   r.kubepods_usage(300 * MiB);
-  std::filesystem::create_directories(r.obs.layout_.kubepods_memory_path + "/burstable");
-  std::filesystem::create_directories(r.obs.layout_.kubepods_memory_path + "/besteffort");
+  const std::string kp = r.obs.layout_.kubepods_memory_path;
+  r.obs.scopes = {{7001, kp, "kubepods"}, {7002, kp + "/burstable", "burstable"}, {7003, kp + "/besteffort", "besteffort"}};
+  for (const auto& s : r.obs.scopes) r.reactor.track_ids[s.path] = s.id;
   r.node(600 * MiB, 2048 * MiB);
   Pod& a = r.obs.add("a", QosClass::Burstable, 10 * MiB, 5 * MiB);
   a.cgroup_id = 9001;
@@ -797,12 +805,7 @@ TEST(DaemonWatches, KubepodsTiersAndPodsAreTrackedForReclaimActivity) {
   r.reactor.track_ids[r.obs.pods[1].cgroup_path] = 9002;
   r.make(100 * MiB);
   r.d->evaluate(at(1), "test", std::nullopt);
-  auto kp = kernel::cgroup_id_of(r.obs.layout_.kubepods_memory_path);
-  auto burstable = kernel::cgroup_id_of(r.obs.layout_.kubepods_memory_path + "/burstable");
-  ASSERT_TRUE(kp && burstable);
-  EXPECT_EQ(r.reactor.tracked, (std::set<uint64_t>{*kp, *burstable,
-                                                  *kernel::cgroup_id_of(r.obs.layout_.kubepods_memory_path + "/besteffort"),
-                                                  9001, 9002}));
+  EXPECT_EQ(r.reactor.tracked, (std::set<uint64_t>{7001, 7002, 7003, 9001, 9002}));
   EXPECT_EQ(r.d->tracked_memcgs().size(), 5u);
   // Pod b leaves: untracked; the rest is not asked again.
   r.obs.pods.pop_back();
@@ -901,7 +904,7 @@ TEST(DaemonWatches, StaleReadKeepsTheWatch) {
 TEST(DaemonWatches, CgroupV1RootKeepsItsOwnWatch) {
   WatchRig r;
   r.kubepods_usage(300 * MiB);
-  write_number(r.dir / "root" / "memory.usage_in_bytes", 1500 * MiB);
+  r.obs.memcg.scope_file_usage = 1500 * MiB;
   r.node(600 * MiB, 2048 * MiB);
   r.make(100 * MiB);
   r.d->evaluate(at(1), "test", std::nullopt);

@@ -2,7 +2,7 @@
 // Where the kernel alarms should sit, as a pure function of the thresholds, the
 // last snapshot and a few usage reads: the memory watch levels per cgroup, the
 // PID alarm and the memory cgroups whose reclaim activity is tracked. The
-// reads come from AlarmReader and the plan is carried out by ArmedAlarms
+// reads come through the observer (AlarmReader) and the plan is carried out by ArmedAlarms
 // (daemon/alarms.hpp); this file does no I/O, so every level can be checked
 // with numbers alone (tests/daemon/alarm_plan_test.cpp).
 

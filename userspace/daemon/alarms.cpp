@@ -2,60 +2,25 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
 
 #include <spdlog/spdlog.h>
-
-#include "cgroup/paths.hpp"
-#include "kernel/cgroup_id.hpp"
-#include "kernel/file.hpp"
-#include "kernel/parse.hpp"
 
 namespace pressured {
 
 namespace {
 
-// A memory cgroup's page-counter usage: memory.current (v2) or
-// memory.usage_in_bytes (v1); nullopt when neither is readable (v2 root).
-std::optional<uint64_t> read_memcg_usage(const std::string& dir) {
-  if (dir.empty()) return std::nullopt;
-  for (const char* file : {"/memory.current", "/memory.usage_in_bytes"}) {
-    auto text = kernel::read_file(dir + file);
-    if (!text) continue;
-    auto v = kernel::parse_single_value(*text);
-    if (v && *v) return **v;
-  }
-  return std::nullopt;
-}
-
-// The page counter of a hierarchy root: the sum of its children's (charges
-// propagate up the page counters; the root's own usage file, where there is
-// one, is computed from statistics instead). nullopt when no child has one.
-std::optional<uint64_t> read_root_counter_usage(const std::string& root) {
-  std::error_code ec;
-  std::optional<uint64_t> sum;
-  for (std::filesystem::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_directory(ec) || it->is_symlink(ec)) continue;
-    if (auto u = read_memcg_usage(it->path().string())) sum = sum.value_or(0) + *u;
-  }
-  return sum;
-}
-
 uint64_t distance(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
 
 }  // namespace
 
-AlarmReadings AlarmReader::read(const CgroupLayout& layout, const KernelAlarms& alarms) {
+AlarmReadings AlarmReader::read(const MemcgCounters& counters, const KernelAlarms& alarms) {
   AlarmReadings r;
-  r.kubepods_path = layout.kubepods_memory_path;
-  r.kubepods_usage = read_memcg_usage(layout.kubepods_memory_path);
-  if (layout.kubepods_memory_path.empty()) return r;
-  // Never above the configured root: kubepods' parent is the sandbox in tests
-  // and the demo.
-  r.scope_path = cgroup::normalize_path(std::filesystem::path(layout.kubepods_memory_path).parent_path().string());
-  r.scope_file_usage = read_memcg_usage(r.scope_path);
-  const bool is_root = !layout.memory_mount.empty() && r.scope_path == cgroup::normalize_path(layout.memory_mount);
-  if (!is_root) {
+  r.kubepods_path = counters.kubepods_path;
+  r.kubepods_usage = counters.kubepods_usage;
+  r.scope_path = counters.scope_path;
+  r.scope_file_usage = counters.scope_file_usage;
+  if (r.scope_path.empty()) return r;
+  if (!counters.scope_is_root) {
     r.scope_counter_usage = r.scope_file_usage;
     return r;
   }
@@ -64,7 +29,7 @@ AlarmReadings AlarmReader::read(const CgroupLayout& layout, const KernelAlarms& 
   // after a large free (an eviction) its last sample is too high until the
   // next charge. So: the children's sum, read now, plus the difference taken
   // from a sample only when it is nearly as fresh as that sum.
-  const auto children = read_root_counter_usage(r.scope_path);
+  const auto& children = counters.children_usage;
   const auto seen = alarms.watched_counter(r.scope_path, std::chrono::milliseconds(20));
   if (seen && children) root_counter_offset_ = static_cast<int64_t>(*seen) - static_cast<int64_t>(*children);
   if (children) {
@@ -74,16 +39,10 @@ AlarmReadings AlarmReader::read(const CgroupLayout& layout, const KernelAlarms& 
   return r;
 }
 
-std::vector<AlarmCgroup> AlarmReader::read_scopes(const CgroupLayout& layout) {
+std::vector<AlarmCgroup> AlarmReader::scopes(const std::vector<MemcgScope>& scopes) {
   std::vector<AlarmCgroup> out;
-  const auto& kp = layout.kubepods_memory_path;
-  if (kp.empty()) return out;
-  if (auto id = kernel::cgroup_id_of(kp)) out.push_back({*id, kp, "kubepods"});
-  for (const char* tier : {"burstable", "besteffort"}) {
-    for (const std::string& dir : {kp + "/" + tier, kp + "/kubepods-" + tier + ".slice"}) {
-      if (auto id = kernel::cgroup_id_of(dir)) out.push_back({*id, dir, tier});
-    }
-  }
+  out.reserve(scopes.size());
+  for (const auto& s : scopes) out.push_back({s.id, s.path, s.name});
   return out;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
-// The two I/O ends of the kernel alarms around the pure planner
-// (daemon/alarm_plan.hpp): AlarmReader takes the usage reads a plan needs,
-// ArmedAlarms carries a plan out through the KernelAlarms, changing only what
-// moved, and remembers what is armed.
+// The two ends of the kernel alarms around the pure planner
+// (daemon/alarm_plan.hpp): AlarmReader turns the observer's page-counter
+// reads into the readings a plan needs, ArmedAlarms carries a plan out
+// through the KernelAlarms, changing only what moved, and remembers what is
+// armed.
 
 #include <cstdint>
 #include <map>
@@ -17,11 +18,12 @@ namespace pressured {
 
 class AlarmReader {
  public:
-  /// The usage of kubepods and of the node scope, read now.
-  AlarmReadings read(const CgroupLayout& layout, const KernelAlarms& alarms);
-  /// kubepods and its QoS tiers (cgroupfs or systemd names, whichever exist),
-  /// with their cgroup ids.
-  static std::vector<AlarmCgroup> read_scopes(const CgroupLayout& layout);
+  /// The usage of kubepods and of the node scope, from `counters` (read just
+  /// now through the observer) and, at a hierarchy root, the page counter the
+  /// BPF charge hook last saw there.
+  AlarmReadings read(const MemcgCounters& counters, const KernelAlarms& alarms);
+  /// The observer's kubepods and QoS tiers, as cgroups to track.
+  static std::vector<AlarmCgroup> scopes(const std::vector<MemcgScope>& scopes);
 
  private:
   // At a hierarchy root: page counter - children's sum, last seen by BPF (what

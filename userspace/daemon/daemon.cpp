@@ -259,12 +259,12 @@ bool Daemon::reload() {
 void Daemon::arm_watches() {
   if (deps_.alarms == nullptr || deps_.observer == nullptr) return;
   alarms_.apply(plan_alarms(config_.eviction.thresholds, last_,
-                            alarm_reader_.read(deps_.observer->layout(), *deps_.alarms)));
+                            alarm_reader_.read(deps_.observer->read_memcg_counters(), *deps_.alarms)));
 }
 
 void Daemon::sync_tracked_memcgs() {
   if (deps_.alarms == nullptr || deps_.observer == nullptr || !alarms_.tracking_supported()) return;
-  alarms_.apply_tracking(plan_tracking(AlarmReader::read_scopes(deps_.observer->layout()), last_));
+  alarms_.apply_tracking(plan_tracking(AlarmReader::scopes(deps_.observer->memcg_scopes()), last_));
 }
 
 bool Daemon::observe_for_decision(TimePoint now, bool& full) {

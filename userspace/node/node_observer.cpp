@@ -10,10 +10,14 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "cgroup/discovery.hpp"
+#include "cgroup/paths.hpp"
+#include "kernel/cgroup_id.hpp"
 #include "kernel/file.hpp"
 #include "kernel/hot_file.hpp"
 #include "kernel/parse.hpp"
@@ -92,6 +96,13 @@ class KernelNodeObserver final : public NodeObserver {
     kp_usage_.reset(kp + (v2_ ? "/memory.current" : "/memory.usage_in_bytes"));
     kp_stat_.reset(kp + "/memory.stat");
     kp_limit_.reset(kp + (v2_ ? "/memory.max" : "/memory.limit_in_bytes"));
+    if (!kp.empty()) {
+      // Never above the configured root: kubepods' parent is the sandbox in
+      // tests and the demo.
+      scope_path_ = cgroup::normalize_path(std::filesystem::path(kp).parent_path().string());
+      scope_is_root_ = !layout_.memory_mount.empty() && scope_path_ == cgroup::normalize_path(layout_.memory_mount);
+      if (!scope_is_root_) scope_usage_.reset(scope_path_ + usage_file());
+    }
     psi_memory_.reset(proc + "/pressure/memory");
     psi_io_.reset(proc + "/pressure/io");
     psi_cpu_.reset(proc + "/pressure/cpu");
@@ -217,6 +228,35 @@ class KernelNodeObserver final : public NodeObserver {
     return out;
   }
 
+  MemcgCounters read_memcg_counters() override {
+    MemcgCounters c;
+    c.kubepods_path = layout_.kubepods_memory_path;
+    if (c.kubepods_path.empty()) return c;
+    c.kubepods_usage = optional_number(kp_usage_);
+    c.scope_path = scope_path_;
+    c.scope_is_root = scope_is_root_;
+    if (!scope_is_root_) {
+      c.scope_file_usage = optional_number(scope_usage_);
+      return c;
+    }
+    if (!v2_) c.scope_file_usage = optional_number(root_usage_);  // v2: the root has no usage file
+    c.children_usage = read_children_usage();
+    return c;
+  }
+
+  std::vector<MemcgScope> memcg_scopes() override {
+    std::vector<MemcgScope> out;
+    const auto& kp = layout_.kubepods_memory_path;
+    if (kp.empty()) return out;
+    if (auto id = kernel::cgroup_id_of(kp)) out.push_back({*id, kp, "kubepods"});
+    for (const char* tier : {"burstable", "besteffort"}) {
+      for (const std::string& dir : {kp + "/" + tier, kp + "/kubepods-" + tier + ".slice"}) {
+        if (auto id = kernel::cgroup_id_of(dir)) out.push_back({*id, dir, tier});
+      }
+    }
+    return out;
+  }
+
   ObserverCounters counters() const override { return counters_; }
 
  private:
@@ -259,6 +299,35 @@ class KernelNodeObserver final : public NodeObserver {
     if (!v) return Error{v.error().code, f.path() + ": " + v.error().message};
     if (!*v) return Error{EINVAL, f.path() + ": unexpected 'max'"};
     return **v;
+  }
+
+  const char* usage_file() const { return v2_ ? "/memory.current" : "/memory.usage_in_bytes"; }
+
+  std::optional<uint64_t> optional_number(HotFile& f) {
+    auto v = read_number(f);
+    if (!v) return std::nullopt;
+    return *v;
+  }
+
+  // The page counter of a hierarchy root is the sum of its children's
+  // (charges propagate up the page counters; the root's own usage file, where
+  // there is one, is computed from statistics instead). Each child's usage
+  // file stays open between reads; children that went away are dropped.
+  std::optional<uint64_t> read_children_usage() {
+    std::optional<uint64_t> sum;
+    std::error_code ec;
+    std::map<std::string, HotFile> seen;
+    for (std::filesystem::directory_iterator it(scope_path_, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code type_ec;
+      if (!it->is_directory(type_ec) || it->is_symlink(type_ec)) continue;
+      const std::string name = it->path().filename().string();
+      auto kept = root_children_.find(name);
+      HotFile f = kept != root_children_.end() ? std::move(kept->second) : HotFile(it->path().string() + usage_file());
+      if (auto u = optional_number(f)) sum = sum.value_or(0) + *u;
+      seen.emplace(name, std::move(f));
+    }
+    root_children_ = std::move(seen);
+    return sum;
   }
 
   Result<kernel::MemoryStat> read_stat(HotFile& f) {
@@ -655,6 +724,10 @@ class KernelNodeObserver final : public NodeObserver {
   bool protecting_ = false;  // some pods are unevictable for lack of metadata (logged on each change)
 
   HotFile meminfo_, root_usage_, root_stat_, kp_usage_, kp_stat_, kp_limit_, psi_memory_, psi_io_, psi_cpu_, loadavg_;
+  std::string scope_path_;  // kubepods' parent
+  bool scope_is_root_ = false;
+  HotFile scope_usage_;     // its usage file, when it is not the hierarchy root
+  std::map<std::string, HotFile> root_children_;  // at a root: each child's usage file, by name
   std::string buf_;
   std::optional<kernel::MemInfo> meminfo_cache_;
   uint64_t min_free_bytes_ = 0, pid_max_ = 0, threads_max_ = 0, kp_limit_value_ = 0;
