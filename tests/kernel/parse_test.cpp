@@ -155,6 +155,32 @@ TEST(Status, CapEff) {
   EXPECT_FALSE(parse_status_cap_eff("CapEff:\t\n"));
 }
 
+TEST(GoldenHost618, ProcPidStat) {
+  auto k = parse_proc_stat(fixture("host-6.18/proc-kthreadd-stat"));
+  ASSERT_TRUE(k) << k.error().message;
+  EXPECT_EQ(k->state, 'S');
+  EXPECT_EQ(k->ppid, 0);
+  EXPECT_EQ(k->flags, 2129984u);
+  EXPECT_NE(k->flags & 0x00200000u, 0u) << "kthreadd has PF_KTHREAD";
+  auto c = parse_proc_stat(fixture("host-6.18/proc-cat-stat"));
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->state, 'R');
+  EXPECT_EQ(c->ppid, 10876);
+  EXPECT_EQ(c->flags & 0x00200000u, 0u);
+}
+
+TEST(Parse, ProcPidStatCommWithSpacesAndParentheses) {
+  auto st = parse_proc_stat("1234 (my (odd) app) S 1 1234 1234 0 -1 4194560 0\n");
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(st->state, 'S');
+  EXPECT_EQ(st->ppid, 1);
+  EXPECT_EQ(st->flags, 4194560u);
+  EXPECT_FALSE(parse_proc_stat("garbage"));
+  EXPECT_FALSE(parse_proc_stat("1 (x) S 1 2 3"));             // too few fields
+  EXPECT_FALSE(parse_proc_stat("1 (x) S one 1 1 0 -1 0 0"));  // ppid not a number
+  EXPECT_FALSE(parse_proc_stat("1 (x) SS 1 1 1 0 -1 0 0"));   // state is one letter
+}
+
 TEST(GoldenV2_61, ChildMemoryFiles) {
   std::string text = fixture("v2-6.1/child/memory.stat");
   auto st = parse_memory_stat(text, /*v2=*/true);

@@ -21,6 +21,7 @@
 
 #include "kernel/fd.hpp"
 #include "kernel/file.hpp"
+#include "kernel/parse.hpp"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -69,17 +70,10 @@ int pidfd_send_signal(int pidfd, int sig) { return static_cast<int>(::syscall(SY
 }  // namespace
 
 bool is_kernel_thread(const std::string& stat_text, const std::string& cmdline) {
-  // /proc/<pid>/stat: "pid (comm) state ppid pgrp session tty_nr tpgid flags ..."
-  // comm may contain spaces and parentheses: parse after the last ')'.
-  auto close = stat_text.rfind(')');
-  if (close == std::string::npos) return false;
-  std::istringstream in(stat_text.substr(close + 1));
-  std::string state;
-  long ppid = 0, pgrp = 0, session = 0, tty = 0, tpgid = 0;
-  unsigned long flags = 0;
-  if (!(in >> state >> ppid >> pgrp >> session >> tty >> tpgid >> flags)) return false;
-  if (flags & kPfKthread) return true;
-  return cmdline.empty() && ppid == 2;
+  auto st = kernel::parse_proc_stat(stat_text);
+  if (!st) return false;
+  if (st->flags & kPfKthread) return true;
+  return cmdline.empty() && st->ppid == 2;
 }
 
 Result<std::string> contained_path(const std::string& root, const std::string& path) {

@@ -1,5 +1,6 @@
 #include "kernel/parse.hpp"
 
+#include <array>
 #include <charconv>
 #include <cstring>
 
@@ -304,6 +305,31 @@ Result<uint64_t> parse_status_cap_eff(std::string_view text) {
     return caps;
   }
   return parse_error("status lacks the CapEff line");
+}
+
+Result<ProcStat> parse_proc_stat(std::string_view text) {
+  const auto close = text.rfind(')');
+  if (close == std::string_view::npos) return parse_error("stat lacks the ')' closing comm");
+  std::string_view rest = text.substr(close + 1);
+  // state ppid pgrp session tty_nr tpgid flags
+  std::array<std::string_view, 7> f{};
+  for (auto& field : f) {
+    rest = trim(rest);
+    const auto sp = rest.find_first_of(" \n");
+    field = rest.substr(0, sp);
+    rest.remove_prefix(sp == std::string_view::npos ? rest.size() : sp);
+    if (field.empty()) return parse_error("stat has fewer than 7 fields after comm");
+  }
+  ProcStat st;
+  if (f[0].size() != 1) return parse_error("malformed state field in stat");
+  st.state = f[0][0];
+  auto number = [](std::string_view v, auto& out) {
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+    return ec == std::errc() && p == v.data() + v.size();
+  };
+  if (!number(f[1], st.ppid)) return parse_error("malformed ppid field in stat");
+  if (!number(f[6], st.flags)) return parse_error("malformed flags field in stat");
+  return st;
 }
 
 uint64_t count_lines(std::string_view text) {

@@ -91,6 +91,18 @@ Result<int> parse_proc_cgroups_hierarchy(std::string_view text, std::string_view
 /// /proc/<pid>/status.
 Result<uint64_t> parse_status_cap_eff(std::string_view text);
 
+/// What the evictor needs of /proc/<pid>/stat.
+struct ProcStat {
+  char state = '?';    // R, S, D, Z, I, ...
+  int64_t ppid = 0;
+  uint64_t flags = 0;  // PF_* (PF_KTHREAD: 0x00200000)
+};
+
+/// Parses /proc/<pid>/stat ("pid (comm) state ppid pgrp session tty_nr tpgid
+/// flags ..."). comm may hold spaces and parentheses: the fields are read
+/// after the last ')'.
+Result<ProcStat> parse_proc_stat(std::string_view text);
+
 /// Number of non-empty lines (cgroup.procs, tasks).
 uint64_t count_lines(std::string_view text);
 
