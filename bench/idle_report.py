@@ -15,6 +15,11 @@ metrics on 127.0.0.1), lets it settle, then samples it for --seconds:
   wakeups/s   context switches (voluntary + involuntary, all threads) per second
   threads     number of threads
 
+With --rss-breakdown it also prints, per N, what the RSS is made of: anonymous
+memory (heap, stacks) against file-backed pages (the binary and its shared
+libraries), and the mappings holding the most, summed per file, from
+/proc/<pid>/smaps.
+
 Everything it starts is stopped and every cgroup it made removed at the end,
 on error and on SIGINT/SIGTERM. Needs root (real memory cgroups). No memory
 pressure is created: the pods only sleep.
@@ -60,6 +65,21 @@ def switches(pid):
             continue
         total += int(st.get("voluntary_ctxt_switches", 0)) + int(st.get("nonvoluntary_ctxt_switches", 0))
     return total
+
+
+def smaps_by_mapping(pid, top=12):
+    """Rss (KiB) per mapped file ([heap], [stack], anonymous, ...), largest first."""
+    sums, name = {}, "[anon]"
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if not head:
+                continue
+            if "-" in head[0] and not head[0].endswith(":"):
+                name = head[5] if len(head) > 5 else "[anon]"
+            elif head[0] == "Rss:":
+                sums[name] = sums.get(name, 0) + int(head[1])
+    return sorted(sums.items(), key=lambda kv: -kv[1])[:top]
 
 
 def kib(s):
@@ -123,7 +143,7 @@ def pod_list(pods):
     return {"apiVersion": "v1", "kind": "PodList", "items": items}
 
 
-def measure(binary, n, seconds, settle, extra_env):
+def measure(binary, n, seconds, settle, extra_env, breakdown=False):
     sb = Sandbox(f"idle{n}")
     pids = Sandbox(f"idle{n}", PIDS_MOUNT) if os.path.isdir(PIDS_MOUNT) else None
     daemon = None
@@ -176,6 +196,9 @@ def measure(binary, n, seconds, settle, extra_env):
             "peak_rss_mib": kib(st["VmHWM"]) / 1024,
             "wakeups_per_s": (s1 - s0) / (t1 - t0),
             "threads": int(st["Threads"]),
+            "rss_anon_mib": kib(st.get("RssAnon", "0 kB")) / 1024,
+            "rss_file_mib": kib(st.get("RssFile", "0 kB")) / 1024,
+            "mappings": smaps_by_mapping(daemon.pid) if breakdown else [],
         }
     finally:
         if daemon is not None and daemon.poll() is None:
@@ -197,6 +220,7 @@ def main():
     ap.add_argument("--pods", default="110,1000")
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--settle", type=float, default=3)
+    ap.add_argument("--rss-breakdown", action="store_true", help="also print what the RSS is made of")
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the daemon (e.g. MALLOC_ARENA_MAX=1)")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -223,10 +247,21 @@ def main():
     print()
     print("| pods | start CPU ms | idle CPU % of a core | RSS MiB | peak RSS MiB | wakeups/s | threads |")
     print("|---|---|---|---|---|---|---|")
+    results = []
     for n in counts:
-        r = measure(a.pressured, n, a.seconds, a.settle, extra_env)
+        r = measure(a.pressured, n, a.seconds, a.settle, extra_env, a.rss_breakdown)
+        results.append(r)
         print(f"| {r['pods']} | {r['start_cpu_ms']:.0f} | {r['idle_cpu_pct']:.2f} | {r['rss_mib']:.1f} | "
               f"{r['peak_rss_mib']:.1f} | {r['wakeups_per_s']:.1f} | {r['threads']} |", flush=True)
+    for r in results if a.rss_breakdown else []:
+        print()
+        print(f"RSS of {r['pods']} pods: {r['rss_anon_mib']:.1f} MiB anonymous, {r['rss_file_mib']:.1f} MiB "
+              f"file-backed; largest mappings:")
+        print()
+        print("| mapping | RSS KiB |")
+        print("|---|---|")
+        for name, kb in r["mappings"]:
+            print(f"| {name} | {kb} |")
     return 0
 
 

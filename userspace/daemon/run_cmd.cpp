@@ -140,12 +140,13 @@ int run_daemon(const ConfigOptions& options) {
   // The reactor blocks SIGTERM/SIGINT/SIGHUP for a signalfd: build it before
   // any other thread starts so they inherit the mask.
   EventStats event_stats;
-  auto features = make_kernel_bpf_features();
   ReactorOptions ropts;
   ropts.memory_mount = layout->memory_mount;
   ropts.cgroup_v2 = layout->memory_on_v2;
   ropts.proc_root = config.observe.proc_root;
-  auto reactor = Reactor::create(config.events, ropts, *features, event_stats);
+  // The features hold the kernel's BTF (5 MiB and more, resident), needed only
+  // to choose and load the BPF programs: they go once the reactor is built.
+  auto reactor = Reactor::create(config.events, ropts, *make_kernel_bpf_features(), event_stats);
   if (!reactor) {
     spdlog::error("event reactor: {}", reactor.error().message);
     return 1;
