@@ -646,7 +646,9 @@ scenario_oscillation() {
   vmt_pods_json
   vmt_pod_run guaranteed memhog --mib 64 --hold 300
   vmt_wait_mem guaranteed 64 20
-  local base=$(($(avail_mib) - 200 - 160))
+  # Leave 60 MiB over the soft threshold that acts (pressured's sits 50 MiB
+  # above the kubelet's beside it): only the bursts may cross it.
+  local base=$(($(avail_mib) - ACT_SOFT_MI - 60))
   vmt_pod_run burstable-steady memhog --mib $base --hold 300
   vmt_wait_mem burstable-steady $base 60
   local a=$(avail_mib)
