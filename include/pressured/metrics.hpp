@@ -108,11 +108,11 @@ struct MetricsOptions {
 
 class Metrics;
 
-/// A component's counters as registered with Metrics::export_counters: the
-/// series stay, and follow the counters while this handle lives. Destroying
-/// it copies the last totals in and stops reading the counters (so a
-/// component may go before its Metrics); destroying the Metrics first is
-/// safe too. Move-only.
+/// A component's stats as registered with Metrics::export_counters: the
+/// series stay, and follow the stats while this handle lives. Destroying it
+/// copies the last values in and stops reading the stats (so a component may
+/// go before its Metrics; its gauges keep their last value); destroying the
+/// Metrics first is safe too. Move-only.
 class StatsExport {
  public:
   StatsExport() = default;
@@ -122,7 +122,7 @@ class StatsExport {
   StatsExport(const StatsExport&) = delete;
   StatsExport& operator=(const StatsExport&) = delete;
 
-  /// Whether counters are registered through this handle.
+  /// Whether stats are registered through this handle.
   bool active() const { return id_ != 0; }
 
  private:
@@ -309,13 +309,17 @@ class Metrics {
   /// must outlive this Metrics or its server.
   void on_render(std::function<void()> hook);
 
-  /// Registers counters a component keeps itself (declared with
+  /// Registers stats a component keeps itself (declared with
   /// PRESSURED_DECLARE_STATS, pressured/stats.hpp; see export_stats below):
-  /// each series is created at 0 now and follows its counter at every
-  /// render(). Families that do not exist yet are registered with the given
-  /// help. A name already used by a family of another type, or an unparsable
-  /// label list, is a programming error: std::logic_error.
-  [[nodiscard]] StatsExport export_counters(std::span<const ExternalCounter> counters);
+  /// each series is created at 0 now (a counter `from_first_count`: with its
+  /// first count) and follows its stat at every render(): a counter adds
+  /// what its total gained (several components may feed one series), a gauge
+  /// takes the value. Families that do not exist yet are registered with the
+  /// given help. Programming errors, std::logic_error: a name already used by
+  /// a family of another type, a counter not ending in _total or a gauge
+  /// ending in it, an unparsable label list, a gauge series another live
+  /// export already sets.
+  [[nodiscard]] StatsExport export_counters(std::span<const ExternalStat> stats);
 
   /// Ready: events attached and at least one observation completed.
   /// -> pressured_ready 0/1, served as /readyz
@@ -342,17 +346,18 @@ class Metrics {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Exports every counter of a PRESSURED_DECLARE_STATS struct into `metrics`
-/// (the series its declaration names). Keep the handle beside `stats`, and
-/// declared after it, so it goes first.
+/// Exports every stat of a PRESSURED_DECLARE_STATS struct into `metrics`
+/// (the series its declaration names, plus those of its extra_stats() when
+/// it has one). Keep the handle beside `stats`, and declared after it, so it
+/// goes first.
 template <typename Stats>
 [[nodiscard]] StatsExport export_stats(Metrics& metrics, const Stats& stats) {
   constexpr auto defs = Stats::defs();
-  std::array<ExternalCounter, defs.size()> counters{};
-  for (std::size_t i = 0; i < defs.size(); ++i) {
-    counters[i] = {defs[i].metric, defs[i].labels, defs[i].help, &(stats.*(defs[i].member))};
-  }
-  return metrics.export_counters(counters);
+  std::vector<ExternalStat> out;
+  out.reserve(defs.size());
+  for (const auto& d : defs) out.push_back({d.metric, std::string(d.labels), d.help, &(stats.*(d.member)), d.kind});
+  if constexpr (requires(std::vector<ExternalStat>& v) { stats.extra_stats(v); }) stats.extra_stats(out);
+  return metrics.export_counters(out);
 }
 
 /// TLS and authentication for the metrics port, read from a web

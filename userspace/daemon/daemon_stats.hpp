@@ -25,7 +25,7 @@ inline constexpr std::string_view kEvaluationsHelp =
 inline constexpr std::string_view kCheckpointLoadsHelp =
     "Checkpoint loads at start that found a file: restored (evictions in flight resumed), or corrupt (ignored).";
 
-#define PRESSURED_DAEMON_STATS(COUNTER)                                                                      \
+#define PRESSURED_DAEMON_STATS(COUNTER, GAUGE)                                                               \
   COUNTER(full_observations, "pressured_evaluations_total", "observation=full", ::pressured::kEvaluationsHelp) \
   COUNTER(incremental_evaluations, "pressured_evaluations_total", "observation=partial",                     \
           ::pressured::kEvaluationsHelp)                                                                     \

@@ -132,14 +132,18 @@ MetricsOptions MetricsOptions::from_config(const Config& config) {
   return o;
 }
 
-// Counters kept by components (pressured/stats.hpp), each followed by the
-// prometheus counter of its series: at every render the increase since the
-// last one is added, so several components may feed one series.
+// Stats kept by components (pressured/stats.hpp), each followed by the
+// prometheus series it is exported as: at every render a counter gets the
+// increase since the last one, so several components may feed one series;
+// a gauge takes the value.
 struct StatsExport::Table {
   struct Entry {
     uint64_t owner;  // the StatsExport's id
-    Counter* counter;
     const std::atomic<uint64_t>* value;
+    Counter* counter = nullptr;  // a counter's series; null until its first count when created lazily
+    Gauge* gauge = nullptr;      // a gauge's series
+    Family<Counter>* family = nullptr;  // where a lazy counter's series is created, with `labels`
+    Labels labels;
     uint64_t seen = 0;
   };
   std::mutex mu;
@@ -148,7 +152,12 @@ struct StatsExport::Table {
 
   static void sync(Entry& e) {
     const uint64_t now = e.value->load(std::memory_order_relaxed);
+    if (e.gauge != nullptr) {
+      e.gauge->Set(static_cast<double>(now));
+      return;
+    }
     if (now > e.seen) {
+      if (e.counter == nullptr) e.counter = &e.family->Add(e.labels);
       e.counter->Increment(static_cast<double>(now - e.seen));
       e.seen = now;
     }
@@ -217,6 +226,7 @@ struct Metrics::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::vector<Registered> names;
   std::map<std::string, Family<Counter>*> counter_families;  // by name, for export_counters
+  std::map<std::string, Family<Gauge>*> gauge_families;      // by name, for export_counters
   std::shared_ptr<StatsExport::Table> exports = std::make_shared<StatsExport::Table>();
 
   template <typename Builder>
@@ -224,7 +234,11 @@ struct Metrics::Impl {
     names.push_back({name, type});
     return b.Name(name).Help(help).Labels({{"node", options.node}}).Register(*registry);
   }
-  Family<Gauge>& gauge(const std::string& n, const std::string& h) { return reg(prometheus::BuildGauge(), n, h, "gauge"); }
+  Family<Gauge>& gauge(const std::string& n, const std::string& h) {
+    auto& f = reg(prometheus::BuildGauge(), n, h, "gauge");
+    gauge_families[n] = &f;
+    return f;
+  }
   Family<Counter>& counter(const std::string& n, const std::string& h) {
     auto& f = reg(prometheus::BuildCounter(), n, h, "counter");
     counter_families[n] = &f;
@@ -657,32 +671,71 @@ void Metrics::reactor_dispatch_latency(const std::vector<double>& bounds_seconds
   if (any) m.reactor_h->ObserveMultiple(increments, sum_delta);
 }
 
-StatsExport Metrics::export_counters(std::span<const ExternalCounter> counters) {
+StatsExport Metrics::export_counters(std::span<const ExternalStat> stats) {
   auto& m = *impl_;
   std::vector<StatsExport::Table::Entry> entries;
+  std::vector<std::string> series;  // entries' names, for messages
   {
     std::lock_guard lock(m.mu);
-    for (const auto& c : counters) {
-      const std::string name(c.metric);
-      Family<Counter>* family = nullptr;
-      if (auto it = m.counter_families.find(name); it != m.counter_families.end()) {
-        family = it->second;
-      } else {
+    for (const auto& st : stats) {
+      const std::string name(st.metric);
+      const bool gauge = st.kind == StatKind::Gauge;
+      // A new family: not one of another type, and named as its kind wants.
+      const auto check_new = [&] {
         for (const auto& r : m.names) {
           if (r.name == name) throw std::logic_error("stats: " + name + " is already a " + r.type);
         }
-        family = &m.counter(name, std::string(c.help));
+        if (!stat_name_fits(st.kind, st.metric)) {
+          throw std::logic_error("stats: " + name +
+                                 (gauge ? " is a gauge: it must not end in _total" : " is a counter: it must end in _total"));
+        }
+      };
+      const Labels labels = parse_stat_labels(st.metric, st.labels);
+      StatsExport::Table::Entry e{0, st.value};
+      if (gauge) {
+        Family<Gauge>* family = nullptr;
+        if (auto it = m.gauge_families.find(name); it != m.gauge_families.end()) {
+          family = it->second;
+        } else {
+          check_new();
+          family = &m.gauge(name, std::string(st.help));
+        }
+        e.gauge = &family->Add(labels);
+      } else {
+        Family<Counter>* family = nullptr;
+        if (auto it = m.counter_families.find(name); it != m.counter_families.end()) {
+          family = it->second;
+        } else {
+          check_new();
+          family = &m.counter(name, std::string(st.help));
+        }
+        if (st.from_first_count) {
+          e.family = family;
+          e.labels = labels;
+        } else {
+          e.counter = &family->Add(labels);
+        }
       }
-      Counter& counter = family->Add(parse_stat_labels(c.metric, c.labels));
-      entries.push_back({0, &counter, c.value, 0});
+      entries.push_back(std::move(e));
+      series.push_back(name + "{" + std::string(st.labels) + "}");
     }
   }
   std::lock_guard lock(m.exports->mu);
+  // A gauge has one value: two live stats setting one series would flip it.
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Gauge* g = entries[i].gauge;
+    if (g == nullptr) continue;
+    const auto same = [g](const StatsExport::Table::Entry& o) { return o.gauge == g; };
+    if (std::any_of(m.exports->entries.begin(), m.exports->entries.end(), same) ||
+        std::count_if(entries.begin(), entries.end(), same) > 1) {
+      throw std::logic_error("stats: gauge " + series[i] + " is already set by another exported stat");
+    }
+  }
   const uint64_t id = m.exports->next_id++;
   for (auto& e : entries) {
     e.owner = id;
     StatsExport::Table::sync(e);
-    m.exports->entries.push_back(e);
+    m.exports->entries.push_back(std::move(e));
   }
   return StatsExport(m.exports, id);
 }
