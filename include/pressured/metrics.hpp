@@ -225,26 +225,15 @@ class Metrics {
   void reactor_dispatch_latency(const std::vector<double>& bounds_seconds, const std::vector<uint64_t>& bucket_totals,
                                 double sum_seconds);
 
-  /// `count` events received. source: "bpf", "psi", "memcg_notification",
-  /// "memory_events", ...; type: what happened ("threshold_up", "reclaim",
-  /// "oom_kill", "cgroup_mkdir", ...). Label values are reduced to
-  /// [a-z0-9_] and at most 48 characters.
-  /// -> pressured_events_total {source, type}
-  void events_received(std::string_view source, std::string_view type, uint64_t count = 1);
+  // Events received, ring-buffer losses, resyncs after them and safety-net
+  // polls are counted by the reactor (EventStats, pressured/events.hpp) and
+  // exported with export_stats; missed crossings by the daemon (DaemonStats).
 
-  /// Events lost because the BPF ring buffer was full.
-  /// -> pressured_ring_buffer_dropped_events_total
-  void ring_buffer_dropped(uint64_t count);
-
-  /// A full resynchronisation from the cgroup files ("ring_buffer_overflow",
-  /// "startup", "reload", ...).
+  /// A full resynchronisation from the cgroup files for a reason other than
+  /// lost events ("startup", "reload", ...; the reactor counts
+  /// reason="ring_buffer_overflow" itself).
   /// -> pressured_resyncs_total {reason}
   void resync(std::string_view reason);
-
-  /// The safety-net poll ran; `missed_event` when it found a crossing that no
-  /// event had reported.
-  /// -> pressured_safety_net_polls_total, pressured_safety_net_detections_total
-  void safety_net_poll(bool missed_event);
 
   /// How a BPF program was attached (mode: "tp_btf", "raw_tp", "fentry",
   /// "kprobe", "tracepoint", "off") and why (e.g. "fentry: EPERM"; empty when
@@ -276,11 +265,9 @@ class Metrics {
   void checkpoint_write(bool ok);
 
   // --- Pods -------------------------------------------------------------------
-
-  /// Pods that are never evicted because their metadata is unavailable (the
-  /// configured source has no good answer, or listed them unparsably).
-  /// -> pressured_pods_unevictable_without_metadata
-  void pods_unevictable_without_metadata(uint64_t count);
+  // What the observer counts of its reads (degraded reads, pods without
+  // metadata, pods unevictable for lack of it) is in ObserverCounters
+  // (pressured/observer.hpp), exported with export_stats.
 
   /// The current pods. Only the `top_pods` with the largest working set get
   /// series; series of pods that left the top are removed.

@@ -33,7 +33,7 @@ class DiskObserver final : public NodeObserver {
   Result<SignalObservation> refresh_signal(Signal, TimePoint) override { return Error{ENOTSUP, "fake"}; }
   Result<void> refresh_pod(Pod&, TimePoint) override { return {}; }
   std::vector<PodCgroup> list_pods() override { return {}; }
-  ObserverCounters counters() const override { return {}; }
+  const ObserverCounters& counters() const override { static const ObserverCounters none; return none; }
 
   void add(const std::string& uid, double total, double layers) {
     Pod p;

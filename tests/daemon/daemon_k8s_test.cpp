@@ -71,7 +71,7 @@ class OneNodeObserver final : public NodeObserver {
   Result<SignalObservation> refresh_signal(Signal, TimePoint) override { return Error{ENOTSUP, "fake"}; }
   Result<void> refresh_pod(Pod&, TimePoint) override { return {}; }
   std::vector<PodCgroup> list_pods() override { return {}; }
-  ObserverCounters counters() const override { return {}; }
+  const ObserverCounters& counters() const override { static const ObserverCounters none; return none; }
   CgroupLayout layout_;
   std::vector<Pod> pods;
 };

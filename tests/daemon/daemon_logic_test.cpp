@@ -50,7 +50,7 @@ class FakeObserver final : public NodeObserver {
   Result<SignalObservation> refresh_signal(Signal, TimePoint) override { return Error{ENOTSUP, "fake"}; }
   Result<void> refresh_pod(Pod&, TimePoint) override { return {}; }
   std::vector<PodCgroup> list_pods() override { return {}; }
-  ObserverCounters counters() const override { return {}; }
+  const ObserverCounters& counters() const override { static const ObserverCounters none; return none; }
 
   Pod& add(const std::string& uid, QosClass qos, uint64_t ws, uint64_t request = 0) {
     Pod p;

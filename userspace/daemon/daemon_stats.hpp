@@ -45,7 +45,10 @@ inline constexpr std::string_view kCheckpointLoadsHelp =
   COUNTER(checkpoint_corrupt, "pressured_checkpoint_loads_total", "result=corrupt",                           \
           ::pressured::kCheckpointLoadsHelp)                                                                 \
   COUNTER(checkpoint_dropped_thresholds, "pressured_checkpoint_dropped_thresholds_total", "",                 \
-          "Restored state (grace-period timing, hysteresis) of thresholds no longer configured, dropped.")
+          "Restored state (grace-period timing, hysteresis) of thresholds no longer configured, dropped.")   \
+  COUNTER(safety_net_detections, "pressured_safety_net_detections_total", "",                                 \
+          "Safety-net polls that found a threshold crossing no event had reported (detected one poll "      \
+          "interval late).")
 PRESSURED_DECLARE_STATS(DaemonStats, PRESSURED_DAEMON_STATS);
 
 }  // namespace pressured

@@ -270,11 +270,7 @@ struct Metrics::Impl {
   Family<Counter>* oom_kills = nullptr;
   Family<Histogram>* detection_latency = nullptr;
   Family<Histogram>* reactor_latency = nullptr;
-  Family<Counter>* events = nullptr;
-  Family<Counter>* ringbuf_drops = nullptr;
   Family<Counter>* resyncs = nullptr;
-  Family<Counter>* safety_polls = nullptr;
-  Family<Counter>* safety_detections = nullptr;
   Family<Gauge>* bpf_info = nullptr;
   Family<Counter>* stale_reads = nullptr;
   Family<Counter>* bpf_load_refusals = nullptr;
@@ -284,7 +280,6 @@ struct Metrics::Impl {
   Family<Gauge>* pod_ws = nullptr;
   Family<Gauge>* pod_req = nullptr;
   Family<Gauge>* pod_ratio = nullptr;
-  Family<Gauge>* unevictable_without_metadata = nullptr;
   // Reclaim activity (BPF, tracked memcgs): per pod and for kubepods / QoS tiers.
   std::array<Family<Counter>*, 4> pod_activity{};
   std::array<Family<Counter>*, 4> kubepods_activity{};
@@ -338,9 +333,6 @@ struct Metrics::Impl {
   std::unordered_map<std::string, PodSeries> pods;  // by uid (or namespace/pod when uid is empty)
 
   Counter* observations_c = nullptr;
-  Counter* ringbuf_c = nullptr;
-  Counter* safety_polls_c = nullptr;
-  Counter* safety_detections_c = nullptr;
   Gauge* ready_g = nullptr;
   Gauge* config_last_ok_g = nullptr;
 
@@ -438,13 +430,7 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.reactor_latency = &m.histogram("pressured_reactor_dispatch_latency_seconds",
                                    "Time from a kernel event's timestamp to the reactor handing it to the daemon, "
                                    "for every event.");
-  m.events = &m.counter("pressured_events_total", "Kernel events received, by source and type.");
-  m.ringbuf_drops = &m.counter("pressured_ring_buffer_dropped_events_total",
-                               "Events lost because the BPF ring buffer was full.");
   m.resyncs = &m.counter("pressured_resyncs_total", "Full resynchronisations from the cgroup files, by reason.");
-  m.safety_polls = &m.counter("pressured_safety_net_polls_total", "Safety-net polls run.");
-  m.safety_detections = &m.counter("pressured_safety_net_detections_total",
-                                   "Safety-net polls that found a threshold crossing no event had reported.");
   m.bpf_info = &m.gauge("pressured_bpf_program_info", "Always 1; how each BPF program is attached and why.");
   m.stale_reads = &m.counter("pressured_stale_reads_total", "Reads that failed and fell back to the last good value.");
   m.bpf_load_refusals = &m.counter("pressured_bpf_load_refusals_total",
@@ -461,10 +447,6 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.pod_req = &m.gauge("pressured_pod_memory_request_bytes", "Memory request of a pod; top pods only.");
   m.pod_ratio = &m.gauge("pressured_pod_memory_usage_over_request_ratio",
                          "Working set divided by memory request; top pods with a request only.");
-  m.unevictable_without_metadata =
-      &m.gauge("pressured_pods_unevictable_without_metadata",
-               "Pods never evicted because the configured metadata source has no good answer (none yet, HTTP/TLS "
-               "error) or listed them unparsably; they might be critical or static. Last observation.");
 
   m.pod_activity = {
       &m.counter("pressured_pod_reclaim_scanned_pages_total",
@@ -490,12 +472,8 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.ready_g = &m.ready_gauge->Add({});
   m.ready_g->Set(0);
   m.observations_c = &m.observations->Add({});
-  m.ringbuf_c = &m.ringbuf_drops->Add({});
-  m.safety_polls_c = &m.safety_polls->Add({});
-  m.safety_detections_c = &m.safety_detections->Add({});
   m.config_last_ok_g = &m.config_last_ok->Add({});
   m.config_last_ok_g->Set(1);
-  m.unevictable_without_metadata->Add({}).Set(0);
   for (std::size_t i = 0; i < kConditionCount; ++i) {
     const auto c = static_cast<Condition>(i);
     m.condition_g[i] = &m.node_condition->Add({{"condition", str(name(c))}});
@@ -745,21 +723,9 @@ void Metrics::on_render(std::function<void()> hook) {
   impl_->render_hooks.push_back(std::move(hook));
 }
 
-void Metrics::events_received(std::string_view source, std::string_view type, uint64_t count) {
-  auto& m = *impl_;
-  m.counter_for(*m.events, {{"source", token(source)}, {"type", token(type)}}).Increment(static_cast<double>(count));
-}
-
-void Metrics::ring_buffer_dropped(uint64_t count) { impl_->ringbuf_c->Increment(static_cast<double>(count)); }
-
 void Metrics::resync(std::string_view reason) {
   auto& m = *impl_;
   m.counter_for(*m.resyncs, {{"reason", token(reason)}}).Increment();
-}
-
-void Metrics::safety_net_poll(bool missed_event) {
-  impl_->safety_polls_c->Increment();
-  if (missed_event) impl_->safety_detections_c->Increment();
 }
 
 void Metrics::bpf_attach(std::string_view program, std::string_view mode, std::string_view reason) {
@@ -800,10 +766,6 @@ void Metrics::config_reload(bool ok) {
 void Metrics::checkpoint_write(bool ok) {
   auto& m = *impl_;
   m.counter_for(*m.checkpoint_writes, {{"result", ok ? "success" : "failure"}}).Increment();
-}
-
-void Metrics::pods_unevictable_without_metadata(uint64_t count) {
-  impl_->unevictable_without_metadata->Add({}).Set(static_cast<double>(count));
 }
 
 void Metrics::update_pods(const std::vector<PodMemorySample>& pods) {
