@@ -183,8 +183,9 @@ std::string_view name(AttachKind k);
 inline constexpr std::array<uint32_t, 12> kLatencyBucketsUs{10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 100000, 1000000};
 
 inline constexpr std::string_view kPostedTasksHelp =
-    "Tasks other threads handed to the reactor thread (pod metadata, disk walks, API results), by result: run, "
-    "or rejected because the bounded queue was full (the task's work is lost until it is redone).";
+    "Work handed to the reactor thread to run after the current dispatch (an evaluation while an eviction is in "
+    "flight, a finished disk reclaim), by result: run, or rejected because the bounded queue was full (the work "
+    "waits for a later tick).";
 
 /// The reactor's counters (pressured/stats.hpp), each exported under the
 /// series named here; a safety-net poll that found a crossing no event
