@@ -32,6 +32,7 @@
 #include "pressured/config.hpp"
 #include "pressured/enum_names.hpp"
 #include "pressured/result.hpp"
+#include "pressured/stats.hpp"
 
 namespace pressured {
 
@@ -181,16 +182,43 @@ std::string_view name(AttachKind k);
 /// Latency histogram bucket upper bounds (µs) for kernel event -> handler.
 inline constexpr std::array<uint32_t, 12> kLatencyBucketsUs{10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 100000, 1000000};
 
-struct EventStats {
-  std::array<std::atomic<uint64_t>, kEventSourceCount> events_by_source{};
-  std::array<std::atomic<uint64_t>, kEventTypeCount> events_by_type{};
-  std::atomic<uint64_t> ringbuf_drops{0};           // records the BPF side failed to reserve
-  std::atomic<uint64_t> resyncs{0};                 // full re-reads triggered by lost events
-  std::atomic<uint64_t> safety_net_ticks{0};
-  std::atomic<uint64_t> safety_net_detections{0};   // incremented by the handler when a tick found a missed event
-  std::atomic<uint64_t> wakeups{0};                 // epoll_wait returns
-  std::atomic<uint64_t> posted{0};                  // cross-thread tasks run
-  std::atomic<uint64_t> post_rejected{0};           // post() refused: queue full
+inline constexpr std::string_view kPostedTasksHelp =
+    "Work handed to the reactor thread to run after the current dispatch (an evaluation while an eviction is in "
+    "flight, a finished disk reclaim), by result: run, or rejected because the bounded queue was full (the work "
+    "waits for a later tick).";
+
+/// The reactor's counters (pressured/stats.hpp), each exported under the
+/// series named here; a safety-net poll that found a crossing no event
+/// reported is the daemon's to count (DaemonStats).
+#define PRESSURED_EVENT_STATS(COUNTER, GAUGE)                                                                    \
+  COUNTER(ringbuf_drops, "pressured_ring_buffer_dropped_events_total", "",                                      \
+          "Events lost because the BPF ring buffer was full (each loss is followed by a resync).")               \
+  COUNTER(resyncs, "pressured_resyncs_total", "reason=ring_buffer_overflow",                                    \
+          "Full resynchronisations from the cgroup files, by reason.")                                          \
+  COUNTER(safety_net_ticks, "pressured_safety_net_polls_total", "",                                             \
+          "Safety-net polls run (a full observation every events.safetyNetInterval, whatever the events say).") \
+  COUNTER(wakeups, "pressured_reactor_wakeups_total", "",                                                       \
+          "Wakeups of the reactor thread (epoll_wait returns): compared with pressured_events_total, how many " \
+          "events each wakeup carries.")                                                                        \
+  COUNTER(posted, "pressured_reactor_posted_tasks_total", "result=run", ::pressured::kPostedTasksHelp)           \
+  COUNTER(post_rejected, "pressured_reactor_posted_tasks_total", "result=rejected", ::pressured::kPostedTasksHelp)
+PRESSURED_DECLARE_STATS(EventCounters, PRESSURED_EVENT_STATS);
+
+/// Everything the reactor and its sources count, for export (export_stats)
+/// and for tools (bench, `pressured top`).
+struct EventStats : EventCounters {
+  /// Events handed to the handler, by source and type (indexes: the enums'
+  /// values; types wrap at kEventTypeCount) -> pressured_events_total{source,
+  /// type}, one series per pair of kEventSourceNames x kEventTypeNames,
+  /// appearing with the pair's first event (most pairs never occur).
+  std::array<std::array<std::atomic<uint64_t>, kEventTypeCount>, kEventSourceCount> events{};
+  void count_event(EventSource source, EventType type) {
+    events[static_cast<std::size_t>(source) % kEventSourceCount][static_cast<std::size_t>(type) % kEventTypeCount]
+        .fetch_add(1, std::memory_order_relaxed);
+  }
+  /// The pressured_events_total series (export_stats calls this).
+  void extra_stats(std::vector<ExternalStat>& out) const;
+
   std::atomic<bool> bpf_active{false};              // at least one BPF program attached
   /// Kernel timestamp -> handler dispatch latency; last bucket is +Inf.
   std::array<std::atomic<uint64_t>, kLatencyBucketsUs.size() + 1> latency_buckets{};
@@ -300,8 +328,9 @@ class ReactorHandler {
   /// what they concern and run the engine. `now` is the wakeup time.
   virtual void on_events(std::span<const PressureEvent> events, TimePoint now) = 0;
   /// Periodic poll: safety_net=true every safety_net_interval even when events
-  /// flow; false in baseline mode (forced_poll_interval, events ignored). If the
-  /// poll finds a crossing no event reported, increment stats.safety_net_detections.
+  /// flow; false in baseline mode (forced_poll_interval, events ignored). The
+  /// reactor counts the safety-net polls (EventStats::safety_net_ticks); a
+  /// poll that finds a crossing no event reported is the handler's to count.
   virtual void on_tick(TimePoint now, bool safety_net) = 0;
   /// SIGTERM / SIGINT / SIGHUP arrived (blocked and read through a signalfd).
   virtual void on_signal(int signo) = 0;

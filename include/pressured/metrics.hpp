@@ -108,11 +108,11 @@ struct MetricsOptions {
 
 class Metrics;
 
-/// A component's counters as registered with Metrics::export_counters: the
-/// series stay, and follow the counters while this handle lives. Destroying
-/// it copies the last totals in and stops reading the counters (so a
-/// component may go before its Metrics); destroying the Metrics first is
-/// safe too. Move-only.
+/// A component's stats as registered with Metrics::export_counters: the
+/// series stay, and follow the stats while this handle lives. Destroying it
+/// copies the last values in and stops reading the stats (so a component may
+/// go before its Metrics; its gauges keep their last value); destroying the
+/// Metrics first is safe too. Move-only.
 class StatsExport {
  public:
   StatsExport() = default;
@@ -122,7 +122,7 @@ class StatsExport {
   StatsExport(const StatsExport&) = delete;
   StatsExport& operator=(const StatsExport&) = delete;
 
-  /// Whether counters are registered through this handle.
+  /// Whether stats are registered through this handle.
   bool active() const { return id_ != 0; }
 
  private:
@@ -225,26 +225,15 @@ class Metrics {
   void reactor_dispatch_latency(const std::vector<double>& bounds_seconds, const std::vector<uint64_t>& bucket_totals,
                                 double sum_seconds);
 
-  /// `count` events received. source: "bpf", "psi", "memcg_notification",
-  /// "memory_events", ...; type: what happened ("threshold_up", "reclaim",
-  /// "oom_kill", "cgroup_mkdir", ...). Label values are reduced to
-  /// [a-z0-9_] and at most 48 characters.
-  /// -> pressured_events_total {source, type}
-  void events_received(std::string_view source, std::string_view type, uint64_t count = 1);
+  // Events received, ring-buffer losses, resyncs after them and safety-net
+  // polls are counted by the reactor (EventStats, pressured/events.hpp) and
+  // exported with export_stats; missed crossings by the daemon (DaemonStats).
 
-  /// Events lost because the BPF ring buffer was full.
-  /// -> pressured_ring_buffer_dropped_events_total
-  void ring_buffer_dropped(uint64_t count);
-
-  /// A full resynchronisation from the cgroup files ("ring_buffer_overflow",
-  /// "startup", "reload", ...).
+  /// A full resynchronisation from the cgroup files for a reason other than
+  /// lost events ("startup", "reload", ...; the reactor counts
+  /// reason="ring_buffer_overflow" itself).
   /// -> pressured_resyncs_total {reason}
   void resync(std::string_view reason);
-
-  /// The safety-net poll ran; `missed_event` when it found a crossing that no
-  /// event had reported.
-  /// -> pressured_safety_net_polls_total, pressured_safety_net_detections_total
-  void safety_net_poll(bool missed_event);
 
   /// How a BPF program was attached (mode: "tp_btf", "raw_tp", "fentry",
   /// "kprobe", "tracepoint", "off") and why (e.g. "fentry: EPERM"; empty when
@@ -276,11 +265,9 @@ class Metrics {
   void checkpoint_write(bool ok);
 
   // --- Pods -------------------------------------------------------------------
-
-  /// Pods that are never evicted because their metadata is unavailable (the
-  /// configured source has no good answer, or listed them unparsably).
-  /// -> pressured_pods_unevictable_without_metadata
-  void pods_unevictable_without_metadata(uint64_t count);
+  // What the observer counts of its reads (degraded reads, pods without
+  // metadata, pods unevictable for lack of it) is in ObserverCounters
+  // (pressured/observer.hpp), exported with export_stats.
 
   /// The current pods. Only the `top_pods` with the largest working set get
   /// series; series of pods that left the top are removed.
@@ -309,13 +296,17 @@ class Metrics {
   /// must outlive this Metrics or its server.
   void on_render(std::function<void()> hook);
 
-  /// Registers counters a component keeps itself (declared with
+  /// Registers stats a component keeps itself (declared with
   /// PRESSURED_DECLARE_STATS, pressured/stats.hpp; see export_stats below):
-  /// each series is created at 0 now and follows its counter at every
-  /// render(). Families that do not exist yet are registered with the given
-  /// help. A name already used by a family of another type, or an unparsable
-  /// label list, is a programming error: std::logic_error.
-  [[nodiscard]] StatsExport export_counters(std::span<const ExternalCounter> counters);
+  /// each series is created at 0 now (a counter `from_first_count`: with its
+  /// first count) and follows its stat at every render(): a counter adds
+  /// what its total gained (several components may feed one series), a gauge
+  /// takes the value. Families that do not exist yet are registered with the
+  /// given help. Programming errors, std::logic_error: a name already used by
+  /// a family of another type, a counter not ending in _total or a gauge
+  /// ending in it, an unparsable label list, a gauge series another live
+  /// export already sets.
+  [[nodiscard]] StatsExport export_counters(std::span<const ExternalStat> stats);
 
   /// Ready: events attached and at least one observation completed.
   /// -> pressured_ready 0/1, served as /readyz
@@ -342,17 +333,18 @@ class Metrics {
   std::unique_ptr<Impl> impl_;
 };
 
-/// Exports every counter of a PRESSURED_DECLARE_STATS struct into `metrics`
-/// (the series its declaration names). Keep the handle beside `stats`, and
-/// declared after it, so it goes first.
+/// Exports every stat of a PRESSURED_DECLARE_STATS struct into `metrics`
+/// (the series its declaration names, plus those of its extra_stats() when
+/// it has one). Keep the handle beside `stats`, and declared after it, so it
+/// goes first.
 template <typename Stats>
 [[nodiscard]] StatsExport export_stats(Metrics& metrics, const Stats& stats) {
   constexpr auto defs = Stats::defs();
-  std::array<ExternalCounter, defs.size()> counters{};
-  for (std::size_t i = 0; i < defs.size(); ++i) {
-    counters[i] = {defs[i].metric, defs[i].labels, defs[i].help, &(stats.*(defs[i].member))};
-  }
-  return metrics.export_counters(counters);
+  std::vector<ExternalStat> out;
+  out.reserve(defs.size());
+  for (const auto& d : defs) out.push_back({d.metric, std::string(d.labels), d.help, &(stats.*(d.member)), d.kind});
+  if constexpr (requires(std::vector<ExternalStat>& v) { stats.extra_stats(v); }) stats.extra_stats(out);
+  return metrics.export_counters(out);
 }
 
 /// TLS and authentication for the metrics port, read from a web

@@ -23,6 +23,7 @@
 #include "pressured/result.hpp"
 #include "pressured/signals.hpp"
 #include "pressured/snapshot.hpp"
+#include "pressured/stats.hpp"
 
 namespace pressured {
 
@@ -281,22 +282,36 @@ struct MemcgScope {
 // The node observer
 // ---------------------------------------------------------------------------
 
-/// Counters of degraded reads (exported as metrics; tests assert on them).
-struct ObserverCounters {
-  uint64_t observations = 0;        // observe() calls
-  uint64_t stale_signal_reads = 0;  // a signal's read failed; last good value kept and marked stale
-  uint64_t stale_pod_reads = 0;     // a pod's read failed (truncated, EACCES, ...); pod marked stale
-  uint64_t vanished_pods = 0;       // a pod cgroup disappeared between listing and reading
-  uint64_t reopened_cgroups = 0;    // a pod cgroup was recreated (new inode): fds reopened
-  // Listing the pod cgroups failed partway (EMFILE, EACCES, ...); the pods of
-  // the last listing whose cgroups still exist were kept in the observation.
-  uint64_t failed_pod_listings = 0;
-  uint64_t pods_without_metadata = 0;  // in cgroups, not in metadata (last observation)
-  uint64_t metadata_without_cgroup = 0;  // in metadata (Running), not in cgroups (last observation)
-  // Pods never evicted because their metadata is unavailable: the configured
-  // source has no good answer, or listed them unparsably (last observation).
-  uint64_t pods_unevictable_without_metadata = 0;
-};
+/// What the observer counts of its reads (pressured/stats.hpp): degraded
+/// reads, and how the pods in cgroups and in the metadata source matched at
+/// the last observation. Exported by the daemon under these series;
+/// `pressured top` shows a snapshot (ObserverCounters::Values).
+#define PRESSURED_OBSERVER_STATS(COUNTER, GAUGE)                                                                  \
+  COUNTER(observations, "pressured_observer_observations_total", "",                                             \
+          "Full observations of the node (every signal and every pod read from the kernel's files).")           \
+  COUNTER(stale_signal_reads, "pressured_observer_stale_signal_reads_total", "",                                 \
+          "Reads of a group of signals (memory, a filesystem, pids) that failed: the last good values were "     \
+          "used, marked stale. Rising steadily: a file pressured cannot read (permissions, a gone mount).")     \
+  COUNTER(stale_pod_reads, "pressured_observer_stale_pod_reads_total", "",                                       \
+          "Reads of a pod's cgroup files that failed (truncated, EACCES, ...) while the cgroup still existed: "  \
+          "the pod was kept with its last numbers, marked stale.")                                              \
+  COUNTER(vanished_pods, "pressured_observer_vanished_pods_total", "",                                           \
+          "Pod cgroups removed between listing and reading: pods ending; normal at the pace pods end.")        \
+  COUNTER(reopened_cgroups, "pressured_observer_reopened_cgroups_total", "",                                     \
+          "Pod cgroups removed and created again under the same path (a new inode): their files were reopened.") \
+  COUNTER(failed_pod_listings, "pressured_observer_failed_pod_listings_total", "",                               \
+          "Listings of the pod cgroups that failed partway (EMFILE, EACCES, ...): the pods of the last listing " \
+          "whose cgroups still exist were kept, pods created since could be missing from the ranking.")         \
+  GAUGE(pods_without_metadata, "pressured_observer_pods_without_metadata", "",                                   \
+        "Pods in cgroups that the metadata source does not list, at the last observation (the source lags "      \
+        "a new pod, or misses pods): they are ranked without priority and requests.")                          \
+  GAUGE(metadata_without_cgroup, "pressured_observer_metadata_without_cgroup", "",                               \
+        "Running pods the metadata source lists that have no cgroup on this node, at the last observation "      \
+        "(stale metadata, or pods root / cgroup driver not matching the kubelet's).")                           \
+  GAUGE(pods_unevictable_without_metadata, "pressured_pods_unevictable_without_metadata", "",                    \
+        "Pods never evicted because the configured metadata source has no good answer (none yet, HTTP/TLS "      \
+        "error) or listed them unparsably; they might be critical or static. Last observation.")
+PRESSURED_DECLARE_STATS(ObserverCounters, PRESSURED_OBSERVER_STATS);
 
 /// Reads the node's signals and every pod's usage straight from the kernel's
 /// files, fresh on every call, through fds kept open per file (pread).
@@ -350,7 +365,10 @@ class NodeObserver {
   /// The pod cgroups currently present (a directory scan; no usage reads).
   virtual std::vector<PodCgroup> list_pods() = 0;
 
-  virtual ObserverCounters counters() const = 0;
+  /// The observer's counters, live: atomics, so any thread may read them
+  /// (the metrics server exports them with export_stats; `values()` gives a
+  /// plain snapshot). They live as long as the observer.
+  virtual const ObserverCounters& counters() const = 0;
 };
 
 /// Builds the observer for `config`: detects the layout, and takes the

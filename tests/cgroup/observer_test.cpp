@@ -12,10 +12,13 @@
 
 #include "cgroup/fake_node.hpp"
 #include "node/formulas.hpp"
+#include "metrics/exposition.hpp"
 #include "pressured/observer.hpp"
 
 namespace pressured {
 namespace {
+
+using testing::exported;
 
 using testing::FakeNode;
 using testing::FakePodMemory;
@@ -239,7 +242,7 @@ TEST(Faults, PodDeletedBetweenObservationsAndMidRead) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ENOENT);
   EXPECT_TRUE(gone.stale);
-  EXPECT_EQ(obs->counters().vanished_pods, 1u);
+  EXPECT_EQ(exported(obs->counters(), "pressured_observer_vanished_pods_total"), 1);
   auto snap2 = obs->observe(t(3));
   ASSERT_TRUE(snap2);
   ASSERT_EQ(snap2->pods.size(), 1u);
@@ -258,8 +261,8 @@ TEST(Faults, PodFilesMissingWhileDirectoryExistsIsStale) {
   ASSERT_EQ(snap->pods.size(), 1u);
   EXPECT_TRUE(snap->pods[0].stale);
   EXPECT_FALSE(snap->pods[0].usage_observed_at);
-  EXPECT_EQ(obs->counters().stale_pod_reads, 1u);
-  EXPECT_EQ(obs->counters().vanished_pods, 0u);
+  EXPECT_EQ(exported(obs->counters(), "pressured_observer_stale_pod_reads_total"), 1);
+  EXPECT_EQ(exported(obs->counters(), "pressured_observer_vanished_pods_total"), 0);
 }
 
 TEST(Faults, TruncatedMemoryStatMarksPodStale) {
@@ -276,7 +279,7 @@ TEST(Faults, TruncatedMemoryStatMarksPodStale) {
   ASSERT_EQ(snap2->pods.size(), 1u);
   EXPECT_TRUE(snap2->pods[0].stale);
   EXPECT_EQ(snap2->pods[0].usage.memory_working_set_bytes, 90 * MiB);  // last good value
-  EXPECT_EQ(obs->counters().stale_pod_reads, 1u);
+  EXPECT_EQ(exported(obs->counters(), "pressured_observer_stale_pod_reads_total"), 1);
   Pod p = snap2->pods[0];
   EXPECT_FALSE(obs->refresh_pod(p, t(3)));
   EXPECT_TRUE(p.stale);
@@ -299,9 +302,9 @@ TEST(Faults, TruncatedRootStatMarksSignalStale) {
   ASSERT_TRUE(snap2->signal(Signal::MemoryAvailable));
   EXPECT_TRUE(snap2->signal(Signal::MemoryAvailable)->stale);
   EXPECT_DOUBLE_EQ(snap2->signal(Signal::MemoryAvailable)->value, good);
-  EXPECT_EQ(obs->counters().stale_signal_reads, 1u);
+  EXPECT_EQ(exported(obs->counters(), "pressured_observer_stale_signal_reads_total"), 1);
   EXPECT_FALSE(obs->refresh_signal(Signal::MemoryAvailable, t(3)));
-  EXPECT_EQ(obs->counters().stale_signal_reads, 2u);
+  EXPECT_EQ(exported(obs->counters(), "pressured_observer_stale_signal_reads_total"), 2);
 }
 
 TEST(Faults, NoMemorySignalAtAllIsAnError) {
@@ -369,7 +372,7 @@ TEST(Faults, RecreatedPodCgroupIsReopened) {
   ASSERT_TRUE(obs->refresh_pod(p, t(2)));
   EXPECT_EQ(p.usage.memory_working_set_bytes, 300 * MiB) << "read the new cgroup, not the old fds";
   EXPECT_NE(p.cgroup_id, id1);
-  EXPECT_EQ(obs->counters().reopened_cgroups, 1u);
+  EXPECT_EQ(exported(obs->counters(), "pressured_observer_reopened_cgroups_total"), 1);
 }
 
 TEST(Pods, KubepodsMissingGivesNoPodsNotAnError) {

@@ -17,10 +17,13 @@
 #include "cgroup/fake_node.hpp"
 #include "pods/pod_json.hpp"
 #include "pressured/engine.hpp"
+#include "metrics/exposition.hpp"
 #include "pressured/observer.hpp"
 
 namespace pressured {
 namespace {
+
+using testing::exported;
 
 constexpr uint64_t MiB = 1ULL << 20;
 
@@ -492,10 +495,10 @@ TEST(PodSources, MergedIntoTheObserverWithMismatchesCounted) {
       EXPECT_EQ(p.requests.memory_bytes, 0u);
     }
   }
-  EXPECT_EQ((*obs)->counters().pods_without_metadata, 1u);
+  EXPECT_EQ(exported((*obs)->counters(), "pressured_observer_pods_without_metadata"), 1);
   // u-static is Running in metadata but has no cgroup; u-be Succeeded does not count.
-  EXPECT_EQ((*obs)->counters().metadata_without_cgroup, 1u);
-  EXPECT_EQ((*obs)->counters().pods_unevictable_without_metadata, 0u) << "the source answered: u-unknown is evictable";
+  EXPECT_EQ(exported((*obs)->counters(), "pressured_observer_metadata_without_cgroup"), 1);
+  EXPECT_EQ(exported((*obs)->counters(), "pressured_pods_unevictable_without_metadata"), 0) << "the source answered: u-unknown is evictable";
 }
 
 // A configured source with no good answer (startup, 401, TLS, ...): pods known
@@ -523,7 +526,7 @@ TEST(PodSources, PodsWithoutMetadataAreNeverEvictedWhileTheSourceFails) {
     EXPECT_TRUE(never_evicted(p, ec)) << p.uid;
   }
   EXPECT_TRUE(rank_pods(snap->pods, StarvedResource::Memory, ec).empty());
-  EXPECT_EQ((*obs)->counters().pods_unevictable_without_metadata, 2u);
+  EXPECT_EQ(exported((*obs)->counters(), "pressured_pods_unevictable_without_metadata"), 2);
 
   // An answer listing one pod unparsably: that pod stays protected, the rest
   // of the list is used.
@@ -543,7 +546,7 @@ TEST(PodSources, PodsWithoutMetadataAreNeverEvictedWhileTheSourceFails) {
   auto ranked = rank_pods(snap->pods, StarvedResource::Memory, ec);
   ASSERT_EQ(ranked.size(), 1u);
   EXPECT_EQ(ranked[0]->uid, "u-be");
-  EXPECT_EQ((*obs2)->counters().pods_unevictable_without_metadata, 1u);
+  EXPECT_EQ(exported((*obs2)->counters(), "pressured_pods_unevictable_without_metadata"), 1);
 }
 
 }  // namespace

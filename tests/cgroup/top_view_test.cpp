@@ -42,7 +42,7 @@ spec:
   in.snapshot = &*snap;
   in.layout = &(*obs)->layout();
   in.eviction = &ev;
-  in.counters = (*obs)->counters();
+  in.counters = (*obs)->counters().values();
   in.metadata_source = md->describe();
   std::string text = node::render_top_text(in);
   EXPECT_NE(text.find("cgroup v2 (systemd driver)"), std::string::npos) << text;

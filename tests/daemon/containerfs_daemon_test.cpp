@@ -35,7 +35,7 @@ class DiskObserver final : public NodeObserver {
   MemcgCounters read_memcg_counters() override { return {}; }
   std::vector<MemcgScope> memcg_scopes() override { return {}; }
   std::vector<PodCgroup> list_pods() override { return {}; }
-  ObserverCounters counters() const override { return {}; }
+  const ObserverCounters& counters() const override { static const ObserverCounters none; return none; }
 
   void add(const std::string& uid, double total, double layers) {
     Pod p;

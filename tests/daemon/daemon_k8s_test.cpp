@@ -73,7 +73,7 @@ class OneNodeObserver final : public NodeObserver {
   MemcgCounters read_memcg_counters() override { return {}; }
   std::vector<MemcgScope> memcg_scopes() override { return {}; }
   std::vector<PodCgroup> list_pods() override { return {}; }
-  ObserverCounters counters() const override { return {}; }
+  const ObserverCounters& counters() const override { static const ObserverCounters none; return none; }
   CgroupLayout layout_;
   std::vector<Pod> pods;
 };

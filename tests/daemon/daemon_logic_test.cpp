@@ -51,7 +51,7 @@ class FakeObserver final : public NodeObserver {
   MemcgCounters read_memcg_counters() override { return memcg; }
   std::vector<MemcgScope> memcg_scopes() override { return scopes; }
   std::vector<PodCgroup> list_pods() override { return {}; }
-  ObserverCounters counters() const override { return {}; }
+  const ObserverCounters& counters() const override { static const ObserverCounters none; return none; }
 
   Pod& add(const std::string& uid, QosClass qos, uint64_t ws, uint64_t request = 0) {
     Pod p;

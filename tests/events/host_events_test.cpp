@@ -25,12 +25,14 @@
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 #include "kernel/cgroup_id.hpp"
+#include "metrics/exposition.hpp"
 #include "pressured/events.hpp"
 
 namespace pressured {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::exported;
 using testing::SandboxCgroup;
 using namespace events_test;
 
@@ -332,7 +334,7 @@ TEST_F(HostEvents, NotificationsDetectCrossingWithoutBpf) {
   ASSERT_GE(up, 0) << "no up edge";
   EXPECT_LT(up, down);
   EXPECT_EQ(evs[static_cast<std::size_t>(up)].watch_id, *w);
-  EXPECT_EQ(stats.events_by_source[static_cast<std::size_t>(EventSource::Bpf)].load(), 0u);
+  EXPECT_EQ(exported(stats, "pressured_events_total", {{"source", "bpf"}}).value_or(0), 0);
 }
 
 // The daemon's defaults (BPF auto, notifications, PSI): one crossing is reported
@@ -370,8 +372,8 @@ TEST_F(HostEvents, DefaultConfigReportsFromBpfAndEventfd) {
       EXPECT_EQ(e.watch_id, *w) << name(e.source);
     }
   }
-  EXPECT_GT(stats.events_by_source[static_cast<std::size_t>(EventSource::Bpf)].load(), 0u);
-  EXPECT_GT(stats.events_by_source[static_cast<std::size_t>(EventSource::MemcgV1Threshold)].load(), 0u);
+  EXPECT_GT(exported(stats, "pressured_events_total", {{"source", "bpf"}}).value_or(0), 0);
+  EXPECT_GT(exported(stats, "pressured_events_total", {{"source", "memcg_v1_threshold"}}).value_or(0), 0);
 }
 
 // PSI without BPF: the workload also joins a cgroup v2 sandbox, so its reclaim

@@ -20,6 +20,7 @@
 #include "events/memcg_sources.hpp"
 #include "fakes/no_bpf.hpp"
 #include "kernel/parse.hpp"
+#include "metrics/exposition.hpp"
 #include "pressured/events.hpp"
 #include "psi/psi_trigger.hpp"
 
@@ -28,6 +29,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
+using pressured::testing::exported;
 using pressured::testing::NoBpf;
 
 // A fake kernel source: an eventfd; each write of N yields N events of `type`.
@@ -151,8 +153,8 @@ TEST(Reactor, DeliversFakeSourceEventsInOneBatch) {
     EXPECT_EQ(h.batch_sizes.front(), 5u);
     for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(h.events[i].value, static_cast<int64_t>(i));
   }
-  EXPECT_EQ(stats.events_by_type[static_cast<std::size_t>(EventType::ThresholdUp)].load(), 5u);
-  EXPECT_EQ(stats.events_by_source[static_cast<std::size_t>(EventSource::Bpf)].load(), 5u);
+  EXPECT_EQ(exported(stats, "pressured_events_total", {{"type", "threshold_up"}}), 5);
+  EXPECT_EQ(exported(stats, "pressured_events_total", {{"source", "bpf"}}), 5);
   EXPECT_EQ(stats.latency_count.load(), 5u);
   EXPECT_NE(stats.bpf_status().find("disabled"), std::string::npos);
   run.reactor->stop();
@@ -192,7 +194,7 @@ TEST(Reactor, PostRunsTasksOnReactorThreadFromManyThreads) {
   while (ran.load() < 3 * kPerWorker && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(ran.load(), 3 * kPerWorker);
   EXPECT_FALSE(wrong_thread.load());
-  EXPECT_EQ(stats.posted.load(), static_cast<uint64_t>(3 * kPerWorker + 1));
+  EXPECT_EQ(exported(stats, "pressured_reactor_posted_tasks_total", {{"result", "run"}}), 3 * kPerWorker + 1);
 }
 
 TEST(Reactor, SafetyNetTicksAndDrainsTickSources) {
@@ -224,7 +226,7 @@ TEST(Reactor, SafetyNetTicksAndDrainsTickSources) {
   Running run{std::move(*r)};
   run.start(h);
   ASSERT_TRUE(h.wait([&] { return h.safety_ticks >= 3 && h.events.size() >= 3; }));
-  EXPECT_GE(stats.safety_net_ticks.load(), 3u);
+  EXPECT_GE(exported(stats, "pressured_safety_net_polls_total").value_or(0), 3);
 }
 
 TEST(Reactor, DeadlineWakesTheHandlerAndCanBeCancelled) {
@@ -385,14 +387,14 @@ TEST(Overflow, DropCounterIncreaseYieldsOverflowAndResync) {
   EXPECT_EQ(out[0].value, 7);
   EXPECT_EQ(out[1].type, EventType::Resync);
   EXPECT_EQ(out[1].source, EventSource::Resync);
-  EXPECT_EQ(stats.ringbuf_drops.load(), 7u);
-  EXPECT_EQ(stats.resyncs.load(), 1u);
+  EXPECT_EQ(exported(stats, "pressured_ring_buffer_dropped_events_total"), 7);
+  EXPECT_EQ(exported(stats, "pressured_resyncs_total", {{"reason", "ring_buffer_overflow"}}), 1);
   out.clear();
   EXPECT_EQ(bpf::account_drops(7, seen, stats, out, now), 0u) << "no new loss, no resync";
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(bpf::account_drops(10, seen, stats, out, now), 3u);
-  EXPECT_EQ(stats.resyncs.load(), 2u);
-  EXPECT_EQ(stats.ringbuf_drops.load(), 10u);
+  EXPECT_EQ(exported(stats, "pressured_resyncs_total", {{"reason", "ring_buffer_overflow"}}), 2);
+  EXPECT_EQ(exported(stats, "pressured_ring_buffer_dropped_events_total"), 10);
 }
 
 TEST(Overflow, RecordConversionKeepsFields) {

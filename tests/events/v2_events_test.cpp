@@ -41,12 +41,14 @@
 #include "events/event_test_helpers.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 #include "kernel/cgroup_id.hpp"
+#include "metrics/exposition.hpp"
 #include "pressured/events.hpp"
 
 namespace pressured {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::exported;
 using testing::SandboxCgroup;
 using namespace events_test;
 
@@ -200,8 +202,8 @@ TEST_F(V2Events, MemoryEventsHighThroughReactor) {
   for (auto t : {EventType::MemoryEventMax, EventType::MemoryEventOom, EventType::MemoryEventOomKill}) {
     EXPECT_EQ(index_of(evs, t, *pod, EventSource::MemoryEventsV2), -1) << name(t) << "\n" << describe(evs);
   }
-  EXPECT_GT(stats.events_by_source[static_cast<std::size_t>(EventSource::MemoryEventsV2)].load(), 0u);
-  EXPECT_EQ(stats.events_by_source[static_cast<std::size_t>(EventSource::Bpf)].load(), 0u);
+  EXPECT_GT(exported(stats, "pressured_events_total", {{"source", "memory_events_v2"}}).value_or(0), 0);
+  EXPECT_EQ(exported(stats, "pressured_events_total", {{"source", "bpf"}}).value_or(0), 0);
 }
 
 // memory.max: 64 MiB against a 32 MiB limit without swap: `max`, then the

@@ -1,8 +1,9 @@
 #pragma once
 // A small parser for the Prometheus text exposition format (0.0.4), enough to
 // assert on what pressured serves: samples with labels and values, plus the
-// # TYPE lines; and scrape(), which renders a Metrics and reads it, so tests
-// assert on the values an operator sees.
+// # TYPE lines; and scrape(), which renders a Metrics and reads it, and
+// exported(), which does the same for a component's stats, so tests assert on
+// the values an operator sees.
 
 #include <cstdlib>
 #include <map>
@@ -132,6 +133,20 @@ inline Exposition scrape(const Metrics& metrics) { return parse_exposition(metri
 inline std::optional<double> scraped(const Metrics& metrics, const std::string& name,
                                      const std::map<std::string, std::string>& match = {}) {
   return scrape(metrics).sum(name, match);
+}
+
+/// A component's declared stats (pressured/stats.hpp) as an operator reads
+/// them: exported into a Metrics of their own, as the daemon exports them,
+/// and scraped; the sum of the series named `name` whose labels include
+/// `match` (nullopt when there is none).
+template <typename Stats>
+std::optional<double> exported(const Stats& stats, const std::string& name,
+                               const std::map<std::string, std::string>& match = {}) {
+  MetricsOptions options;
+  options.node = "test";
+  Metrics metrics(options);
+  const StatsExport handle = export_stats(metrics, stats);
+  return scraped(metrics, name, match);
 }
 
 }  // namespace pressured::testing

@@ -19,8 +19,11 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include "daemon/daemon_stats.hpp"
 #include "metrics/exposition.hpp"
 #include "pressured/build_info.hpp"
+#include "pressured/events.hpp"
+#include "pressured/observer.hpp"
 
 namespace pressured {
 namespace {
@@ -247,19 +250,26 @@ TEST(ApiOutcome, FromHttpStatus) {
 
 TEST_F(ServedMetrics, EventPathCountersAndDetectionHistogram) {
   start();
+  // The event path's counters are the reactor's (EventStats) and the
+  // daemon's (DaemonStats), exported as run_cmd.cpp exports them.
+  EventStats events;
+  DaemonStats daemon;
+  const StatsExport events_export = export_stats(*metrics_, events);
+  const StatsExport daemon_export = export_stats(*metrics_, daemon);
   auto e = scrape();
   // Alerted-on counters exist from the start, at 0.
   EXPECT_EQ(e.value("pressured_ring_buffer_dropped_events_total"), 0);
+  EXPECT_EQ(e.value("pressured_safety_net_detections_total"), 0);
   EXPECT_EQ(e.find("pressured_kernel_oom_kills_total").size(), 4u);
   EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "none"}}), 0);
 
-  metrics_->events_received("bpf", "threshold_up", 3);
-  metrics_->events_received("BPF", "threshold_up");  // normalised to the same series
-  metrics_->events_received("psi", "memory some/trigger");
-  metrics_->ring_buffer_dropped(7);
-  metrics_->resync("ring_buffer_overflow");
-  metrics_->safety_net_poll(false);
-  metrics_->safety_net_poll(true);
+  for (int i = 0; i < 4; ++i) events.count_event(EventSource::Bpf, EventType::ThresholdUp);
+  events.count_event(EventSource::Psi, EventType::PsiTrigger);
+  events.ringbuf_drops += 7;
+  ++events.resyncs;
+  events.safety_net_ticks += 2;
+  ++daemon.safety_net_detections;
+  metrics_->resync("startup");
   metrics_->kernel_oom_kill(QosClass::Burstable);
   metrics_->kernel_oom_kill(std::nullopt);
   metrics_->detection_latency("bpf", 0.00002);   // 20 us
@@ -277,9 +287,11 @@ TEST_F(ServedMetrics, EventPathCountersAndDetectionHistogram) {
 
   e = scrape();
   EXPECT_EQ(e.value("pressured_events_total", {{"source", "bpf"}, {"type", "threshold_up"}}), 4);
-  EXPECT_EQ(e.value("pressured_events_total", {{"source", "psi"}, {"type", "memory_some_trigger"}}), 1);
+  EXPECT_EQ(e.value("pressured_events_total", {{"source", "psi"}, {"type", "psi_trigger"}}), 1);
+  EXPECT_EQ(e.find("pressured_events_total").size(), 2u) << "only the pairs that occurred have a series";
   EXPECT_EQ(e.value("pressured_ring_buffer_dropped_events_total"), 7);
   EXPECT_EQ(e.value("pressured_resyncs_total", {{"reason", "ring_buffer_overflow"}}), 1);
+  EXPECT_EQ(e.value("pressured_resyncs_total", {{"reason", "startup"}}), 1) << "Metrics' own reasons share the family";
   EXPECT_EQ(e.value("pressured_safety_net_polls_total"), 2);
   EXPECT_EQ(e.value("pressured_safety_net_detections_total"), 1);
   EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "Burstable"}}), 1);
@@ -584,10 +596,14 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
   m.api_request(ApiAction::Event, ApiOutcome::Success);
   m.kernel_oom_kill(QosClass::Guaranteed);
   m.detection_latency("bpf", 0.001);
-  m.events_received("bpf", "x");
-  m.ring_buffer_dropped(1);
+  EventStats events;  // the families components export (as pressured_metric_names does)
+  ObserverCounters observer;
+  DaemonStats daemon;
+  const StatsExport events_export = export_stats(m, events);
+  const StatsExport observer_export = export_stats(m, observer);
+  const StatsExport daemon_export = export_stats(m, daemon);
+  events.count_event(EventSource::Bpf, EventType::CgroupMkdir);
   m.resync("startup");
-  m.safety_net_poll(true);
   m.bpf_attach("p", "raw_tp", "");
   m.bpf_load_refused("p", "fentry");
   m.stale_read(Signal::MemoryAvailable);
@@ -608,7 +624,9 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
                            n.ends_with("_sum") || n.ends_with("_count") || n == "pressured_ready" ||
                            n.starts_with("pressured_signal_") || n == "pressured_node_condition" ||
                            n == "pressured_config_last_reload_successful" ||
-                           n == "pressured_pods_unevictable_without_metadata";  // a count of pods
+                           n == "pressured_pods_unevictable_without_metadata" ||  // counts of pods
+                           n == "pressured_observer_pods_without_metadata" ||
+                           n == "pressured_observer_metadata_without_cgroup";
     EXPECT_TRUE(suffix_ok) << n;
   }
   // Counters end in _total (Prometheus naming).
@@ -621,11 +639,14 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
 
 TEST(Metrics, ConcurrentUpdatesAreSafe) {
   Metrics m(options(4));
+  EventStats events;  // counted on other threads while render() reads it
+  const StatsExport events_export = export_stats(m, events);
+  constexpr EventType kTypes[] = {EventType::ThresholdUp, EventType::MemcgReclaimBegin, EventType::CgroupRmdir};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&m, t] {
+    threads.emplace_back([&m, &events, &kTypes, t] {
       for (int i = 0; i < 2000; ++i) {
-        m.events_received("bpf", fmt::format("t{}", i % 3));
+        events.count_event(EventSource::Bpf, kTypes[i % 3]);
         m.detection_latency("psi", 1e-4);
         m.signal_observed(Signal::MemoryAvailable, i, 1e6);
         if (i % 100 == 0) {

@@ -299,6 +299,13 @@ def assertions(prom, pressured_port, source_dir):
           f"kernel OOM kill counters exist (4 QoS values) and are 0 (got {oom})")
     drops = prom.values(f"pressured_ring_buffer_dropped_events_total{{{sel}}}")
     check(failures, len(drops) == 1 and drops[0][1] >= 0, f"ring buffer drop counter exists ({drops})")
+    # The reactor's and the observer's own stats, exported by `pressured run`.
+    wakeups = prom.values(f"increase(pressured_reactor_wakeups_total{{{sel}}}[15s])")
+    check(failures, len(wakeups) == 1 and wakeups[0][1] > 0, f"reactor wakeups keep coming (increase: {wakeups})")
+    full = prom.values(f"increase(pressured_observer_observations_total{{{sel}}}[15s])")
+    check(failures, len(full) == 1 and full[0][1] > 0, f"the observer's full observations keep coming ({full})")
+    gauges = prom.values(f'{{__name__=~"pressured_observer_(pods_without_metadata|metadata_without_cgroup)",{sel}}}')
+    check(failures, len(gauges) == 2, f"the observer's metadata gauges exist ({gauges})")
 
     # Every series pressured serves carries the node label (checked in Prometheus, not in the text).
     nolabel = prom.values('count({__name__=~"pressured_.+", node=""})')

@@ -126,13 +126,9 @@ bool Daemon::is_pod_cgroup(uint64_t cgroup_id) const {
 }
 
 void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
-  if (deps_.metrics) {
-    for (const auto& ev : events) deps_.metrics->events_received(name(ev.source), name(ev.type));
-  }
+  // Events, ring-buffer losses and resyncs are counted by the reactor (EventStats).
   const EventTriage t = triage_events(events, busy(), [this](uint64_t id) { return is_pod_cgroup(id); });
   for (const PressureEvent* ev : t.oom_kills) report_kernel_oom_kill(*ev);
-  if (deps_.metrics && t.ring_buffer_dropped) deps_.metrics->ring_buffer_dropped(t.ring_buffer_dropped);
-  for (uint64_t i = 0; deps_.metrics && i < t.resyncs; ++i) deps_.metrics->resync("ring_buffer_overflow");
   for (uint64_t id : t.fired_watches) alarms_.watch_fired(id);
   for (const PressureEvent* ev : t.pid_alarms) {
     spdlog::info("PID alarm {}: the kernel counts {} tasks (alarm {})", ev->type == EventType::PidAlarmUp ? "up" : "down",
@@ -194,9 +190,11 @@ void Daemon::on_tick(TimePoint now, bool safety_net) {
   };
   const bool met_before = any_met();
   evaluate_partial_ok(now, "safety_net", std::nullopt);
-  const bool missed = any_met() && !met_before;
-  if (deps_.metrics) deps_.metrics->safety_net_poll(missed);
-  if (missed) spdlog::debug("safety net found a threshold crossing no event reported");
+  // The reactor counts the polls (EventStats); only the daemon knows a poll found a missed crossing.
+  if (any_met() && !met_before) {
+    ++stats_.safety_net_detections;
+    spdlog::debug("safety net found a threshold crossing no event reported");
+  }
 }
 
 void Daemon::on_signal(int signo) {

@@ -25,7 +25,7 @@ inline constexpr std::string_view kEvaluationsHelp =
 inline constexpr std::string_view kCheckpointLoadsHelp =
     "Checkpoint loads at start that found a file: restored (evictions in flight resumed), or corrupt (ignored).";
 
-#define PRESSURED_DAEMON_STATS(COUNTER)                                                                      \
+#define PRESSURED_DAEMON_STATS(COUNTER, GAUGE)                                                               \
   COUNTER(full_observations, "pressured_evaluations_total", "observation=full", ::pressured::kEvaluationsHelp) \
   COUNTER(incremental_evaluations, "pressured_evaluations_total", "observation=partial",                     \
           ::pressured::kEvaluationsHelp)                                                                     \
@@ -45,7 +45,10 @@ inline constexpr std::string_view kCheckpointLoadsHelp =
   COUNTER(checkpoint_corrupt, "pressured_checkpoint_loads_total", "result=corrupt",                           \
           ::pressured::kCheckpointLoadsHelp)                                                                 \
   COUNTER(checkpoint_dropped_thresholds, "pressured_checkpoint_dropped_thresholds_total", "",                 \
-          "Restored state (grace-period timing, hysteresis) of thresholds no longer configured, dropped.")
+          "Restored state (grace-period timing, hysteresis) of thresholds no longer configured, dropped.")   \
+  COUNTER(safety_net_detections, "pressured_safety_net_detections_total", "",                                 \
+          "Safety-net polls that found a threshold crossing no event had reported (detected one poll "      \
+          "interval late).")
 PRESSURED_DECLARE_STATS(DaemonStats, PRESSURED_DAEMON_STATS);
 
 }  // namespace pressured

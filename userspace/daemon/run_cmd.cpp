@@ -33,13 +33,10 @@ namespace pressured::cli {
 namespace {
 
 // Quick ticks while an eviction is in flight (SIGKILL at the end of a grace
-// period, release of the victim's memory); idle otherwise. Each tick also
-// exports the observer's count of pods protected for lack of metadata (the
-// observer belongs to this, the reactor's, thread).
+// period, release of the victim's memory); idle otherwise.
 class ProgressTimer final : public ReactorSource {
  public:
-  ProgressTimer(Daemon& daemon, EventLoop& loop, Duration period, const NodeObserver& observer, Metrics& metrics)
-      : daemon_(daemon), loop_(loop), observer_(observer), metrics_(metrics) {
+  ProgressTimer(Daemon& daemon, EventLoop& loop, Duration period) : daemon_(daemon), loop_(loop) {
     fd_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
     itimerspec its{};
     auto ns = period.count();
@@ -67,20 +64,12 @@ class ProgressTimer final : public ReactorSource {
       ::sd_notify(0, "WATCHDOG=1");
       last_watchdog_ = now;
     }
-    uint64_t unevictable = observer_.counters().pods_unevictable_without_metadata;
-    if (unevictable != last_unevictable_) {
-      metrics_.pods_unevictable_without_metadata(unevictable);
-      last_unevictable_ = unevictable;
-    }
   }
 
  private:
   Daemon& daemon_;
   EventLoop& loop_;
   bool pending_ = false;  // an evaluation is posted and has not run yet
-  const NodeObserver& observer_;
-  Metrics& metrics_;
-  uint64_t last_unevictable_ = 0;
   Duration watchdog_ = watchdog_interval();
   TimePoint last_watchdog_{};
 
@@ -186,6 +175,10 @@ int run_daemon(const ConfigOptions& options) {
   }
   for (const auto& r : event_stats.load_refusals()) metrics.bpf_load_refused(name(r.program), name(r.kind));
   export_reactor_latency(event_stats, metrics);  // event_stats outlives metrics and its server
+  // The reactor's and the observer's own counters, read at each scrape;
+  // declared after what they point to, so they are released first.
+  const StatsExport event_stats_export = export_stats(metrics, event_stats);
+  const StatsExport observer_stats_export = export_stats(metrics, (*observer)->counters());
   std::unique_ptr<MetricsServer> server;
   if (!config.metrics.listen.empty()) {
     WebConfig web;
@@ -278,7 +271,7 @@ int run_daemon(const ConfigOptions& options) {
   if (config.daemon.dry_run) spdlog::warn("dry run: decisions are logged and exported, nothing is killed");
 
   (void)(*reactor)->add_source(
-      std::make_unique<ProgressTimer>(daemon, **reactor, std::chrono::milliseconds(50), **observer, metrics));
+      std::make_unique<ProgressTimer>(daemon, **reactor, std::chrono::milliseconds(50)));
   daemon.evaluate(MonotonicClock().now(), "startup", std::nullopt);
   metrics.resync("startup");
   spdlog::info("pressured running: {} thresholds, {} pods, bpf {}, started in {:.1f} ms",

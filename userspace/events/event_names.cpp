@@ -10,11 +10,33 @@ namespace pressured {
 static_assert(std::size(kEventSourceNames) == kEventSourceCount);
 static_assert(std::size(kBpfProgramNames) == kBpfProgramCount);
 static_assert(std::size(kAttachKindNames) == static_cast<std::size_t>(AttachKind::Tracepoint) + 1);
+// Every named type has its own cell in EventStats::events (no wrap-around
+// sharing), so each pressured_events_total series counts one type only.
+static_assert([] {
+  for (const auto& t : kEventTypeNames) {
+    if (static_cast<std::size_t>(t.value) >= kEventTypeCount) return false;
+  }
+  return true;
+}());
 
 std::string_view name(EventSource s) { return enum_name(kEventSourceNames, s); }
 std::string_view name(EventType t) { return enum_name(kEventTypeNames, t); }
 std::string_view name(BpfProgram p) { return enum_name(kBpfProgramNames, p); }
 std::string_view name(AttachKind k) { return enum_name(kAttachKindNames, k); }
+
+void EventStats::extra_stats(std::vector<ExternalStat>& out) const {
+  for (const auto& s : kEventSourceNames) {
+    for (const auto& t : kEventTypeNames) {
+      ExternalStat e;
+      e.metric = "pressured_events_total";
+      e.labels = "source=" + std::string(s.name) + ",type=" + std::string(t.name);
+      e.help = "Kernel events received, by source and type.";
+      e.value = &events[static_cast<std::size_t>(s.value)][static_cast<std::size_t>(t.value)];
+      e.from_first_count = true;
+      out.push_back(std::move(e));
+    }
+  }
+}
 
 void EventStats::set_attach(BpfProgram p, AttachKind k, std::string reason) {
   auto i = static_cast<std::size_t>(p);

@@ -482,8 +482,7 @@ class ReactorImpl final : public Reactor {
         auto w = watch_by_cgroup_.find(e.cgroup_id);
         if (w != watch_by_cgroup_.end()) e.watch_id = w->second;
       }
-      stats_.events_by_source[static_cast<std::size_t>(e.source)].fetch_add(1, std::memory_order_relaxed);
-      stats_.events_by_type[static_cast<std::size_t>(e.type) % kEventTypeCount].fetch_add(1, std::memory_order_relaxed);
+      stats_.count_event(e.source, e.type);
       if (e.source == EventSource::Bpf && e.type != EventType::RingBufferOverflow && e.kernel_ns != 0)
         stats_.record_latency(at - e.kernel_time());
     }

@@ -36,7 +36,7 @@ namespace pressured::k8s {
 inline constexpr std::string_view kEvictionsSkippedHelp =
     "API evictions not sent or not done because the pod is already gone (reason=pod_gone: 404) or is "
     "another pod now (reason=uid_changed: recreated under the name, or 409 on the uid precondition).";
-#define PRESSURED_REPORTER_STATS(COUNTER)                                                                       \
+#define PRESSURED_REPORTER_STATS(COUNTER, GAUGE)                                                                \
   COUNTER(evictions_refused, "pressured_kubernetes_eviction_fallbacks_total", "",                              \
           "API evictions refused (429: a disruption budget; 500) and sent again as a DELETE with the same "    \
           "grace period and uid precondition.")                                                                \

@@ -132,14 +132,18 @@ MetricsOptions MetricsOptions::from_config(const Config& config) {
   return o;
 }
 
-// Counters kept by components (pressured/stats.hpp), each followed by the
-// prometheus counter of its series: at every render the increase since the
-// last one is added, so several components may feed one series.
+// Stats kept by components (pressured/stats.hpp), each followed by the
+// prometheus series it is exported as: at every render a counter gets the
+// increase since the last one, so several components may feed one series;
+// a gauge takes the value.
 struct StatsExport::Table {
   struct Entry {
     uint64_t owner;  // the StatsExport's id
-    Counter* counter;
     const std::atomic<uint64_t>* value;
+    Counter* counter = nullptr;  // a counter's series; null until its first count when created lazily
+    Gauge* gauge = nullptr;      // a gauge's series
+    Family<Counter>* family = nullptr;  // where a lazy counter's series is created, with `labels`
+    Labels labels;
     uint64_t seen = 0;
   };
   std::mutex mu;
@@ -148,7 +152,12 @@ struct StatsExport::Table {
 
   static void sync(Entry& e) {
     const uint64_t now = e.value->load(std::memory_order_relaxed);
+    if (e.gauge != nullptr) {
+      e.gauge->Set(static_cast<double>(now));
+      return;
+    }
     if (now > e.seen) {
+      if (e.counter == nullptr) e.counter = &e.family->Add(e.labels);
       e.counter->Increment(static_cast<double>(now - e.seen));
       e.seen = now;
     }
@@ -217,6 +226,7 @@ struct Metrics::Impl {
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::vector<Registered> names;
   std::map<std::string, Family<Counter>*> counter_families;  // by name, for export_counters
+  std::map<std::string, Family<Gauge>*> gauge_families;      // by name, for export_counters
   std::shared_ptr<StatsExport::Table> exports = std::make_shared<StatsExport::Table>();
 
   template <typename Builder>
@@ -224,7 +234,11 @@ struct Metrics::Impl {
     names.push_back({name, type});
     return b.Name(name).Help(help).Labels({{"node", options.node}}).Register(*registry);
   }
-  Family<Gauge>& gauge(const std::string& n, const std::string& h) { return reg(prometheus::BuildGauge(), n, h, "gauge"); }
+  Family<Gauge>& gauge(const std::string& n, const std::string& h) {
+    auto& f = reg(prometheus::BuildGauge(), n, h, "gauge");
+    gauge_families[n] = &f;
+    return f;
+  }
   Family<Counter>& counter(const std::string& n, const std::string& h) {
     auto& f = reg(prometheus::BuildCounter(), n, h, "counter");
     counter_families[n] = &f;
@@ -256,11 +270,7 @@ struct Metrics::Impl {
   Family<Counter>* oom_kills = nullptr;
   Family<Histogram>* detection_latency = nullptr;
   Family<Histogram>* reactor_latency = nullptr;
-  Family<Counter>* events = nullptr;
-  Family<Counter>* ringbuf_drops = nullptr;
   Family<Counter>* resyncs = nullptr;
-  Family<Counter>* safety_polls = nullptr;
-  Family<Counter>* safety_detections = nullptr;
   Family<Gauge>* bpf_info = nullptr;
   Family<Counter>* stale_reads = nullptr;
   Family<Counter>* bpf_load_refusals = nullptr;
@@ -270,7 +280,6 @@ struct Metrics::Impl {
   Family<Gauge>* pod_ws = nullptr;
   Family<Gauge>* pod_req = nullptr;
   Family<Gauge>* pod_ratio = nullptr;
-  Family<Gauge>* unevictable_without_metadata = nullptr;
   // Reclaim activity (BPF, tracked memcgs): per pod and for kubepods / QoS tiers.
   std::array<Family<Counter>*, 4> pod_activity{};
   std::array<Family<Counter>*, 4> kubepods_activity{};
@@ -324,9 +333,6 @@ struct Metrics::Impl {
   std::unordered_map<std::string, PodSeries> pods;  // by uid (or namespace/pod when uid is empty)
 
   Counter* observations_c = nullptr;
-  Counter* ringbuf_c = nullptr;
-  Counter* safety_polls_c = nullptr;
-  Counter* safety_detections_c = nullptr;
   Gauge* ready_g = nullptr;
   Gauge* config_last_ok_g = nullptr;
 
@@ -424,13 +430,7 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.reactor_latency = &m.histogram("pressured_reactor_dispatch_latency_seconds",
                                    "Time from a kernel event's timestamp to the reactor handing it to the daemon, "
                                    "for every event.");
-  m.events = &m.counter("pressured_events_total", "Kernel events received, by source and type.");
-  m.ringbuf_drops = &m.counter("pressured_ring_buffer_dropped_events_total",
-                               "Events lost because the BPF ring buffer was full.");
   m.resyncs = &m.counter("pressured_resyncs_total", "Full resynchronisations from the cgroup files, by reason.");
-  m.safety_polls = &m.counter("pressured_safety_net_polls_total", "Safety-net polls run.");
-  m.safety_detections = &m.counter("pressured_safety_net_detections_total",
-                                   "Safety-net polls that found a threshold crossing no event had reported.");
   m.bpf_info = &m.gauge("pressured_bpf_program_info", "Always 1; how each BPF program is attached and why.");
   m.stale_reads = &m.counter("pressured_stale_reads_total", "Reads that failed and fell back to the last good value.");
   m.bpf_load_refusals = &m.counter("pressured_bpf_load_refusals_total",
@@ -447,10 +447,6 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.pod_req = &m.gauge("pressured_pod_memory_request_bytes", "Memory request of a pod; top pods only.");
   m.pod_ratio = &m.gauge("pressured_pod_memory_usage_over_request_ratio",
                          "Working set divided by memory request; top pods with a request only.");
-  m.unevictable_without_metadata =
-      &m.gauge("pressured_pods_unevictable_without_metadata",
-               "Pods never evicted because the configured metadata source has no good answer (none yet, HTTP/TLS "
-               "error) or listed them unparsably; they might be critical or static. Last observation.");
 
   m.pod_activity = {
       &m.counter("pressured_pod_reclaim_scanned_pages_total",
@@ -476,12 +472,8 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.ready_g = &m.ready_gauge->Add({});
   m.ready_g->Set(0);
   m.observations_c = &m.observations->Add({});
-  m.ringbuf_c = &m.ringbuf_drops->Add({});
-  m.safety_polls_c = &m.safety_polls->Add({});
-  m.safety_detections_c = &m.safety_detections->Add({});
   m.config_last_ok_g = &m.config_last_ok->Add({});
   m.config_last_ok_g->Set(1);
-  m.unevictable_without_metadata->Add({}).Set(0);
   for (std::size_t i = 0; i < kConditionCount; ++i) {
     const auto c = static_cast<Condition>(i);
     m.condition_g[i] = &m.node_condition->Add({{"condition", str(name(c))}});
@@ -657,32 +649,71 @@ void Metrics::reactor_dispatch_latency(const std::vector<double>& bounds_seconds
   if (any) m.reactor_h->ObserveMultiple(increments, sum_delta);
 }
 
-StatsExport Metrics::export_counters(std::span<const ExternalCounter> counters) {
+StatsExport Metrics::export_counters(std::span<const ExternalStat> stats) {
   auto& m = *impl_;
   std::vector<StatsExport::Table::Entry> entries;
+  std::vector<std::string> series;  // entries' names, for messages
   {
     std::lock_guard lock(m.mu);
-    for (const auto& c : counters) {
-      const std::string name(c.metric);
-      Family<Counter>* family = nullptr;
-      if (auto it = m.counter_families.find(name); it != m.counter_families.end()) {
-        family = it->second;
-      } else {
+    for (const auto& st : stats) {
+      const std::string name(st.metric);
+      const bool gauge = st.kind == StatKind::Gauge;
+      // A new family: not one of another type, and named as its kind wants.
+      const auto check_new = [&] {
         for (const auto& r : m.names) {
           if (r.name == name) throw std::logic_error("stats: " + name + " is already a " + r.type);
         }
-        family = &m.counter(name, std::string(c.help));
+        if (!stat_name_fits(st.kind, st.metric)) {
+          throw std::logic_error("stats: " + name +
+                                 (gauge ? " is a gauge: it must not end in _total" : " is a counter: it must end in _total"));
+        }
+      };
+      const Labels labels = parse_stat_labels(st.metric, st.labels);
+      StatsExport::Table::Entry e{0, st.value};
+      if (gauge) {
+        Family<Gauge>* family = nullptr;
+        if (auto it = m.gauge_families.find(name); it != m.gauge_families.end()) {
+          family = it->second;
+        } else {
+          check_new();
+          family = &m.gauge(name, std::string(st.help));
+        }
+        e.gauge = &family->Add(labels);
+      } else {
+        Family<Counter>* family = nullptr;
+        if (auto it = m.counter_families.find(name); it != m.counter_families.end()) {
+          family = it->second;
+        } else {
+          check_new();
+          family = &m.counter(name, std::string(st.help));
+        }
+        if (st.from_first_count) {
+          e.family = family;
+          e.labels = labels;
+        } else {
+          e.counter = &family->Add(labels);
+        }
       }
-      Counter& counter = family->Add(parse_stat_labels(c.metric, c.labels));
-      entries.push_back({0, &counter, c.value, 0});
+      entries.push_back(std::move(e));
+      series.push_back(name + "{" + std::string(st.labels) + "}");
     }
   }
   std::lock_guard lock(m.exports->mu);
+  // A gauge has one value: two live stats setting one series would flip it.
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const Gauge* g = entries[i].gauge;
+    if (g == nullptr) continue;
+    const auto same = [g](const StatsExport::Table::Entry& o) { return o.gauge == g; };
+    if (std::any_of(m.exports->entries.begin(), m.exports->entries.end(), same) ||
+        std::count_if(entries.begin(), entries.end(), same) > 1) {
+      throw std::logic_error("stats: gauge " + series[i] + " is already set by another exported stat");
+    }
+  }
   const uint64_t id = m.exports->next_id++;
   for (auto& e : entries) {
     e.owner = id;
     StatsExport::Table::sync(e);
-    m.exports->entries.push_back(e);
+    m.exports->entries.push_back(std::move(e));
   }
   return StatsExport(m.exports, id);
 }
@@ -692,21 +723,9 @@ void Metrics::on_render(std::function<void()> hook) {
   impl_->render_hooks.push_back(std::move(hook));
 }
 
-void Metrics::events_received(std::string_view source, std::string_view type, uint64_t count) {
-  auto& m = *impl_;
-  m.counter_for(*m.events, {{"source", token(source)}, {"type", token(type)}}).Increment(static_cast<double>(count));
-}
-
-void Metrics::ring_buffer_dropped(uint64_t count) { impl_->ringbuf_c->Increment(static_cast<double>(count)); }
-
 void Metrics::resync(std::string_view reason) {
   auto& m = *impl_;
   m.counter_for(*m.resyncs, {{"reason", token(reason)}}).Increment();
-}
-
-void Metrics::safety_net_poll(bool missed_event) {
-  impl_->safety_polls_c->Increment();
-  if (missed_event) impl_->safety_detections_c->Increment();
 }
 
 void Metrics::bpf_attach(std::string_view program, std::string_view mode, std::string_view reason) {
@@ -747,10 +766,6 @@ void Metrics::config_reload(bool ok) {
 void Metrics::checkpoint_write(bool ok) {
   auto& m = *impl_;
   m.counter_for(*m.checkpoint_writes, {{"result", ok ? "success" : "failure"}}).Increment();
-}
-
-void Metrics::pods_unevictable_without_metadata(uint64_t count) {
-  impl_->unevictable_without_metadata->Add({}).Set(static_cast<double>(count));
 }
 
 void Metrics::update_pods(const std::vector<PodMemorySample>& pods) {

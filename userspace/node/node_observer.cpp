@@ -257,7 +257,7 @@ class KernelNodeObserver final : public NodeObserver {
     return out;
   }
 
-  ObserverCounters counters() const override { return counters_; }
+  const ObserverCounters& counters() const override { return counters_; }
 
  private:
   template <typename... Args>

@@ -90,7 +90,7 @@ Command add_top(CLI::App& app) {
       in.snapshot = &*snap;
       in.layout = &observer.layout();
       in.eviction = &eviction;
-      in.counters = observer.counters();
+      in.counters = observer.counters().values();
       in.metadata_source = metadata->describe();
       in.max_pods = flags->max_pods;
       in.storage = storage->stats();

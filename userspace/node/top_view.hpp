@@ -17,7 +17,7 @@ struct TopInput {
   const NodeSnapshot* snapshot = nullptr;
   const CgroupLayout* layout = nullptr;
   const EvictionConfig* eviction = nullptr;
-  ObserverCounters counters;
+  ObserverCounters::Values counters;
   std::string metadata_source;  // describe() of the metadata source
   std::size_t max_pods = 0;     // 0: all
   std::optional<PodStorageStats> storage;  // the ephemeral storage walker's stats, when it runs
