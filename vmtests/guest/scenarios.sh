@@ -638,7 +638,14 @@ scenario_min_reclaim() {
 #    burst is small and quick even under TCG: dips are ~4 s, gaps ~4 s.
 scenario_oscillation() {
   vmt_tree cgroupfs
-  vmt_thresholds 100 300 8s 0 20s
+  # On the kubelet's node the node's own daemons leave ~350-400 MiB available
+  # once the pods run: a 300 MiB soft threshold (350 for pressured beside it)
+  # would leave the steady level no room above it.
+  if [ -n "$VMT_NODE" ]; then
+    vmt_thresholds 100 200 8s 0 20s
+  else
+    vmt_thresholds 100 300 8s 0 20s
+  fi
   # Its request keeps it within request whatever it holds; on the real node it
   # must also fit allocatable, or the kubelet rejects the pod (OutOfmemory).
   local steady_req=1024
@@ -652,10 +659,16 @@ scenario_oscillation() {
   # Leave 60 MiB over the soft threshold that acts (pressured's sits 50 MiB
   # above the kubelet's beside it): only the bursts may cross it.
   local base=$(($(avail_mib) - ACT_SOFT_MI - 60))
+  if [ $base -lt 16 ]; then
+    vmt_mark WARN "oscillation: only $(avail_mib) MiB available, under the soft threshold that acts (${ACT_SOFT_MI} MiB) + 60: the steady pod holds 16 MiB"
+    base=16
+  fi
   vmt_pod_run burstable-steady memhog --mib $base --hold 300
   vmt_wait_mem burstable-steady $base 60
   local a=$(avail_mib)
-  local burst=$((a - 200))  # each burst leaves ~200 MiB: under soft (300), over hard (100)
+  # Each burst leaves the node midway between the acting soft and hard
+  # thresholds (200 MiB for 100/300): under soft, over hard.
+  local burst=$((a - (ACT_SOFT_MI + ACT_MI) / 2))
   vmt_begin oscillation memory $((ACT_SOFT_MI * 1048576))
   vmt_pod_run besteffort-bursty spiker --mib $burst --hold-ms 3000 --gap-ms 4000 --bursts 4
   # Until the spiker's four bursts are over: on the node its process is the
