@@ -160,6 +160,8 @@ TEST(K8sReporter, EvictionUsesThePolicyV1SubresourceWithUidPreconditionAndRecord
   EXPECT_EQ(body["deleteOptions"]["gracePeriodSeconds"], 0);
   EXPECT_EQ(seen[1].path, "/api/v1/namespaces/shop/events");
   auto ev = json::parse(seen[1].body);
+  EXPECT_EQ(ev["metadata"]["name"], "web.ev-7") << "named by the eviction, so a retry cannot record it twice";
+  EXPECT_FALSE(ev["metadata"].contains("generateName"));
   EXPECT_EQ(ev["reason"], "Evicted");
   EXPECT_EQ(ev["type"], "Warning");
   EXPECT_EQ(ev["involvedObject"]["uid"], "1234-uid");
@@ -205,6 +207,41 @@ TEST(K8sReporter, RefusedEvictionFallsBackToDeleteWithTheSameGracePeriod) {
     EXPECT_EQ(api_requests(metrics, "delete", "success"), 1u);
     r.stop();
   }
+}
+
+// Fake: the server already holds the eviction's Event (an earlier attempt
+// stored it and its answer was lost; or the run before a restart did).
+TEST(K8sReporter, AnEventTheServerAlreadyHoldsIsNotRecordedTwiceNorAFailure) {
+  FakeApiServer api;
+  api.script["POST /api/v1/namespaces/shop/events"] = {409};
+  Metrics metrics(MetricsOptions{.node = "node-1"});
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.attach_metrics(metrics);
+  r.start();
+  r.report_eviction(victim());
+  ASSERT_TRUE(r.drain(5s));
+  std::size_t posts = 0;
+  for (const auto& q : api.requests()) posts += q.path == "/api/v1/namespaces/shop/events";
+  EXPECT_EQ(posts, 1u) << "a 409 is final: no retry";
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_report_failures_total"), 0u);
+  r.stop();
+}
+
+// A pod name at the length limit still gives a valid Event name.
+TEST(K8sReporter, EventNameOfALongPodNameStaysADnsSubdomain) {
+  FakeApiServer api;
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.start();
+  auto e = victim();
+  e.name = std::string(247, 'a') + "-" + std::string(5, 'b');  // 253 characters
+  r.report_eviction(e);
+  ASSERT_TRUE(r.drain(5s));
+  std::string name;
+  for (const auto& q : api.requests()) {
+    if (q.path == "/api/v1/namespaces/shop/events") name = json::parse(q.body)["metadata"]["name"];
+  }
+  EXPECT_EQ(name, std::string(247, 'a') + ".ev-7") << "cut to fit 253, without a dangling '-'";
+  r.stop();
 }
 
 // Fake: 503s on demand.

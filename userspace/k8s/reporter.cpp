@@ -1,5 +1,7 @@
 #include "k8s/reporter.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -126,10 +128,24 @@ std::string delete_body(const Eviction& e) {
   return j.dump();
 }
 
+// The Event of one eviction has a name of its own, "<pod>.<eviction id>" (the
+// kubelet's "<pod>.<hex time>" shape), so that a POST retried after the server
+// stored it but the answer was lost (a timeout on a loaded API server) meets
+// 409 AlreadyExists instead of recording the eviction twice; a resumed
+// eviction keeps its id and so its Event. Without an id: a generated name.
+json event_metadata(const Eviction& e) {
+  if (e.id.empty()) return {{"generateName", e.name + "."}, {"namespace", e.namespace_}};
+  constexpr std::size_t kMaxName = 253;  // a DNS subdomain
+  std::string pod = e.name.substr(0, kMaxName - std::min(kMaxName - 1, e.id.size() + 1));
+  // A cut name must still end its label with an alphanumeric character.
+  while (!pod.empty() && !std::isalnum(static_cast<unsigned char>(pod.back()))) pod.pop_back();
+  return {{"name", pod + "." + e.id}, {"namespace", e.namespace_}};
+}
+
 std::string event_body(const Eviction& e, const std::string& node, const std::string& now) {
   json j{{"apiVersion", "v1"},
          {"kind", "Event"},
-         {"metadata", {{"generateName", e.name + "."}, {"namespace", e.namespace_}}},
+         {"metadata", event_metadata(e)},
          {"involvedObject",
           {{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", e.name}, {"namespace", e.namespace_}, {"uid", e.uid}}},
          {"reason", "Evicted"},
@@ -411,7 +427,13 @@ void Reporter::execute(const Task& t) {
         return client_.request("POST", "/api/v1/namespaces/" + e.namespace_ + "/events",
                                event_body(e, opts_.node_name, rfc3339_now()));
       });
-      if (r && r->status != 200 && r->status != 201) ++stats_.failures;
+      if (r && r->status == 409) {
+        // Stored by an earlier attempt whose answer was lost, or by the run
+        // before a restart that resumed this eviction: recorded once.
+        spdlog::debug("k8s: event for {}/{} already recorded", e.namespace_, e.name);
+      } else if (r && r->status != 200 && r->status != 201) {
+        ++stats_.failures;
+      }
       return;
     }
     case Task::Kind::Conditions: {
