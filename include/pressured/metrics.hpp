@@ -339,12 +339,7 @@ class Metrics {
 /// goes first.
 template <typename Stats>
 [[nodiscard]] StatsExport export_stats(Metrics& metrics, const Stats& stats) {
-  constexpr auto defs = Stats::defs();
-  std::vector<ExternalStat> out;
-  out.reserve(defs.size());
-  for (const auto& d : defs) out.push_back({d.metric, std::string(d.labels), d.help, &(stats.*(d.member)), d.kind});
-  if constexpr (requires(std::vector<ExternalStat>& v) { stats.extra_stats(v); }) stats.extra_stats(out);
-  return metrics.export_counters(out);
+  return metrics.export_counters(stat_list(stats));
 }
 
 /// TLS and authentication for the metrics port, read from a web
@@ -376,16 +371,29 @@ struct MetricsServerLimits {
   unsigned auth_failures_per_second = 5;  // bcrypt checks of unknown credentials (each ~50-100 ms)
 };
 
-/// What the server did; for tests and `top`.
-struct MetricsServerStats {
-  uint64_t accepted = 0;
-  uint64_t served = 0;
-  uint64_t shed = 0;       // dropped at the connection cap
-  uint64_t timed_out = 0;  // request or answer not complete in time
-  uint64_t rejected = 0;   // malformed, too large, or TLS handshake failed
-  uint64_t unauthorized = 0;
-  std::size_t open = 0;
-};
+/// What the server did (pressured/stats.hpp): the daemon exports them into
+/// the Metrics the server serves (export_stats(metrics, server->counters())).
+#define PRESSURED_METRICS_SERVER_STATS(COUNTER, GAUGE)                                                          \
+  COUNTER(accepted, "pressured_metrics_server_connections_total", "",                                         \
+          "Connections accepted on the metrics port (each scrape is one, or fewer with keep-alive).")        \
+  COUNTER(served, "pressured_metrics_server_answers_total", "",                                               \
+          "HTTP answers written in full, error answers (400, 401, 404, 429, 431) included.")                            \
+  COUNTER(shed, "pressured_metrics_server_shed_connections_total", "",                                        \
+          "Connections closed unanswered at the cap of open connections (the oldest one still sending its "   \
+          "request makes room). Rising: something opens connections faster than it scrapes.")        \
+  COUNTER(timed_out, "pressured_metrics_server_timed_out_connections_total", "",                              \
+          "Connections closed because the request (TLS handshake included) or the answer did not complete "   \
+          "in time: slow or stuck clients.")                                                                  \
+  COUNTER(rejected, "pressured_metrics_server_rejected_requests_total", "",                                   \
+          "Requests refused as malformed or too large, and failed TLS handshakes: a client that does not "    \
+          "speak the configured protocol (plain HTTP to a TLS port, or the reverse).")                        \
+  COUNTER(unauthorized, "pressured_metrics_server_unauthorized_requests_total", "",                           \
+          "Scrapes of /metrics refused for missing or wrong basic-auth credentials (401), or for too many "  \
+          "failed attempts in a second (429).")                                                                      \
+  GAUGE(open, "pressured_metrics_server_open_connections", "", "Connections open on the metrics port, now.")
+PRESSURED_DECLARE_STATS(MetricsServerCounters, PRESSURED_METRICS_SERVER_STATS);
+/// A plain snapshot, for tests and `top`.
+using MetricsServerStats = MetricsServerCounters::Values;
 
 /// Serves /metrics, /healthz and /readyz over HTTP(S) on its own thread.
 class MetricsServer {
@@ -410,6 +418,8 @@ class MetricsServer {
   std::string scheme() const;
 
   MetricsServerStats stats() const;
+  /// The live counters, for export_stats; they live as long as the server.
+  const MetricsServerCounters& counters() const;
 
   /// Stops serving and joins the thread; idempotent.
   void stop();

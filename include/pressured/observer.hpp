@@ -159,6 +159,12 @@ class PodMetadataSource {
 
   /// "none", "file:<path>", "kubelet:<url>": for logs and `top`.
   virtual std::string describe() const = 0;
+
+  /// The stats this kind of source keeps of its own work (declared with
+  /// PRESSURED_DECLARE_STATS; stat_list), for the daemon to export into its
+  /// Metrics; they point into the source, which must outlive the export.
+  /// Empty: the source counts nothing beyond stats().
+  virtual std::vector<ExternalStat> exported_stats() const { return {}; }
 };
 
 /// Builds the source named by the config. Fails on a bad config (File with no
@@ -210,6 +216,32 @@ struct WritableLayerStats {
   }
 };
 
+/// What the ephemeral storage walker did (pressured/stats.hpp), exported by
+/// the daemon (PodStorageSource::exported_stats); `pressured top` shows them
+/// with the layer details (PodStorageStats).
+#define PRESSURED_POD_STORAGE_STATS(COUNTER, GAUGE)                                                              \
+  COUNTER(walks, "pressured_storage_walks_total", "",                                                            \
+          "Walks of the pods' logs, emptyDir volumes and writable layers (one every cgroup.diskWalkInterval).") \
+  COUNTER(incomplete_walks, "pressured_storage_incomplete_walks_total", "",                                      \
+          "Walks that cut at least one pod at its fair share of the time and entry budget: that pod's usage "     \
+          "is a lower bound. Rising steadily: a pod holds more files than the budget walks.")                    \
+  COUNTER(errors, "pressured_storage_walk_errors_total", "",                                                     \
+          "Directories and entries the walk could not read and skipped (permissions, removed while walked).")    \
+  GAUGE(entries, "pressured_storage_walk_entries", "", "Entries visited by the last walk.")                       \
+  GAUGE(truncated_pods, "pressured_storage_walk_truncated_pods", "",                                             \
+        "Pods cut at their fair share of the budget in the last walk (their usage is a lower bound).")           \
+  GAUGE(last_walk_us, "pressured_storage_walk_duration_microseconds", "",                                        \
+        "How long the last walk took (it runs on its own thread, never on the pressure path).")                  \
+  GAUGE(layer_containers, "pressured_storage_writable_layer_containers", "",                                     \
+        "Container cgroups seen by the last walk's writable-layer accounting.")                                  \
+  GAUGE(layers_measured, "pressured_storage_writable_layers_measured", "",                                       \
+        "Distinct writable layers (overlay upper dirs) measured by the last walk.")                              \
+  GAUGE(layers_unmeasured, "pressured_storage_writable_layers_unmeasured_containers", "",                        \
+        "Containers whose writable layer the last walk could not measure (no process, not an overlay below "    \
+        "the runtime root, ...; reasons in `pressured top`): their ephemeral storage misses the layer.")
+PRESSURED_DECLARE_STATS(PodStorageCounters, PRESSURED_POD_STORAGE_STATS);
+
+/// The walker's counters as plain numbers, with the last walk's layer details.
 struct PodStorageStats {
   uint64_t walks = 0;
   uint64_t incomplete_walks = 0;   // walks that cut at least one pod at its share of the budget
@@ -244,6 +276,11 @@ class PodStorageSource {
   virtual void stop() = 0;
 
   virtual PodStorageStats stats() const = 0;
+
+  /// The walker's declared stats (PodStorageCounters), for the daemon to
+  /// export into its Metrics; they point into the source, which must outlive
+  /// the export. Empty: a source that counts nothing.
+  virtual std::vector<ExternalStat> exported_stats() const { return {}; }
 };
 
 std::unique_ptr<PodStorageSource> make_pod_storage_source(const ObserveConfig& config);

@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace pressured {
 
@@ -71,6 +72,20 @@ struct ExternalStat {
   /// (an event source and a type it never sends).
   bool from_first_count = false;
 };
+
+/// Every stat of a PRESSURED_DECLARE_STATS struct (plus its extra_stats()
+/// when it has one) as Metrics registers them: what export_stats exports,
+/// and what a component behind an interface hands on for export without
+/// knowing Metrics (e.g. PodMetadataSource::exported_stats).
+template <typename Stats>
+std::vector<ExternalStat> stat_list(const Stats& stats) {
+  constexpr auto defs = Stats::defs();
+  std::vector<ExternalStat> out;
+  out.reserve(defs.size());
+  for (const auto& d : defs) out.push_back({d.metric, std::string(d.labels), d.help, &(stats.*(d.member)), d.kind});
+  if constexpr (requires(std::vector<ExternalStat>& v) { stats.extra_stats(v); }) stats.extra_stats(out);
+  return out;
+}
 
 }  // namespace pressured
 

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include "cgroup/fake_node.hpp"
+#include "metrics/exposition.hpp"
+#include "pressured/metrics.hpp"
 #include "pressured/observer.hpp"
 
 namespace pressured {
@@ -133,6 +135,42 @@ TEST(Storage, TheBudgetIsSharedFairlyAndTruncationIsPerPod) {
   EXPECT_EQ(us->inodes, 12u);  // empty-dir root, v, 10 files
   EXPECT_EQ(src->stats().truncated_pods, 1u);
   EXPECT_EQ(src->stats().incomplete_walks, 1u);
+}
+
+// What an operator scrapes of the walker: the same numbers as `top` shows,
+// exported as the daemon exports them.
+TEST(Storage, WalkStatsAreExported) {
+  testing::FakeNode node(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+  for (int i = 0; i < 200; ++i) {
+    testing::write_text(node.root() + "/var/lib/kubelet/pods/u1/volumes/kubernetes.io~empty-dir/v/f" + std::to_string(i), "x");
+  }
+  testing::write_text(node.root() + "/var/lib/kubelet/pods/u2/volumes/kubernetes.io~empty-dir/v/f", "x");
+  ObserveConfig c = node.config();
+  c.disk_walk_max_entries = 50;
+  auto src = make_pod_storage_source(c);
+  MetricsOptions mo;
+  mo.node = "node-a";
+  Metrics metrics(mo);
+  const StatsExport handle = metrics.export_counters(src->exported_stats());
+  ASSERT_TRUE(handle.active());
+  EXPECT_EQ(testing::scraped(metrics, "pressured_storage_walks_total"), 0.0) << "there from the start, at 0";
+
+  src->walk_now(TimePoint{});
+  src->walk_now(TimePoint{});
+  const auto st = src->stats();
+  auto e = testing::scrape(metrics);
+  EXPECT_EQ(e.value("pressured_storage_walks_total"), 2.0);
+  EXPECT_EQ(e.value("pressured_storage_incomplete_walks_total"), 2.0);
+  EXPECT_EQ(e.value("pressured_storage_walk_truncated_pods"), 1.0) << "u1 cut, u2 whole";
+  EXPECT_EQ(e.types["pressured_storage_walk_truncated_pods"], "gauge");
+  EXPECT_EQ(e.value("pressured_storage_walk_entries"), static_cast<double>(st.entries));
+  EXPECT_GT(st.entries, 0u);
+  EXPECT_EQ(e.value("pressured_storage_walk_errors_total"), 0.0);
+  EXPECT_EQ(e.value("pressured_storage_walk_duration_microseconds"),
+            static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(st.last_walk_duration).count()));
+  EXPECT_EQ(e.value("pressured_storage_writable_layer_containers"), 0.0) << "no runtime root in this tree";
+  EXPECT_EQ(st.walks, 2u);
+  EXPECT_EQ(st.incomplete_walks, 2u);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "fakes/privilege.hpp"
 #include "k8s/control_plane.hpp"
+#include "metrics/exposition.hpp"
 #include "pods/apiserver_source.hpp"
 
 namespace pressured::pods {
@@ -75,6 +76,9 @@ TEST(K8sPodSource, CreatedUpdatedDeletedPodsOfThisNodeOnly) {
   EXPECT_TRUE(eventually([&] { return !has(*src, *mine); }));
   EXPECT_GE(src->counters().events.load(), 3u);
   EXPECT_EQ(src->counters().errors.load(), 0u) << src->stats().last_error;
+  // As an operator reads them.
+  EXPECT_GE(testing::exported(src->counters(), "pressured_pod_source_api_watch_events_total").value_or(0), 3);
+  EXPECT_GE(testing::exported(src->counters(), "pressured_pod_source_api_lists_total").value_or(0), 1);
   src->stop();
 }
 

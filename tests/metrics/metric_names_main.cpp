@@ -8,6 +8,7 @@
 
 #include "daemon/daemon_stats.hpp"
 #include "k8s/reporter.hpp"
+#include "pods/apiserver_source.hpp"
 #include "pressured/events.hpp"
 #include "pressured/metrics.hpp"
 #include "pressured/observer.hpp"
@@ -20,10 +21,16 @@ int main() {
   const pressured::ObserverCounters observer;
   const pressured::DaemonStats daemon;
   const pressured::k8s::ReporterStats reporter;
+  const pressured::pods::ApiServerSourceCounters pod_source;
+  const pressured::MetricsServerCounters server;
+  const pressured::PodStorageCounters storage;
   const auto events_export = pressured::export_stats(metrics, events);
   const auto observer_export = pressured::export_stats(metrics, observer);
   const auto daemon_export = pressured::export_stats(metrics, daemon);
   const auto reporter_export = pressured::export_stats(metrics, reporter);
+  const auto pod_source_export = pressured::export_stats(metrics, pod_source);
+  const auto server_export = pressured::export_stats(metrics, server);
+  const auto storage_export = pressured::export_stats(metrics, storage);
   for (const auto& name : metrics.metric_names()) std::cout << name << '\n';
   return 0;
 }

@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include "metrics/exposition.hpp"
 #include "pressured/metrics.hpp"
 
 namespace pressured {
@@ -281,6 +282,43 @@ TEST(MetricsServerAuth, WebConfigErrorsAreClear) {
   ASSERT_TRUE(empty.ok());
   EXPECT_FALSE(empty->auth());
   fs::remove_all(d);
+}
+
+// The server's own stats, exported into the Metrics it serves (as the daemon
+// does), read back from /metrics as a scraper reads them.
+TEST(MetricsServerStatsExport, ConnectionsAnswersAndRejectionsAreServed) {
+  Metrics m(options());
+  auto s = MetricsServer::start(m, "127.0.0.1:0");
+  ASSERT_TRUE(s) << s.error().message;
+  const StatsExport handle = export_stats(m, (*s)->counters());
+  const uint16_t port = (*s)->port();
+  EXPECT_EQ(probe(port), 200);
+  // Not HTTP: answered 400 and counted as rejected.
+  int fd = connect_loopback(port);
+  ASSERT_GE(fd, 0);
+  const std::string junk = "HELLO\r\n\r\n";
+  ASSERT_EQ(::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL), static_cast<ssize_t>(junk.size()));
+  char buf[256];
+  EXPECT_GT(::recv(fd, buf, sizeof buf, 0), 0) << "the 400";
+  ::close(fd);
+
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_read_timeout(5, 0);
+  auto res = cli.Get("/metrics");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200);
+  auto e = testing::parse_exposition(res->body);
+  // One thread serves, so the earlier answers were counted before this
+  // connection was taken up.
+  EXPECT_EQ(e.value("pressured_metrics_server_connections_total"), 3.0);
+  EXPECT_EQ(e.value("pressured_metrics_server_answers_total"), 2.0);
+  EXPECT_EQ(e.value("pressured_metrics_server_rejected_requests_total"), 1.0);
+  EXPECT_EQ(e.value("pressured_metrics_server_unauthorized_requests_total"), 0.0);
+  EXPECT_EQ(e.value("pressured_metrics_server_shed_connections_total"), 0.0);
+  EXPECT_EQ(e.value("pressured_metrics_server_timed_out_connections_total"), 0.0);
+  EXPECT_GE(e.value("pressured_metrics_server_open_connections").value_or(0), 1.0) << "this scrape's own";
+  EXPECT_EQ(e.types["pressured_metrics_server_open_connections"], "gauge");
+  EXPECT_EQ((*s)->stats().rejected, 1u);
 }
 
 }  // namespace

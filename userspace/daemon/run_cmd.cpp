@@ -179,6 +179,11 @@ int run_daemon(const ConfigOptions& options) {
   // declared after what they point to, so they are released first.
   const StatsExport event_stats_export = export_stats(metrics, event_stats);
   const StatsExport observer_stats_export = export_stats(metrics, (*observer)->counters());
+  // What the metadata source counts of its own work (the API server's
+  // list+watch); `metadata` outlives this handle.
+  const StatsExport metadata_stats_export =
+      metrics.export_counters(metadata ? metadata->exported_stats() : std::vector<ExternalStat>{});
+  const StatsExport storage_stats_export = metrics.export_counters(storage->exported_stats());
   std::unique_ptr<MetricsServer> server;
   if (!config.metrics.listen.empty()) {
     WebConfig web;
@@ -199,6 +204,9 @@ int run_daemon(const ConfigOptions& options) {
     spdlog::info("metrics at {}://{}/metrics{}", server->scheme(), server->address(),
                  web.auth() ? " (authentication required)" : "");
   }
+  // The port's own connections and refusals, served by the port itself;
+  // released before the server.
+  const StatsExport server_stats_export = server ? export_stats(metrics, server->counters()) : StatsExport{};
 
   std::unique_ptr<k8s::Reporter> reporter;
   if (config.kubernetes.enabled) {

@@ -220,8 +220,7 @@ struct MetricsServer::Impl {
   std::set<std::string> auth_cache;  // sha256 of credentials that verified
   SteadyClock::time_point auth_window;
   unsigned auth_checks = 0;
-  mutable std::mutex stats_mu;
-  MetricsServerStats st;
+  MetricsServerCounters st;
 
   // Connections are owned by `conns` (keyed by their fd, which their SSL
   // uses too): closed here and in close_conn, after their SSL is freed.
@@ -232,9 +231,10 @@ struct MetricsServer::Impl {
     }
   }
 
+  // Counted on the serving thread only; a scrape reads them on its own, one
+  // atomic at a time.
   template <typename F>
   void count(F f) {
-    std::lock_guard lock(stats_mu);
     f(st);
     st.open = conns.size();
   }
@@ -258,6 +258,7 @@ struct MetricsServer::Impl {
     ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, fd, nullptr);
     ::close(fd);
     conns.erase(it);
+    st.open = conns.size();
   }
 
   // At the cap, the oldest connection still sending its request makes room.
@@ -273,7 +274,7 @@ struct MetricsServer::Impl {
     if (victim < 0) return false;
     // Counted before the close: a client that sees its connection end may
     // read the counters at once (tests do).
-    count([](MetricsServerStats& s) { ++s.shed; });
+    count([](MetricsServerCounters& s) { ++s.shed; });
     close_conn(victim);
     return true;
   }
@@ -287,7 +288,7 @@ struct MetricsServer::Impl {
       }
       const int fd = accepted.get();
       if (conns.size() >= limits.max_connections && !shed_one()) {
-        count([](MetricsServerStats& s) { ++s.shed; });
+        count([](MetricsServerCounters& s) { ++s.shed; });
         continue;  // every slot is busy writing an answer: `accepted` closes it
       }
       int one = 1;
@@ -315,7 +316,7 @@ struct MetricsServer::Impl {
       }
       (void)accepted.release();  // owned by `conns` from here on
       conns.emplace(fd, std::move(c));
-      count([](MetricsServerStats& s) { ++s.accepted; });
+      count([](MetricsServerCounters& s) { ++s.accepted; });
     }
   }
 
@@ -345,7 +346,7 @@ struct MetricsServer::Impl {
         c.state = Conn::State::Reading;
         set_events(c, EPOLLIN | EPOLLRDHUP);
       } else if (!ssl_wants(c, rc)) {
-        count([](MetricsServerStats& s) { ++s.rejected; });
+        count([](MetricsServerCounters& s) { ++s.rejected; });
         return close_conn(fd);
       } else {
         return;
@@ -375,7 +376,7 @@ struct MetricsServer::Impl {
           break;
         }
         if (c.in.size() > limits.max_request_bytes) {
-          count([](MetricsServerStats& s) { ++s.rejected; });
+          count([](MetricsServerCounters& s) { ++s.rejected; });
           answer(c, 431, "text/plain", "request header fields too large\n", {});
           break;
         }
@@ -408,7 +409,7 @@ struct MetricsServer::Impl {
         c.out_off += static_cast<std::size_t>(n);
       }
     }
-    count([](MetricsServerStats& s) { ++s.served; });
+    count([](MetricsServerCounters& s) { ++s.served; });
     close_conn(fd);
   }
 
@@ -486,7 +487,7 @@ struct MetricsServer::Impl {
     std::string method, target, version;
     rl >> method >> target >> version;
     if (method.empty() || target.empty() || version.rfind("HTTP/1.", 0) != 0) {
-      count([](MetricsServerStats& s) { ++s.rejected; });
+      count([](MetricsServerCounters& s) { ++s.rejected; });
       return answer(c, 400, "text/plain", "bad request\n", {});
     }
     std::string authorization;
@@ -514,7 +515,7 @@ struct MetricsServer::Impl {
     if (path == "/metrics") {
       int a = authorize(authorization);
       if (a != 200) {
-        count([](MetricsServerStats& s) { ++s.unauthorized; });
+        count([](MetricsServerCounters& s) { ++s.unauthorized; });
         std::vector<std::pair<std::string, std::string>> h;
         if (a == 401) h.emplace_back("WWW-Authenticate", "Basic realm=\"pressured\"");
         if (a == 429) h.emplace_back("Retry-After", "1");
@@ -533,7 +534,7 @@ struct MetricsServer::Impl {
       if (c.deadline <= now) late.push_back(fd);
     }
     for (int fd : late) {
-      count([](MetricsServerStats& s) { ++s.timed_out; });  // before the close, as in shed_one()
+      count([](MetricsServerCounters& s) { ++s.timed_out; });  // before the close, as in shed_one()
       close_conn(fd);
     }
   }
@@ -656,10 +657,9 @@ std::string MetricsServer::address() const { return impl_->bound.to_string(); }
 
 std::string MetricsServer::scheme() const { return impl_->ssl_ctx ? "https" : "http"; }
 
-MetricsServerStats MetricsServer::stats() const {
-  std::lock_guard lock(impl_->stats_mu);
-  return impl_->st;
-}
+MetricsServerStats MetricsServer::stats() const { return impl_->st.values(); }
+
+const MetricsServerCounters& MetricsServer::counters() const { return impl_->st; }
 
 void MetricsServer::stop() {
   if (!impl_ || impl_->stopped) return;

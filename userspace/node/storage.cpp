@@ -325,10 +325,9 @@ class WalkingStorageSource final : public PodStorageSource {
       if (!result.count(it->first)) it = cache_.erase(it);
       else ++it;
     }
-    ++stats_.walks;
-    stats_.truncated_pods = truncated.size();
+    counters_.truncated_pods = truncated.size();
     if (!truncated.empty()) {
-      ++stats_.incomplete_walks;
+      ++counters_.incomplete_walks;
       std::string some;
       for (std::size_t i = 0; i < truncated.size() && i < 5; ++i) some += (i ? ", " : "") + truncated[i];
       spdlog::warn("ephemeral storage walk cut at its fair share of the budget for {} of {} pods ({}{}); their "
@@ -336,10 +335,15 @@ class WalkingStorageSource final : public PodStorageSource {
                    truncated.size(), roots.size(), some, truncated.size() > 5 ? ", ..." : "", entries,
                    std::chrono::duration_cast<std::chrono::milliseconds>(dt).count());
     }
-    stats_.writable_layers = std::move(layers);
-    stats_.entries = entries;
-    stats_.errors += errors;
-    stats_.last_walk_duration = std::chrono::duration_cast<Duration>(dt);
+    counters_.layer_containers = layers.containers;
+    counters_.layers_measured = layers.layers;
+    counters_.layers_unmeasured = layers.unresolved_total();
+    counters_.entries = entries;
+    counters_.errors += errors;
+    counters_.last_walk_us = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(dt).count());
+    ++counters_.walks;
+    layers_ = std::move(layers);
+    last_walk_ = std::chrono::duration_cast<Duration>(dt);
   }
 
   std::optional<PodDiskUsage> lookup(const std::string& uid) const override {
@@ -357,8 +361,19 @@ class WalkingStorageSource final : public PodStorageSource {
 
   PodStorageStats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
-    return stats_;
+    const auto v = counters_.values();
+    PodStorageStats st;
+    st.walks = v.walks;
+    st.incomplete_walks = v.incomplete_walks;
+    st.truncated_pods = v.truncated_pods;
+    st.entries = v.entries;
+    st.errors = v.errors;
+    st.last_walk_duration = last_walk_;
+    st.writable_layers = layers_;
+    return st;
   }
+
+  std::vector<ExternalStat> exported_stats() const override { return stat_list(counters_); }
 
  private:
   struct Layer {
@@ -473,7 +488,11 @@ class WalkingStorageSource final : public PodStorageSource {
   uint64_t max_entries_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, PodDiskUsage> cache_;
-  PodStorageStats stats_;
+  // The numbers, lock-free for the scrape; set with the details below under
+  // mu_, so that stats() sees one walk's values together.
+  PodStorageCounters counters_;
+  WritableLayerStats layers_;  // the last walk's, under mu_
+  Duration last_walk_{0};      // under mu_
   PeriodicWorker worker_;
 };
 

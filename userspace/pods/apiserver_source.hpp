@@ -28,16 +28,29 @@ struct ApiServerSourceOptions {
   Duration max_backoff = std::chrono::seconds(30);
 };
 
-/// What the watch loop did, for metrics and tests.
-struct ApiServerSourceCounters {
-  std::atomic<uint64_t> lists{0};          // successful LISTs (the first, and every relist)
-  std::atomic<uint64_t> relists_gone{0};   // relists because the resourceVersion was too old (410)
-  std::atomic<uint64_t> watches{0};        // watch requests opened
-  std::atomic<uint64_t> events{0};         // ADDED/MODIFIED/DELETED applied
-  std::atomic<uint64_t> bookmarks{0};
-  std::atomic<uint64_t> stalls{0};         // watches torn down for silence past their deadline
-  std::atomic<uint64_t> errors{0};         // failed requests (network, HTTP, parse); followed by a backoff
-};
+/// What the list+watch loop did (pressured/stats.hpp): exported by the daemon
+/// under these series (PodMetadataSource::exported_stats), read by tests.
+#define PRESSURED_APISERVER_SOURCE_STATS(COUNTER, GAUGE)                                                       \
+  COUNTER(lists, "pressured_pod_source_api_lists_total", "",                                                    \
+          "Successful LISTs of this node's pods from the API server (the first, and every relist). More than "  \
+          "the first few: watches keep ending in relists (see the expired relists and errors).")               \
+  COUNTER(relists_gone, "pressured_pod_source_api_expired_relists_total", "",                                   \
+          "Relists because the API server no longer had the watch's resourceVersion (410 Gone): the watch "     \
+          "fell too far behind, or the server's watch cache was reset.")                                       \
+  COUNTER(watches, "pressured_pod_source_api_watches_total", "",                                                \
+          "Watch requests opened. Each normally lasts the watch timeout; rising faster: watches end early.")   \
+  COUNTER(events, "pressured_pod_source_api_watch_events_total", "",                                            \
+          "Pod changes (ADDED, MODIFIED, DELETED) received through the watch and applied to the pod map.")      \
+  COUNTER(bookmarks, "pressured_pod_source_api_watch_bookmarks_total", "",                                      \
+          "Watch bookmarks received: the server confirming the watch is alive and advancing its "              \
+          "resourceVersion.")                                                                                  \
+  COUNTER(stalls, "pressured_pod_source_api_watch_stalls_total", "",                                            \
+          "Watches silent past their deadline, torn down and restarted (a stalled connection or server); "     \
+          "pod metadata lagged until then.")                                                                   \
+  COUNTER(errors, "pressured_pod_source_api_errors_total", "",                                                  \
+          "Failed requests to the API server (network, HTTP status, unparsable answer), each followed by a "   \
+          "backoff; the last good pod map is kept meanwhile.")
+PRESSURED_DECLARE_STATS(ApiServerSourceCounters, PRESSURED_APISERVER_SOURCE_STATS);
 
 class ApiServerPodSource final : public PodMetadataSource {
  public:
@@ -55,6 +68,7 @@ class ApiServerPodSource final : public PodMetadataSource {
   void request_refresh() override {}
   PodMetadataStats stats() const override;
   std::string describe() const override;
+  std::vector<ExternalStat> exported_stats() const override { return stat_list(counters_); }
 
   const ApiServerSourceCounters& counters() const { return counters_; }
   /// The resourceVersion the next watch resumes from.
