@@ -293,7 +293,10 @@ int run_daemon(const ConfigOptions& options) {
   ::sd_notify(0, "STOPPING=1");
   daemon.save_checkpoint();
   if (reporter) {
-    reporter->drain(std::chrono::seconds(2));
+    // Evictions still queued are pods already killed here: give a slow API
+    // server time to take them, within the 30 s that the DaemonSet's
+    // terminationGracePeriodSeconds and the unit's TimeoutStopSec allow.
+    reporter->drain(std::chrono::seconds(10));
     reporter->stop();
   }
   if (metadata) metadata->stop();

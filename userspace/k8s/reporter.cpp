@@ -241,11 +241,23 @@ void Reporter::start() {
 }
 
 void Reporter::stop() {
+  std::string unsent;
+  std::size_t n_unsent = 0;
   {
     std::lock_guard lk(mu_);
     stopping_ = true;
+    for (const auto& q : queue_) {
+      if (q.kind != Task::Kind::Evict) continue;
+      if (n_unsent++ < 10) unsent += (unsent.empty() ? "" : ", ") + q.eviction.namespace_ + "/" + q.eviction.name;
+    }
     stats_.dropped += queue_.size();
     queue_.clear();
+  }
+  // Their pods were killed locally; without the API eviction the kubelet
+  // sees a container that exited and may start it again.
+  if (n_unsent != 0) {
+    spdlog::error("k8s: stopping with {} API eviction(s) not sent ({}{}): the kubelet may restart their containers",
+                  n_unsent, unsent, n_unsent > 10 ? ", ..." : "");
   }
   cv_.notify_all();
   if (worker_.joinable()) worker_.join();
