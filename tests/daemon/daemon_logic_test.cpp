@@ -175,6 +175,34 @@ TEST(DaemonLogic, HardThresholdEvictsTheBestEffortPodFirst) {
   ASSERT_TRUE(r.d->policy().busy());
 }
 
+// A safety-net poll that finds a threshold met which was not met at the last
+// evaluation found a crossing no kernel event reported: counted once, and
+// only by the safety net (a poll that sees it still met, or an event-driven
+// evaluation, is not a detection).
+TEST(DaemonLogic, SafetyNetCountsTheCrossingsItFoundItself) {
+  Rig r;
+  r.obs.add("burstable", QosClass::Burstable, 500 * MiB, 600 * MiB);
+  r.obs.add("besteffort", QosClass::BestEffort, 100 * MiB);
+  r.make(base_config());
+  r.d->on_tick(at(1), true);  // 1024-600 = 424 MiB available: nothing met
+  EXPECT_EQ(r.scraped("pressured_safety_net_detections_total"), 0.0);
+  r.obs.find("besteffort")->usage.memory_working_set_bytes = 400 * MiB;  // 124 MiB < 200 MiB
+  r.d->on_tick(at(2), true);
+  EXPECT_EQ(r.scraped("pressured_safety_net_detections_total"), 1.0);
+  ASSERT_EQ(r.ev.calls, std::vector<std::string>{"kill besteffort"}) << "and acted on";
+  r.d->on_tick(at(2.1), true);  // still met: the same crossing
+  EXPECT_EQ(r.scraped("pressured_safety_net_detections_total"), 1.0);
+
+  Rig e;
+  e.obs.add("besteffort", QosClass::BestEffort, 100 * MiB);
+  e.make(base_config());
+  e.d->on_tick(at(1), true);
+  e.obs.find("besteffort")->usage.memory_working_set_bytes = 900 * MiB;
+  e.d->evaluate(at(2), "bpf", std::nullopt);  // an event saw it first
+  e.d->on_tick(at(3), true);
+  EXPECT_EQ(e.scraped("pressured_safety_net_detections_total"), 0.0);
+}
+
 TEST(DaemonLogic, NoSecondEvictionWhenTheFirstFreedEnough) {
   Rig r;
   r.obs.add("burstable", QosClass::Burstable, 500 * MiB, 100 * MiB);
