@@ -286,6 +286,54 @@ TEST(K8sReporter, StalledServerTimesOutAndNeverPilesUp) {
   api.stall_ms = 0;
 }
 
+// Evictions queued behind an Event go first: each is a pod already killed,
+// which the kubelet restarts until the API marks it evicted. (Queued before
+// the worker starts, so that the order does not depend on how fast it takes
+// the first one.)
+TEST(K8sReporter, EvictionsGoAheadOfQueuedEvents) {
+  FakeApiServer api;
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  for (int i = 0; i < 3; ++i) {
+    auto e = victim();
+    e.name = fmt::format("p{}", i);
+    e.id = fmt::format("ev-{}", i);
+    r.report_eviction(e);
+  }
+  r.start();
+  ASSERT_TRUE(r.drain(10s));
+  std::vector<std::string> order;
+  for (const auto& q : api.requests()) {
+    if (q.method != "POST") continue;
+    if (q.path.ends_with("/eviction")) order.push_back("evict " + json::parse(q.body)["metadata"]["name"].get<std::string>());
+    if (q.path.ends_with("/events")) order.push_back("event " + json::parse(q.body)["involvedObject"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"evict p0", "evict p1", "evict p2", "event p0", "event p1", "event p2"}));
+  r.stop();
+}
+
+// A full queue drops Events before evictions.
+TEST(K8sReporter, AFullQueueDropsEventsBeforeEvictions) {
+  FakeApiServer api;
+  auto o = fast_options();
+  o.queue_capacity = 4;
+  Metrics metrics(MetricsOptions{.node = "node-1"});
+  Reporter r(ApiClient(api.endpoint(), 2s), o);
+  r.attach_metrics(metrics);
+  for (int i = 0; i < 3; ++i) {
+    auto e = victim();
+    e.name = fmt::format("p{}", i);
+    e.id = fmt::format("ev-{}", i);
+    r.report_eviction(e);  // six requests into a queue of four
+  }
+  r.start();
+  ASSERT_TRUE(r.drain(10s));
+  std::size_t evictions = 0;
+  for (const auto& q : api.requests()) evictions += q.method == "POST" && q.path.ends_with("/eviction");
+  EXPECT_EQ(evictions, 3u) << "the Events made room";
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_reports_dropped_total"), 2u);
+  r.stop();
+}
+
 TEST(K8sReporter, UnreachableServerIsAnErrorNotAHang) {
   ApiServer s;
   s.server = "http://127.0.0.1:1";  // nothing listens

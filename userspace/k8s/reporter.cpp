@@ -275,13 +275,25 @@ void Reporter::push(Task t) {
         }
       }
     }
+    // Evictions go ahead of Events and conditions (in their own order): each
+    // is a pod already killed here, which the kubelet starts again until the
+    // API marks it evicted; on a slow API server an Event's retries must not
+    // hold it back. When full, the oldest other request goes first.
+    auto first_other = [this] {
+      return std::find_if(queue_.begin(), queue_.end(), [](const Task& q) { return q.kind != Task::Kind::Evict; });
+    };
     while (queue_.size() >= opts_.queue_capacity) {
-      queue_.pop_front();
+      auto drop = first_other();
+      queue_.erase(drop != queue_.end() ? drop : queue_.begin());
       if (stats_.dropped++ == 0) {
         spdlog::warn("k8s: API queue full ({}), dropping the oldest requests (counted)", opts_.queue_capacity);
       }
     }
-    queue_.push_back(std::move(t));
+    if (t.kind == Task::Kind::Evict) {
+      queue_.insert(first_other(), std::move(t));
+    } else {
+      queue_.push_back(std::move(t));
+    }
   }
   cv_.notify_all();
 }
