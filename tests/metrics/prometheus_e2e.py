@@ -294,9 +294,12 @@ def assertions(prom, pressured_port, source_dir):
     check(failures, len(bpf) >= 1 and all(m.get("mode") for m, _ in bpf),
           f"BPF attach mode exported per program ({[(m.get('program'), m.get('mode')) for m, _ in bpf]})")
 
+    # The OOM hook sees the whole host: a kill outside any pod (qos_class
+    # "none": another test's sandbox, run in parallel) is counted and is not
+    # this test's; its own pod was never OOM-killed.
     oom = prom.values(f"pressured_kernel_oom_kills_total{{{sel}}}")
-    check(failures, len(oom) == 4 and all(v == 0 for _, v in oom),
-          f"kernel OOM kill counters exist (4 QoS values) and are 0 (got {oom})")
+    check(failures, len(oom) == 4 and all(v == 0 for m, v in oom if m.get("qos_class") != "none"),
+          f"kernel OOM kill counters exist (4 QoS values) and are 0 for pods (got {oom})")
     drops = prom.values(f"pressured_ring_buffer_dropped_events_total{{{sel}}}")
     check(failures, len(drops) == 1 and drops[0][1] >= 0, f"ring buffer drop counter exists ({drops})")
     # The reactor's and the observer's own stats, exported by `pressured run`.
