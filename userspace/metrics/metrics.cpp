@@ -420,7 +420,7 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
                                     "Time from the eviction decision until the pod's processes are gone.");
   m.local_kills = &m.counter("pressured_local_kills_total", "Local kills of a pod's processes, by result.");
   m.policy_actions = &m.counter("pressured_eviction_policy_actions_total",
-                                "Actions of the eviction policy (evict, escalate, kill, stuck, releaseTimeout, ...).");
+                                "Actions of the eviction policy (evict, escalate, kill, stuck, releasetimeout, ...).");
   m.api_requests = &m.counter("pressured_kubernetes_api_requests_total",
                               "Kubernetes API calls made by pressured, by action and result.");
   m.oom_kills = &m.counter("pressured_kernel_oom_kills_total",
