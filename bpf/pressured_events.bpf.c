@@ -18,6 +18,12 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* Set by userspace before load. */
 const volatile __u32 sample_every = 64;        /* charge hook: look at 1 charge in N per CPU */
+/* sample_every - 1 when sample_every is a power of two, else 0 (userspace sets
+ * it with sample_every). The charge hook runs on every memcg stat update: a
+ * mask there instead of a 64-bit division. Frozen rodata is a known constant
+ * to the verifier, which drops the branch not taken (the division with it). */
+const volatile __u64 sample_mask = 63;
+const volatile __u32 sample_pow2 = 1;
 const volatile __s32 target_hierarchy = -1;    /* cgroup lifecycle: hierarchy id to keep; -1 all */
 const volatile __u32 victim_has_task = 1;      /* mark_victim(task, uid) (6.7+) vs mark_victim(pid) */
 const volatile __u32 page_shift = 12;
@@ -387,9 +393,13 @@ static __always_inline void handle_charge(struct mem_cgroup *memcg, bool atomics
 	__u64 *seen = counter(PRESSURED_CNT_CHARGE_SEEN);
 	if (!seen)
 		return;
-	(*seen)++;
-	if (sample_every > 1 && (*seen % sample_every) != 0)
+	__u64 n = ++(*seen);
+	if (sample_pow2) {
+		if (n & sample_mask)
+			return;
+	} else if (sample_every > 1 && n % sample_every != 0) {
 		return;
+	}
 	count(PRESSURED_CNT_CHARGE_SAMPLED);
 
 	for (int i = 0; i < PRESSURED_MAX_DEPTH; i++) {

@@ -131,6 +131,10 @@ void configure(pressured_events* skel, const BpfEventsOptions& options, const Bp
                uint32_t sample_every, bool small_maps) {
   uint32_t ring = round_ring(small_maps ? 4096 : options.ring_bytes);
   skel->rodata->sample_every = sample_every;
+  // The hook masks instead of dividing when it can: the same calls sampled.
+  const bool pow2 = sample_every != 0 && (sample_every & (sample_every - 1)) == 0;
+  skel->rodata->sample_pow2 = pow2 ? 1 : 0;
+  skel->rodata->sample_mask = pow2 ? sample_every - 1 : 0;
   skel->rodata->target_hierarchy = options.target_hierarchy;
   int arity = features.tracepoint_arity("mark_victim");
   skel->rodata->victim_has_task = arity == 1 ? 0 : 1;  // mark_victim(int pid) before 6.7; (task, uid) after
