@@ -340,13 +340,17 @@ void BpfEventSource::drain(std::vector<PressureEvent>& out, TimePoint now) {
   account_drops(counter(PRESSURED_CNT_DROPS), impl_->drops_seen, *impl_->stats, out, now);
 }
 
-uint64_t BpfEventSource::counter(uint32_t idx) const {
+std::vector<uint64_t> BpfEventSource::counter_per_cpu(uint32_t idx) const {
   std::vector<uint64_t> per_cpu(static_cast<std::size_t>(impl_->ncpus));
   if (bpf_map__lookup_elem(impl_->skel->maps.counters, &idx, sizeof(idx), per_cpu.data(),
                            per_cpu.size() * sizeof(uint64_t), 0) != 0)
-    return 0;
+    return {};
+  return per_cpu;
+}
+
+uint64_t BpfEventSource::counter(uint32_t idx) const {
   uint64_t sum = 0;
-  for (auto v : per_cpu) sum += v;
+  for (auto v : counter_per_cpu(idx)) sum += v;
   return sum;
 }
 
