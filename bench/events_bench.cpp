@@ -2,12 +2,15 @@
 //
 //   bench_events                      Google Benchmark: queue and reactor consumer throughput
 //                                     with a synthetic producer (unprivileged).
-//   bench_events --kernel-report [--alloc PATH] [--seconds N]
+//   bench_events --kernel-report [--alloc PATH] [--seconds N] [--cost-only] [--sample N]
 //                                     root: per-program BPF cost (kernel.bpf_stats_enabled),
 //                                     kernel event -> handler latency p50/p99, and the reactor's
 //                                     idle CPU with 110 watched pod cgroups. Everything runs in a
 //                                     sandbox memory cgroup (pressured-bench-<pid>, 64 MiB limit)
 //                                     that is removed afterwards; workloads are bounded.
+//                                     --cost-only: one pass at the default sampling (or --sample N),
+//                                     no ring buffer and idle parts: short runs to interleave
+//                                     builds when comparing BPF objects on a noisy host.
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -201,6 +204,57 @@ void ringbuf_throughput(const BpfFeatures& real, uint64_t records) {
               static_cast<double>(h.mkdirs.load()) / wall, static_cast<unsigned long long>(rstats.wakeups.load()));
 }
 
+// The floor under any program on a tracepoint: an empty raw_tp program there
+// pays the same dispatch (recursion guard, RCU, the stats' own clock reads)
+// and nothing else. Attached beside the real programs while they are
+// measured; not part of their total.
+class EmptyProgram {
+ public:
+  explicit EmptyProgram(const std::string& tracepoint) {
+    const bpf_insn insns[] = {
+        {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .src_reg = 0, .off = 0, .imm = 0},
+        {.code = BPF_JMP | BPF_EXIT, .dst_reg = 0, .src_reg = 0, .off = 0, .imm = 0},
+    };
+    prog_ = bpf_prog_load(BPF_PROG_TYPE_RAW_TRACEPOINT, "pressured_empty", "GPL", insns, 2, nullptr);
+    if (prog_ < 0) {
+      error_ = std::string("load: ") + std::strerror(errno);
+      return;
+    }
+    link_ = bpf_raw_tracepoint_open(tracepoint.c_str(), prog_);
+    if (link_ < 0) error_ = "attach to " + tracepoint + ": " + std::strerror(errno);
+  }
+  ~EmptyProgram() {
+    if (link_ >= 0) ::close(link_);
+    if (prog_ >= 0) ::close(prog_);
+  }
+  EmptyProgram(const EmptyProgram&) = delete;
+  EmptyProgram& operator=(const EmptyProgram&) = delete;
+  bool ok() const { return link_ >= 0; }
+  const std::string& error() const { return error_; }
+  std::pair<uint64_t, uint64_t> runs_and_ns() const {
+    bpf_prog_info info{};
+    __u32 len = sizeof(info);
+    if (prog_ < 0 || bpf_obj_get_info_by_fd(prog_, &info, &len) != 0) return {0, 0};
+    return {info.run_cnt, info.run_time_ns};
+  }
+
+ private:
+  int prog_ = -1;
+  int link_ = -1;
+  std::string error_;
+};
+
+// The tracepoint of the two hot programs (the charge hook, the reclaim
+// counter) as the skeleton attached them; empty for function hooks (no raw_tp
+// floor there) and the other programs.
+std::string hot_tracepoint(const bpf::BpfEventSource::ProgramStats& ps) {
+  if (ps.program != BpfProgram::MemcgCharge && ps.program != BpfProgram::MemcgReclaimStats) return {};
+  const auto& n = ps.skel_name;
+  if (n.find("memcg_lruvec") != std::string::npos) return "mod_memcg_lruvec_state";
+  if (n.ends_with("_memcg_events") || n.find("memcg_count_events") != std::string::npos) return "count_memcg_events";
+  return {};
+}
+
 struct Sandbox {
   std::string root;
   std::vector<std::string> children;
@@ -287,7 +341,14 @@ double cpu_seconds_self() {
          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-int kernel_report(const std::string& alloc, int idle_seconds) {
+struct ReportOptions {
+  int idle_seconds = 10;
+  bool cost_only = false;  // one pass, no ring buffer throughput, no idle part
+  uint32_t sample = 0;     // 0: the default passes; otherwise the charge sampling of a --cost-only pass
+};
+
+int kernel_report(const std::string& alloc, const ReportOptions& ro) {
+  const int idle_seconds = ro.idle_seconds;
   if (::geteuid() != 0) {
     std::fprintf(stderr, "--kernel-report needs root (BPF, sandbox cgroups)\n");
     return 2;
@@ -338,8 +399,9 @@ int kernel_report(const std::string& alloc, int idle_seconds) {
     }().c_str());
     // nice 99 here means: reactor_rt_priority = 10, the reactor thread SCHED_FIFO (what a node
     // daemon with CAP_SYS_NICE can do); the workload stays SCHED_OTHER.
-    const std::pair<uint32_t, int> kRuns[] = {{64u, 0}, {1u, 0}, {64u, -10}, {64u, 99}};
-    for (auto [sample, nice] : kRuns) {
+    std::vector<std::pair<uint32_t, int>> runs = {{64u, 0}, {1u, 0}, {64u, -10}, {64u, 99}};
+    if (ro.cost_only) runs = {{ro.sample ? ro.sample : bpf::BpfEventsOptions{}.sample_every, 0}};
+    for (auto [sample, nice] : runs) {
       EventStats stats;
       bpf::BpfEventsOptions bo;
       bo.sample_every = sample;
@@ -369,6 +431,19 @@ int kernel_report(const std::string& alloc, int idle_seconds) {
       EventStats rstats;
       auto r = Reactor::create(cfg, o, nobpf, rstats);
       (void)(*r)->add_source(std::move(*src));
+      struct Floor {
+        std::string tracepoint;
+        std::unique_ptr<EmptyProgram> prog;
+        std::pair<uint64_t, uint64_t> before{};
+      };
+      std::vector<Floor> floors;
+      for (const auto& ps : bpf->program_stats()) {
+        auto tp = hot_tracepoint(ps);
+        if (tp.empty()) continue;
+        if (std::any_of(floors.begin(), floors.end(), [&](const Floor& f) { return f.tracepoint == tp; })) continue;
+        floors.push_back({tp, std::make_unique<EmptyProgram>(tp), {}});
+      }
+      for (auto& f : floors) f.before = f.prog->runs_and_ns();
       auto before = bpf->program_stats();
       LatencyHandler h;
       auto reactor = std::move(*r);
@@ -389,6 +464,8 @@ int kernel_report(const std::string& alloc, int idle_seconds) {
       std::this_thread::sleep_for(200ms);
       double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       auto after = bpf->program_stats();
+      std::vector<std::pair<uint64_t, uint64_t>> floors_after;
+      for (auto& f : floors) floors_after.push_back(f.prog->runs_and_ns());
       reactor->stop();
       t.join();
 
@@ -408,6 +485,18 @@ int kernel_report(const std::string& alloc, int idle_seconds) {
       std::printf("%-24s %-26s %12llu %14llu %10.1f\n", "ALL", "", static_cast<unsigned long long>(total_cnt),
                   static_cast<unsigned long long>(total_ns),
                   total_cnt ? static_cast<double>(total_ns) / static_cast<double>(total_cnt) : 0.0);
+      for (std::size_t i = 0; i < floors.size(); ++i) {
+        const auto& f = floors[i];
+        if (!f.prog->ok()) {
+          std::printf("(floor on %s: %s)\n", f.tracepoint.c_str(), f.prog->error().c_str());
+          continue;
+        }
+        uint64_t cnt = floors_after[i].first - f.before.first;
+        uint64_t ns = floors_after[i].second - f.before.second;
+        std::printf("%-24s %-26s %12llu %14llu %10.1f\n", "(floor: empty program)", ("raw_tp " + f.tracepoint).c_str(),
+                    static_cast<unsigned long long>(cnt), static_cast<unsigned long long>(ns),
+                    cnt ? static_cast<double>(ns) / static_cast<double>(cnt) : 0.0);
+      }
       std::printf("BPF CPU over the workload: %.3f%% of one core; ring buffer drops: %llu\n",
                   100.0 * static_cast<double>(total_ns) / 1e9 / wall,
                   static_cast<unsigned long long>(stats.ringbuf_drops.load()));
@@ -434,11 +523,11 @@ int kernel_report(const std::string& alloc, int idle_seconds) {
                   pct(all_edges, 99), pct(all_edges, 100));
     }
 
-    if (rc == 0) ringbuf_throughput(*features, 200000);
+    if (rc == 0 && !ro.cost_only) ringbuf_throughput(*features, 200000);
 
     // Idle: 110 pods watched (BPF map + v1 eventfds) and a PSI trigger; nothing happens in
     // the sandbox (the rest of the node keeps allocating: the charge hook still runs).
-    if (rc == 0) {
+    if (rc == 0 && !ro.cost_only) {
       std::vector<std::string> pods;
       for (int i = 0; i < 110; ++i) pods.push_back(sb.make("idle" + std::to_string(i)));
       EventStats bstats;
@@ -505,19 +594,32 @@ int kernel_report(const std::string& alloc, int idle_seconds) {
 int main(int argc, char** argv) {
   bool report = false;
   std::string alloc;
-  int seconds = 10;
+  pressured::ReportOptions ro;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--kernel-report") report = true;
     if (a == "--alloc" && i + 1 < argc) alloc = argv[++i];
-    if (a == "--seconds" && i + 1 < argc) seconds = std::max(1, std::min(60, std::atoi(argv[++i])));
+    if (a == "--seconds" && i + 1 < argc) ro.idle_seconds = std::max(1, std::min(60, std::atoi(argv[++i])));
+    if (a == "--cost-only") ro.cost_only = true;
+    if (a == "--sample" && i + 1 < argc) {
+      int n = std::atoi(argv[++i]);
+      if (n < 1) {
+        std::fprintf(stderr, "--sample needs a whole number >= 1, got %s\n", argv[i]);
+        return 2;
+      }
+      ro.sample = static_cast<uint32_t>(n);
+    }
+  }
+  if (ro.sample && !ro.cost_only) {
+    std::fprintf(stderr, "--sample goes with --cost-only (the full report runs its own samplings)\n");
+    return 2;
   }
   if (report) {
     if (alloc.empty()) {
       auto self = std::filesystem::read_symlink("/proc/self/exe");
       alloc = (self.parent_path().parent_path() / "tests" / "events_alloc").string();
     }
-    return pressured::kernel_report(alloc, seconds);
+    return pressured::kernel_report(alloc, ro);
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

@@ -182,6 +182,87 @@ INSTANTIATE_TEST_SUITE_P(Modes, HostEventsBpf,
                          ::testing::Values(std::set<AttachKind>{}, std::set<AttachKind>{AttachKind::TpBtf}),
                          [](const auto& info) { return info.param.empty() ? std::string("best") : std::string("raw_tp"); });
 
+// The charge hook's sampling period: on each CPU it looks at the N-th, 2N-th, ...
+// memcg stat update it sees (a mask when N is a power of two, a division
+// otherwise). The hook runs for every charge on the node, so the per-CPU
+// counters move while they are read: `seen` read before and after `sampled`
+// bounds it, floor(seen_before / N) - 1 <= sampled <= floor(seen_after / N)
+// (the 1: a run between its two increments). Charges come from a 16 MiB
+// workload in a sandbox cgroup (at least 4096 page charges there; 64 charge
+// batches where the hook is page_counter_try_charge and N is divided by 64).
+// Param: refused attach kinds (none: tp_btf here; tp_btf: raw_tp) and N.
+class HostChargeSampling : public HostEvents,
+                           public ::testing::WithParamInterface<std::pair<std::set<AttachKind>, uint32_t>> {};
+
+TEST_P(HostChargeSampling, OneChargeInNPerCpu) {
+  auto real = make_kernel_bpf_features();
+  PRESSURED_REQUIRE(real->bpf_available(), "BPF");
+  const auto& [denied, configured] = GetParam();
+  DenyKinds features(*real, denied);
+  SandboxCgroup sb(mount_, "events-sampling");
+  ASSERT_TRUE(sb.ok()) << sb.error();
+  ASSERT_TRUE(limit(sb));
+  EventStats stats;
+  bpf::BpfEventsOptions o;
+  o.sample_every = configured;
+  auto src = bpf::BpfEventSource::create(o, features, stats);
+  ASSERT_TRUE(src) << src.error().message;
+  ASSERT_TRUE((*src)->attached(BpfProgram::MemcgCharge)) << stats.attach_reason(BpfProgram::MemcgCharge);
+  const std::string reason = stats.attach_reason(BpfProgram::MemcgCharge);
+  // Before 6.14 the hook is page_counter_try_charge, once per 64-page charge
+  // batch: userspace divides the period by 64 there (charge_sample_every).
+  const bool per_batch = reason.find("page_counter_try_charge") != std::string::npos;
+  const uint32_t n = per_batch ? std::max<uint32_t>(1, configured / 64) : configured;
+  const uint64_t min_seen = per_batch ? 32 : 4096;  // 16 MiB: 4096 pages, 64 batches
+  if (denied.count(AttachKind::TpBtf)) {
+    EXPECT_EQ(stats.attach[static_cast<std::size_t>(BpfProgram::MemcgCharge)].load(),
+              static_cast<uint8_t>(AttachKind::RawTp))
+        << reason;
+  }
+  // Nothing watched: the hook returns before counting.
+  EXPECT_EQ((*src)->counter(PRESSURED_CNT_CHARGE_SEEN), 0u);
+  auto root_id = kernel::cgroup_id_of(sb.path(""));
+  ASSERT_TRUE(root_id);
+  ASSERT_TRUE((*src)->set_watch(*root_id, 1ull << 40, 1));  // out of reach: counting only, no edge
+  pid_t p = sb.spawn("pod1", {alloc_path(), "16", "4", "1", "10"});
+  ASSERT_GT(p, 0);
+  int st = wait_exit(p, 20s);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "workload status " << st;
+
+  const auto seen0 = (*src)->counter_per_cpu(PRESSURED_CNT_CHARGE_SEEN);
+  const auto sampled = (*src)->counter_per_cpu(PRESSURED_CNT_CHARGE_SAMPLED);
+  const auto seen1 = (*src)->counter_per_cpu(PRESSURED_CNT_CHARGE_SEEN);
+  ASSERT_FALSE(seen0.empty());
+  ASSERT_EQ(seen0.size(), sampled.size());
+  ASSERT_EQ(seen1.size(), sampled.size());
+  uint64_t seen_total = 0, sampled_total = 0;
+  for (std::size_t cpu = 0; cpu < sampled.size(); ++cpu) {
+    seen_total += seen1[cpu];
+    sampled_total += sampled[cpu];
+    const uint64_t lo = seen0[cpu] / n, hi = seen1[cpu] / n;
+    EXPECT_GE(sampled[cpu] + 1, lo) << "cpu " << cpu << ": " << sampled[cpu] << " sampled of " << seen0[cpu]
+                                    << ".." << seen1[cpu] << " seen, 1 in " << n;
+    EXPECT_LE(sampled[cpu], hi) << "cpu " << cpu << ": " << sampled[cpu] << " sampled of " << seen0[cpu] << ".."
+                                << seen1[cpu] << " seen, 1 in " << n;
+  }
+  EXPECT_GE(seen_total, min_seen) << "the workload's charges were not all seen (" << reason << ")";
+  if (n > 1) {
+    EXPECT_LT(sampled_total, seen_total);
+  }
+  ::testing::Test::RecordProperty("seen", std::to_string(seen_total));
+  ::testing::Test::RecordProperty("sampled", std::to_string(sampled_total));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Periods, HostChargeSampling,
+    ::testing::Values(std::pair{std::set<AttachKind>{}, 1u}, std::pair{std::set<AttachKind>{}, 4u},
+                      std::pair{std::set<AttachKind>{}, 6u}, std::pair{std::set<AttachKind>{}, 64u},
+                      std::pair{std::set<AttachKind>{AttachKind::TpBtf}, 6u},
+                      std::pair{std::set<AttachKind>{AttachKind::TpBtf}, 64u}),
+    [](const auto& info) {
+      return std::string(info.param.first.empty() ? "best_" : "raw_tp_") + std::to_string(info.param.second);
+    });
+
 // Kernels before 5.12 refuse BPF cmpxchg/fetch: the edge hooks then run their
 // "_plain" twins (bpf/pressured_events.bpf.c, flip_edge). On this kernel the
 // twins exist for the fork/free hooks (the charge hook's 6.14+ tracepoint has

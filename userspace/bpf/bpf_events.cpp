@@ -131,6 +131,10 @@ void configure(pressured_events* skel, const BpfEventsOptions& options, const Bp
                uint32_t sample_every, bool small_maps) {
   uint32_t ring = round_ring(small_maps ? 4096 : options.ring_bytes);
   skel->rodata->sample_every = sample_every;
+  // The hook masks instead of dividing when it can: the same calls sampled.
+  const bool pow2 = sample_every != 0 && (sample_every & (sample_every - 1)) == 0;
+  skel->rodata->sample_pow2 = pow2 ? 1 : 0;
+  skel->rodata->sample_mask = pow2 ? sample_every - 1 : 0;
   skel->rodata->target_hierarchy = options.target_hierarchy;
   int arity = features.tracepoint_arity("mark_victim");
   skel->rodata->victim_has_task = arity == 1 ? 0 : 1;  // mark_victim(int pid) before 6.7; (task, uid) after
@@ -336,13 +340,17 @@ void BpfEventSource::drain(std::vector<PressureEvent>& out, TimePoint now) {
   account_drops(counter(PRESSURED_CNT_DROPS), impl_->drops_seen, *impl_->stats, out, now);
 }
 
-uint64_t BpfEventSource::counter(uint32_t idx) const {
+std::vector<uint64_t> BpfEventSource::counter_per_cpu(uint32_t idx) const {
   std::vector<uint64_t> per_cpu(static_cast<std::size_t>(impl_->ncpus));
   if (bpf_map__lookup_elem(impl_->skel->maps.counters, &idx, sizeof(idx), per_cpu.data(),
                            per_cpu.size() * sizeof(uint64_t), 0) != 0)
-    return 0;
+    return {};
+  return per_cpu;
+}
+
+uint64_t BpfEventSource::counter(uint32_t idx) const {
   uint64_t sum = 0;
-  for (auto v : per_cpu) sum += v;
+  for (auto v : counter_per_cpu(idx)) sum += v;
   return sum;
 }
 

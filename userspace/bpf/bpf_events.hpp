@@ -93,6 +93,8 @@ class BpfEventSource final : public ReactorSource {
   int64_t pid_count() const;
   /// A per-CPU counter (enum pressured_counter), summed over CPUs.
   uint64_t counter(uint32_t idx) const;
+  /// The same, one value per possible CPU (empty if the map read fails).
+  std::vector<uint64_t> counter_per_cpu(uint32_t idx) const;
   /// Whether `p` is attached.
   bool attached(BpfProgram p) const;
 
