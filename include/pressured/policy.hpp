@@ -133,6 +133,14 @@ class EvictionPolicy {
   /// eviction ends; the pod stays excluded so it is not picked again.
   void refused(const std::string& uid);
 
+  /// A victim done with (in `evicted`) has processes again: the kubelet
+  /// restarted a container it killed before the API eviction reached it.
+  /// Its eviction is in flight again, killed at `now` (the caller sends the
+  /// kill), so its lane waits for the memory to come back before choosing
+  /// anyone else. False, and nothing changes, when the pod is not in
+  /// `evicted` or its lane has an eviction in flight.
+  bool reopen(TimePoint now, const Eviction& eviction);
+
   /// The disk reclaim command finished (or failed): disk evictions may proceed.
   void disk_reclaim_finished(TimePoint now);
 

@@ -157,6 +157,54 @@ TEST(DaemonK8s, HardThresholdKillsLocallyFirstThenEvictsThroughTheApi) {
   r.rep->stop();
 }
 
+// The kubelet starts a killed container again while the API eviction is on
+// its way (restartPolicy): pressured kills it again, as the same eviction
+// (no second API eviction, no other victim), until the pod leaves the node.
+TEST(DaemonK8s, AContainerTheKubeletRestartsBeforeTheApiEvictionIsKilledAgain) {
+  K8sRig r;
+  r.make(ThresholdKind::Hard, false);
+  Pod other = pod(false);
+  other.uid = "u-2";
+  other.name = "db";
+  other.qos = QosClass::Burstable;
+  other.requests.memory_bytes = 200 * MiB;
+  other.usage.memory_working_set_bytes = 100 * MiB;
+  other.cgroup_path = "/x/kubepods/burstable/podu-2";
+  r.obs.pods.push_back(other);
+  r.d->evaluate(at(1), "test", std::nullopt);  // 1024 - 1000 < 200: u-1 killed, then evicted through the API
+  ASSERT_EQ(r.ev.calls, std::vector<std::string>{"kill u-1"});
+  r.obs.pods[0].usage.memory_working_set_bytes = 0;  // its memory comes back
+  for (double t = 1.1; t < 4; t += 0.3) r.d->evaluate(at(t), "test", std::nullopt);
+  ASSERT_FALSE(r.d->policy().busy());
+  ASSERT_EQ(r.ev.calls.size(), 1u);
+
+  // The kubelet restarts the container: processes and memory again.
+  r.ev.gone = false;
+  r.obs.pods[0].usage.memory_working_set_bytes = 900 * MiB;
+  r.d->evaluate(at(5), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls, (std::vector<std::string>{"kill u-1", "kill u-1"})) << "killed again, not u-2";
+  EXPECT_EQ(r.d->stats().restarted_victim_kills.load(), 1u);
+  r.obs.pods[0].usage.memory_working_set_bytes = 0;
+  r.d->evaluate(at(5.5), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls.size(), 2u) << "empty again: nothing to kill";
+
+  // Once the API has taken the pod (it leaves the node), a pod of that name
+  // is not watched any more.
+  r.obs.pods.erase(r.obs.pods.begin());
+  r.d->evaluate(at(7), "test", std::nullopt);
+  r.obs.pods.insert(r.obs.pods.begin(), pod(false));
+  r.obs.pods[0].usage.memory_working_set_bytes = 0;
+  r.ev.gone = false;
+  r.d->evaluate(at(9), "test", std::nullopt);
+  EXPECT_EQ(r.ev.calls.size(), 2u);
+
+  ASSERT_TRUE(r.rep->drain(5s));
+  std::size_t evictions = 0;
+  for (const auto& c : r.api.seen()) evictions += c == "POST /api/v1/namespaces/shop/pods/web/eviction";
+  EXPECT_EQ(evictions, 1u) << "one eviction, however many kills";
+  r.rep->stop();
+}
+
 TEST(DaemonK8s, SoftThresholdDelegatesToTheApiAndKillsLocallyOnlyAfterGracePlusMargin) {
   K8sRig r;
   r.make(ThresholdKind::Soft, false);

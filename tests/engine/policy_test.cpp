@@ -42,6 +42,14 @@ struct World {
   }
 };
 
+Eviction pod_eviction(const std::string& uid) {
+  Eviction e;
+  e.uid = uid;
+  e.id = "e-x";
+  e.signal = Signal::MemoryAvailable;
+  return e;
+}
+
 std::vector<K> kinds(const std::vector<PolicyAction>& v) {
   std::vector<K> out;
   for (const auto& a : v) out.push_back(a.kind);
@@ -157,6 +165,43 @@ TEST(Policy, SecondDecisionWaitsForTheReleaseAndTheReleaseWaitIsBounded) {
   auto a = w.step(3.2);
   ASSERT_EQ(kinds(a), (std::vector<K>{K::ReleaseTimeout, K::Start}));
   EXPECT_EQ(a[1].eviction.uid, "b") << "a stays out of ranking while it is still observed";
+}
+
+// A done victim the kubelet restarted (before the API eviction reached it) is
+// reopened as the same eviction, killed: its lane waits for that memory and
+// chooses nobody else meanwhile. Not while the lane is busy, nor for a pod
+// never evicted.
+TEST(Policy, AReopenedVictimHoldsItsLaneInsteadOfASecondVictim) {
+  World w(config({hard(Signal::MemoryAvailable, qty(200 * kMi))}), PolicyConfig{.release_wait_timeout = 2s});
+  w.snap.add(pod("a", QosClass::BestEffort, 900 * kMi)).add(pod("b", QosClass::Burstable, 50 * kMi, 100 * kMi));
+  w.settle(kGi);
+  auto start = w.step(1);
+  ASSERT_EQ(kinds(start), std::vector<K>{K::Start});
+  const Eviction first = start[0].eviction;
+  EXPECT_FALSE(w.policy.reopen(at(1.05), first)) << "in flight, not done";
+  w.exited = {"a"};
+  w.pod("a")->usage.memory_working_set_bytes = 0;
+  w.settle(kGi);
+  EXPECT_EQ(kinds(w.step(1.1)), std::vector<K>{K::Exited});
+  EXPECT_EQ(kinds(w.step(1.2)), std::vector<K>{K::Released});
+  ASSERT_FALSE(w.policy.busy());
+
+  // Restarted: its memory again, threshold met.
+  w.exited.clear();
+  w.pod("a")->usage.memory_working_set_bytes = 900 * kMi;
+  w.settle(kGi);
+  EXPECT_FALSE(w.policy.reopen(at(2), pod_eviction("b"))) << "never evicted";
+  ASSERT_TRUE(w.policy.reopen(at(2), first));
+  ASSERT_TRUE(w.policy.busy());
+  EXPECT_EQ(w.policy.state().in_flight[0].eviction.id, first.id) << "the same eviction";
+  EXPECT_TRUE(w.policy.state().in_flight[0].killed);
+  EXPECT_EQ(kinds(w.step(2)), std::vector<K>{K::Deferred}) << "b waits: a's memory is coming back";
+  w.exited = {"a"};
+  w.pod("a")->usage.memory_working_set_bytes = 0;
+  w.settle(kGi);
+  EXPECT_EQ(kinds(w.step(2.1)), std::vector<K>{K::Exited});
+  EXPECT_EQ(kinds(w.step(2.2)), std::vector<K>{K::Released});
+  EXPECT_EQ(w.policy.state().sequence, 1u) << "no second eviction";
 }
 
 TEST(Policy, AVictimThatNeverEmptiesIsStuckAndStopsBlocking) {

@@ -307,6 +307,9 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   if (!observe_for_decision(now, full)) return;
   if (full) sync_tracked_memcgs();  // the pod set changes only with a full observation
   if (m) publish_observation(*m, last_, full);
+  // Before deciding: a victim the kubelet restarted is the same eviction, not
+  // a reason to choose another.
+  executor_.kill_restarted(now, last_);
 
   // Decide: the engine, on fresh reads.
   if (disk_reclaim_.take_finished()) policy_.disk_reclaim_finished(now);

@@ -46,6 +46,10 @@ inline constexpr std::string_view kCheckpointLoadsHelp =
           ::pressured::kCheckpointLoadsHelp)                                                                 \
   COUNTER(checkpoint_dropped_thresholds, "pressured_checkpoint_dropped_thresholds_total", "",                 \
           "Restored state (grace-period timing, hysteresis) of thresholds no longer configured, dropped.")   \
+  COUNTER(restarted_victim_kills, "pressured_eviction_restarted_victim_kills_total", "",                      \
+          "Containers of a pod pressured killed and evicted through the API that the kubelet started again "  \
+          "before the API eviction reached it, killed again (the same eviction). Rising: the API server is "  \
+          "slow to take evictions.")                                                                         \
   COUNTER(safety_net_detections, "pressured_safety_net_detections_total", "",                                 \
           "Safety-net polls that found a threshold crossing no event had reported (detected one poll "      \
           "interval late).")

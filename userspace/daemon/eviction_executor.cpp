@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "k8s/reporter.hpp"
@@ -36,6 +38,7 @@ Evictor& EvictionExecutor::evictor() {
 
 void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoint now) {
   using K = PolicyAction::Kind;
+  now_ = now;
   for (const auto& a : actions) {
     if (metrics_) metrics_->policy_action(name(a.kind));
     const Eviction& e = a.eviction;
@@ -116,6 +119,7 @@ void EvictionExecutor::start(const PolicyAction& a) {
                e.cgroup_path, k8s::eviction_message(e), explain_choice(e));
   if (metrics_) metrics_->eviction(eviction_reason(e), e.qos, e.kind, e.namespace_, e.name, e.uid);
   const bool report = a.report && reporter_ != nullptr;
+  if (report && !dry && !e.static_pod) reported_.push_back(e.uid);
   if (e.grace_period_seconds == 0) {
     kill_now(e, "hard");  // relief in milliseconds first, then tell the API
     if (report) reporter_->report_eviction(e);
@@ -133,6 +137,10 @@ void EvictionExecutor::start(const PolicyAction& a) {
 void EvictionExecutor::kill_now(const Eviction& e, const char* why) {
   auto r = evictor().kill(target_of(e));
   ++stats_->sigkills;
+  if (auto it = std::find(reported_.begin(), reported_.end(), e.uid); it != reported_.end()) {
+    reported_.erase(it);
+    awaiting_api_.push_back({e, now_, now_ + std::chrono::seconds(1)});
+  }
   if (!r) {
     if (metrics_) metrics_->local_kill(false);
     spdlog::error("eviction {}: kill ({}) failed: {}", e.id, why, r.error().message);
@@ -142,6 +150,41 @@ void EvictionExecutor::kill_now(const Eviction& e, const char* why) {
   if (r->skipped_unsafe > 0) {
     spdlog::warn("eviction {}: {} process(es) not signalled (pid 1, the daemon, kernel threads)", e.id,
                  r->skipped_unsafe);
+  }
+}
+
+void EvictionExecutor::kill_restarted(TimePoint now, const NodeSnapshot& snapshot) {
+  auto observed = [&](const std::string& uid) {
+    return std::any_of(snapshot.pods.begin(), snapshot.pods.end(), [&](const Pod& p) { return p.uid == uid; });
+  };
+  // Reported but never killed here (delegated to the API, which terminates
+  // them with their grace): forgotten once gone.
+  std::erase_if(reported_, [&](const std::string& uid) { return !observed(uid); });
+  std::erase_if(awaiting_api_, [&](const AwaitingApi& w) {
+    return !observed(w.eviction.uid) || now - w.killed_at > kRestartWatch;
+  });
+  for (auto& w : awaiting_api_) {
+    if (now < w.next_check) continue;
+    w.next_check = now + std::chrono::seconds(1);
+    // While the policy drives the eviction, its own straggler kills apply.
+    const auto& in_flight = policy_->state().in_flight;
+    if (std::any_of(in_flight.begin(), in_flight.end(),
+                    [&](const InFlightEviction& f) { return f.eviction.uid == w.eviction.uid; })) {
+      continue;
+    }
+    auto empty = evictor().is_empty(target_of(w.eviction));
+    if (!empty || *empty) continue;
+    // In flight again: its lane waits for this memory rather than choosing
+    // a second victim for it (a busy lane: checked again next second).
+    if (!policy_->reopen(now, w.eviction)) continue;
+    const Eviction& e = w.eviction;
+    spdlog::warn("eviction {}: {} has processes again {:.1f}s after its kill (the kubelet restarted a container "
+                 "before the API eviction reached it): killing them",
+                 e.id, pod_label(e.namespace_, e.name, e.uid), seconds(now - w.killed_at));
+    ++stats_->restarted_victim_kills;
+    auto r = evictor().kill(target_of(e));
+    ++stats_->sigkills;
+    if (!r) spdlog::error("eviction {}: kill (restarted) failed: {}", e.id, r.error().message);
   }
 }
 

@@ -124,6 +124,16 @@ void EvictionPolicy::refused(const std::string& uid) {
   if (!contains(state_.evicted, uid)) state_.evicted.push_back(uid);
 }
 
+bool EvictionPolicy::reopen(TimePoint now, const Eviction& eviction) {
+  if (!contains(state_.evicted, eviction.uid) || in_flight(lane_or_memory(eviction.signal)) != nullptr) return false;
+  std::erase(state_.evicted, eviction.uid);
+  InFlightEviction f;
+  f.eviction = eviction;
+  kill(f, now);
+  state_.in_flight.push_back(std::move(f));
+  return true;
+}
+
 void EvictionPolicy::disk_reclaim_finished(TimePoint now) {
   state_.disk_reclaim_running = false;
   state_.disk_reclaim_done_at = now;
