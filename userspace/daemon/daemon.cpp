@@ -309,7 +309,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   if (m) publish_observation(*m, last_, full);
   // Before deciding: a victim the kubelet restarted is the same eviction, not
   // a reason to choose another.
-  executor_.kill_restarted(now, last_);
+  executor_.kill_restarted(now);
 
   // Decide: the engine, on fresh reads.
   if (disk_reclaim_.take_finished()) policy_.disk_reclaim_finished(now);

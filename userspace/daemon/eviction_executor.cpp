@@ -38,27 +38,26 @@ Evictor& EvictionExecutor::evictor() {
 
 void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoint now) {
   using K = PolicyAction::Kind;
-  now_ = now;
   for (const auto& a : actions) {
     if (metrics_) metrics_->policy_action(name(a.kind));
     const Eviction& e = a.eviction;
     const std::string who = pod_label(e.namespace_, e.name, e.uid);
     switch (a.kind) {
       case K::Start:
-        start(a);
+        start(a, now);
         break;
       case K::Escalate:
         spdlog::warn("eviction {}: hard threshold {} met while {} is within its soft grace period: killing it now",
                      e.id, name(a.trigger), who);
-        kill_now(e, "escalation");
+        kill_now(e, "escalation", now);
         break;
       case K::GraceEndKill:
         spdlog::info("eviction {}: grace period over, killing what is left of {}", e.id, who);
-        kill_now(e, "grace end");
+        kill_now(e, "grace end", now);
         break;
       case K::StragglerKill:
         spdlog::info("eviction {}: {} still has processes after the kill, killing again", e.id, who);
-        kill_now(e, "straggler");
+        kill_now(e, "straggler", now);
         break;
       case K::Exited: {
         if (!a.killed_before) ++stats_->victim_exited_early;
@@ -99,7 +98,7 @@ void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoi
   }
 }
 
-void EvictionExecutor::start(const PolicyAction& a) {
+void EvictionExecutor::start(const PolicyAction& a, TimePoint now) {
   const Eviction& e = a.eviction;
   const EvictionTarget target = target_of(e);
   auto valid = evictor().validate(target);
@@ -121,7 +120,7 @@ void EvictionExecutor::start(const PolicyAction& a) {
   const bool report = a.report && reporter_ != nullptr;
   if (report && !dry && !e.static_pod) reported_.push_back(e.uid);
   if (e.grace_period_seconds == 0) {
-    kill_now(e, "hard");  // relief in milliseconds first, then tell the API
+    kill_now(e, "hard", now);  // relief in milliseconds first, then tell the API
     if (report) reporter_->report_eviction(e);
   } else if (a.delegate && report) {
     // The kubelet terminates the pod with its grace period; the policy kills
@@ -134,12 +133,12 @@ void EvictionExecutor::start(const PolicyAction& a) {
   }
 }
 
-void EvictionExecutor::kill_now(const Eviction& e, const char* why) {
+void EvictionExecutor::kill_now(const Eviction& e, const char* why, TimePoint now) {
   auto r = evictor().kill(target_of(e));
   ++stats_->sigkills;
   if (auto it = std::find(reported_.begin(), reported_.end(), e.uid); it != reported_.end()) {
     reported_.erase(it);
-    awaiting_api_.push_back({e, now_, now_ + std::chrono::seconds(1)});
+    awaiting_api_.push_back({e, now, now + std::chrono::seconds(1)});
   }
   if (!r) {
     if (metrics_) metrics_->local_kill(false);
@@ -153,25 +152,24 @@ void EvictionExecutor::kill_now(const Eviction& e, const char* why) {
   }
 }
 
-void EvictionExecutor::kill_restarted(TimePoint now, const NodeSnapshot& snapshot) {
-  auto observed = [&](const std::string& uid) {
-    return std::any_of(snapshot.pods.begin(), snapshot.pods.end(), [&](const Pod& p) { return p.uid == uid; });
-  };
+void EvictionExecutor::kill_restarted(TimePoint now) {
+  if (reported_.empty() && awaiting_api_.empty()) return;
+  // The policy keeps its victims while the node still shows them (in flight,
+  // then done with): outside that, the pod is gone.
+  const std::vector<std::string> kept = policy_->excluded();
+  auto gone = [&](const std::string& uid) { return std::find(kept.begin(), kept.end(), uid) == kept.end(); };
   // Reported but never killed here (delegated to the API, which terminates
   // them with their grace): forgotten once gone.
-  std::erase_if(reported_, [&](const std::string& uid) { return !observed(uid); });
-  std::erase_if(awaiting_api_, [&](const AwaitingApi& w) {
-    return !observed(w.eviction.uid) || now - w.killed_at > kRestartWatch;
-  });
+  std::erase_if(reported_, gone);
+  std::erase_if(awaiting_api_,
+                [&](const AwaitingApi& w) { return gone(w.eviction.uid) || now - w.killed_at > kRestartWatch; });
   for (auto& w : awaiting_api_) {
     if (now < w.next_check) continue;
     w.next_check = now + std::chrono::seconds(1);
-    // While the policy drives the eviction, its own straggler kills apply.
-    const auto& in_flight = policy_->state().in_flight;
-    if (std::any_of(in_flight.begin(), in_flight.end(),
-                    [&](const InFlightEviction& f) { return f.eviction.uid == w.eviction.uid; })) {
-      continue;
-    }
+    // Done with only: while the policy drives the eviction, its own straggler
+    // kills apply.
+    const auto& done = policy_->state().evicted;
+    if (std::find(done.begin(), done.end(), w.eviction.uid) == done.end()) continue;
     auto empty = evictor().is_empty(target_of(w.eviction));
     if (!empty || *empty) continue;
     // In flight again: its lane waits for this memory rather than choosing
@@ -182,9 +180,7 @@ void EvictionExecutor::kill_restarted(TimePoint now, const NodeSnapshot& snapsho
                  "before the API eviction reached it): killing them",
                  e.id, pod_label(e.namespace_, e.name, e.uid), seconds(now - w.killed_at));
     ++stats_->restarted_victim_kills;
-    auto r = evictor().kill(target_of(e));
-    ++stats_->sigkills;
-    if (!r) spdlog::error("eviction {}: kill (restarted) failed: {}", e.id, r.error().message);
+    kill_now(e, "restarted", now);
   }
 }
 

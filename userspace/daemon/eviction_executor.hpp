@@ -44,19 +44,20 @@ class EvictionExecutor {
   /// A pod killed here and evicted through the API stays on the node until
   /// the API eviction reaches the kubelet, which meanwhile starts its killed
   /// containers again (restartPolicy): memory taken back, and a second victim
-  /// chosen for it. Each such pod, until it leaves `snapshot` (at most
-  /// kRestartWatch after its kill, checked at most once a second), is killed
-  /// again when it has processes and the policy no longer drives it, its
-  /// eviction back in flight (EvictionPolicy::reopen). Call before deciding.
-  void kill_restarted(TimePoint now, const NodeSnapshot& snapshot);
+  /// chosen for it. Each such pod, while the policy still keeps it as a
+  /// victim (until the node no longer shows it; at most kRestartWatch after
+  /// its kill, checked at most once a second), is killed again when it has
+  /// processes and the policy is done with it, its eviction back in flight
+  /// (EvictionPolicy::reopen). Call before deciding.
+  void kill_restarted(TimePoint now);
   static constexpr Duration kRestartWatch = std::chrono::minutes(5);
   /// The evictor in use: the dry-run recorder when daemon.dryRun is on and one is set.
   Evictor& evictor();
   void set_dry_run_evictor(Evictor* recorder) { dry_evictor_ = recorder; }
 
  private:
-  void start(const PolicyAction& a);
-  void kill_now(const Eviction& e, const char* why);
+  void start(const PolicyAction& a, TimePoint now);
+  void kill_now(const Eviction& e, const char* why, TimePoint now);
 
   struct AwaitingApi {
     Eviction eviction;
@@ -65,7 +66,6 @@ class EvictionExecutor {
   };
   std::vector<std::string> reported_;     // uids evicted through the API, not yet killed here
   std::vector<AwaitingApi> awaiting_api_;  // killed here, evicted through the API, maybe still on the node
-  TimePoint now_{};                        // of the actions being executed
 
   Evictor* evictor_;
   Evictor* dry_evictor_ = nullptr;
