@@ -4,12 +4,17 @@
 //   host-v1:          real memory cgroups in a sandbox,
 //                     /sys/fs/cgroup/memory/pressured-test-<pid>-decision-bench,
 //                     removed at the end, on error, and on SIGINT/SIGTERM
-//                     (root only; empty cgroups, no memory pressure).
+//                     (root only; empty cgroups, no memory pressure; each pod
+//                     has one container cgroup, as the kubelet makes them).
 // Each row times `iterations` decisions after one full observation (what the
 // last safety-net tick left):
 //   full        observe() + Engine::evaluate: what every decision cost before.
 //   incremental refresh_for_decision() + Engine::evaluate: what the daemon now
-//               does for an event between full observations.
+//               does for an event between full observations, reading one
+//               usage file per contending pod.
+//   incr-batch  the same with the contenders' page counters read in one batch
+//               (the BPF cgroup iterator; host trees, root, kernels with it):
+//               what the daemon does where the kernel allows it.
 //   daemon      Daemon::on_events with one BPF threshold edge (quiet only: the
 //               whole handler, incremental refresh, engine, policy, after-work).
 // Scenarios: quiet (the memory.available threshold is not met: "nothing to
@@ -41,6 +46,7 @@
 #include "fakes/sandbox_cgroup.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/decision_view.hpp"
+#include "bpf/bpf_events.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/evictor.hpp"
 #include "pressured/observer.hpp"
@@ -114,7 +120,8 @@ std::optional<Tree> make_tree(const std::string& kind, int pods, std::string& wh
       const QosClass q = qos_of(i);
       std::string rel = std::string("kubepods/") + (q == QosClass::Guaranteed ? "" : q == QosClass::Burstable ? "burstable/" : "besteffort/") +
                         "pod" + uid_of(i);
-      if (!t.sandbox->make(rel)) {
+      // The container cgroup: the iterator walks it (and skips it).
+      if (!t.sandbox->make(rel) || !t.sandbox->make(rel + "/container0")) {
         why = "mkdir " + rel + " failed";
         return std::nullopt;
       }
@@ -188,6 +195,25 @@ struct Timer {
   }
 };
 
+// The daemon's batched page-counter reader (BPF cgroup iterator), loaded once;
+// null (with the reason printed once) where it cannot be.
+std::shared_ptr<PageCounterReader> page_counter_reader() {
+  static std::shared_ptr<PageCounterReader> reader;
+  static bool tried = false;
+  if (tried) return reader;
+  tried = true;
+  static EventStats stats;  // outlives the reader
+  auto features = make_kernel_bpf_features();
+  auto src = bpf::BpfEventSource::create(bpf::BpfEventsOptions{}, *features, stats);
+  if (!src) {
+    std::fprintf(stderr, "incr-batch rows skipped: BPF: %s\n", src.error().message.c_str());
+    return nullptr;
+  }
+  reader = (*src)->page_counter_reader();
+  if (!reader) std::fprintf(stderr, "incr-batch rows skipped: no page-counter iterator on this kernel\n");
+  return reader;
+}
+
 void run_tree(const std::string& kind, int pods, int iterations) {
   std::string why;
   auto tree = make_tree(kind, pods, why);
@@ -226,8 +252,14 @@ void run_tree(const std::string& kind, int pods, int iterations) {
       }
       row(kind, pods, scenario, "full", summarize(us, cpu, read), note);
     }
-    // incremental: from the last full observation.
-    {
+    // incremental: from the last full observation; files, then the batch.
+    for (bool batch : {false, true}) {
+      if (batch) {
+        if (!pressure) continue;  // a quiet decision reads no pod
+        auto reader = kind.rfind("host", 0) == 0 ? page_counter_reader() : nullptr;
+        if (!reader) break;
+        o.set_page_counter_reader(reader);
+      }
       Engine engine(ec);
       auto base = o.observe(now);
       if (!base) return;
@@ -257,7 +289,9 @@ void run_tree(const std::string& kind, int pods, int iterations) {
         auto d = full ? check.evaluate(*full, now) : Decisions{};
         note = d.eviction && d.eviction->uid == victim ? "same victim as full" : "VICTIM DIFFERS from full";
       }
-      row(kind, pods, scenario, "incremental", summarize(us, cpu, read), note);
+      if (batch && o.counters().page_counter_batch.load() == 0) note = "BATCH FAILED (see log): " + note;
+      row(kind, pods, scenario, batch ? "incr-batch" : "incremental", summarize(us, cpu, read), note);
+      if (batch) o.set_page_counter_reader(nullptr);
     }
     // daemon: the whole event handler (quiet: no eviction state to reset).
     if (!pressure) {

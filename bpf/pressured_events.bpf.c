@@ -83,6 +83,16 @@ struct {
 	__type(value, __u64);
 } last_wake SEC(".maps");
 
+/* The batched page-counter read: filled by the page_counters iterator, read
+ * by userspace through its own mmap of the map (sized by userspace). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct pressured_page_counter);
+} page_counters SEC(".maps");
+
 /* Flips an edge flag from -> to; true for the one caller that flipped it.
  *
  * BPF_CMPXCHG and the fetching atomics arrived in 5.12 ("bpf: Add
@@ -608,3 +618,62 @@ DUAL_TP(sched_process_fork, btf_task_fork_plain, raw_task_fork_plain,
 	handle_tasks(1, false), struct task_struct *parent, struct task_struct *child)
 DUAL_TP(sched_process_free, btf_task_free_plain, raw_task_free_plain,
 	handle_tasks(-1, false), struct task_struct *p)
+
+/* ---- batched page-counter reads (decisions under pressure) ------------- */
+
+/* One walk at a time: userspace's single reader (the daemon's loop thread)
+ * creates an iterator, reads it to the end, then reads the map. */
+__u32 page_counters_n = 0;
+__u32 page_counters_truncated = 0;
+__s32 page_counters_root_level = 0;
+
+/* cgroup iterator (6.1+), attached by userspace to a directory of the memory
+ * hierarchy (kubepods, a v1 one from 6.x on where the kernel accepts a v1
+ * cgroup fd) and walked in pre-order: the page counter of each cgroup down to
+ * two levels below the root, the value memory.usage_in_bytes (v1, any
+ * non-root cgroup) and memory.current (v2) print, read in one syscall instead
+ * of one per pod. Records go to the page_counters map: a walk's seq output is
+ * limited to one read session (a few pages), too small for thousands of pods.
+ * The program runs once more with no cgroup at the end of the walk and writes
+ * the record count there. */
+SEC("iter/cgroup")
+int page_counters_walk(struct bpf_iter__cgroup *ctx)
+{
+	struct seq_file *seq = ctx->meta->seq;
+	struct cgroup *cgrp = ctx->cgroup;
+
+	if (!cgrp) {
+		struct pressured_page_counter_walk end = {
+			.count = page_counters_n,
+			.truncated = page_counters_truncated,
+		};
+		bpf_seq_write(seq, &end, sizeof(end));
+		return 0;
+	}
+	int level = cgrp->level;
+	if (ctx->meta->seq_num == 0) {
+		page_counters_n = 0;
+		page_counters_truncated = 0;
+		page_counters_root_level = level;
+	}
+	if (level > page_counters_root_level + 2)
+		return 0;
+	int idx = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+	if (idx < 0 || idx >= CGROUP_SUBSYS_COUNT)
+		return 0;
+	/* NULL on a v2 cgroup without the memory controller: no record. */
+	struct cgroup_subsys_state *css = cgrp->subsys[idx];
+	if (!css)
+		return 0;
+	__u32 n = page_counters_n;
+	struct pressured_page_counter *rec = bpf_map_lookup_elem(&page_counters, &n);
+	if (!rec) {
+		page_counters_truncated = 1;
+		return 0;
+	}
+	rec->cgroup_id = cgrp->kn->id;
+	/* css is the first member of mem_cgroup. */
+	rec->pages = (__u64)BPF_CORE_READ((struct mem_cgroup *)css, memory.usage.counter);
+	page_counters_n = n + 1;
+	return 0;
+}

@@ -69,6 +69,20 @@ struct pressured_memstall {
 	__u32 pad;
 };
 
+/* Batched page-counter read (the page_counters cgroup iterator): one record
+ * per memory cgroup of the walked subtree, down to two levels below its root
+ * (kubepods -> QoS tier -> pod; containers are not recorded). */
+struct pressured_page_counter {
+	__u64 cgroup_id;     /* kernfs id (the directory's inode number) */
+	__u64 pages;         /* memory page counter: memory.usage_in_bytes / memory.current >> page_shift */
+};
+
+/* The iterator's whole seq output, written once at the end of the walk. */
+struct pressured_page_counter_walk {
+	__u32 count;         /* records written to the page_counters map */
+	__u32 truncated;     /* 1: more cgroups than the map holds; the batch is unusable */
+};
+
 /* Node-wide task count (the /proc/loadavg total userspace reads for
  * pid.available): count = pid_base + pid_delta, where the fork/free hooks move
  * pid_delta and userspace re-seeds pid_base from /proc on every safety-net tick.

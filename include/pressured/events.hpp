@@ -31,6 +31,7 @@
 #include "pressured/clock.hpp"
 #include "pressured/config.hpp"
 #include "pressured/enum_names.hpp"
+#include "pressured/page_counters.hpp"
 #include "pressured/result.hpp"
 #include "pressured/stats.hpp"
 
@@ -498,6 +499,11 @@ class Reactor : public EventLoop, public KernelAlarms {
 
   /// Whether BPF programs are attached and feeding the ring buffer.
   virtual bool bpf_active() const = 0;
+
+  /// The batched page-counter reader (a BPF cgroup iterator) for the
+  /// observer's decisions under memory pressure; null without BPF or where
+  /// the kernel has no cgroup iterator. Usable after the reactor is gone.
+  virtual std::shared_ptr<PageCounterReader> page_counter_reader() const { return nullptr; }
 };
 
 }  // namespace pressured

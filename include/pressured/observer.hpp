@@ -20,6 +20,7 @@
 #include "pressured/clock.hpp"
 #include "pressured/config.hpp"
 #include "pressured/enum_names.hpp"
+#include "pressured/page_counters.hpp"
 #include "pressured/result.hpp"
 #include "pressured/signals.hpp"
 #include "pressured/snapshot.hpp"
@@ -326,6 +327,13 @@ struct MemcgScope {
 #define PRESSURED_OBSERVER_STATS(COUNTER, GAUGE)                                                                  \
   COUNTER(observations, "pressured_observer_observations_total", "",                                             \
           "Full observations of the node (every signal and every pod read from the kernel's files).")           \
+  COUNTER(page_counter_batches, "pressured_observer_page_counter_batches_total", "",                             \
+          "Decisions under memory pressure that read the page counters of every contending pod in one batch "   \
+          "(the BPF cgroup iterator) instead of one usage file per pod.")                                        \
+  GAUGE(page_counter_batch, "pressured_observer_page_counter_batch", "",                                         \
+        "1 when decisions under memory pressure read contending pods' page counters in one batch (BPF cgroup " \
+        "iterator); 0 when they read one usage file per pod (no iterator on this kernel, BPF off, or the "     \
+        "batch failed once: logged at warn).")                                                                 \
   COUNTER(stale_signal_reads, "pressured_observer_stale_signal_reads_total", "",                                 \
           "Reads of a group of signals (memory, a filesystem, pids) that failed: the last good values were "     \
           "used, marked stale. Rising steadily: a file pressured cannot read (permissions, a gone mount).")     \
@@ -376,8 +384,9 @@ class NodeObserver {
   virtual Result<void> refresh_pod(Pod& pod, TimePoint now) = 0;
 
   /// For a decision between full observations: re-reads the page-counter
-  /// usage (memory.usage_in_bytes / memory.current, one small file per pod)
-  /// of each pod in `pods` (pods of the last observe()) into
+  /// usage (memory.usage_in_bytes / memory.current: one small file per pod,
+  /// or all of them in one batch, see set_page_counter_reader) of each pod in
+  /// `pods` (pods of the last observe()) into
   /// pod.memory_usage_bytes. That usage is an upper bound of the pod's
   /// working set, enough to tell which pods may head the memory ranking.
   /// Fails (ESTALE) when the pod cgroup set may have changed since the last
@@ -390,6 +399,12 @@ class NodeObserver {
     (void)now;
     return Error{ENOTSUP, "no incremental usage reads"};
   }
+
+  /// Gives refresh_memory_usage one batched read of every pod's page counter
+  /// (the BPF cgroup iterator) instead of one file per pod. Null, or a reader
+  /// that fails once (logged, stat page_counter_batch back to 0), leaves the
+  /// per-file reads. The default ignores it.
+  virtual void set_page_counter_reader(std::shared_ptr<PageCounterReader> reader) { (void)reader; }
 
   /// The page counters of kubepods and of the node scope, read now (for
   /// the memory watches, right before they are planned).

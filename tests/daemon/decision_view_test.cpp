@@ -4,7 +4,13 @@
 // and refuse (full observation) whenever it cannot vouch for that.
 #include "daemon/decision_view.hpp"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -210,6 +216,111 @@ TEST(DecisionView, OtherLanesAndFailedReadsSendToAFullObservation) {
   testing::write_text(n.fake.memory_mount() + "/memory.stat", "garbage\n");
   auto m = refresh_for_decision(*n.obs, n.snap, memory_threshold(1), {}, TimePoint(2s));
   EXPECT_FALSE(m);
+}
+
+// A batched page-counter reader over the fake tree, as the BPF cgroup
+// iterator reads a real one: kubepods and every pod, by inode, with the value
+// of its usage file (or `value` where given), or an error.
+struct FakePageCounters final : public PageCounterReader {
+  Node& node;
+  int pods;
+  int calls = 0;
+  std::string last_dir;
+  std::optional<Error> fail;
+  std::function<std::optional<uint64_t>(int i, uint64_t file_value)> value = [](int, uint64_t v) { return v; };
+  FakePageCounters(Node& n, int count) : node(n), pods(count) {}
+  Result<void> read(const std::string& dir, std::vector<PageCounterSample>& out) override {
+    ++calls;
+    last_dir = dir;
+    out.clear();
+    if (fail) return *fail;
+    auto sample = [&](const std::string& path) -> std::optional<PageCounterSample> {
+      struct stat st {};
+      if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+      std::ifstream f(path + "/memory.usage_in_bytes");
+      uint64_t v = 0;
+      if (!(f >> v)) return std::nullopt;
+      return PageCounterSample{static_cast<uint64_t>(st.st_ino), v};
+    };
+    if (auto s = sample(node.fake.kubepods())) out.push_back(*s);
+    for (int i = 0; i < pods; ++i) {
+      auto s = sample(node.fake.pod_dir(uid_of(i), QosClass::BestEffort));
+      if (!s) continue;
+      auto v = value(i, s->usage_bytes);
+      if (!v) continue;
+      s->usage_bytes = *v;
+      out.push_back(*s);
+    }
+    return {};
+  }
+};
+
+std::vector<Pod*> pointers(NodeSnapshot& snap) {
+  std::vector<Pod*> out;
+  for (auto& p : snap.pods) out.push_back(&p);
+  return out;
+}
+
+TEST(DecisionView, ABatchReaderBoundsEveryContenderInOneRead) {
+  Node n(200);
+  auto batch = std::make_shared<FakePageCounters>(n, 200);
+  n.obs->set_page_counter_reader(batch);
+  EXPECT_EQ(n.obs->counters().page_counter_batch.load(), 1u);
+  const auto cfg = memory_threshold(99.9);
+  n.set(17, mem(900, 5));  // grew after the last full observation
+  auto r = refresh_for_decision(*n.obs, n.snap, cfg, {}, TimePoint(2s));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(batch->calls, 1) << "one batch for all contenders";
+  EXPECT_EQ(batch->last_dir, n.fake.kubepods() + "/besteffort") << "the contenders' tier, not all of kubepods";
+  EXPECT_EQ(r->pods_bounded, 199u);
+  EXPECT_EQ(n.obs->counters().page_counter_batches.load(), 1u);
+  Engine e(cfg);
+  auto d = e.evaluate(n.snap, TimePoint(2s));
+  ASSERT_TRUE(d.eviction);
+  EXPECT_EQ(d.eviction->uid, uid_of(17));
+  EXPECT_EQ(d.eviction->uid, n.full_victim(cfg, TimePoint(3s)));
+}
+
+TEST(DecisionView, TheBoundsComeFromTheBatch) {
+  Node n(20);
+  auto batch = std::make_shared<FakePageCounters>(n, 20);
+  batch->value = [](int i, uint64_t) { return std::optional<uint64_t>(1000003ULL * static_cast<uint64_t>(i + 1)); };
+  n.obs->set_page_counter_reader(batch);
+  auto pods = pointers(n.snap);
+  ASSERT_TRUE(n.obs->refresh_memory_usage(pods, TimePoint(2s)));
+  for (const Pod& p : n.snap.pods) {
+    const int i = std::stoi(p.uid.substr(p.uid.size() - 12));
+    EXPECT_EQ(p.memory_usage_bytes, 1000003ULL * static_cast<uint64_t>(i + 1)) << p.uid;
+  }
+}
+
+TEST(DecisionView, APodMissingFromTheBatchSendsToAFullObservation) {
+  Node n(20);
+  auto batch = std::make_shared<FakePageCounters>(n, 20);
+  // Pod 5's cgroup id is not in the walk: removed, or recreated with a new id.
+  batch->value = [](int i, uint64_t v) { return i == 5 ? std::nullopt : std::optional<uint64_t>(v); };
+  n.obs->set_page_counter_reader(batch);
+  auto pods = pointers(n.snap);
+  auto r = n.obs->refresh_memory_usage(pods, TimePoint(2s));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ESTALE) << r.error().message;
+}
+
+TEST(DecisionView, AFailingBatchFallsBackToTheFilesForGood) {
+  Node n(20);
+  auto batch = std::make_shared<FakePageCounters>(n, 20);
+  batch->fail = Error{EBADF, "attach the page-counter iterator: Bad file descriptor"};
+  n.obs->set_page_counter_reader(batch);
+  n.set(3, mem(700, 5));
+  auto pods = pointers(n.snap);
+  ASSERT_TRUE(n.obs->refresh_memory_usage(pods, TimePoint(2s)));
+  auto p3 = std::find_if(n.snap.pods.begin(), n.snap.pods.end(), [](const Pod& p) { return p.uid == uid_of(3); });
+  ASSERT_NE(p3, n.snap.pods.end());
+  EXPECT_EQ(p3->memory_usage_bytes, 705 * MiB) << "read from the usage file";
+  EXPECT_EQ(n.obs->counters().page_counter_batch.load(), 0u);
+  EXPECT_EQ(n.obs->counters().page_counter_batches.load(), 0u);
+  ASSERT_TRUE(n.obs->refresh_memory_usage(pods, TimePoint(3s)));
+  EXPECT_EQ(batch->calls, 1) << "a failed batch is not tried before every decision";
 }
 
 // How each evaluation observed the node, as exported.

@@ -14,6 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "bpf/page_counter_iter.hpp"
 #include "bpf/programs.hpp"
 #include "kernel/file.hpp"
 #include "kernel/parse.hpp"
@@ -92,6 +93,7 @@ struct BpfEventSource::Impl {
   uint64_t drops_seen = 0;
   uint32_t nr_watches = 0;
   uint32_t nr_tracked = 0;
+  uint32_t page_counters = 0;  // capacity of the loaded page-counter iterator's map; 0: not loaded
   int ncpus = 1;
   EventStats* stats = nullptr;
 
@@ -128,7 +130,7 @@ uint32_t charge_sample_every(const BpfEventsOptions& options, const AttachChoice
 // verifies the program the daemon will run (map sizes do not change the
 // verifier's view; the probes keep them small).
 void configure(pressured_events* skel, const BpfEventsOptions& options, const BpfFeatures& features,
-               uint32_t sample_every, bool small_maps) {
+               uint32_t sample_every, bool small_maps, uint32_t page_counters = 0) {
   uint32_t ring = round_ring(small_maps ? 4096 : options.ring_bytes);
   skel->rodata->sample_every = sample_every;
   // The hook masks instead of dividing when it can: the same calls sampled.
@@ -146,6 +148,7 @@ void configure(pressured_events* skel, const BpfEventsOptions& options, const Bp
   bpf_map__set_max_entries(skel->maps.watches, small_maps ? 1 : options.max_watches);
   bpf_map__set_max_entries(skel->maps.tracked, small_maps || options.max_tracked == 0 ? 1 : options.max_tracked);
   if (small_maps) bpf_map__set_max_entries(skel->maps.memstalls, 1);
+  bpf_map__set_max_entries(skel->maps.page_counters, page_counters ? page_counters : 1);
 }
 
 // The object's program for one flavour. Where the kernel lacks BPF
@@ -163,8 +166,10 @@ bool is_plain(const bpf_program* prog) {
   return n.size() > 6 && n.substr(n.size() - 6) == "_plain";
 }
 
-// Opens the skeleton with autoload on only for the chosen programs.
-Result<SkelPtr> open_with(const Selection& sel, bool atomics, std::array<bpf_program*, kBpfProgramCount>& chosen) {
+// Opens the skeleton with autoload on only for the chosen programs (and the
+// page-counter iterator when asked).
+Result<SkelPtr> open_with(const Selection& sel, bool atomics, std::array<bpf_program*, kBpfProgramCount>& chosen,
+                          bool page_iter) {
   SkelPtr skel(pressured_events__open());
   if (!skel) return Error::from_errno(errno, "open BPF skeleton");
   bpf_program* prog = nullptr;
@@ -177,6 +182,7 @@ Result<SkelPtr> open_with(const Selection& sel, bool atomics, std::array<bpf_pro
     chosen[i] = find_flavour(skel->obj, std::string(pname), atomics);
     if (chosen[i]) bpf_program__set_autoload(chosen[i], true);
   }
+  bpf_program__set_autoload(skel->progs.page_counters_walk, page_iter);
   return skel;
 }
 
@@ -248,14 +254,30 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
   Selection sel = select_programs(features, nullptr);
   std::array<bpf_program*, kBpfProgramCount> chosen{};
   const auto charge = static_cast<std::size_t>(BpfProgram::MemcgCharge);
+  // The page-counter iterator is an extra: where the kernel refuses it, the
+  // object is loaded again without it before any program is probed.
+  bool page_iter = options.max_page_counters > 0 && features.has_btf_type("bpf_iter_cgroup");
+  std::string page_iter_off = options.max_page_counters == 0 ? "turned off"
+                              : page_iter                    ? ""
+                                                             : "the kernel has no cgroup iterator (6.1+)";
   int err = 0;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    auto skel = open_with(sel, features.has_atomics(), chosen);
+  bool probed = false;
+  for (;;) {
+    auto skel = open_with(sel, features.has_atomics(), chosen, page_iter);
     if (!skel) return skel.error();
     impl->skel = std::move(*skel);
-    configure(impl->skel.get(), options, features, charge_sample_every(options, sel.choices[charge]), false);
+    configure(impl->skel.get(), options, features, charge_sample_every(options, sel.choices[charge]), false,
+              page_iter ? options.max_page_counters : 0);
     err = pressured_events__load(impl->skel.get());
-    if (err == 0 || attempt == 1) break;
+    if (err == 0) break;
+    if (page_iter) {
+      page_iter = false;
+      page_iter_off = std::string("the object did not load with it (") + std::strerror(-err) + ")";
+      impl->skel.reset();
+      continue;
+    }
+    if (probed) break;
+    probed = true;
     spdlog::debug("bpf: loading the object failed ({}); probing each program alone", std::strerror(-err));
     impl->skel.reset();
     SkeletonLoadProbe probe(options, features);
@@ -273,6 +295,13 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
     return Error::from_errno(-err, "load BPF object (verifier or CO-RE relocation failed; see debug log)");
   }
   auto* skel = impl->skel.get();
+  if (page_iter) {
+    impl->page_counters = options.max_page_counters;
+    spdlog::info("bpf: page-counter iterator loaded ({} memory cgroups per batch)", options.max_page_counters);
+  } else {
+    spdlog::warn("bpf: page-counter iterator off: {}; decisions under memory pressure read one usage file per "
+                 "contending pod", page_iter_off);
+  }
   const auto& choices = sel.choices;
   const bool plain_flips = !features.has_atomics();
   if (plain_flips)
@@ -376,6 +405,18 @@ int BpfEventSource::program_fd(BpfProgram p) const {
 }
 
 bool BpfEventSource::attached(BpfProgram p) const { return impl_->attached[static_cast<std::size_t>(p)]; }
+
+std::shared_ptr<PageCounterReader> BpfEventSource::page_counter_reader() const {
+  if (!impl_->page_counters) return nullptr;
+  auto r = PageCounterIter::create(bpf_program__fd(impl_->skel->progs.page_counters_walk),
+                                   bpf_map__fd(impl_->skel->maps.page_counters), impl_->page_counters,
+                                   impl_->skel->rodata->page_shift);
+  if (!r) {
+    spdlog::warn("bpf: page-counter iterator unusable: {}", r.error().message);
+    return nullptr;
+  }
+  return std::shared_ptr<PageCounterReader>(std::move(*r));
+}
 
 Result<void> BpfEventSource::set_watch(uint64_t cgroup_id, uint64_t alarm_bytes, uint64_t watch_id) {
   // A re-arm starts from the current entry: it keeps the armed side (so it

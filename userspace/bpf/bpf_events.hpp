@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "pressured/events.hpp"
+#include "pressured/page_counters.hpp"
 
 extern "C" {
 #include "pressured_events.h"
@@ -35,6 +36,9 @@ struct BpfEventsOptions {
   uint64_t min_wake_gap_ns = 5'000'000;
   uint32_t max_tracked = 1024;             // memcgs whose activity is accumulated (kubepods, tiers, pods)
   uint64_t memstall_emit_ns = 10'000'000;  // a single memstall this long is also a Memstall event
+  // Memory cgroups one batched page-counter read holds (kubepods, tiers,
+  // pods: 16 bytes each, in kernel memory); 0: no page-counter iterator.
+  uint32_t max_page_counters = 16384;
 };
 
 /// Pure: a ring buffer record as a PressureEvent.
@@ -97,6 +101,10 @@ class BpfEventSource final : public ReactorSource {
   std::vector<uint64_t> counter_per_cpu(uint32_t idx) const;
   /// Whether `p` is attached.
   bool attached(BpfProgram p) const;
+  /// The batched page-counter reader over this object's cgroup iterator; null
+  /// when the kernel has no cgroup iterator or refused the program (the
+  /// reason is logged). Independent of this source's lifetime.
+  std::shared_ptr<PageCounterReader> page_counter_reader() const;
 
   /// Kernel-side cost of one attached program (needs kernel.bpf_stats_enabled=1).
   struct ProgramStats {

@@ -162,6 +162,9 @@ int run_daemon(const ConfigOptions& options) {
     spdlog::error("observer: {}", observer.error().message);
     return 1;
   }
+  // Decisions under memory pressure bound every contending pod's usage: in
+  // one BPF cgroup walk where the kernel allows it, else one file per pod.
+  (*observer)->set_page_counter_reader((*reactor)->page_counter_reader());
 
   Metrics metrics(MetricsOptions::from_config(config));
   // Reactor::create succeeded: BPF, or its fallbacks (memcg notifications, PSI

@@ -352,6 +352,10 @@ class ReactorImpl final : public Reactor {
 
   bool bpf_active() const override { return bpf_source_ != nullptr; }
 
+  std::shared_ptr<PageCounterReader> page_counter_reader() const override {
+    return bpf_source_ ? bpf_source_->page_counter_reader() : nullptr;
+  }
+
   Result<uint64_t> track_memcg(const std::string& cgroup_path) override {
     assert_loop_thread("track_memcg");
     if (bpf_source_ == nullptr) return Error{ENOTSUP, "memcg activity tracking needs BPF (not active)"};

@@ -209,6 +209,20 @@ class KernelNodeObserver final : public NodeObserver {
     if (!qos_stamps_taken_ || qos_dir_stamps() != qos_stamps_) {
       return Error{ESTALE, "the pod cgroup set changed since the last full observation"};
     }
+    if (page_reader_ && !pods.empty()) {
+      if (auto r = page_reader_->read(batch_root(pods), page_samples_); r) {
+        ++counters_.page_counter_batches;
+        return usage_from_batch(pods);
+      } else {
+        // Once: a kernel that refuses the walk refuses it every time, and the
+        // decision must not pay for a failing batch before the files.
+        spdlog::warn("observer: batched page-counter read of {} failed ({}); decisions read one usage file per "
+                     "contending pod from now on",
+                     layout_.kubepods_memory_path, r.error().message);
+        page_reader_.reset();
+        counters_.page_counter_batch = 0;
+      }
+    }
     for (Pod* pod : pods) {
       auto it = pods_.find(pod->cgroup_path);
       if (it == pods_.end()) return Error{ESTALE, "pod " + pod->uid + " is not in the last full observation"};
@@ -219,6 +233,11 @@ class KernelNodeObserver final : public NodeObserver {
       pod->memory_usage_bytes = *u;
     }
     return {};
+  }
+
+  void set_page_counter_reader(std::shared_ptr<PageCounterReader> reader) override {
+    page_reader_ = std::move(reader);
+    counters_.page_counter_batch = page_reader_ ? 1 : 0;
   }
 
   std::vector<PodCgroup> list_pods() override {
@@ -552,6 +571,43 @@ class KernelNodeObserver final : public NodeObserver {
     return {};
   }
 
+  // The smallest subtree to walk: the contenders' QoS tier directory when
+  // they share one (contenders mostly are one QoS class), else kubepods.
+  std::string batch_root(const std::vector<Pod*>& pods) const {
+    std::string_view common;
+    for (const Pod* pod : pods) {
+      auto it = pods_.find(pod->cgroup_path);
+      if (it == pods_.end()) return layout_.kubepods_memory_path;
+      std::string_view path = it->second.cg.memory_path;
+      std::string_view parent = path.substr(0, path.rfind('/'));
+      if (common.empty()) {
+        common = parent;
+      } else if (parent != common) {
+        return layout_.kubepods_memory_path;
+      }
+    }
+    return common.empty() ? layout_.kubepods_memory_path : std::string(common);
+  }
+
+  // The contenders' usage from one batch (page_samples_): a pod whose cgroup
+  // id is not in it was removed or recreated since the last full observation.
+  Result<void> usage_from_batch(const std::vector<Pod*>& pods) {
+    std::sort(page_samples_.begin(), page_samples_.end(),
+              [](const PageCounterSample& a, const PageCounterSample& b) { return a.cgroup_id < b.cgroup_id; });
+    for (Pod* pod : pods) {
+      auto it = pods_.find(pod->cgroup_path);
+      if (it == pods_.end()) return Error{ESTALE, "pod " + pod->uid + " is not in the last full observation"};
+      const uint64_t id = it->second.cg.cgroup_id;
+      auto s = std::lower_bound(page_samples_.begin(), page_samples_.end(), id,
+                                [](const PageCounterSample& a, uint64_t v) { return a.cgroup_id < v; });
+      if (s == page_samples_.end() || s->cgroup_id != id) {
+        return Error{ESTALE, "pod " + pod->uid + ": its cgroup is gone or was recreated"};
+      }
+      pod->memory_usage_bytes = s->usage_bytes;
+    }
+    return {};
+  }
+
   // Link counts of the directories pods live in (kubepods and its QoS
   // tiers): a directory's count is 2 + its subdirectories on cgroupfs (kernfs)
   // as on tmpfs/ext4, so a pod cgroup created or removed moves it. 0 when absent.
@@ -742,6 +798,8 @@ class KernelNodeObserver final : public NodeObserver {
   uint64_t gen_ = 0;
   QosStamps qos_stamps_{};
   bool qos_stamps_taken_ = false;
+  std::shared_ptr<PageCounterReader> page_reader_;  // null: one usage file per pod
+  std::vector<PageCounterSample> page_samples_;      // the last batch (kept: no allocation per decision)
   ObserverCounters counters_;
   std::array<bool, static_cast<std::size_t>(Group::Count)> warned_groups_{};
   bool warned_kubepods_ = false, warned_pod_read_ = false;

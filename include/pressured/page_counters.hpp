@@ -1,0 +1,35 @@
+#pragma once
+// A batched read of memory page counters: the usage of many cgroups in one
+// call, for decisions that must bound every pod's usage now.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pressured/result.hpp"
+
+namespace pressured {
+
+/// One cgroup's memory page counter, as read in a batch.
+struct PageCounterSample {
+  uint64_t cgroup_id = 0;    ///< kernfs id: the cgroup directory's inode number
+  uint64_t usage_bytes = 0;  ///< memory.usage_in_bytes (v1) / memory.current (v2): the same counter
+};
+
+/// Reads the page counters of a memory cgroup directory and of its
+/// descendants down to two levels below it (kubepods -> QoS tier -> pod), all
+/// at once, fresh: the values the cgroups' usage files would print now.
+/// Not thread-safe: one owner thread.
+class PageCounterReader {
+ public:
+  virtual ~PageCounterReader() = default;
+
+  /// Fills `out` (cleared first) with `dir` itself and its cgroups down to
+  /// two levels below, in no particular order. `dir` is an absolute path in
+  /// the memory hierarchy. Error when the batch cannot be read (the kernel
+  /// refuses to walk this hierarchy, more cgroups than the reader holds, ...):
+  /// the caller reads the files instead.
+  virtual Result<void> read(const std::string& dir, std::vector<PageCounterSample>& out) = 0;
+};
+
+}  // namespace pressured

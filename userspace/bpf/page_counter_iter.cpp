@@ -1,0 +1,106 @@
+#include "bpf/page_counter_iter.hpp"
+
+#include <bpf/bpf.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "pressured_events.h"
+
+namespace pressured::bpf {
+
+Result<std::unique_ptr<PageCounterIter>> PageCounterIter::create(int prog_fd, int map_fd, uint32_t capacity,
+                                                                 uint32_t page_shift) {
+  if (prog_fd < 0 || map_fd < 0 || capacity == 0) return Error{ENOTSUP, "page-counter iterator not loaded"};
+  Fd prog(::fcntl(prog_fd, F_DUPFD_CLOEXEC, 0));
+  if (!prog) return Error::from_errno(errno, "dup page-counter iterator program fd");
+  Fd map(::fcntl(map_fd, F_DUPFD_CLOEXEC, 0));
+  if (!map) return Error::from_errno(errno, "dup page_counters map fd");
+  const long page = ::sysconf(_SC_PAGESIZE);
+  std::size_t bytes = static_cast<std::size_t>(capacity) * sizeof(pressured_page_counter);
+  bytes = (bytes + static_cast<std::size_t>(page) - 1) / static_cast<std::size_t>(page) * static_cast<std::size_t>(page);
+  void* mem = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, map.get(), 0);
+  if (mem == MAP_FAILED) return Error::from_errno(errno, "mmap the page_counters map");
+  return std::unique_ptr<PageCounterIter>(new PageCounterIter(std::move(prog), std::move(map),
+                                                              static_cast<const pressured_page_counter*>(mem), bytes,
+                                                              capacity, page_shift));
+}
+
+PageCounterIter::PageCounterIter(Fd prog, Fd map, const pressured_page_counter* records, std::size_t mapped_bytes,
+                                 uint32_t capacity, uint32_t page_shift)
+    : prog_(std::move(prog)),
+      map_(std::move(map)),
+      records_(records),
+      mapped_bytes_(mapped_bytes),
+      capacity_(capacity),
+      page_shift_(page_shift) {}
+
+PageCounterIter::~PageCounterIter() {
+  ::munmap(const_cast<pressured_page_counter*>(records_), mapped_bytes_);
+}
+
+Result<void> PageCounterIter::read(const std::string& dir, std::vector<PageCounterSample>& out) {
+  out.clear();
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return Error::from_errno(errno, "stat " + dir);
+  const auto dir_id = static_cast<uint64_t>(st.st_ino);
+  auto it = links_.find(dir);
+  if (it != links_.end()) {
+    auto r = walk(it->second.get(), dir_id, out);
+    if (r || r.error().code != ESTALE) return r;
+    links_.erase(it);  // the directory was recreated: attach to the new one
+  }
+  auto d = Fd::open(dir, O_RDONLY | O_DIRECTORY);
+  if (!d) return d.error();
+  union bpf_iter_link_info info;
+  std::memset(&info, 0, sizeof(info));
+  info.cgroup.cgroup_fd = static_cast<__u32>(d->get());
+  info.cgroup.order = BPF_CGROUP_ITER_DESCENDANTS_PRE;
+  LIBBPF_OPTS(bpf_link_create_opts, opts, .iter_info = &info, .iter_info_len = sizeof(info));
+  Fd link(bpf_link_create(prog_.get(), 0, BPF_TRACE_ITER, &opts));
+  if (!link) {
+    // Before the kernel took v1 cgroup fds here (EBADF), or no cgroup iterator.
+    return Error::from_errno(errno, "attach the page-counter iterator to " + dir);
+  }
+  auto r = walk(link.get(), dir_id, out);
+  if (!r) return r;
+  links_.emplace(dir, std::move(link));
+  return {};
+}
+
+Result<void> PageCounterIter::walk(int link, uint64_t dir_id, std::vector<PageCounterSample>& out) {
+  Fd iter(bpf_iter_create(link));
+  if (!iter) return Error::from_errno(errno, "create a page-counter iterator");
+  pressured_page_counter_walk end{};
+  std::size_t got = 0;
+  // The walk runs inside read(): its only output is the summary at the end.
+  for (;;) {
+    ssize_t n = ::read(iter.get(), reinterpret_cast<char*>(&end) + got, sizeof(end) - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error::from_errno(errno, "read the page-counter iterator");
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+    if (got == sizeof(end)) break;
+  }
+  if (got != sizeof(end)) return Error{EIO, "page-counter iterator: no summary (" + std::to_string(got) + " bytes)"};
+  if (end.truncated || end.count > capacity_) {
+    return Error{ENOSPC, "more than " + std::to_string(capacity_) + " memory cgroups to read in one batch"};
+  }
+  out.reserve(end.count);
+  for (uint32_t i = 0; i < end.count; ++i) {
+    const pressured_page_counter& rec = records_[i];
+    out.push_back({rec.cgroup_id, rec.pages << page_shift_});
+  }
+  // Pre-order: the first record is the walk's root.
+  if (out.empty() || out.front().cgroup_id != dir_id) {
+    out.clear();
+    return Error{ESTALE, "the page-counter iterator walks another cgroup than the directory"};
+  }
+  return {};
+}
+
+}  // namespace pressured::bpf

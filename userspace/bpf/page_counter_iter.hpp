@@ -1,0 +1,50 @@
+#pragma once
+// The batched page-counter read through the page_counters_walk cgroup
+// iterator (bpf/pressured_events.bpf.c).
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "kernel/fd.hpp"
+#include "pressured/page_counters.hpp"
+
+struct pressured_page_counter;
+
+namespace pressured::bpf {
+
+using kernel::Fd;
+
+/// Owns its own references (a dup of the program's fd, of the map's fd and a
+/// mapping of the map), so it may outlive the BPF object it came from.
+class PageCounterIter final : public PageCounterReader {
+ public:
+  /// `prog_fd`, `map_fd`: the loaded page_counters_walk program and the
+  /// page_counters map (BPF_F_MMAPABLE, `capacity` records); both are dup'ed.
+  static Result<std::unique_ptr<PageCounterIter>> create(int prog_fd, int map_fd, uint32_t capacity,
+                                                         uint32_t page_shift);
+  ~PageCounterIter() override;
+  PageCounterIter(const PageCounterIter&) = delete;
+  PageCounterIter& operator=(const PageCounterIter&) = delete;
+
+  Result<void> read(const std::string& dir, std::vector<PageCounterSample>& out) override;
+
+ private:
+  PageCounterIter(Fd prog, Fd map, const pressured_page_counter* records, std::size_t mapped_bytes,
+                  uint32_t capacity, uint32_t page_shift);
+  /// One walk through `link`; ESTALE when the link's root is not `dir_id`.
+  Result<void> walk(int link, uint64_t dir_id, std::vector<PageCounterSample>& out);
+
+  Fd prog_;
+  Fd map_;
+  const pressured_page_counter* records_;
+  std::size_t mapped_bytes_;
+  uint32_t capacity_;
+  uint32_t page_shift_;
+  // One iterator link per directory: attaching costs a BPF_LINK_CREATE and
+  // pins the cgroup, so it is done once (again if the directory is recreated).
+  std::map<std::string, Fd> links_;
+};
+
+}  // namespace pressured::bpf
