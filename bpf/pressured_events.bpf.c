@@ -93,6 +93,16 @@ struct {
 	__type(value, struct pressured_page_counter);
 } page_counters SEC(".maps");
 
+/* How many levels below the walk's root to record (userspace sets it before a
+ * walk: 1 under a QoS tier, 2 under kubepods), so container cgroups cost no
+ * record. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} page_counters_depth SEC(".maps");
+
 /* Flips an edge flag from -> to; true for the one caller that flipped it.
  *
  * BPF_CMPXCHG and the fetching atomics arrived in 5.12 ("bpf: Add
@@ -626,11 +636,12 @@ DUAL_TP(sched_process_free, btf_task_free_plain, raw_task_free_plain,
 __u32 page_counters_n = 0;
 __u32 page_counters_truncated = 0;
 __s32 page_counters_root_level = 0;
+__s32 page_counters_max_level = 0;
 
 /* cgroup iterator (6.1+), attached by userspace to a directory of the memory
- * hierarchy (kubepods, a v1 one from 6.x on where the kernel accepts a v1
+ * hierarchy (kubepods or a QoS tier; a v1 one where the kernel accepts a v1
  * cgroup fd) and walked in pre-order: the page counter of each cgroup down to
- * two levels below the root, the value memory.usage_in_bytes (v1, any
+ * page_counters_depth levels below the root, the value memory.usage_in_bytes (v1, any
  * non-root cgroup) and memory.current (v2) print, read in one syscall instead
  * of one per pod. Records go to the page_counters map: a walk's seq output is
  * limited to one read session (a few pages), too small for thousands of pods.
@@ -652,11 +663,14 @@ int page_counters_walk(struct bpf_iter__cgroup *ctx)
 	}
 	int level = cgrp->level;
 	if (ctx->meta->seq_num == 0) {
+		__u32 zero = 0;
+		__u32 *depth = bpf_map_lookup_elem(&page_counters_depth, &zero);
 		page_counters_n = 0;
 		page_counters_truncated = 0;
 		page_counters_root_level = level;
+		page_counters_max_level = level + (depth ? *depth : 2);
 	}
-	if (level > page_counters_root_level + 2)
+	if (level > page_counters_max_level)
 		return 0;
 	int idx = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
 	if (idx < 0 || idx >= CGROUP_SUBSYS_COUNT)

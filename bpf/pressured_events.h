@@ -70,8 +70,8 @@ struct pressured_memstall {
 };
 
 /* Batched page-counter read (the page_counters cgroup iterator): one record
- * per memory cgroup of the walked subtree, down to two levels below its root
- * (kubepods -> QoS tier -> pod; containers are not recorded). */
+ * per memory cgroup of the walked subtree, down to the depth userspace asks
+ * for (kubepods -> QoS tier -> pod: 2; a tier -> pod: 1). */
 struct pressured_page_counter {
 	__u64 cgroup_id;     /* kernfs id (the directory's inode number) */
 	__u64 pages;         /* memory page counter: memory.usage_in_bytes / memory.current >> page_shift */

@@ -17,19 +17,20 @@ struct PageCounterSample {
 };
 
 /// Reads the page counters of a memory cgroup directory and of its
-/// descendants down to two levels below it (kubepods -> QoS tier -> pod), all
-/// at once, fresh: the values the cgroups' usage files would print now.
+/// descendants down to a given depth (kubepods -> QoS tier -> pod: 2), all at
+/// once, fresh: the values the cgroups' usage files would print now.
 /// Not thread-safe: one owner thread.
 class PageCounterReader {
  public:
   virtual ~PageCounterReader() = default;
 
   /// Fills `out` (cleared first) with `dir` itself and its cgroups down to
-  /// two levels below, in no particular order. `dir` is an absolute path in
-  /// the memory hierarchy. Error when the batch cannot be read (the kernel
-  /// refuses to walk this hierarchy, more cgroups than the reader holds, ...):
-  /// the caller reads the files instead.
-  virtual Result<void> read(const std::string& dir, std::vector<PageCounterSample>& out) = 0;
+  /// `depth` levels below it (1: children only), `dir` first, the rest in no
+  /// particular order. `dir` is an absolute path in the memory hierarchy.
+  /// Error when the batch cannot be read (the kernel refuses to walk this
+  /// hierarchy, more cgroups than the reader holds, ...): the caller reads
+  /// the files instead.
+  virtual Result<void> read(const std::string& dir, uint32_t depth, std::vector<PageCounterSample>& out) = 0;
 };
 
 }  // namespace pressured

@@ -226,12 +226,14 @@ struct FakePageCounters final : public PageCounterReader {
   int pods;
   int calls = 0;
   std::string last_dir;
+  uint32_t last_depth = 0;
   std::optional<Error> fail;
   std::function<std::optional<uint64_t>(int i, uint64_t file_value)> value = [](int, uint64_t v) { return v; };
   FakePageCounters(Node& n, int count) : node(n), pods(count) {}
-  Result<void> read(const std::string& dir, std::vector<PageCounterSample>& out) override {
+  Result<void> read(const std::string& dir, uint32_t depth, std::vector<PageCounterSample>& out) override {
     ++calls;
     last_dir = dir;
+    last_depth = depth;
     out.clear();
     if (fail) return *fail;
     auto sample = [&](const std::string& path) -> std::optional<PageCounterSample> {
@@ -272,6 +274,7 @@ TEST(DecisionView, ABatchReaderBoundsEveryContenderInOneRead) {
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(batch->calls, 1) << "one batch for all contenders";
   EXPECT_EQ(batch->last_dir, n.fake.kubepods() + "/besteffort") << "the contenders' tier, not all of kubepods";
+  EXPECT_EQ(batch->last_depth, 1u) << "pods only, not their containers";
   EXPECT_EQ(r->pods_bounded, 199u);
   EXPECT_EQ(n.obs->counters().page_counter_batches.load(), 1u);
   Engine e(cfg);

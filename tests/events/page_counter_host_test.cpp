@@ -1,7 +1,7 @@
 // The batched page-counter read (bpf/pressured_events.bpf.c page_counters_walk,
 // userspace/bpf/page_counter_iter.cpp): one BPF cgroup-iterator walk must give
 // what every tier's and pod's usage file says, for the cgroups of the walked
-// subtree down to the pods, and follow cgroups removed and created again.
+// subtree down to the depth asked, and follow cgroups removed and created again.
 //
 // Host part (root, BPF, a kernel with the cgroup iterator): a sandbox
 // kubepods tree limited to 256 MiB, a bounded workload holding 16 MiB in one
@@ -74,7 +74,7 @@ TEST(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
   ASSERT_TRUE(reader) << "the page-counter iterator did not load (see the warning above)";
 
   std::vector<PageCounterSample> samples;
-  auto r = reader->read(sb.path("kubepods"), samples);
+  auto r = reader->read(sb.path("kubepods"), 2, samples);
   if (!r && r.error().code == EBADF && !sb.v2()) {
     PRESSURED_REQUIRE(false, "a kernel whose cgroup iterator walks v1 hierarchies (" + r.error().message + ")");
   }
@@ -103,9 +103,17 @@ TEST(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
   EXPECT_GE(got[inode_of(sb.path("kubepods"))], got[inode_of(sb.path("kubepods/burstable/podA"))])
       << "hierarchical: kubepods holds its pods";
 
+  // One level under a tier: its pods, not their containers.
+  ASSERT_TRUE(reader->read(sb.path("kubepods/burstable"), 1, samples));
+  got = by_id(samples);
+  EXPECT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples.front().cgroup_id, inode_of(sb.path("kubepods/burstable"))) << "the root comes first";
+  EXPECT_EQ(got.count(inode_of(sb.path("kubepods/burstable/podA"))), 1u);
+  EXPECT_EQ(got.count(inode_of(sb.path("kubepods/burstable/podA/ctr"))), 0u);
+
   // A walk rooted at podB itself (its own attached iterator), before and
   // after podB is removed and created again: the second follows the new one.
-  ASSERT_TRUE(reader->read(sb.path("kubepods/besteffort/podB"), samples));
+  ASSERT_TRUE(reader->read(sb.path("kubepods/besteffort/podB"), 1, samples));
   ASSERT_EQ(samples.size(), 1u);
   EXPECT_EQ(samples[0].cgroup_id, inode_of(sb.path("kubepods/besteffort/podB")));
 
@@ -116,18 +124,18 @@ TEST(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
   ASSERT_TRUE(sb.make_with("kubepods/besteffort/podB"));
   const uint64_t new_b = inode_of(sb.path("kubepods/besteffort/podB"));
   ASSERT_NE(old_b, new_b);
-  ASSERT_TRUE(reader->read(sb.path("kubepods"), samples));
+  ASSERT_TRUE(reader->read(sb.path("kubepods"), 2, samples));
   got = by_id(samples);
   EXPECT_EQ(got.count(old_b), 0u);
   EXPECT_EQ(got.count(new_b), 1u);
-  auto again = reader->read(sb.path("kubepods/besteffort/podB"), samples);
+  auto again = reader->read(sb.path("kubepods/besteffort/podB"), 1, samples);
   ASSERT_TRUE(again) << again.error().message;
   ASSERT_EQ(samples.size(), 1u);
   EXPECT_EQ(samples[0].cgroup_id, new_b) << "the walk stayed on the removed cgroup";
 
   // A directory that is not there: an error, never an empty batch.
   std::vector<PageCounterSample> none;
-  auto gone = reader->read(sb.path("kubepods/nosuchpod"), none);
+  auto gone = reader->read(sb.path("kubepods/nosuchpod"), 1, none);
   ASSERT_FALSE(gone);
   EXPECT_TRUE(none.empty());
   sb.kill_all();

@@ -409,7 +409,8 @@ bool BpfEventSource::attached(BpfProgram p) const { return impl_->attached[stati
 std::shared_ptr<PageCounterReader> BpfEventSource::page_counter_reader() const {
   if (!impl_->page_counters) return nullptr;
   auto r = PageCounterIter::create(bpf_program__fd(impl_->skel->progs.page_counters_walk),
-                                   bpf_map__fd(impl_->skel->maps.page_counters), impl_->page_counters,
+                                   bpf_map__fd(impl_->skel->maps.page_counters),
+                                   bpf_map__fd(impl_->skel->maps.page_counters_depth), impl_->page_counters,
                                    impl_->skel->rodata->page_shift);
   if (!r) {
     spdlog::warn("bpf: page-counter iterator unusable: {}", r.error().message);

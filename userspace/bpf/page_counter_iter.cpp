@@ -13,27 +13,31 @@
 
 namespace pressured::bpf {
 
-Result<std::unique_ptr<PageCounterIter>> PageCounterIter::create(int prog_fd, int map_fd, uint32_t capacity,
-                                                                 uint32_t page_shift) {
-  if (prog_fd < 0 || map_fd < 0 || capacity == 0) return Error{ENOTSUP, "page-counter iterator not loaded"};
+Result<std::unique_ptr<PageCounterIter>> PageCounterIter::create(int prog_fd, int map_fd, int depth_map_fd,
+                                                                 uint32_t capacity, uint32_t page_shift) {
+  if (prog_fd < 0 || map_fd < 0 || depth_map_fd < 0 || capacity == 0)
+    return Error{ENOTSUP, "page-counter iterator not loaded"};
   Fd prog(::fcntl(prog_fd, F_DUPFD_CLOEXEC, 0));
   if (!prog) return Error::from_errno(errno, "dup page-counter iterator program fd");
   Fd map(::fcntl(map_fd, F_DUPFD_CLOEXEC, 0));
   if (!map) return Error::from_errno(errno, "dup page_counters map fd");
+  Fd depth_map(::fcntl(depth_map_fd, F_DUPFD_CLOEXEC, 0));
+  if (!depth_map) return Error::from_errno(errno, "dup page_counters_depth map fd");
   const long page = ::sysconf(_SC_PAGESIZE);
   std::size_t bytes = static_cast<std::size_t>(capacity) * sizeof(pressured_page_counter);
   bytes = (bytes + static_cast<std::size_t>(page) - 1) / static_cast<std::size_t>(page) * static_cast<std::size_t>(page);
   void* mem = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, map.get(), 0);
   if (mem == MAP_FAILED) return Error::from_errno(errno, "mmap the page_counters map");
-  return std::unique_ptr<PageCounterIter>(new PageCounterIter(std::move(prog), std::move(map),
+  return std::unique_ptr<PageCounterIter>(new PageCounterIter(std::move(prog), std::move(map), std::move(depth_map),
                                                               static_cast<const pressured_page_counter*>(mem), bytes,
                                                               capacity, page_shift));
 }
 
-PageCounterIter::PageCounterIter(Fd prog, Fd map, const pressured_page_counter* records, std::size_t mapped_bytes,
-                                 uint32_t capacity, uint32_t page_shift)
+PageCounterIter::PageCounterIter(Fd prog, Fd map, Fd depth_map, const pressured_page_counter* records,
+                                 std::size_t mapped_bytes, uint32_t capacity, uint32_t page_shift)
     : prog_(std::move(prog)),
       map_(std::move(map)),
+      depth_map_(std::move(depth_map)),
       records_(records),
       mapped_bytes_(mapped_bytes),
       capacity_(capacity),
@@ -43,8 +47,19 @@ PageCounterIter::~PageCounterIter() {
   ::munmap(const_cast<pressured_page_counter*>(records_), mapped_bytes_);
 }
 
-Result<void> PageCounterIter::read(const std::string& dir, std::vector<PageCounterSample>& out) {
+Result<void> PageCounterIter::set_depth(uint32_t depth) {
+  if (depth == depth_) return {};
+  const uint32_t zero = 0;
+  if (bpf_map_update_elem(depth_map_.get(), &zero, &depth, BPF_ANY) != 0)
+    return Error::from_errno(errno, "set the page-counter walk's depth");
+  depth_ = depth;
+  return {};
+}
+
+Result<void> PageCounterIter::read(const std::string& dir, uint32_t depth, std::vector<PageCounterSample>& out) {
   out.clear();
+  if (depth == 0) return Error{EINVAL, "page-counter walk of depth 0"};
+  if (auto r = set_depth(depth); !r) return r;
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) return Error::from_errno(errno, "stat " + dir);
   const auto dir_id = static_cast<uint64_t>(st.st_ino);

@@ -20,24 +20,28 @@ using kernel::Fd;
 /// mapping of the map), so it may outlive the BPF object it came from.
 class PageCounterIter final : public PageCounterReader {
  public:
-  /// `prog_fd`, `map_fd`: the loaded page_counters_walk program and the
-  /// page_counters map (BPF_F_MMAPABLE, `capacity` records); both are dup'ed.
-  static Result<std::unique_ptr<PageCounterIter>> create(int prog_fd, int map_fd, uint32_t capacity,
-                                                         uint32_t page_shift);
+  /// `prog_fd`, `map_fd`, `depth_map_fd`: the loaded page_counters_walk
+  /// program, the page_counters map (BPF_F_MMAPABLE, `capacity` records) and
+  /// the page_counters_depth map; all are dup'ed.
+  static Result<std::unique_ptr<PageCounterIter>> create(int prog_fd, int map_fd, int depth_map_fd,
+                                                         uint32_t capacity, uint32_t page_shift);
   ~PageCounterIter() override;
   PageCounterIter(const PageCounterIter&) = delete;
   PageCounterIter& operator=(const PageCounterIter&) = delete;
 
-  Result<void> read(const std::string& dir, std::vector<PageCounterSample>& out) override;
+  Result<void> read(const std::string& dir, uint32_t depth, std::vector<PageCounterSample>& out) override;
 
  private:
-  PageCounterIter(Fd prog, Fd map, const pressured_page_counter* records, std::size_t mapped_bytes,
+  PageCounterIter(Fd prog, Fd map, Fd depth_map, const pressured_page_counter* records, std::size_t mapped_bytes,
                   uint32_t capacity, uint32_t page_shift);
+  Result<void> set_depth(uint32_t depth);
   /// One walk through `link`; ESTALE when the link's root is not `dir_id`.
   Result<void> walk(int link, uint64_t dir_id, std::vector<PageCounterSample>& out);
 
   Fd prog_;
   Fd map_;
+  Fd depth_map_;
+  uint32_t depth_ = 0;  // last written to depth_map_ (0: never)
   const pressured_page_counter* records_;
   std::size_t mapped_bytes_;
   uint32_t capacity_;

@@ -210,7 +210,10 @@ class KernelNodeObserver final : public NodeObserver {
       return Error{ESTALE, "the pod cgroup set changed since the last full observation"};
     }
     if (page_reader_ && !pods.empty()) {
-      if (auto r = page_reader_->read(batch_root(pods), page_samples_); r) {
+      const std::string root = batch_root(pods);
+      // Pods sit right under a tier, two levels under kubepods (Guaranteed: one).
+      const uint32_t depth = root == layout_.kubepods_memory_path ? 2 : 1;
+      if (auto r = page_reader_->read(root, depth, page_samples_); r) {
         ++counters_.page_counter_batches;
         return usage_from_batch(pods);
       } else {
