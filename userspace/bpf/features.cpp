@@ -232,10 +232,13 @@ class KernelBpfFeatures final : public BpfFeatures {
   // kernel BTF. Callers hold btf_mu_.
   const struct btf* kernel_btf() const {
     if (!btf_loaded_) {
-      bpf::MuteLibbpf mute;
+      // Quiet, restoring whatever printed before: this runs inside the
+      // probes' MuteLibbpf, whose end must stay theirs.
+      libbpf_print_fn_t before = libbpf_set_print(nullptr);
       btf_ = load_mapped_vmlinux_btf();
       if (!btf_) btf_ = btf__load_vmlinux_btf();
       if (!btf_) btf_ = nullptr;
+      libbpf_set_print(before);
       btf_loaded_ = true;
     }
     return btf_;
