@@ -579,10 +579,14 @@ DUAL_TP(cgroup_notify_populated, btf_cgroup_populated, raw_cgroup_populated,
 
 /* ---- node task count (PID pressure) --------------------------------------- */
 
-/* The kernel's own count (what /proc/loadavg prints) when kallsyms has it
- * (CONFIG_KALLSYMS_ALL); otherwise the seeded fork/free delta, which runs
- * ahead of it by the tasks reaped but not yet freed (RCU). */
-extern const void nr_threads __ksym __weak;
+/* The kernel's own count (what /proc/loadavg prints) where its address is
+ * known: userspace stores the address of nr_threads here after the load,
+ * asked of the kernel (bpf/kernel_symbol.bpf.c: 5.16+, CONFIG_KALLSYMS_ALL,
+ * addresses visible to the daemon). Not a __ksym extern: libbpf would read
+ * all of /proc/kallsyms at every load to resolve it. 0: the seeded fork/free
+ * delta, which runs ahead of the kernel's count by the tasks reaped but not
+ * yet freed (RCU). */
+__u64 nr_threads_addr = 0;
 
 static __always_inline void handle_tasks(__s64 step, bool atomics)
 {
@@ -597,9 +601,10 @@ static __always_inline void handle_tasks(__s64 step, bool atomics)
 	if (!alarm)
 		return;
 	__s64 tasks = pid_base + delta;
-	if (&nr_threads) {
+	__u64 addr = nr_threads_addr;
+	if (addr) {
 		int n = 0;
-		if (bpf_probe_read_kernel(&n, sizeof(n), &nr_threads) == 0)
+		if (bpf_probe_read_kernel(&n, sizeof(n), (const void *)addr) == 0)
 			tasks = n;
 	}
 	if (tasks < 0)

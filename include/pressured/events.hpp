@@ -294,6 +294,10 @@ class BpfFeatures {
   /// edge-triggered hooks use them to emit exactly one edge; without them
   /// they flip their flag with a plain read and write (a rare duplicate edge).
   virtual bool has_atomics() const { return true; }
+  /// Frees the kernel's BTF if this holds it (5+ MiB); a later lookup reads it
+  /// again. BpfEventSource calls it just before libbpf loads the object, which
+  /// parses the BTF once more for its CO-RE relocations: one copy at a time.
+  virtual void release_kernel_btf() const {}
 };
 
 /// The real prober (userspace/bpf/features.cpp). Results are cached.

@@ -149,6 +149,7 @@ class DenyKinds final : public BpfFeatures {
   /// Pretend the kernel predates BPF cmpxchg/fetch (5.12): the plain edge flips.
   bool no_atomics = false;
   bool has_atomics() const override { return !no_atomics && real_.has_atomics(); }
+  void release_kernel_btf() const override { real_.release_kernel_btf(); }
 
  private:
   const BpfFeatures& real_;

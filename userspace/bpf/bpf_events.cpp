@@ -14,6 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "bpf/kernel_symbol.hpp"
 #include "bpf/page_counter_iter.hpp"
 #include "bpf/programs.hpp"
 #include "kernel/file.hpp"
@@ -96,6 +97,7 @@ struct BpfEventSource::Impl {
   uint32_t page_counters = 0;  // capacity of the loaded page-counter iterator's map; 0: not loaded
   int ncpus = 1;
   EventStats* stats = nullptr;
+  bool nr_threads_looked_up = false;  // the PID alarm's kernel count (use_kernel_task_count)
 
   static int on_sample(void* ctx, void* data, size_t size) {
     auto* self = static_cast<Impl*>(ctx);
@@ -268,6 +270,7 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
     impl->skel = std::move(*skel);
     configure(impl->skel.get(), options, features, charge_sample_every(options, sel.choices[charge]), false,
               page_iter ? options.max_page_counters : 0);
+    features.release_kernel_btf();  // libbpf reads its own copy; the fallback below reads ours again
     err = pressured_events__load(impl->skel.get());
     if (err == 0) break;
     if (page_iter) {
@@ -516,6 +519,7 @@ int64_t BpfEventSource::pid_count() const {
 
 Result<void> BpfEventSource::set_pid_alarm(uint64_t alarm_tasks, uint64_t tasks_now) {
   if (!pid_count_active()) return Error{ENOTSUP, "task fork/free hooks not attached"};
+  if (alarm_tasks != 0 && !impl_->nr_threads_looked_up) use_kernel_task_count();
   auto* bss = impl_->skel->bss;
   seed_pid_count(tasks_now);
   uint64_t old = __atomic_load_n(&bss->pid_alarm, __ATOMIC_RELAXED);
@@ -529,6 +533,26 @@ Result<void> BpfEventSource::set_pid_alarm(uint64_t alarm_tasks, uint64_t tasks_
   if (old == 0) __atomic_store_n(&bss->pid_above, uint32_t{0}, __ATOMIC_RELAXED);
   __atomic_store_n(&bss->pid_alarm, alarm_tasks, __ATOMIC_RELEASE);
   return {};
+}
+
+// Looked up when the first alarm is armed, not at load: neither the start nor
+// a node without PID thresholds pays for it. Where the lookup fails the hooks
+// keep the seeded delta (docs/events.md, "The PID alarm hook").
+void BpfEventSource::use_kernel_task_count() {
+  impl_->nr_threads_looked_up = true;
+  auto addr = lookup_kernel_symbol("nr_threads");
+  if (!addr) {
+    spdlog::info("bpf: the PID alarm counts forks minus frees, re-seeded from /proc/loadavg on every safety-net "
+                 "tick (the kernel's nr_threads: {})",
+                 addr.error().message);
+    return;
+  }
+  __atomic_store_n(&impl_->skel->bss->nr_threads_addr, static_cast<__u64>(*addr), __ATOMIC_RELAXED);
+  spdlog::info("bpf: the PID alarm counts the kernel's nr_threads");
+}
+
+bool BpfEventSource::counts_kernel_tasks() const {
+  return __atomic_load_n(&impl_->skel->bss->nr_threads_addr, __ATOMIC_RELAXED) != 0;
 }
 
 }  // namespace pressured::bpf

@@ -95,6 +95,11 @@ class BpfEventSource final : public ReactorSource {
   Result<void> set_pid_alarm(uint64_t alarm_tasks, uint64_t tasks_now);
   /// The task count as the kernel side sees it now (pid_base + pid_delta).
   int64_t pid_count() const;
+  /// Whether the hooks compare the kernel's own task count (nr_threads, its
+  /// address asked of the kernel when the first alarm was set) instead of
+  /// pid_count(). False until an alarm was set, and where the kernel does not
+  /// give the address (before 5.16, no CONFIG_KALLSYMS_ALL, addresses hidden).
+  bool counts_kernel_tasks() const;
   /// A per-CPU counter (enum pressured_counter), summed over CPUs.
   uint64_t counter(uint32_t idx) const;
   /// The same, one value per possible CPU (empty if the map read fails).
@@ -121,6 +126,7 @@ class BpfEventSource final : public ReactorSource {
 
  private:
   explicit BpfEventSource(std::unique_ptr<Impl> impl);
+  void use_kernel_task_count();
   std::unique_ptr<Impl> impl_;
 };
 

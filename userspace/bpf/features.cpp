@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -135,8 +138,6 @@ class KernelBpfFeatures final : public BpfFeatures {
  public:
   KernelBpfFeatures() {
     bpf::MuteLibbpf mute;
-    btf_ = btf__load_vmlinux_btf();
-    if (!btf_) btf_ = nullptr;
     Fd map(bpf_map_create(BPF_MAP_TYPE_RINGBUF, nullptr, 0, 0, 4096, nullptr));
     if (map) {
       bpf_ok_ = true;
@@ -145,6 +146,15 @@ class KernelBpfFeatures final : public BpfFeatures {
     }
   }
   ~KernelBpfFeatures() override { btf__free(btf_); }
+
+  // libbpf parses the kernel's BTF again to load the object: ours goes first,
+  // so the two copies (5+ MiB each) are never resident together.
+  void release_kernel_btf() const override {
+    std::lock_guard lock(btf_mu_);
+    btf__free(btf_);
+    btf_ = nullptr;
+    btf_loaded_ = false;
+  }
 
   bool bpf_available() const override { return bpf_ok_; }
 
@@ -168,27 +178,33 @@ class KernelBpfFeatures final : public BpfFeatures {
   }
 
   bool has_btf_type(std::string_view name) const override {
-    if (!btf_) return false;
-    return btf__find_by_name(btf_, std::string(name).c_str()) > 0;
+    std::lock_guard lock(btf_mu_);
+    const struct btf* btf = kernel_btf();
+    if (!btf) return false;
+    return btf__find_by_name(btf, std::string(name).c_str()) > 0;
   }
 
   int tracepoint_arity(std::string_view tp) const override {
-    if (!btf_) return -1;
-    int id = btf__find_by_name_kind(btf_, ("btf_trace_" + std::string(tp)).c_str(), BTF_KIND_TYPEDEF);
+    std::lock_guard lock(btf_mu_);
+    const struct btf* btf = kernel_btf();
+    if (!btf) return -1;
+    int id = btf__find_by_name_kind(btf, ("btf_trace_" + std::string(tp)).c_str(), BTF_KIND_TYPEDEF);
     if (id <= 0) return -1;
-    const struct btf_type* t = btf__type_by_id(btf_, id);
-    t = btf__type_by_id(btf_, t->type);  // pointer
+    const struct btf_type* t = btf__type_by_id(btf, id);
+    t = btf__type_by_id(btf, t->type);  // pointer
     if (!t || !btf_is_ptr(t)) return -1;
-    t = btf__type_by_id(btf_, t->type);  // func proto
+    t = btf__type_by_id(btf, t->type);  // func proto
     if (!t || !btf_is_func_proto(t)) return -1;
     return btf_vlen(t) - 1;
   }
 
   int function_arity(std::string_view fn) const override {
-    if (!btf_) return -1;
-    int id = btf__find_by_name_kind(btf_, std::string(fn).c_str(), BTF_KIND_FUNC);
+    std::lock_guard lock(btf_mu_);
+    const struct btf* btf = kernel_btf();
+    if (!btf) return -1;
+    int id = btf__find_by_name_kind(btf, std::string(fn).c_str(), BTF_KIND_FUNC);
     if (id <= 0) return -1;
-    const struct btf_type* t = btf__type_by_id(btf_, btf__type_by_id(btf_, id)->type);
+    const struct btf_type* t = btf__type_by_id(btf, btf__type_by_id(btf, id)->type);
     if (!t || !btf_is_func_proto(t)) return -1;
     return btf_vlen(t);
   }
@@ -212,6 +228,46 @@ class KernelBpfFeatures final : public BpfFeatures {
   }
 
  private:
+  // Read on first use and again after release_kernel_btf(); null without
+  // kernel BTF. Callers hold btf_mu_.
+  const struct btf* kernel_btf() const {
+    if (!btf_loaded_) {
+      // Quiet, restoring whatever printed before: this runs inside the
+      // probes' MuteLibbpf, whose end must stay theirs.
+      libbpf_print_fn_t before = libbpf_set_print(nullptr);
+      btf_ = load_mapped_vmlinux_btf();
+      if (!btf_) btf_ = btf__load_vmlinux_btf();
+      if (!btf_) btf_ = nullptr;
+      libbpf_set_print(before);
+      btf_loaded_ = true;
+    }
+    return btf_;
+  }
+
+  // Where the kernel lets /sys/kernel/btf/vmlinux be mapped (6.16+), one copy
+  // from the mapping instead of libbpf's read() in page-sized pieces into a
+  // buffer it then copies again; null elsewhere (the caller reads it).
+  static struct btf* load_mapped_vmlinux_btf() {
+    Fd fd(::open("/sys/kernel/btf/vmlinux", O_RDONLY | O_CLOEXEC));
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0 || st.st_size <= 0) return nullptr;
+    const auto size = static_cast<std::size_t>(st.st_size);
+    void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    if (data == MAP_FAILED) return nullptr;
+    struct btf* btf = btf__new(data, static_cast<__u32>(size));
+    ::munmap(data, size);
+    return btf;
+  }
+
+  // The BTF id of a tp_btf or fentry target, <= 0 when absent; nullopt without kernel BTF.
+  std::optional<int> attach_btf_id(bool tp, const std::string& target) const {
+    std::lock_guard lock(btf_mu_);
+    const struct btf* btf = kernel_btf();
+    if (!btf) return std::nullopt;
+    return tp ? btf__find_by_name_kind(btf, ("btf_trace_" + target).c_str(), BTF_KIND_TYPEDEF)
+              : btf__find_by_name_kind(btf, target.c_str(), BTF_KIND_FUNC);
+  }
+
   bool probe(AttachKind kind, const std::string& target, std::string& reason) const {
     if (!bpf_ok_) {
       reason = bpf_error_;
@@ -228,10 +284,10 @@ class KernelBpfFeatures final : public BpfFeatures {
       }
       case AttachKind::TpBtf:
       case AttachKind::Fentry: {
-        if (!btf_) return (reason = "no kernel BTF", false);
         bool tp = kind == AttachKind::TpBtf;
-        int id = tp ? btf__find_by_name_kind(btf_, ("btf_trace_" + target).c_str(), BTF_KIND_TYPEDEF)
-                    : btf__find_by_name_kind(btf_, target.c_str(), BTF_KIND_FUNC);
+        std::optional<int> found = attach_btf_id(tp, target);
+        if (!found) return (reason = "no kernel BTF", false);
+        const int id = *found;
         if (id <= 0) return (reason = "not in BTF", false);
         LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = tp ? BPF_TRACE_RAW_TP : BPF_TRACE_FENTRY,
                     .attach_btf_id = static_cast<__u32>(id));
@@ -271,7 +327,9 @@ class KernelBpfFeatures final : public BpfFeatures {
     return false;
   }
 
-  struct btf* btf_ = nullptr;
+  mutable std::mutex btf_mu_;  // taken after mu_, never before it
+  mutable struct btf* btf_ = nullptr;
+  mutable bool btf_loaded_ = false;
   bool bpf_ok_ = false;
   std::string bpf_error_;
   mutable std::mutex mu_;
