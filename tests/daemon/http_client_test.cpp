@@ -4,7 +4,10 @@
 
 #include <httplib.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -158,6 +161,28 @@ TEST(HttpClient, StreamEndedByTheCallerIsNotAnError) {
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->status, 404);
   EXPECT_EQ(r->body, "not here");
+}
+
+}  // namespace
+}  // namespace pressured::k8s
+
+namespace pressured::k8s {
+namespace {
+
+// The daemon opens libcurl at its first HTTP request (dlopen): linked, its
+// closure (~4 MiB resident) would be mapped at exec on every node and sit on
+// top of the BPF load's peak. The binary must not name it.
+TEST(HttpClient, TheDaemonOpensLibcurlOnlyWhenItFirstRequests) {
+  const std::string bin = std::string(PRESSURED_BINARY_DIR) + "/pressured";
+  ASSERT_EQ(::access(bin.c_str(), X_OK), 0) << bin << " not built";
+  FILE* p = ::popen(("readelf -d " + bin + " 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  ASSERT_EQ(::pclose(p), 0) << out;
+  ASSERT_NE(out.find("(NEEDED)"), std::string::npos) << "no dynamic section read: " << out;
+  EXPECT_EQ(out.find("libcurl"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "k8s/http_client.hpp"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 
 #include <cctype>
 #include <mutex>
@@ -9,10 +10,67 @@ namespace pressured::k8s {
 
 namespace {
 
-// curl_global_init is not thread-safe: once per process, before the first handle.
-void curl_init_once() {
+// libcurl is opened at the first request, not linked: a daemon without an
+// HTTP pod source or API reporter never maps it (with its closure, gnutls,
+// krb5, ldap, ssh2, ...: ~4 MiB resident), and one with them maps it after
+// the BPF object is loaded, when the kernel's BTF copies are freed, not on
+// top of them (docs/performance.md, "Footprint").
+struct CurlApi {
+  CURLcode (*global_init)(long flags);
+  CURL* (*easy_init)();
+  CURLcode (*easy_setopt)(CURL* curl, CURLoption option, ...);
+  CURLcode (*easy_getinfo)(CURL* curl, CURLINFO info, ...);
+  CURLcode (*easy_perform)(CURL* curl);
+  void (*easy_cleanup)(CURL* curl);
+  const char* (*easy_strerror)(CURLcode code);
+  curl_slist* (*slist_append)(curl_slist* list, const char* s);
+  void (*slist_free_all)(curl_slist* list);
+};
+
+template <typename F>
+bool resolve(void* lib, const char* symbol, F& f, std::string& missing) {
+  void* p = ::dlsym(lib, symbol);
+  if (p == nullptr) {
+    missing += missing.empty() ? symbol : std::string(", ") + symbol;
+    return false;
+  }
+  f = reinterpret_cast<F>(p);
+  return true;
+}
+
+// Opened once per process (curl_global_init is not thread-safe either: it
+// runs here, before the first handle); never closed.
+Result<const CurlApi*> curl_api() {
   static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+  static CurlApi api;
+  static std::string error;
+  std::call_once(once, [] {
+    void* lib = ::dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      const char* why = ::dlerror();
+      error = std::string("cannot load libcurl (libcurl.so.4, Debian package libcurl4): ") + (why ? why : "unknown");
+      return;
+    }
+    std::string missing;
+    resolve(lib, "curl_global_init", api.global_init, missing);
+    resolve(lib, "curl_easy_init", api.easy_init, missing);
+    resolve(lib, "curl_easy_setopt", api.easy_setopt, missing);
+    resolve(lib, "curl_easy_getinfo", api.easy_getinfo, missing);
+    resolve(lib, "curl_easy_perform", api.easy_perform, missing);
+    resolve(lib, "curl_easy_cleanup", api.easy_cleanup, missing);
+    resolve(lib, "curl_easy_strerror", api.easy_strerror, missing);
+    resolve(lib, "curl_slist_append", api.slist_append, missing);
+    resolve(lib, "curl_slist_free_all", api.slist_free_all, missing);
+    if (!missing.empty()) {
+      error = "libcurl.so.4 lacks " + missing;
+      return;
+    }
+    if (CURLcode rc = api.global_init(CURL_GLOBAL_DEFAULT); rc != CURLE_OK) {
+      error = std::string("curl_global_init: ") + api.easy_strerror(rc);
+    }
+  });
+  if (!error.empty()) return Error{ELIBACC, error};
+  return &api;
 }
 
 std::string trim(std::string s) {
@@ -23,6 +81,7 @@ std::string trim(std::string s) {
 }
 
 struct Sink {
+  const CurlApi* curl_api = nullptr;
   const HttpRequest* request = nullptr;
   HttpResponse* response = nullptr;
   CURL* curl = nullptr;
@@ -43,7 +102,7 @@ size_t on_write(char* data, size_t size, size_t n, void* user) {
   auto* s = static_cast<Sink*>(user);
   const size_t len = size * n;
   if (s->request->on_data == nullptr) return append_body(data, len, s);
-  if (s->response->status == 0) curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &s->response->status);
+  if (s->response->status == 0) s->curl_api->easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &s->response->status);
   if (s->response->status < 200 || s->response->status >= 300) return append_body(data, len, s);  // an error body
   if (!(*s->request->on_data)(std::string_view(data, len))) {
     s->aborted = true;
@@ -80,7 +139,7 @@ std::string describe_curl_error(CURLcode rc, const char* errbuf, const Sink& sin
   if (sink.too_long) {
     return "response body larger than " + std::to_string(sink.request->max_body_bytes) + " bytes";
   }
-  std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : curl_easy_strerror(rc);
+  std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : sink.curl_api->easy_strerror(rc);
   if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE) {
     const auto& t = sink.request->tls;
     std::string ca = !t.ca_file.empty() ? t.ca_file : (!t.ca_data.empty() ? "certificate-authority-data" : "the system CAs");
@@ -96,53 +155,55 @@ long milliseconds(Duration d) {
 }  // namespace
 
 Result<HttpResponse> http_request(const HttpRequest& req) {
-  curl_init_once();
-  CURL* c = curl_easy_init();
+  auto loaded = curl_api();
+  if (!loaded) return Error{loaded.error().code, req.method + " " + req.url + ": " + loaded.error().message};
+  const CurlApi& api = **loaded;
+  CURL* c = api.easy_init();
   if (c == nullptr) return Error{ENOMEM, "curl_easy_init failed"};
   HttpResponse resp;
-  Sink sink{&req, &resp, c, false, false};
+  Sink sink{&api, &req, &resp, c, false, false};
   char errbuf[CURL_ERROR_SIZE] = {0};
-  curl_easy_setopt(c, CURLOPT_URL, req.url.c_str());
-  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.method.c_str());
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, milliseconds(req.total_timeout));
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, milliseconds(req.connect_timeout));
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+  api.easy_setopt(c, CURLOPT_URL, req.url.c_str());
+  api.easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+  api.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  api.easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  api.easy_setopt(c, CURLOPT_TIMEOUT_MS, milliseconds(req.total_timeout));
+  api.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, milliseconds(req.connect_timeout));
+  api.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
+  api.easy_setopt(c, CURLOPT_WRITEDATA, &sink);
   if (req.on_data != nullptr) {
-    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &sink);
-    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    api.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    api.easy_setopt(c, CURLOPT_XFERINFODATA, &sink);
+    api.easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   }
-  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(c, CURLOPT_HEADERDATA, &resp.headers);
-  if (req.accept_encoding) curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
+  api.easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+  api.easy_setopt(c, CURLOPT_HEADERDATA, &resp.headers);
+  if (req.accept_encoding) api.easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
   if (!req.body.empty()) {
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req.body.data());
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.body.size()));
+    api.easy_setopt(c, CURLOPT_POSTFIELDS, req.body.data());
+    api.easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.body.size()));
   }
   struct curl_slist* hdrs = nullptr;
-  for (const auto& h : req.headers) hdrs = curl_slist_append(hdrs, h.c_str());
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+  for (const auto& h : req.headers) hdrs = api.slist_append(hdrs, h.c_str());
+  api.easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
   const TlsOptions& tls = req.tls;
-  if (!tls.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, tls.ca_file.c_str());
+  if (!tls.ca_file.empty()) api.easy_setopt(c, CURLOPT_CAINFO, tls.ca_file.c_str());
   curl_blob ca{const_cast<char*>(tls.ca_data.data()), tls.ca_data.size(), CURL_BLOB_COPY};
-  if (!tls.ca_data.empty()) curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
-  if (!tls.client_cert_file.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT, tls.client_cert_file.c_str());
-  if (!tls.client_key_file.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, tls.client_key_file.c_str());
+  if (!tls.ca_data.empty()) api.easy_setopt(c, CURLOPT_CAINFO_BLOB, &ca);
+  if (!tls.client_cert_file.empty()) api.easy_setopt(c, CURLOPT_SSLCERT, tls.client_cert_file.c_str());
+  if (!tls.client_key_file.empty()) api.easy_setopt(c, CURLOPT_SSLKEY, tls.client_key_file.c_str());
   curl_blob cert{const_cast<char*>(tls.client_cert_data.data()), tls.client_cert_data.size(), CURL_BLOB_COPY};
   curl_blob key{const_cast<char*>(tls.client_key_data.data()), tls.client_key_data.size(), CURL_BLOB_COPY};
-  if (!tls.client_cert_data.empty()) curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert);
-  if (!tls.client_key_data.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
+  if (!tls.client_cert_data.empty()) api.easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert);
+  if (!tls.client_key_data.empty()) api.easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
   if (tls.insecure_skip_verify) {
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    api.easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+    api.easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
   }
-  CURLcode rc = curl_easy_perform(c);
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
-  curl_slist_free_all(hdrs);
-  curl_easy_cleanup(c);
+  CURLcode rc = api.easy_perform(c);
+  api.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
+  api.slist_free_all(hdrs);
+  api.easy_cleanup(c);
   if (rc != CURLE_OK && !((rc == CURLE_WRITE_ERROR || rc == CURLE_ABORTED_BY_CALLBACK) && sink.aborted)) {
     return Error{rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : EIO,
                  req.method + " " + req.url + ": " + describe_curl_error(rc, errbuf, sink)};
