@@ -11,6 +11,9 @@ metrics on 127.0.0.1), lets it settle, then samples it for --seconds:
 
   start CPU   CPU time (user+sys) used until the daemon logged "pressured running"
   idle CPU    CPU time over the sample window / wall time, in % of one core
+              (utime+stime: sampled at the scheduler tick, 10 ms a sample)
+  on-CPU      the same from the threads' schedstat run time (exact: a daemon
+              that wakes for ~1 ms a second is charged by chance by ticks)
   RSS / peak  VmRSS at the end of the window / VmHWM (peak RSS)
   wakeups/s   context switches (voluntary + involuntary, all threads) per second
   threads     number of threads
@@ -45,6 +48,19 @@ def cpu_seconds(pid):
         fields = f.read().rsplit(")", 1)[1].split()
     # fields[0] is the state (field 3): utime is field 14, stime field 15.
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def run_ns(pid):
+    """Time on CPU (ns) of all threads: /proc/<pid>/task/*/schedstat, exact where
+    utime+stime are sampled at the scheduler tick."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
 
 
 def status(pid):
@@ -184,14 +200,15 @@ def measure(binary, n, seconds, settle, extra_env, breakdown=False):
         if start_cpu is None:
             raise RuntimeError(f"pressured did not start within 30 s: see {tmp}/daemon.log")
         time.sleep(settle)
-        c0, s0, t0 = cpu_seconds(daemon.pid), switches(daemon.pid), time.monotonic()
+        c0, r0, s0, t0 = cpu_seconds(daemon.pid), run_ns(daemon.pid), switches(daemon.pid), time.monotonic()
         time.sleep(seconds)
-        c1, s1, t1 = cpu_seconds(daemon.pid), switches(daemon.pid), time.monotonic()
+        c1, r1, s1, t1 = cpu_seconds(daemon.pid), run_ns(daemon.pid), switches(daemon.pid), time.monotonic()
         st = status(daemon.pid)
         return {
             "pods": n,
             "start_cpu_ms": start_cpu * 1000,
             "idle_cpu_pct": (c1 - c0) / (t1 - t0) * 100,
+            "idle_run_pct": (r1 - r0) / 1e9 / (t1 - t0) * 100,
             "rss_mib": kib(st["VmRSS"]) / 1024,
             "peak_rss_mib": kib(st["VmHWM"]) / 1024,
             "wakeups_per_s": (s1 - s0) / (t1 - t0),
@@ -245,13 +262,15 @@ def main():
     print(f"pressured run, idle, {a.seconds:.0f} s window after {a.settle:.0f} s settling; load average "
           f"{os.getloadavg()[0]:.2f}" + (f"; env {' '.join(a.env)}" if a.env else ""))
     print()
-    print("| pods | start CPU ms | idle CPU % of a core | RSS MiB | peak RSS MiB | wakeups/s | threads |")
-    print("|---|---|---|---|---|---|---|")
+    print("| pods | start CPU ms | idle CPU % of a core | on-CPU % (schedstat) | RSS MiB | peak RSS MiB | wakeups/s | "
+          "threads |")
+    print("|---|---|---|---|---|---|---|---|")
     results = []
     for n in counts:
         r = measure(a.pressured, n, a.seconds, a.settle, extra_env, a.rss_breakdown)
         results.append(r)
-        print(f"| {r['pods']} | {r['start_cpu_ms']:.0f} | {r['idle_cpu_pct']:.2f} | {r['rss_mib']:.1f} | "
+        print(f"| {r['pods']} | {r['start_cpu_ms']:.0f} | {r['idle_cpu_pct']:.2f} | {r['idle_run_pct']:.3f} | "
+              f"{r['rss_mib']:.1f} | "
               f"{r['peak_rss_mib']:.1f} | {r['wakeups_per_s']:.1f} | {r['threads']} |", flush=True)
     for r in results if a.rss_breakdown else []:
         print()

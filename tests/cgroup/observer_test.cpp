@@ -166,6 +166,27 @@ INSTANTIATE_TEST_SUITE_P(Versions, VersionTest,
                                                        : std::string(name(info.param)) == "v2" ? std::string("V2")
                                                                                                : std::string("Hybrid"); });
 
+// The sysctls are read through kept-open fds: a value the administrator
+// writes (in place, as sysctl(8) does) is seen at the next full observation.
+TEST(Sysctls, AWrittenValueIsSeenAtTheNextFullObservation) {
+  FakeNode node(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+  ObserveConfig c = node.config();
+  c.memory_available_mode = MemoryAvailableMode::ExcludeReserved;  // subtracts min_free_kbytes
+  auto obs = make(c);
+  ASSERT_TRUE(obs);
+  auto a = obs->observe(t(1));
+  ASSERT_TRUE(a) << a.error().message;
+  ASSERT_TRUE(a->signal(Signal::PidAvailable));
+  EXPECT_DOUBLE_EQ(a->signal(Signal::PidAvailable)->capacity, 32768);
+  testing::write_text(c.proc_root + "/sys/kernel/pid_max", "20000\n");
+  testing::write_text(c.proc_root + "/sys/vm/min_free_kbytes", "167584\n");  // 100000 KiB more
+  auto b = obs->observe(t(2));
+  ASSERT_TRUE(b) << b.error().message;
+  EXPECT_DOUBLE_EQ(b->signal(Signal::PidAvailable)->capacity, 20000);
+  EXPECT_DOUBLE_EQ(b->signal(Signal::MemoryAvailable)->value,
+                   a->signal(Signal::MemoryAvailable)->value - 100000.0 * 1024);
+}
+
 TEST(MemoryModes, WorkedExamplesFromTheDocs) {
   // docs/observation.md, "Worked examples": MemTotal 16 GiB, 2 GiB of
   // reserved hugepages, min_free_kbytes 67584 (66 MiB), usage 10 GiB,

@@ -203,6 +203,34 @@ TEST(Checkpointer, WritesAStructuralChangeAtOnceAndLastMetTimesAtMostEveryInterv
   std::filesystem::remove_all(dir);
 }
 
+// Every evaluation offers the state; most (every idle tick) change nothing
+// and are recognised without encoding it. Any change inside it still counts.
+TEST(Checkpointer, AChangeDeepInsideAnEvictionIsWrittenAndARevertIsNot) {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/state.json";
+  Checkpointer c(path, "boot-1", std::chrono::seconds(5));
+  Checkpoint cp = sample();
+  ASSERT_FALSE(cp.policy.in_flight.empty());
+  const TimePoint t0(std::chrono::seconds(100));
+  c.maybe_save(cp.engine, cp.policy, t0);
+  ASSERT_EQ(c.writes(), 1u);
+  for (int i = 1; i <= 3; ++i) c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(i));
+  EXPECT_EQ(c.writes(), 1u);
+  const Checkpoint written = cp;
+  cp.policy.in_flight[0].killed = !cp.policy.in_flight[0].killed;
+  c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(4));
+  EXPECT_EQ(c.writes(), 2u) << "the victim's killed flag moved: written at once";
+  auto loaded = load_checkpoint(path, "boot-1");
+  ASSERT_EQ(loaded.status, CheckpointLoad::Restored);
+  EXPECT_EQ(loaded.checkpoint.policy.in_flight.at(0).killed, cp.policy.in_flight[0].killed);
+  cp.engine.condition_last_met[0] = TimePoint(std::chrono::seconds(104));  // within the interval: held
+  c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(5));
+  EXPECT_EQ(c.writes(), 2u);
+  c.maybe_save(written.engine, cp.policy, t0 + std::chrono::seconds(6));
+  EXPECT_EQ(c.writes(), 2u) << "back to what the file holds";
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Checkpointer, ARestoredCheckpointIsNotWrittenBackUnchanged) {
   const std::string dir = temp_dir();
   const std::string path = dir + "/state.json";

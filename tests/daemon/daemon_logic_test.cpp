@@ -137,6 +137,7 @@ struct Rig {
   FakeEvictor ev;
   RecordingEvictor dry;
   std::unique_ptr<Daemon> d;
+  std::vector<bool> busy_changes;  // what on_busy_changed was told, in order
   void make(Config c, std::function<Result<Config>()> reload = {}) {
     DaemonDeps deps;
     deps.observer = &obs;
@@ -144,6 +145,7 @@ struct Rig {
     deps.metrics = &metrics;
     deps.boot_id = "test-boot";
     deps.reload = std::move(reload);
+    deps.on_busy_changed = [this](bool busy) { busy_changes.push_back(busy); };
     d = std::make_unique<Daemon>(std::move(c), deps);
     d->set_dry_run_evictor(&dry);
   }
@@ -366,6 +368,44 @@ TEST(DaemonLogic, RestartRestoresSoftGraceAndTheEvictionInFlight) {
     EXPECT_EQ(r.d->policy().state().in_flight.at(0).eviction.uid, "be");
     r.d->evaluate(at(13), "test", std::nullopt);
     EXPECT_EQ(r.ev.calls, std::vector<std::string>{"kill be"});
+  }
+  std::filesystem::remove_all(std::filesystem::path(state).parent_path());
+}
+
+// The progress ticks (50 ms) run only while an eviction is in flight: the
+// daemon must say when one starts, also one resumed from the checkpoint, and
+// when the last one ends, once per change.
+TEST(DaemonLogic, TellsWhenAnEvictionStartsAndEndsForTheProgressTicks) {
+  const std::string state = temp_state();
+  const std::string mid_eviction = state + ".mid-eviction";
+  {
+    Rig r;
+    r.obs.add("burstable", QosClass::Burstable, 500 * MiB, 100 * MiB);
+    r.obs.add("besteffort", QosClass::BestEffort, 100 * MiB);
+    r.make(base_config(state));
+    r.d->evaluate(at(1), "test", std::nullopt);  // 1024-600: nothing met
+    EXPECT_TRUE(r.busy_changes.empty()) << "an idle daemon needs no progress ticks";
+    r.obs.find("besteffort")->usage.memory_working_set_bytes = 350 * MiB;  // 174 MiB < 200 MiB
+    r.d->on_tick(at(2), true);
+    ASSERT_EQ(r.ev.calls, std::vector<std::string>{"kill besteffort"});
+    EXPECT_EQ(r.busy_changes, std::vector<bool>{true});
+    for (double t = 2.05; t < 2.3; t += 0.05) r.d->evaluate(at(t), "progress", std::nullopt);
+    EXPECT_EQ(r.busy_changes, std::vector<bool>{true}) << "told once per change";
+    r.d->save_checkpoint();
+    std::filesystem::copy_file(state, mid_eviction);
+    r.release("besteffort");
+    for (double t = 2.3; t < 3; t += 0.1) r.d->evaluate(at(t), "progress", std::nullopt);
+    ASSERT_FALSE(r.d->policy().busy());
+    EXPECT_EQ(r.busy_changes, (std::vector<bool>{true, false}));
+  }
+  {
+    Rig r;  // a restart while the eviction was in flight
+    r.obs.add("burstable", QosClass::Burstable, 500 * MiB, 100 * MiB);
+    r.obs.add("besteffort", QosClass::BestEffort, 350 * MiB);
+    r.make(base_config(mid_eviction));
+    r.d->restore_checkpoint();
+    ASSERT_TRUE(r.d->policy().busy());
+    EXPECT_EQ(r.busy_changes, std::vector<bool>{true}) << "a resumed eviction needs its progress ticks from the start";
   }
   std::filesystem::remove_all(std::filesystem::path(state).parent_path());
 }

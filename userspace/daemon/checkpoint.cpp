@@ -349,6 +349,7 @@ LoadedCheckpoint Checkpointer::load() {
   if (loaded.status == CheckpointLoad::Restored) {
     last_ = encode_checkpoint(loaded.checkpoint);
     last_structure_ = structural(loaded.checkpoint);
+    last_state_ = loaded.checkpoint;
   }
   return loaded;
 }
@@ -371,11 +372,13 @@ bool Checkpointer::write(const Checkpoint& cp, std::string text) {
   ++writes_;
   last_ = std::move(text);
   last_structure_ = structural(cp);
+  last_state_ = cp;
   return true;
 }
 
 void Checkpointer::maybe_save(const EngineState& engine, const PolicyState& policy, TimePoint now) {
   if (!enabled()) return;
+  if (last_state_ && last_state_->engine == engine && last_state_->policy == policy) return;  // same text
   const Checkpoint cp = make(engine, policy);
   std::string text = encode_checkpoint(cp);
   if (text == last_) return;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,9 @@ class Checkpointer {
   std::string boot_id_;
   Duration min_interval_;
   std::string last_;            // the text last written or restored
+  // What last_ encodes: an evaluation that changed nothing (every idle tick)
+  // is recognised without encoding the state again.
+  std::optional<Checkpoint> last_state_;
   std::string last_structure_;  // the same without the "last met" times
   TimePoint last_write_{};
   uint64_t writes_ = 0;

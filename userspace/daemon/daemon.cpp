@@ -104,6 +104,7 @@ void Daemon::restore_checkpoint() {
   }
   const std::size_t resumed = ps.in_flight.size();
   policy_.restore(std::move(ps));
+  report_busy();
   ++stats_.checkpoint_restored;
   conditions_.restored();
   spdlog::info("checkpoint {} restored ({} soft thresholds timing, {} evictions in flight)", config_.daemon.state_file,
@@ -330,6 +331,14 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   last_decisions_ = std::move(d);
   arm_watches();
   maybe_checkpoint(now);
+  report_busy();
+}
+
+void Daemon::report_busy() {
+  const bool now_busy = busy();
+  if (now_busy == reported_busy_) return;
+  reported_busy_ = now_busy;
+  if (deps_.on_busy_changed) deps_.on_busy_changed(now_busy);
 }
 
 void Daemon::stamp_wake(Decisions& d, std::string_view source, std::optional<TimePoint> kernel_time) {

@@ -53,6 +53,9 @@ struct DaemonDeps {
   std::function<Result<Config>()> reload;
   /// Called for SIGTERM/SIGINT (default: loop->stop()).
   std::function<void()> on_stop;
+  /// Called when busy() changes (an eviction started or the last one ended,
+  /// also by a restored checkpoint): the progress ticks run only while busy.
+  std::function<void(bool busy)> on_busy_changed;
 };
 
 class Daemon final : public ReactorHandler {
@@ -132,6 +135,8 @@ class Daemon final : public ReactorHandler {
   /// The uids of in-flight victims with no process left (the policy's input).
   std::vector<std::string> exited_victims();
   void start_disk_reclaim();
+  /// Calls DaemonDeps::on_busy_changed when busy() differs from what it was last told.
+  void report_busy();
 
   Config config_;
   DaemonDeps deps_;
@@ -151,6 +156,7 @@ class Daemon final : public ReactorHandler {
   std::optional<TimePoint> next_deadline_;  // armed with Reactor::wake_at
   bool partial_refresh_ok_ = false;  // the evaluation under way (event, safety-net tick, deadline) may decide on a partial refresh
   std::optional<TimePoint> last_full_observation_;  // when last_ was last observed in full
+  bool reported_busy_ = false;  // what on_busy_changed was last told
   // The policy holds disk evictions until the next evaluation after it ended.
   DiskReclaimRunner disk_reclaim_;
 };

@@ -3,7 +3,6 @@
 // (docs/operations.md), the evictor and the Kubernetes reporter together; see
 // docs/daemon.md.
 #include <sys/mman.h>
-#include <sys/timerfd.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -21,10 +20,10 @@
 #include "common/log.hpp"
 #include "config/load.hpp"
 #include "daemon/daemon.hpp"
+#include "daemon/progress_timer.hpp"
 #include "daemon/reactor_metrics.hpp"
 #include "evict/cgroup_evictor.hpp"
 #include "k8s/reporter.hpp"
-#include "kernel/fd.hpp"
 #include "node/containerfs_layout.hpp"
 #include "pressured/metrics.hpp"
 
@@ -32,53 +31,11 @@ namespace pressured::cli {
 
 namespace {
 
-// Quick ticks while an eviction is in flight (SIGKILL at the end of a grace
-// period, release of the victim's memory); idle otherwise.
-class ProgressTimer final : public ReactorSource {
- public:
-  ProgressTimer(Daemon& daemon, EventLoop& loop, Duration period) : daemon_(daemon), loop_(loop) {
-    fd_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
-    itimerspec its{};
-    auto ns = period.count();
-    its.it_interval.tv_sec = its.it_value.tv_sec = ns / 1000000000;
-    its.it_interval.tv_nsec = its.it_value.tv_nsec = ns % 1000000000;
-    if (fd_) ::timerfd_settime(fd_.get(), 0, &its, nullptr);
-  }
-  int fd() const override { return fd_.get(); }
-  uint32_t epoll_events() const override { return 0x001; /* EPOLLIN */ }
-  void drain(std::vector<PressureEvent>&, TimePoint now) override {
-    uint64_t n;
-    while (::read(fd_.get(), &n, sizeof n) == sizeof n) {
-    }
-    // Evaluated after this dispatch, not inside it: an evaluation re-arms the
-    // watches, which on cgroup v1 replaces eventfd sources the loop is walking.
-    if (daemon_.busy() && !pending_) {
-      pending_ = loop_.post([this] {
-        pending_ = false;
-        if (daemon_.busy()) daemon_.evaluate(MonotonicClock().now(), "progress", std::nullopt);
-      });
-    }
-    // systemd's watchdog is fed from the reactor thread: a reactor that hangs
-    // stops feeding it and systemd restarts the service.
-    if (watchdog_.count() > 0 && now - last_watchdog_ >= watchdog_ / 2) {
-      ::sd_notify(0, "WATCHDOG=1");
-      last_watchdog_ = now;
-    }
-  }
-
- private:
-  Daemon& daemon_;
-  EventLoop& loop_;
-  bool pending_ = false;  // an evaluation is posted and has not run yet
-  Duration watchdog_ = watchdog_interval();
-  TimePoint last_watchdog_{};
-
-  static Duration watchdog_interval() {
-    uint64_t usec = 0;
-    return ::sd_watchdog_enabled(0, &usec) > 0 ? std::chrono::microseconds(usec) : Duration(0);
-  }
-  kernel::Fd fd_;
-};
+// systemd's watchdog interval (WatchdogSec), zero when none.
+Duration systemd_watchdog_interval() {
+  uint64_t usec = 0;
+  return ::sd_watchdog_enabled(0, &usec) > 0 ? Duration(std::chrono::microseconds(usec)) : Duration(0);
+}
 
 std::string hostname() {
   char buf[256] = {};
@@ -267,7 +224,27 @@ int run_daemon(const ConfigOptions& options) {
                    options.config_path);
     }
   }
+  // Added before the daemon exists (its checkpoint may resume an eviction);
+  // it ticks only once the loop runs.
+  Daemon* daemon_ptr = nullptr;
+  auto progress = std::make_unique<ProgressTimer>(
+      **reactor, std::chrono::milliseconds(50), systemd_watchdog_interval(),
+      ProgressTimer::Hooks{
+          .busy = [&daemon_ptr] { return daemon_ptr->busy(); },
+          .progress = [&daemon_ptr] { daemon_ptr->evaluate(MonotonicClock().now(), "progress", std::nullopt); },
+          .feed_watchdog = [] { ::sd_notify(0, "WATCHDOG=1"); },
+      });
+  ProgressTimer* progress_timer = progress.get();
+  if (auto added = (*reactor)->add_source(std::move(progress)); !added) {
+    progress_timer = nullptr;
+    spdlog::warn("no progress timer ({}): an eviction in flight progresses at the safety-net tick",
+                 added.error().message);
+  }
+  deps.on_busy_changed = [progress_timer](bool busy) {
+    if (progress_timer) progress_timer->set_busy(busy);
+  };
   Daemon daemon(config, deps);
+  daemon_ptr = &daemon;
   daemon.set_dry_run_evictor(&dry_evictor);
   daemon.restore_checkpoint();
   {
@@ -281,8 +258,6 @@ int run_daemon(const ConfigOptions& options) {
   }
   if (config.daemon.dry_run) spdlog::warn("dry run: decisions are logged and exported, nothing is killed");
 
-  (void)(*reactor)->add_source(
-      std::make_unique<ProgressTimer>(daemon, **reactor, std::chrono::milliseconds(50)));
   daemon.evaluate(MonotonicClock().now(), "startup", std::nullopt);
   metrics.resync("startup");
   spdlog::info("pressured running: {} thresholds, {} pods, bpf {}, started in {:.1f} ms",

@@ -28,6 +28,7 @@
 #include "kernel/cgroup_id.hpp"
 #include "kernel/fd.hpp"
 #include "kernel/file.hpp"
+#include "kernel/hot_file.hpp"
 #include "kernel/parse.hpp"
 #include "pressured/bounded_queue.hpp"
 #include "pressured/events.hpp"
@@ -389,12 +390,13 @@ class ReactorImpl final : public Reactor {
  private:
   /// The node task count as pid.available counts it: the total of
   /// <proc>/loadavg's "running/total" field.
-  Result<uint64_t> read_task_count() const {
-    std::string path = options_.proc_root + "/loadavg";
-    auto text = kernel::read_file(path, 256);
+  /// Read through a kept-open fd: it is re-read on every safety-net tick.
+  Result<uint64_t> read_task_count() {
+    if (loadavg_.path().empty()) loadavg_.reset(options_.proc_root + "/loadavg");
+    auto text = loadavg_.read(loadavg_buf_);
     if (!text) return text.error();
     auto total = kernel::parse_loadavg_tasks(*text);
-    if (!total) return Error{total.error().code, path + ": " + total.error().message};
+    if (!total) return Error{total.error().code, loadavg_.path() + ": " + total.error().message};
     return *total;
   }
 
@@ -527,6 +529,8 @@ class ReactorImpl final : public Reactor {
     if (!is_loop_thread()) abort_off_loop_thread(std::string("Reactor::") + method, "the reactor");
   }
   kernel::Fd epoll_, wake_, timer_, signal_, deadline_;
+  kernel::HotFile loadavg_;  // <proc>/loadavg, the node task count
+  std::string loadavg_buf_;
   sigset_t old_mask_{};
   bool signals_blocked_ = false;
   std::atomic<bool> stop_{false};

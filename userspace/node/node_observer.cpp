@@ -107,6 +107,10 @@ class KernelNodeObserver final : public NodeObserver {
     psi_io_.reset(proc + "/pressure/io");
     psi_cpu_.reset(proc + "/pressure/cpu");
     loadavg_.reset(proc + "/loadavg");
+    // sysctls, re-read at every full observation.
+    min_free_kbytes_.reset(proc + "/sys/vm/min_free_kbytes");
+    pid_max_file_.reset(proc + "/sys/kernel/pid_max");
+    threads_max_file_.reset(proc + "/sys/kernel/threads-max");
     buf_.reserve(8192);
     // Once, as the kubelet does: a runtime moved to other disks restarts anyway.
     containerfs_ = node::detect_containerfs(cfg_);
@@ -295,13 +299,13 @@ class KernelNodeObserver final : public NodeObserver {
     if (auto t = meminfo_.read(buf_)) {
       if (auto mi = kernel::parse_meminfo(*t)) meminfo_cache_ = *mi;
     }
-    if (auto t = kernel::read_file(cfg_.proc_root + "/sys/vm/min_free_kbytes")) {
+    if (auto t = min_free_kbytes_.read(buf_)) {
       if (auto v = kernel::parse_single_value(*t); v && *v) min_free_bytes_ = **v * 1024;
     }
-    if (auto t = kernel::read_file(cfg_.proc_root + "/sys/kernel/pid_max")) {
+    if (auto t = pid_max_file_.read(buf_)) {
       if (auto v = kernel::parse_single_value(*t); v && *v) pid_max_ = **v;
     }
-    if (auto t = kernel::read_file(cfg_.proc_root + "/sys/kernel/threads-max")) {
+    if (auto t = threads_max_file_.read(buf_)) {
       if (auto v = kernel::parse_single_value(*t); v && *v) threads_max_ = **v;
     }
     kp_limit_read_ = false;
@@ -440,7 +444,7 @@ class KernelNodeObserver final : public NodeObserver {
       }
       case Group::Pid: {
         if (pid_max_ == 0) {
-          auto t = kernel::read_file(cfg_.proc_root + "/sys/kernel/pid_max");
+          auto t = pid_max_file_.read(buf_);
           if (!t) return t.error();
           auto v = kernel::parse_single_value(*t);
           if (!v || !*v) return Error{EINVAL, "malformed kernel.pid_max"};
@@ -783,6 +787,7 @@ class KernelNodeObserver final : public NodeObserver {
   bool protecting_ = false;  // some pods are unevictable for lack of metadata (logged on each change)
 
   HotFile meminfo_, root_usage_, root_stat_, kp_usage_, kp_stat_, kp_limit_, psi_memory_, psi_io_, psi_cpu_, loadavg_;
+  HotFile min_free_kbytes_, pid_max_file_, threads_max_file_;
   std::string scope_path_;  // kubepods' parent
   bool scope_is_root_ = false;
   HotFile scope_usage_;     // its usage file, when it is not the hierarchy root
