@@ -30,6 +30,9 @@ pressure is created: the pods only sleep.
   python3 bench/idle_report.py --pressured build/release/pressured [--pods 110,1000] [--seconds 20]
 """
 import argparse
+import functools
+import http.server
+import threading
 import json
 import os
 import signal
@@ -159,10 +162,11 @@ def pod_list(pods):
     return {"apiVersion": "v1", "kind": "PodList", "items": items}
 
 
-def measure(binary, n, seconds, settle, extra_env, breakdown=False):
+def measure(binary, n, seconds, settle, extra_env, breakdown=False, pod_source="file"):
     sb = Sandbox(f"idle{n}")
     pids = Sandbox(f"idle{n}", PIDS_MOUNT) if os.path.isdir(PIDS_MOUNT) else None
     daemon = None
+    server = None
     tmp = tempfile.mkdtemp(prefix="pressured-idle-")
     try:
         for tree in [sb] + ([pids] if pids else []):
@@ -181,8 +185,27 @@ def measure(binary, n, seconds, settle, extra_env, breakdown=False):
         with open(f"{tmp}/pods.json", "w") as f:
             json.dump(pod_list(pods), f)
         log = open(f"{tmp}/daemon.log", "w")
+        if pod_source == "file":
+            source = ["--pod-file", f"{tmp}/pods.json"]
+        else:
+            # The kubelet's /pods over plain HTTP on loopback: the daemon then
+            # runs its HTTP client (libcurl) as a node with a kubelet or API
+            # server pod source does.
+            class Quiet(http.server.SimpleHTTPRequestHandler):
+                def log_message(self, *args):
+                    pass
+
+            handler = functools.partial(Quiet, directory=tmp)
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            with open(f"{tmp}/token", "w") as f:
+                f.write("idle-report\n")
+            with open(f"{tmp}/config.yaml", "w") as f:
+                f.write(f"pods:\n  kind: kubelet\n  kubeletUrl: http://127.0.0.1:{server.server_address[1]}/pods.json\n"
+                        f"  tokenFile: {tmp}/token\n")
+            source = ["--config", f"{tmp}/config.yaml"]
         argv = [binary, "run", "--cgroup-root", "/" + os.path.basename(sb.root), "--cgroup-driver", "cgroupfs",
-                "--pod-file", f"{tmp}/pods.json", "--metrics-listen", "127.0.0.1:0", "--state-file", f"{tmp}/state.json",
+                *source, "--metrics-listen", "127.0.0.1:0", "--state-file", f"{tmp}/state.json",
                 "--safety-net-interval", "1s", "--dry-run", "--log-level", "info",
                 "--eviction-hard", "memory.available<100Mi,allocatableMemory.available<100Mi"]
         env = dict(os.environ, **extra_env)
@@ -225,6 +248,8 @@ def measure(binary, n, seconds, settle, extra_env, breakdown=False):
             except subprocess.TimeoutExpired:
                 daemon.kill()
                 daemon.wait()
+        if server is not None:
+            server.shutdown()
         sb.cleanup()
         if pids:
             pids.cleanup()
@@ -238,6 +263,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--settle", type=float, default=3)
     ap.add_argument("--rss-breakdown", action="store_true", help="also print what the RSS is made of")
+    ap.add_argument("--pod-source", choices=["file", "kubelet-http"], default="file",
+                    help="pod metadata from a PodList file, or from a kubelet-like /pods served over HTTP on "
+                         "127.0.0.1 (the daemon's HTTP client loaded, as on a node with a kubelet/API pod source)")
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the daemon (e.g. MALLOC_ARENA_MAX=1)")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -260,14 +288,14 @@ def main():
         print("idle_report: pod counts must be in 1..5000", file=sys.stderr)
         return 2
     print(f"pressured run, idle, {a.seconds:.0f} s window after {a.settle:.0f} s settling; load average "
-          f"{os.getloadavg()[0]:.2f}" + (f"; env {' '.join(a.env)}" if a.env else ""))
+          f"{os.getloadavg()[0]:.2f}; pod source {a.pod_source}" + (f"; env {' '.join(a.env)}" if a.env else ""))
     print()
     print("| pods | start CPU ms | idle CPU % of a core | on-CPU % (schedstat) | RSS MiB | peak RSS MiB | wakeups/s | "
           "threads |")
     print("|---|---|---|---|---|---|---|---|")
     results = []
     for n in counts:
-        r = measure(a.pressured, n, a.seconds, a.settle, extra_env, a.rss_breakdown)
+        r = measure(a.pressured, n, a.seconds, a.settle, extra_env, a.rss_breakdown, a.pod_source)
         results.append(r)
         print(f"| {r['pods']} | {r['start_cpu_ms']:.0f} | {r['idle_cpu_pct']:.2f} | {r['idle_run_pct']:.3f} | "
               f"{r['rss_mib']:.1f} | "
