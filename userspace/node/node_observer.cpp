@@ -580,12 +580,11 @@ class KernelNodeObserver final : public NodeObserver {
 
   // The smallest subtree to walk: the contenders' QoS tier directory when
   // they share one (contenders mostly are one QoS class), else kubepods.
+  // From the pods' own paths: no lookup per pod on this path.
   std::string batch_root(const std::vector<Pod*>& pods) const {
     std::string_view common;
     for (const Pod* pod : pods) {
-      auto it = pods_.find(pod->cgroup_path);
-      if (it == pods_.end()) return layout_.kubepods_memory_path;
-      std::string_view path = it->second.cg.memory_path;
+      std::string_view path = pod->cgroup_path;
       std::string_view parent = path.substr(0, path.rfind('/'));
       if (common.empty()) {
         common = parent;
@@ -596,19 +595,18 @@ class KernelNodeObserver final : public NodeObserver {
     return common.empty() ? layout_.kubepods_memory_path : std::string(common);
   }
 
-  // The contenders' usage from one batch (page_samples_): a pod whose cgroup
-  // id is not in it was removed or recreated since the last full observation.
+  // The contenders' usage from one batch (page_samples_), by the cgroup id
+  // the last full observation gave each pod: a pod whose id is not in the
+  // walk was removed or recreated since.
   Result<void> usage_from_batch(const std::vector<Pod*>& pods) {
     std::sort(page_samples_.begin(), page_samples_.end(),
               [](const PageCounterSample& a, const PageCounterSample& b) { return a.cgroup_id < b.cgroup_id; });
     for (Pod* pod : pods) {
-      auto it = pods_.find(pod->cgroup_path);
-      if (it == pods_.end()) return Error{ESTALE, "pod " + pod->uid + " is not in the last full observation"};
-      const uint64_t id = it->second.cg.cgroup_id;
+      const uint64_t id = pod->cgroup_id;
       auto s = std::lower_bound(page_samples_.begin(), page_samples_.end(), id,
                                 [](const PageCounterSample& a, uint64_t v) { return a.cgroup_id < v; });
-      if (s == page_samples_.end() || s->cgroup_id != id) {
-        return Error{ESTALE, "pod " + pod->uid + ": its cgroup is gone or was recreated"};
+      if (id == 0 || s == page_samples_.end() || s->cgroup_id != id) {
+        return Error{ESTALE, "pod " + pod->uid + ": its cgroup is gone or was recreated since the last full observation"};
       }
       pod->memory_usage_bytes = s->usage_bytes;
     }
