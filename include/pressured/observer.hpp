@@ -330,7 +330,7 @@ struct MemcgScope {
   COUNTER(page_counter_batches, "pressured_observer_page_counter_batches_total", "",                             \
           "Decisions under memory pressure that read the page counters of every contending pod in one batch "   \
           "(the BPF cgroup iterator) instead of one usage file per pod.")                                        \
-  GAUGE(page_counter_batch, "pressured_observer_page_counter_batch", "",                                         \
+  GAUGE(page_counter_batch, "pressured_observer_page_counter_batch_enabled", "",                                 \
         "1 when decisions under memory pressure read contending pods' page counters in one batch (BPF cgroup " \
         "iterator); 0 when they read one usage file per pod (no iterator on this kernel, BPF off, or the "     \
         "batch failed once: logged at warn).")                                                                 \

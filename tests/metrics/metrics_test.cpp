@@ -626,7 +626,8 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
                            n == "pressured_config_last_reload_successful" ||
                            n == "pressured_pods_unevictable_without_metadata" ||  // counts of pods
                            n == "pressured_observer_pods_without_metadata" ||
-                           n == "pressured_observer_metadata_without_cgroup";
+                           n == "pressured_observer_metadata_without_cgroup" ||
+                           n.ends_with("_enabled");  // 0/1 state, no unit
     EXPECT_TRUE(suffix_ok) << n;
   }
   // Counters end in _total (Prometheus naming).
