@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -35,6 +37,16 @@ using Events = std::vector<PressureEvent>;
 inline bool disk_backed(const char* dir) {
   struct statfs fs {};
   return ::statfs(dir, &fs) == 0 && fs.f_type != TMPFS_MAGIC && fs.f_type != RAMFS_MAGIC;
+}
+
+/// The node task count from /proc/loadavg's "running/total" field, read
+/// independently of the daemon's parser; 0 when unreadable.
+inline uint64_t loadavg_tasks() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c, rt;
+  in >> a >> b >> c >> rt;
+  auto slash = rt.find('/');
+  return slash == std::string::npos ? 0 : std::stoull(rt.substr(slash + 1));
 }
 
 inline std::string alloc_path() {

@@ -572,14 +572,6 @@ std::string pids_mount() {
   return {};
 }
 
-uint64_t loadavg_tasks() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c, rt;
-  in >> a >> b >> c >> rt;
-  auto slash = rt.find('/');
-  return slash == std::string::npos ? 0 : std::stoull(rt.substr(slash + 1));
-}
-
 void pid_alarm_round_trip(const BpfFeatures& features, AttachKind expect_not, const std::string& tag) {
   std::string mount = pids_mount();
   PRESSURED_REQUIRE(!mount.empty(), "a pids cgroup controller");

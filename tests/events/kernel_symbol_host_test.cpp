@@ -19,6 +19,7 @@
 
 #include "bpf/bpf_events.hpp"
 #include "bpf/kernel_symbol.hpp"
+#include "events/event_test_helpers.hpp"
 #include "fakes/privilege.hpp"
 #include "pressured/clock.hpp"
 #include "pressured/events.hpp"
@@ -29,6 +30,7 @@ namespace pressured {
 namespace {
 
 using namespace std::chrono_literals;
+using events_test::loadavg_tasks;
 
 // The address /proc/kallsyms gives `name` (0 when hidden from us); nullopt when absent.
 std::optional<uint64_t> kallsyms_address(const std::string& name) {
@@ -49,14 +51,6 @@ bool kernel_at_least(int major, int minor) {
   int ma = 0, mi = 0;
   if (std::sscanf(u.release, "%d.%d", &ma, &mi) != 2) return false;
   return ma > major || (ma == major && mi >= minor);
-}
-
-uint64_t loadavg_tasks() {
-  std::ifstream in("/proc/loadavg");
-  std::string a, b, c, rt;
-  in >> a >> b >> c >> rt;
-  auto slash = rt.find('/');
-  return slash == std::string::npos ? 0 : std::stoull(rt.substr(slash + 1));
 }
 
 TEST(HostBpfKernelSymbol, AgreesWithKallsyms) {
