@@ -640,7 +640,6 @@ DUAL_TP(sched_process_free, btf_task_free_plain, raw_task_free_plain,
  * creates an iterator, reads it to the end, then reads the map. */
 __u32 page_counters_n = 0;
 __u32 page_counters_truncated = 0;
-__s32 page_counters_root_level = 0;
 __s32 page_counters_max_level = 0;
 
 /* cgroup iterator (6.1+), attached by userspace to a directory of the memory
@@ -672,7 +671,6 @@ int page_counters_walk(struct bpf_iter__cgroup *ctx)
 		__u32 *depth = bpf_map_lookup_elem(&page_counters_depth, &zero);
 		page_counters_n = 0;
 		page_counters_truncated = 0;
-		page_counters_root_level = level;
 		page_counters_max_level = level + (depth ? *depth : 2);
 	}
 	if (level > page_counters_max_level)

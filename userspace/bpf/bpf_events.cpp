@@ -130,9 +130,10 @@ uint32_t charge_sample_every(const BpfEventsOptions& options, const AttachChoice
 
 // rodata and map sizes: the same for the probes and the real load, so a probe
 // verifies the program the daemon will run (map sizes do not change the
-// verifier's view; the probes keep them small).
-void configure(pressured_events* skel, const BpfEventsOptions& options, const BpfFeatures& features,
-               uint32_t sample_every, bool small_maps, uint32_t page_counters = 0) {
+// verifier's view; the probes keep them small). `victim_arity`: mark_victim's
+// tracepoint arity from the kernel's BTF (asked once by the caller).
+void configure(pressured_events* skel, const BpfEventsOptions& options, int victim_arity, uint32_t sample_every,
+               bool small_maps, uint32_t page_counters = 0) {
   uint32_t ring = round_ring(small_maps ? 4096 : options.ring_bytes);
   skel->rodata->sample_every = sample_every;
   // The hook masks instead of dividing when it can: the same calls sampled.
@@ -140,8 +141,7 @@ void configure(pressured_events* skel, const BpfEventsOptions& options, const Bp
   skel->rodata->sample_pow2 = pow2 ? 1 : 0;
   skel->rodata->sample_mask = pow2 ? sample_every - 1 : 0;
   skel->rodata->target_hierarchy = options.target_hierarchy;
-  int arity = features.tracepoint_arity("mark_victim");
-  skel->rodata->victim_has_task = arity == 1 ? 0 : 1;  // mark_victim(int pid) before 6.7; (task, uid) after
+  skel->rodata->victim_has_task = victim_arity == 1 ? 0 : 1;  // mark_victim(int pid) before 6.7; (task, uid) after
   skel->rodata->page_shift = static_cast<uint32_t>(__builtin_ctzl(static_cast<unsigned long>(::sysconf(_SC_PAGESIZE))));
   skel->rodata->wake_bytes = options.wake_bytes ? options.wake_bytes : round_ring(options.ring_bytes) / 4;
   skel->rodata->min_wake_gap_ns = options.min_wake_gap_ns;
@@ -216,7 +216,7 @@ class SkeletonLoadProbe final : public ProgramLoadProbe {
     if (!mine) return "no program " + pname + " in the object";
     bpf_program__set_autoload(mine, true);
     AttachChoice as_charge{c.kind, c.target, {}};
-    configure(skel.get(), options_, features_,
+    configure(skel.get(), options_, features_.tracepoint_arity("mark_victim"),
               charge_sample_every(options_, p == BpfProgram::MemcgCharge ? as_charge : AttachChoice{}), true);
     CaptureLibbpf capture;
     int err = pressured_events__load(skel.get());
@@ -262,13 +262,16 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
   std::string page_iter_off = options.max_page_counters == 0 ? "turned off"
                               : page_iter                    ? ""
                                                              : "the kernel has no cgroup iterator (6.1+)";
+  // Asked before the loop: the BTF is released before each load, and a
+  // reload without the iterator must not read it again.
+  const int victim_arity = features.tracepoint_arity("mark_victim");
   int err = 0;
   bool probed = false;
   for (;;) {
     auto skel = open_with(sel, features.has_atomics(), chosen, page_iter);
     if (!skel) return skel.error();
     impl->skel = std::move(*skel);
-    configure(impl->skel.get(), options, features, charge_sample_every(options, sel.choices[charge]), false,
+    configure(impl->skel.get(), options, victim_arity, charge_sample_every(options, sel.choices[charge]), false,
               page_iter ? options.max_page_counters : 0);
     features.release_kernel_btf();  // libbpf reads its own copy; the fallback below reads ours again
     err = pressured_events__load(impl->skel.get());

@@ -3,12 +3,12 @@
 #include <bpf/bpf.h>
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "kernel/cgroup_id.hpp"
 #include "pressured_events.h"
 
 namespace pressured::bpf {
@@ -60,9 +60,9 @@ Result<void> PageCounterIter::read(const std::string& dir, uint32_t depth, std::
   out.clear();
   if (depth == 0) return Error{EINVAL, "page-counter walk of depth 0"};
   if (auto r = set_depth(depth); !r) return r;
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) return Error::from_errno(errno, "stat " + dir);
-  const auto dir_id = static_cast<uint64_t>(st.st_ino);
+  auto id = kernel::cgroup_id_of(dir);
+  if (!id) return id.error();
+  const uint64_t dir_id = *id;
   auto it = links_.find(dir);
   if (it != links_.end()) {
     auto r = walk(it->second.get(), dir_id, out);

@@ -225,7 +225,7 @@ class KernelNodeObserver final : public NodeObserver {
         // decision must not pay for a failing batch before the files.
         spdlog::warn("observer: batched page-counter read of {} failed ({}); decisions read one usage file per "
                      "contending pod from now on",
-                     layout_.kubepods_memory_path, r.error().message);
+                     root, r.error().message);
         page_reader_.reset();
         counters_.page_counter_batch = 0;
       }
