@@ -22,8 +22,8 @@ SMOKE_SCENARIOS = ["fast-spike", "page-cache"]
 
 # Per guest scenario result name: the victims expected, in eviction order
 # (None: any order), and extra checks. Peers and baselines are judged by the
-# same rules; only the event-driven pressured contender fails the run (the
-# others are the comparison; see docs/comparison.md).
+# same rules; only the failures of pressured and pressured+kubelet fail the run
+# (STRICT_CONTENDERS; the others are the comparison, see docs/comparison.md).
 EXPECT = {
     "fast-spike": {"victims": ["besteffort-spike"], "ordered": True},
     "slow-leak": {"victims": ["burstable-leak"], "ordered": True, "min_latency_ms": 5000 - 300},
