@@ -60,5 +60,60 @@ class Judge(unittest.TestCase):
         self.assertIn("besteffort-large evicted 2 times ({'pressured': 1, 'kubelet': 1})", r["failures"])
 
 
+# What the guest reports for a good DaemonSet deployment (vmtests/guest/node.sh, vmt_ds_apply/vmt_ds_delete).
+GOOD_DEPLOY = {"applied": True, "ready": True, "ready_ms": 90_000, "pod": "pressured-x7k2p", "node": "vm",
+               "pid": 812, "seccomp": 2, "owner": "DaemonSet", "token_secret": "pressured-token-5xq9d",
+               "created_by": "daemonset-controller", "scheduled_by": "default-scheduler", "bpf_attached": 4,
+               "cgroups_line": "cgroups: v1 memory at /sys/fs/cgroup/memory, pods root /kubepods, driver cgroupfs",
+               "pods_listed": 1, "links_running": "4", "restarts": 0, "audit_seccomp": 0, "deleted": True,
+               "left_processes": 0, "left_links": "0", "left_taints": "", "left_files": ""}
+
+
+class JudgeDaemonSet(unittest.TestCase):
+    def spike(self, **deploy):
+        r = result("daemonset", [pod("besteffort-large", "evicted", START_MS + 2_000, {"pressured": 1}),
+                                 pod("besteffort-small", "evicted", START_MS + 3_000, {"pressured": 1})],
+                   {"besteffort-large": 1_000, "besteffort-small": 1_100})
+        r["deploy"] = dict(GOOD_DEPLOY, **deploy)
+        return judge(r)
+
+    def test_a_good_deployment_passes(self):
+        r = self.spike()
+        self.assertEqual(r["failures"], [])
+        self.assertEqual(r["metrics"]["deploy"]["seccomp"], 2)
+
+    def test_each_missing_fact_fails(self):
+        cases = {"seccomp": (0, "Seccomp: 0"), "scheduled_by": ("", "not the scheduler"),
+                 "created_by": ("", "not the DaemonSet controller"), "owner": ("ReplicaSet", "not a DaemonSet"),
+                 "token_secret": ("", "no ServiceAccount token"), "bpf_attached": (0, "no BPF program attached"),
+                 "cgroups_line": ("", "no cgroup layout"), "pods_listed": (-1, "pods listed from the API server"),
+                 "restarts": (3, "restarted 3 time(s)"), "deleted": (False, "still there"),
+                 "left_processes": (1, "process(es) left"), "left_links": ("2", "2 BPF link(s) left"),
+                 "left_taints": ("pressured.io/memory-pressure", "taint(s) left"),
+                 "audit_seccomp": (1, "seccomp audit record")}
+        for key, (value, why) in cases.items():
+            with self.subTest(key=key):
+                r = self.spike(**{key: value})
+                self.assertFalse(r["passed"])
+                self.assertTrue(any(why in f for f in r["failures"]), r["failures"])
+
+    def test_a_leftover_check_that_cannot_see_links_fails(self):
+        r = self.spike(links_running="0")
+        self.assertFalse(r["passed"])
+        r = self.spike(left_links="-", links_running="-")
+        self.assertTrue(any("bpftool missing" in f for f in r["failures"]), r["failures"])
+
+    def test_no_ready_pod_or_no_facts_fails(self):
+        self.assertIn("the DaemonSet's pod was not Running and Ready", self.spike(ready=False)["failures"])
+        r = result("daemonset", [], {})
+        self.assertIn("no deployment facts from the guest", judge(r)["failures"])
+
+    def test_the_daemon_dying_fails(self):
+        r = result("daemonset", [], {})
+        r["deploy"] = dict(GOOD_DEPLOY)
+        r["contender_alive_at_end"] = False
+        self.assertTrue(any(f.startswith("contender died") for f in judge(r)["failures"]))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -54,6 +54,12 @@ vmt_node_up() {
   while [ ! -b /dev/vdb ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
   [ -b /dev/vdb ] || { vmt_node_fail "no /dev/vdb node disk"; return 1; }
   mkdir -p $NODE && mount -t ext4 /dev/vdb $NODE || { vmt_node_fail "node disk did not mount"; return 1; }
+  # deploy/ mounts the kubelet's directory with HostToContainer propagation, which
+  # the runtime refuses on a private mount: shared, as systemd makes / on a real node.
+  if [ "$VMT_CONTENDER" = daemonset ]; then
+    mount -o rshared / 2>/dev/null
+    mount -o rshared $NODE || { vmt_node_fail "cannot make $NODE a shared mount"; return 1; }
+  fi
   export PATH=$PATH:$NODE/bin
   mkdir -p $NODE/state /etc/containerd /etc/kubernetes /var/log/pods $TRIG $NODE_CG
   echo "+memory +pids +io +cpu" > $NODE_CG/cgroup.subtree_control 2>/dev/null
@@ -110,7 +116,7 @@ EOF
     ctr -n k8s.io images import $img > /tmp/ctr-import.log 2>&1 ||
       { cat /tmp/ctr-import.log >> $NODE/state/containerd.log; vmt_node_fail "ctr images import $img failed"; return 1; }
   done
-  vmt_mark STEP "node: containerd up, images: $(ctr -n k8s.io images ls -q | grep vmtests | tr '\n' ' ')"
+  vmt_mark STEP "node: containerd up, images: $(ctr -n k8s.io images ls -q | grep -E 'vmtests|pressured' | tr '\n' ' ')"
   return 0
 }
 
@@ -387,4 +393,191 @@ vmt_node_reset() {
   done
   [ $i -lt 60 ] || vmt_mark WARN "node: pod cgroups still there 60 s after the pods' deletion"
   rm -rf $TRIG/*
+}
+
+# --- the daemonset contender: pressured as deploy/'s DaemonSet pod --------------
+#
+# Per scenario: the test overlay (vmtests/deploy/, over the real deploy/ base) is
+# applied with the scenario's thresholds; the DaemonSet controller (host) creates
+# the pod, the scheduler binds it, the kubelet runs it from the imported image with
+# the ServiceAccount token the controller-manager issued. At the scenario's end the
+# overlay is deleted and the node checked for leftovers. Facts go into the result's
+# "deploy" object; vmtests/harness/scenarios.py judges them.
+
+DS_REPO=/vmt/repo
+DS_OVERLAY=$DS_REPO/vmtests/deploy
+DS_FACTS=/tmp/ds-facts
+DS_PID=
+
+# vmt_ds_fact KEY VALUE: one fact (a JSON value: quote strings with vmt_ds_str).
+vmt_ds_fact() { echo "$1 $2" >> $DS_FACTS; }
+vmt_ds_str() { printf '"%s"' "$(echo "$*" | tr -d '"\\' | tr '\n\t' '  ' | cut -c1-240)"; }
+vmt_ds_json() {
+  awk 'BEGIN { o = "" } { k = $1; $1 = ""; sub(/^ /, ""); o = o (o == "" ? "" : ",") "\"" k "\":" $0 }
+    END { print "{" o "}" }' $DS_FACTS 2>/dev/null
+}
+
+# vmt_ds_config: the overlay's ConfigMap patch: deploy/configmap.yaml with its
+# eviction thresholds replaced by the scenario's acting ones (vmt_thresholds), the
+# same pressured+kubelet gets on its command line; every other key stays the base's.
+vmt_ds_config() {
+  awk -v hard="$ACT_MI" -v soft="$ACT_SOFT_MI" -v grace="$SOFT_GRACE" -v mr="$MIN_RECLAIM_MI" \
+      -v pg="$MAX_POD_GRACE" -v tr="$TRANSITION" -v pid="$PID_HARD" '
+    /^    evictionHard:/ {
+      skip = 1
+      print "    # vmtests: the scenario'"'"'s thresholds (vmtests/guest/node.sh, vmt_ds_config)"
+      print "    evictionHard:"
+      print "      memory.available: " hard "Mi"
+      if (pid > 0) print "      pid.available: \"" pid "\""
+      if (soft > 0) {
+        print "    evictionSoft:"
+        print "      memory.available: " soft "Mi"
+        print "    evictionSoftGracePeriod:"
+        print "      memory.available: " grace
+      }
+      if (mr > 0) { print "    evictionMinimumReclaim:"; print "      memory.available: " mr "Mi" }
+      print "    evictionMaxPodGracePeriod: " pg
+      print "    evictionPressureTransitionPeriod: " tr
+      next
+    }
+    skip && /^    daemonSetPods:/ { skip = 0 }
+    !skip' $DS_REPO/deploy/configmap.yaml > $DS_OVERLAY/config-patch.yaml
+}
+
+vmt_ds_pod_line() {
+  kc -n pressured get pods -l app.kubernetes.io/name=pressured -o go-template='{{range .items}}{{.metadata.name}} {{if .spec.nodeName}}{{.spec.nodeName}}{{else}}-{{end}} {{.status.phase}} {{range .status.conditions}}{{if eq .type "Ready"}}{{.status}}{{end}}{{end}} {{range .status.containerStatuses}}{{.restartCount}}{{end}}{{if .metadata.deletionTimestamp}} deleting{{end}}{{"\n"}}{{end}}' 2>/dev/null
+}
+
+vmt_ds_dump() {
+  kc get all -n pressured -o wide 2>&1 | sed 's/^/@@VMT LOG daemonset: /'
+  kc get events -n pressured 2>&1 | tail -n 30 | sed 's/^/@@VMT LOG daemonset-events: /'
+  kc -n pressured describe pods 2>&1 | tail -n 40 | sed 's/^/@@VMT LOG daemonset-pod: /'
+  kc -n pressured logs ds/pressured -c pressured --tail=40 2>&1 | sed 's/^/@@VMT LOG daemonset-log: /'
+  grep -E "pressured|rror" $NODE/state/kubelet.log | grep -v 'node "vm" not found' | tail -n 30 |
+    sed 's/^/@@VMT LOG kubelet-errors: /'
+}
+
+# vmt_ds_pids: pids of the pressured daemon (hostPID: the guest sees them), not the
+# init container's `pressured install-seccomp`.
+vmt_ds_pids() {
+  local p
+  for p in /proc/[0-9]*; do
+    [ "$(cat $p/comm 2>/dev/null)" = pressured ] || continue
+    tr '\0' ' ' < $p/cmdline 2>/dev/null | grep -q ' run ' && echo ${p#/proc/}
+  done
+}
+
+# vmt_ds_links: BPF links on the node (bpftool; "-" when it cannot tell).
+vmt_ds_links() {
+  if command -v bpftool > /dev/null 2>&1; then
+    bpftool link show 2>/dev/null | grep -cE '^[0-9]+:'
+  else
+    echo -
+  fi
+}
+
+# vmt_ds_apply: the overlay with the scenario's thresholds; waits (bounded) for the
+# DaemonSet's pod to be Running and Ready, then records what the deployment did.
+vmt_ds_apply() {
+  : > $DS_FACTS
+  DS_PID=
+  vmt_ds_config
+  local t0=$(vmt_ms) try=0
+  vmt_mark STEP "daemonset: kubectl apply -k (thresholds hard=${ACT_MI}Mi soft=${ACT_SOFT_MI}Mi/$SOFT_GRACE)"
+  until kc apply -k $DS_OVERLAY > /tmp/ds-apply.log 2>&1; do
+    try=$((try + 1))
+    if [ $try -ge 4 ]; then
+      sed 's/^/@@VMT LOG kubectl-apply: /' /tmp/ds-apply.log
+      vmt_mark ERROR "daemonset: kubectl apply -k failed"
+      vmt_ds_fact applied false
+      return 1
+    fi
+    sleep 2
+  done
+  vmt_ds_fact applied true
+  local line= n=0
+  while [ $(($(vmt_ms) - t0)) -lt 600000 ]; do
+    line=$(vmt_ds_pod_line | head -n 1)
+    set -- $line
+    [ "$3" = Running ] && [ "$4" = True ] && break
+    n=$((n + 1))
+    [ $((n % 20)) = 0 ] && vmt_mark STEP "daemonset: waiting for the pod ($(($(vmt_ms) - t0)) ms): ${line:-none yet}"
+    sleep 1
+  done
+  set -- $line
+  if [ "$3" != Running ] || [ "$4" != True ]; then
+    vmt_ds_fact ready false
+    vmt_ds_dump
+    vmt_mark ERROR "daemonset: pod not Running and Ready after 600 s (${line:-no pod})"
+    return 1
+  fi
+  local pod=$1
+  vmt_ds_fact ready true
+  vmt_ds_fact ready_ms $(($(vmt_ms) - t0))
+  vmt_ds_fact pod "$(vmt_ds_str $pod)"
+  vmt_ds_fact node "$(vmt_ds_str $2)"
+  vmt_mark STEP "daemonset: pod $pod Running and Ready on $2 after $(($(vmt_ms) - t0)) ms"
+  DS_PID=$(vmt_ds_pids | head -n 1)
+  vmt_ds_fact pid "${DS_PID:-0}"
+  local sc=
+  [ -n "$DS_PID" ] && sc=$(awk '$1 == "Seccomp:" {print $2}' /proc/$DS_PID/status 2>/dev/null)
+  vmt_ds_fact seccomp "${sc:--1}"
+  vmt_ds_fact no_new_privs "$(awk '$1 == "NoNewPrivs:" {print $2}' /proc/$DS_PID/status 2>/dev/null)"
+  vmt_ds_fact cap_eff "$(vmt_ds_str $(awk '$1 == "CapEff:" {print $2}' /proc/$DS_PID/status 2>/dev/null))"
+  # Who made and placed the pod, and with which credential.
+  vmt_ds_fact owner "$(vmt_ds_str $(kc -n pressured get pod $pod -o 'jsonpath={.metadata.ownerReferences[0].kind}' 2>/dev/null))"
+  vmt_ds_fact token_secret "$(vmt_ds_str $(kc -n pressured get pod $pod -o 'jsonpath={.spec.volumes[*].secret.secretName}' 2>/dev/null))"
+  kc -n pressured get events -o go-template='{{range .items}}{{.involvedObject.kind}} {{.reason}} {{.source.component}}{{"\n"}}{{end}}' > /tmp/ds-events.txt 2>/dev/null
+  vmt_ds_fact created_by "$(vmt_ds_str $(awk '$1 == "DaemonSet" && $2 == "SuccessfulCreate" {print $3; exit}' /tmp/ds-events.txt))"
+  vmt_ds_fact scheduled_by "$(vmt_ds_str $(awk '$1 == "Pod" && $2 == "Scheduled" {print $3; exit}' /tmp/ds-events.txt))"
+  # The daemon's own account of its start (its log through the API).
+  local i=0
+  while [ $i -lt 60 ]; do
+    kc -n pressured logs $pod -c pressured > /tmp/ds-log.txt 2>/dev/null
+    grep -q "pressured running" /tmp/ds-log.txt && break
+    sleep 1
+    i=$((i + 1))
+  done
+  vmt_ds_fact bpf_attached "$(grep -c 'bpf: [a-z_]* attached as' /tmp/ds-log.txt)"
+  grep -oE 'bpf: [a-z_]+ (attached as|off:)[^"]*' /tmp/ds-log.txt | sed 's/^/@@VMT BPF /'
+  vmt_ds_fact cgroups_line "$(vmt_ds_str "$(grep -oE 'cgroups: [^"]*' /tmp/ds-log.txt | head -n 1)")"
+  vmt_ds_fact running_line "$(vmt_ds_str "$(grep -oE 'pressured running: [^"]*' /tmp/ds-log.txt | head -n 1)")"
+  local listed
+  listed=$(grep -oE 'pressured running: [0-9]+ thresholds, [0-9]+ pods' /tmp/ds-log.txt | head -n 1 | awk '{print $5}')
+  vmt_ds_fact pods_listed "${listed:--1}"
+  vmt_ds_fact links_running "$(vmt_ds_str $(vmt_ds_links))"
+  vmt_ds_fact init_log "$(vmt_ds_str "$(kc -n pressured logs $pod -c install-seccomp 2>&1 | tail -n 2)")"
+  return 0
+}
+
+# vmt_ds_delete: the pod's log for the result, then `kubectl delete -k` and what is
+# left on the node (processes, BPF links, the taint, files).
+vmt_ds_delete() {
+  local pod line
+  line=$(vmt_ds_pod_line | head -n 1)
+  set -- $line
+  pod=$1
+  vmt_ds_fact restarts "${5:-0}"
+  [ -n "$pod" ] && kc -n pressured logs $pod -c pressured > /tmp/ds-log.txt 2>/dev/null
+  cp /tmp/ds-log.txt /tmp/contender.log 2>/dev/null
+  # Seccomp refusals are audited as type=1326 (SECCOMP) records in the kernel log.
+  vmt_ds_fact audit_seccomp "$(dmesg | grep -c 'type=1326.*comm="pressured"')"
+  local t0=$(vmt_ms)
+  kubectl --kubeconfig $KCFG delete -k $DS_OVERLAY --timeout=300s > /tmp/ds-delete.log 2>&1 ||
+    sed 's/^/@@VMT LOG kubectl-delete: /' /tmp/ds-delete.log
+  local gone=false
+  while [ $(($(vmt_ms) - t0)) -lt 300000 ]; do
+    if ! kc get namespace pressured > /dev/null 2>&1 && [ -z "$(vmt_ds_pids)" ]; then gone=true; break; fi
+    sleep 1
+  done
+  vmt_ds_fact deleted $gone
+  vmt_ds_fact delete_ms $(($(vmt_ms) - t0))
+  [ $gone = true ] || { vmt_ds_dump; vmt_mark WARN "daemonset: not gone 300 s after kubectl delete -k"; }
+  vmt_ds_fact left_processes "$(vmt_ds_pids | wc -l)"
+  vmt_ds_fact left_links "$(vmt_ds_str $(vmt_ds_links))"
+  vmt_ds_fact left_taints "$(vmt_ds_str $(kc get node $NODE_NAME -o 'jsonpath={.spec.taints[*].key}' 2>/dev/null | tr ' ' '\n' | grep pressured))"
+  vmt_ds_fact left_conditions "$(vmt_ds_str $(kc get node $NODE_NAME -o 'jsonpath={.status.conditions[*].type}' 2>/dev/null | tr ' ' '\n' | grep -i pressured))"
+  vmt_ds_fact left_files "$(vmt_ds_str $(ls -d /var/lib/pressured/* $NODE/state/kubelet/seccomp/profiles/* 2>/dev/null))"
+  vmt_mark STEP "daemonset: deleted after $(($(vmt_ms) - t0)) ms (gone=$gone)"
+  DS_PID=
 }

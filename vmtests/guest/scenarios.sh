@@ -18,7 +18,7 @@ PODS_LIST=/tmp/pods.list
 CLK_TCK=100
 MEM_TOTAL_KB=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
 # The real-kubelet contenders run pods through containerd and the API (node.sh).
-case "$VMT_CONTENDER" in kubelet|pressured+kubelet) VMT_NODE=1 ;; *) VMT_NODE= ;; esac
+case "$VMT_CONTENDER" in kubelet|pressured+kubelet|daemonset) VMT_NODE=1 ;; *) VMT_NODE= ;; esac
 
 # --- tree ------------------------------------------------------------------
 
@@ -303,7 +303,7 @@ vmt_thresholds() {
   # are PRESSURED_MARGIN_MI (50) above the scenario's, which the kubelet keeps.
   ACT_MI=$HARD_MI
   ACT_SOFT_MI=$SOFT_MI
-  if [ "$VMT_CONTENDER" = pressured+kubelet ]; then
+  if [ "$VMT_CONTENDER" = pressured+kubelet ] || [ "$VMT_CONTENDER" = daemonset ]; then
     ACT_MI=$((HARD_MI + ${PRESSURED_MARGIN_MI:-50}))
     [ "$SOFT_MI" -gt 0 ] && ACT_SOFT_MI=$((SOFT_MI + ${PRESSURED_MARGIN_MI:-50}))
   fi
@@ -311,6 +311,9 @@ vmt_thresholds() {
     vmt_mark STEP "node: (re)starting the kubelet"
     vmt_kubelet_start || NODE_BROKEN=1
   fi
+  # The DaemonSet's pod starts with the kubelet, before the scenario's pods: its
+  # memory is part of the node's when the scenario sizes its pressure.
+  [ "$VMT_CONTENDER" = daemonset ] && [ -z "$NODE_BROKEN" ] && vmt_ds_apply
 }
 
 CONTENDER_PIDS=
@@ -329,6 +332,14 @@ vmt_contender_start() {
       CONTENDER_PID=$KUBELET_PID
       CONTENDER_PIDS="$CONTENDER_PIDS $CONTENDER_PID"
       kill -0 $CONTENDER_PID 2>/dev/null || return 1
+      CONTENDER_START_TICKS=$((CONTENDER_START_TICKS + $(vmt_ticks $CONTENDER_PID)))
+      return 0
+      ;;
+    daemonset)
+      # Running since vmt_thresholds (vmt_ds_apply): its pid, through hostPID.
+      CONTENDER_PID=$DS_PID
+      [ -n "$CONTENDER_PID" ] && kill -0 $CONTENDER_PID 2>/dev/null || return 1
+      CONTENDER_PIDS="$CONTENDER_PIDS $CONTENDER_PID"
       CONTENDER_START_TICKS=$((CONTENDER_START_TICKS + $(vmt_ticks $CONTENDER_PID)))
       return 0
       ;;
@@ -431,6 +442,15 @@ vmt_contender_stop() {
     CONTENDER_ALIVE=$alive
     return
   fi
+  if [ "$VMT_CONTENDER" = daemonset ]; then
+    # Stopped the way an operator removes it: kubectl delete -k (vmt_ds_delete).
+    [ -n "$CONTENDER_PID" ] && kill -0 $CONTENDER_PID 2>/dev/null && alive=true
+    [ -n "$CONTENDER_PID" ] && CONTENDER_TICKS=$((CONTENDER_TICKS + $(vmt_ticks $CONTENDER_PID)))
+    vmt_ds_delete
+    CONTENDER_RC=0
+    CONTENDER_ALIVE=$alive
+    return
+  fi
   if kill -0 $CONTENDER_PID 2>/dev/null; then
     alive=true
     CONTENDER_TICKS=$((CONTENDER_TICKS + $(vmt_ticks $CONTENDER_PID)))
@@ -512,9 +532,11 @@ vmt_end() {
   local sampler_json
   sampler_json=$(cat /tmp/sampler.json 2>/dev/null)
   [ -n "$sampler_json" ] || sampler_json=null
-  printf '@@VMT RESULT {"scenario":"%s","contender":"%s","driver":"%s","cgroup":"%s","contender_started":%s,"contender_alive_at_end":%s,"contender_rc":%s,"cpu_ms":%s,"cpu_start_ms":%s,"duration_ms":%s,"pods":[%s],"extra":%s,"sampler":%s}\n' \
+  local deploy=null
+  [ "$VMT_CONTENDER" = daemonset ] && deploy=$(vmt_ds_json)
+  printf '@@VMT RESULT {"scenario":"%s","contender":"%s","driver":"%s","cgroup":"%s","contender_started":%s,"contender_alive_at_end":%s,"contender_rc":%s,"cpu_ms":%s,"cpu_start_ms":%s,"duration_ms":%s,"pods":[%s],"extra":%s,"sampler":%s,"deploy":%s}\n' \
     "$SCEN" "$VMT_CONTENDER" "$DRIVER" "${VMT_CGROUP:-v2}" "$CONTENDER_STARTED" "$CONTENDER_ALIVE" "$CONTENDER_RC" \
-    $((CONTENDER_TICKS * 1000 / CLK_TCK)) $((CONTENDER_START_TICKS * 1000 / CLK_TCK)) $(($(vmt_ms) - SCEN_T0)) "${pods_json#,}" "$extra" "$sampler_json"
+    $((CONTENDER_TICKS * 1000 / CLK_TCK)) $((CONTENDER_START_TICKS * 1000 / CLK_TCK)) $(($(vmt_ms) - SCEN_T0)) "${pods_json#,}" "$extra" "$sampler_json" "${deploy:-null}"
   # The BPF flavour of each program, once per boot (vmtests/run records it).
   if [ -z "$VMT_BPF_REPORTED" ] && [ "$VMT_CONTENDER" = pressured ]; then
     VMT_BPF_REPORTED=1

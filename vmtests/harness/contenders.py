@@ -23,16 +23,18 @@ CONTENDERS = {
     "systemd-oomd": "systemd-oomd (needs systemd as PID 1 and D-Bus)",
     "kubelet": "the real kubelet 1.20.2 (containerd + runc, pods through the API), scenario thresholds",
     "pressured+kubelet": "pressured beside the real kubelet, thresholds above the kubelet's, evicting via the API",
+    "daemonset": "pressured as deploy/'s DaemonSet pod (its OCI image, kubectl apply -k) on the real kubelet, "
+                 "with controller-manager and scheduler",
 }
 
 # Contenders that boot the real node (harness/node.py, guest/node.sh).
-NODE_CONTENDERS = {"kubelet", "pressured+kubelet"}
+NODE_CONTENDERS = {"kubelet", "pressured+kubelet", "daemonset"}
 
 CONTENDER_ORDER = list(CONTENDERS)
 
 # Contenders whose failed verdict fails the run: pressured, and pressured beside the real
 # kubelet (its documented deployment). The others are the comparison (docs/comparison.md).
-STRICT_CONTENDERS = {"pressured", "pressured+kubelet"}
+STRICT_CONTENDERS = {"pressured", "pressured+kubelet", "daemonset"}
 
 
 def run_contender(contender, scenarios, kernel, accel, binaries, timeout_override, smp=2):
@@ -170,16 +172,24 @@ def run_node_contender(contender, scenarios, kernel, accel, binaries, timeout_ov
     would still hold the stuck boot's node and pods, which a new kubelet would run."""
     vmlinuz, mods, version = kernel
     logp = os.path.join(OUT, f"console-{contender}{common.KTAG}.log")
+    daemonset = contender == "daemonset"
     try:
-        node_disk = node.build_node_disk(binaries["workloads"])
+        node_disk = node.build_node_disk(binaries["workloads"],
+                                         node.pressured_image_archive() if daemonset else None)
         exes, libs_of = node.initramfs_needs()
+        if daemonset:
+            # The guest lists the node's BPF links before and after `kubectl delete -k`.
+            bpftool = shutil.which("bpftool") or "/usr/sbin/bpftool"
+            if not os.access(bpftool, os.X_OK):
+                raise EnvironmentError("bpftool is missing (Debian package bpftool; scripts/setup)")
+            exes = dict(exes, **{"/usr/bin/bpftool": bpftool})
     except (EnvironmentError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
         log(f"{contender}: node not available: {e}")
         return unavailable(contender, scenarios, f"real node not available: {e}"), "unavailable", logp, {}
     boots = []
 
     def boot_once(todo):
-        cp = node.ControlPlane()
+        cp = node.ControlPlane(controllers=daemonset)
         RUNNING_CONTROL_PLANES.add(cp)
         try:
             try:
@@ -192,8 +202,10 @@ def run_node_contender(contender, scenarios, kernel, accel, binaries, timeout_ov
             boots.append(todo)
             conf = {"VMT_MODE": "scenarios", "VMT_CONTENDER": contender, "VMT_SCENARIOS": " ".join(todo),
                     "VMT_CGROUP": common.NODE_CGROUP}
-            b = dict(binaries, node_exes=exes, node_libs_of=libs_of,
-                     files=dict(binaries.get("files", {}), **{"/etc/kubernetes/kubeconfig": cp.guest_kubeconfig()}))
+            files = dict(binaries.get("files", {}), **{"/etc/kubernetes/kubeconfig": cp.guest_kubeconfig()})
+            if daemonset:
+                files.update(node.deploy_files())
+            b = dict(binaries, node_exes=exes, node_libs_of=libs_of, files=files)
             initrd = build_initramfs(mods, conf, b, tag=contender.replace("+", "-"),
                                      modules=GUEST_MODULES + NODE_MODULES)
             # Node start (containerd, image import), and per scenario a kubelet start (Ready: <= 180 s)

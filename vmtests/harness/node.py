@@ -33,6 +33,11 @@ GUEST_API_ADDR = "10.0.2.100"
 GUEST_API_PORT = 6443
 NODE_NAME = "vm"
 PAUSE_IMAGE = "docker.io/vmtests/pause:1"
+# The image scripts/image builds, as the kubelet resolves deploy/'s `image:
+# pressured:<version>` (a bare name is docker.io/library/...): imported under
+# that name, the real base needs no `images:` override.
+PRESSURED_IMAGE_REF = "pressured:0.1.0"
+PRESSURED_IMAGE = "docker.io/library/" + PRESSURED_IMAGE_REF
 WORKLOAD_IMAGE = "docker.io/vmtests/workload:1"
 # Binaries the guest needs beside busybox. nice and a GNU du: the kubelet runs
 # `nice -n 19 du -x -s -B 1` for its log and volume stats; busybox du has no -B.
@@ -54,7 +59,7 @@ def kubernetes_dir():
             raise EnvironmentError("kubelet 1.20.2 is not built: run scripts/build-control-plane "
                                    "(cached under ~/.cache/pressured, ~11 min the first time)")
         d = subprocess.run([script, "--print-dir"], capture_output=True, text=True, check=True).stdout.strip()
-    for b in ("kubelet", "kubectl", "kube-apiserver"):
+    for b in ("kubelet", "kubectl", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
         if not os.access(os.path.join(d, b), os.X_OK):
             raise EnvironmentError(f"{os.path.join(d, b)} is missing (scripts/build-control-plane)")
     return d
@@ -169,23 +174,69 @@ def oci_archive(path, image_name, files, symlinks=(), entrypoint=None):
 _NODE_DISK_LOCK = threading.Lock()
 
 
-def build_node_disk(workloads):
+def build_node_disk(workloads, pressured_image=None):
     """An ext4 image (/dev/vdb in the guest, mounted at /node) with the node's binaries,
-    the image archives, and room for containerd's and the kubelet's state. Rebuilt when
-    an input is newer."""
+    the image archives (with pressured's OCI archive when `pressured_image` is given:
+    the daemonset contender's node disk), and room for containerd's and the kubelet's
+    state. Rebuilt when an input is newer."""
     with _NODE_DISK_LOCK:
-        return _build_node_disk(workloads)
+        return _build_node_disk(workloads, pressured_image)
 
 
-def _build_node_disk(workloads):
+def pressured_image_archive():
+    """The OCI archive scripts/image wrote (build/image/image.json names it), built
+    first when there is none; PRESSURED_IMAGE_ARCHIVE points at another one."""
+    env = os.environ.get("PRESSURED_IMAGE_ARCHIVE")
+    if env:
+        if not os.path.isfile(env):
+            raise EnvironmentError(f"PRESSURED_IMAGE_ARCHIVE={env} does not exist")
+        return env
+    meta = os.path.join(ROOT, "build", "image", "image.json")
+    if not os.path.exists(meta):
+        log("building pressured's image (scripts/image: the Release binary, then the rootfs from Debian)")
+        r = subprocess.run([os.path.join(ROOT, "scripts", "image")], capture_output=True, text=True, timeout=3600)
+        if r.returncode != 0 or not os.path.exists(meta):
+            raise EnvironmentError("scripts/image failed: " + (r.stderr.strip() or r.stdout.strip())[-800:])
+    with open(meta) as f:
+        info = json.load(f)
+    archive = info.get("archive", "")
+    if not os.path.isfile(archive):
+        raise EnvironmentError(f"{meta} names the archive {archive!r}, which does not exist: run scripts/image")
+    log(f"pressured's image: {archive} ({info.get('reference')}, {info.get('digest')}, "
+        f"commit {str(info.get('revision'))[:12]})")
+    return archive
+
+
+def named_for_containerd(archive, out, name):
+    """Copies an oci-archive, adding the io.containerd.image.name annotation `ctr images
+    import` reads: skopeo's archive names the image only by org.opencontainers.image.ref.name
+    ("pressured:0.1.0"), which ctr does not turn into a reference by itself. The blobs,
+    and so the manifest digest, are unchanged."""
+    with tarfile.open(archive) as src, tarfile.open(out + ".tmp", "w", format=tarfile.PAX_FORMAT) as dst:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else None
+            if m.name.lstrip("./") == "index.json":
+                index = json.loads(data)
+                if len(index.get("manifests", [])) != 1:
+                    raise EnvironmentError(f"{archive}: expected one manifest in index.json, "
+                                           f"found {len(index.get('manifests', []))}")
+                index["manifests"][0].setdefault("annotations", {})["io.containerd.image.name"] = name
+                data = json.dumps(index).encode()
+                m.size = len(data)
+            dst.addfile(m, io.BytesIO(data) if data is not None else None)
+    os.rename(out + ".tmp", out)
+
+
+def _build_node_disk(workloads, pressured_image=None):
     k8s = kubernetes_dir()
     rt = runtime_binaries()
     inputs = {"kubelet": os.path.join(k8s, "kubelet"), "kubectl": os.path.join(k8s, "kubectl"), **rt}
-    img = os.path.join(OUT, "node.img")
-    newest = max(os.path.getmtime(p) for p in list(inputs.values()) + list(workloads) + [__file__])
+    img = os.path.join(OUT, "node-daemonset.img" if pressured_image else "node.img")
+    newest = max(os.path.getmtime(p) for p in list(inputs.values()) + list(workloads) + [__file__] +
+                 ([pressured_image] if pressured_image else []))
     if os.path.exists(img) and os.path.getmtime(img) >= newest:
         return img
-    stage = os.path.join(OUT, "node-stage")
+    stage = img[:-len(".img")] + "-stage"
     shutil.rmtree(stage, ignore_errors=True)
     os.makedirs(os.path.join(stage, "bin"))
     os.makedirs(os.path.join(stage, "images"))
@@ -204,6 +255,8 @@ def _build_node_disk(workloads):
     oci_archive(os.path.join(stage, "images", "workload.tar"), WORKLOAD_IMAGE, files,
                 symlinks=[("bin/sh", "busybox"), ("bin/sleep", "busybox"), ("bin/cat", "busybox"),
                           ("bin/touch", "busybox"), ("bin/test", "busybox"), ("bin/[", "busybox")])
+    if pressured_image:
+        named_for_containerd(pressured_image, os.path.join(stage, "images", "pressured.tar"), PRESSURED_IMAGE)
     size_mb = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(stage) for f in fs) // 1048576
     size_mb += 1024  # containerd's content store and snapshots (the images again), kubelet state, logs
     log(f"creating the node disk ({size_mb} MiB ext4: kubelet, kubectl, containerd, runc, images)")
@@ -212,6 +265,26 @@ def _build_node_disk(workloads):
     os.rename(img + ".tmp", img)
     shutil.rmtree(stage)
     return img
+
+
+# Where the guest finds deploy/ and the test overlay (vmtests/deploy/), at the same
+# relative paths as in the repository so the overlay's `../../deploy` holds.
+GUEST_REPO = "/vmt/repo"
+
+
+def deploy_files():
+    """{guest path: text} of the kustomize base deploy/ (its top-level files: the
+    kustomization and the manifests it lists) and the test overlay vmtests/deploy/."""
+    out = {}
+    for rel in ("deploy", os.path.join("vmtests", "deploy")):
+        d = os.path.join(ROOT, rel)
+        for name in sorted(os.listdir(d)):
+            if name.endswith((".yaml", ".yml")) and os.path.isfile(os.path.join(d, name)):
+                with open(os.path.join(d, name)) as f:
+                    out[f"{GUEST_REPO}/{rel}/{name}"] = f.read()
+    if f"{GUEST_REPO}/vmtests/deploy/kustomization.yaml" not in out:
+        raise EnvironmentError("vmtests/deploy/kustomization.yaml (the test overlay) is missing")
+    return out
 
 
 def run_quiet(cmd):
@@ -255,10 +328,14 @@ class ControlPlane:
     """etcd + kube-apiserver 1.20.2 on 127.0.0.1 with their own CA, for one vmtests run.
     stop() kills both (also called from the harness's signal handler)."""
 
-    def __init__(self):
+    def __init__(self, controllers=False):
         self.dir = tempfile.mkdtemp(prefix="pressured-vmt-k8s-")
         self.procs = []
         self.port = None
+        # kube-controller-manager and kube-scheduler beside the apiserver (the daemonset
+        # contender: the DaemonSet controller creates the pod, the scheduler binds it,
+        # the token controller issues its ServiceAccount token).
+        self.controllers = controllers
 
     def _spawn(self, argv, logname):
         lf = open(os.path.join(self.dir, logname), "w")
@@ -331,14 +408,65 @@ class ControlPlane:
             time.sleep(0.5)
         else:
             raise EnvironmentError(f"kube-apiserver not ready after 120 s ({last}): {self._tail('kube-apiserver.log')}")
-        # The scenarios' namespace, and its default ServiceAccount (no controller-manager
-        # here to create it; the ServiceAccount admission plugin wants it).
+        if self.controllers:
+            self._start_controllers(k8s)
+        # The scenarios' namespace, and its default ServiceAccount (without a controller-manager
+        # nothing creates it; the ServiceAccount admission plugin wants it).
         for args in (["create", "namespace", "vmtests"], ["-n", "vmtests", "create", "serviceaccount", "default"]):
             r = self.kubectl_run(args, timeout=30)
             if r.returncode != 0 and "AlreadyExists" not in r.stderr:
                 raise EnvironmentError(f"kubectl {' '.join(args)}: {r.stderr.strip()}")
-        log(f"control plane up: kube-apiserver https://127.0.0.1:{self.port}, etcd {client} (dir {d})")
+        if self.controllers:
+            self._wait_token("vmtests", "default")
+        log(f"control plane up: kube-apiserver https://127.0.0.1:{self.port}, etcd {client}"
+            f"{', kube-controller-manager, kube-scheduler' if self.controllers else ''} (dir {d})")
         return self
+
+    # The controllers the daemonset contender needs, and the garbage collector and
+    # namespace controller that `kubectl delete -k` relies on (the DaemonSet's pods,
+    # the namespace's contents). No node lifecycle controller: it would taint and
+    # evict on a TCG node that is slow to post its status, which is not under test.
+    KCM_CONTROLLERS = "daemonset,serviceaccount,serviceaccount-token,namespace,garbagecollector"
+
+    def _start_controllers(self, k8s):
+        """kube-controller-manager and kube-scheduler on the host, talking to the apiserver
+        on 127.0.0.1 with the throwaway PKI's admin identity (the control plane's own RBAC
+        is not under test). Neither serves HTTP (--port=0 --secure-port=0): nothing scrapes
+        them, and a fixed port would collide with a parallel run."""
+        d = self.dir
+        kcfg = self.admin_kubeconfig()
+        self._spawn([os.path.join(k8s, "kube-controller-manager"), f"--kubeconfig={kcfg}",
+                     f"--controllers={self.KCM_CONTROLLERS}", "--leader-elect=false",
+                     "--use-service-account-credentials=false",
+                     # The token controller signs the ServiceAccount tokens with the key whose
+                     # public half the apiserver verifies (--service-account-key-file), and puts
+                     # the cluster CA into each token Secret (the pod's ca.crt).
+                     f"--service-account-private-key-file={d}/sa.key", f"--root-ca-file={d}/ca.crt",
+                     "--port=0", "--secure-port=0", "--logtostderr=true", "--v=1"], "kube-controller-manager.log")
+        self._spawn([os.path.join(k8s, "kube-scheduler"), f"--kubeconfig={kcfg}", "--leader-elect=false",
+                     "--port=0", "--secure-port=0", "--logtostderr=true", "--v=1"], "kube-scheduler.log")
+
+    def _wait_token(self, namespace, sa, timeout=180):
+        """Waits (bounded) until the token controller has issued the ServiceAccount's token
+        Secret: the proof that the controller-manager runs and signs with the right key."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            for p in self.procs[2:]:
+                if p.poll() is not None:
+                    name = p.args[0].rsplit("/", 1)[-1]
+                    raise EnvironmentError(f"{name} exited ({p.returncode}): {self._tail(name + '.log')}")
+            try:
+                r = self.kubectl_run(["-n", namespace, "get", "serviceaccount", sa, "-o",
+                                      "jsonpath={.secrets[*].name}"], timeout=20)
+                last = (r.stdout + r.stderr).strip()
+                if r.returncode == 0 and last:
+                    return last
+            except subprocess.TimeoutExpired:
+                last = "kubectl: no answer in 20 s"
+            time.sleep(1)
+        raise EnvironmentError(f"no token for ServiceAccount {namespace}/{sa} after {timeout} s ({last}): "
+                               f"{self._tail('kube-controller-manager.log')}")
 
     def admin_kubeconfig(self):
         return os.path.join(self.dir, "admin.kubeconfig")

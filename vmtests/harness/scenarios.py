@@ -89,7 +89,7 @@ def judge(r):
     failures = []
     if not r.get("contender_started"):
         failures.append("contender did not start")
-    elif r["contender"].startswith("pressured") and not r.get("contender_alive_at_end"):
+    elif pressured_like(r["contender"]) and not r.get("contender_alive_at_end"):
         failures.append(f"contender died (rc {r.get('contender_rc')})")
     if oom:
         failures.append(f"{oom} kernel OOM kill(s)")
@@ -100,10 +100,10 @@ def judge(r):
     if exp.get("min_latency_ms") and latency is not None and latency < exp["min_latency_ms"] and not wrong:
         failures.append(f"evicted {latency} ms after the soft threshold, before its grace period")
     extra = r.get("extra", {})
-    if exp.get("max_condition_lines") is not None and r["contender"].startswith("pressured"):
+    if exp.get("max_condition_lines") is not None and pressured_like(r["contender"]):
         if extra.get("condition_log_lines", 0) > exp["max_condition_lines"]:
             failures.append(f"MemoryPressure logged {extra['condition_log_lines']} changes (flapping)")
-    if (exp.get("pressured_restored") and r["contender"].startswith("pressured")
+    if (exp.get("pressured_restored") and pressured_like(r["contender"])
             and "checkpoint_restored_lines" in extra and extra["checkpoint_restored_lines"] < 1):
         failures.append("the restarted daemon did not restore its checkpoint")
     if exp.get("no_fork_failure") and extra.get("fork_failed"):
@@ -111,6 +111,8 @@ def judge(r):
     if not samp:
         failures.append("no sampler data")
     node_facts = judge_node(r, victims, start_ms, crossed, failures)
+    if r["contender"] == "daemonset":
+        judge_deploy(r.get("deploy"), failures)
     r["metrics"] = {"kernel_oom_kills": oom, "victims": victims, "wrong_victims": len(wrong) + len(missing),
                     "processes_killed": procs_killed, "crossed_ms": crossed, "latency_ms": latency,
                     "min_available_mib": (round(samp["min_available"] / 1048576) if samp.get("min_available")
@@ -118,12 +120,60 @@ def judge(r):
                                           (round(samp["min_available"]) if samp.get("min_available") is not None
                                            else None)),
                     **node_facts,
+                    **({"deploy": r.get("deploy")} if r["contender"] == "daemonset" else {}),
                     "cpu_ms": r.get("cpu_ms"),
                     "cpu_after_start_ms": (r["cpu_ms"] - r["cpu_start_ms"]) if r.get("cpu_start_ms") is not None
                     and r.get("cpu_ms") is not None else None}
     r["failures"] = failures
     r["passed"] = not failures
     return r
+
+
+def pressured_like(contender):
+    """pressured itself runs as this contender (a process, or deploy/'s DaemonSet pod)."""
+    return contender.startswith("pressured") or contender == "daemonset"
+
+
+def judge_deploy(d, failures):
+    """The daemonset contender's deployment facts (vmtests/guest/node.sh, vmt_ds_apply and
+    vmt_ds_delete): the pod made by the DaemonSet controller, bound by the scheduler, with a
+    ServiceAccount token; Ready; under its seccomp profile; BPF attached, the cgroup layout
+    detected, pods listed from the API server; not restarted; and nothing of it left on the
+    node after `kubectl delete -k`."""
+    if not d:
+        failures.append("no deployment facts from the guest")
+        return
+    if not d.get("applied"):
+        failures.append("kubectl apply -k of the test overlay failed")
+        return
+    if not d.get("ready"):
+        failures.append("the DaemonSet's pod was not Running and Ready")
+        return
+    want = [
+        (d.get("owner") == "DaemonSet", f"pod owned by {d.get('owner')!r}, not a DaemonSet"),
+        (d.get("created_by") == "daemonset-controller", f"pod created by {d.get('created_by')!r}, "
+                                                          "not the DaemonSet controller"),
+        (d.get("scheduled_by") == "default-scheduler", f"pod bound by {d.get('scheduled_by')!r}, not the scheduler"),
+        (str(d.get("token_secret", "")).startswith("pressured-token-"),
+         f"no ServiceAccount token Secret mounted ({d.get('token_secret')!r})"),
+        (d.get("seccomp") == 2, f"Seccomp: {d.get('seccomp')} in the daemon's /proc/<pid>/status (want 2: filter)"),
+        (d.get("audit_seccomp", 0) == 0, f"{d.get('audit_seccomp')} seccomp audit record(s) of pressured"),
+        ((d.get("bpf_attached") or 0) >= 1, "no BPF program attached (its log)"),
+        (bool(d.get("cgroups_line")), "no cgroup layout/driver line in its log"),
+        ((d.get("pods_listed") or -1) >= 1, f"pods listed from the API server: {d.get('pods_listed')} "
+                                             "(its own pod at least)"),
+        (d.get("restarts", 0) == 0, f"the pressured container restarted {d.get('restarts')} time(s)"),
+        (d.get("deleted") is True, "namespace or daemon still there 300 s after kubectl delete -k"),
+        (d.get("left_processes", 0) == 0, f"{d.get('left_processes')} pressured process(es) left"),
+        (d.get("left_links") in ("0", "-"), f"{d.get('left_links')} BPF link(s) left on the node"),
+        (not d.get("left_taints"), f"taint(s) left on the node: {d.get('left_taints')}"),
+    ]
+    if d.get("left_links") == "-":
+        failures.append("bpftool missing in the guest: BPF links after the delete not checked")
+    elif d.get("links_running") in ("0", "-"):
+        failures.append(f"bpftool saw {d.get('links_running')} BPF links while pressured ran: the leftover check "
+                        "cannot tell")
+    failures += [why for ok, why in want if not ok]
 
 
 def judge_node(r, victims, start_ms, crossed, failures):
@@ -141,7 +191,7 @@ def judge_node(r, victims, start_ms, crossed, failures):
         if total > 1:
             failures.append(f"{p['name']} evicted {total} times ({p['evicted_by']})")
     restarts = {p["name"]: p.get("restarts", 0) for p in pods if p["name"] in victims}
-    if r["contender"] == "pressured+kubelet":
+    if r["contender"] in ("pressured+kubelet", "daemonset"):
         looped = [f"{n} ({k})" for n, k in restarts.items() if k > 0]
         if looped:
             failures.append("victim containers restarted by the kubelet: " + ", ".join(looped))
