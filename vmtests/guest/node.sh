@@ -448,11 +448,19 @@ vmt_ds_pod_line() {
   kc -n pressured get pods -l app.kubernetes.io/name=pressured -o go-template='{{range .items}}{{.metadata.name}} {{if .spec.nodeName}}{{.spec.nodeName}}{{else}}-{{end}} {{.status.phase}} {{range .status.conditions}}{{if eq .type "Ready"}}{{.status}}{{end}}{{end}} {{range .status.containerStatuses}}{{.restartCount}}{{end}}{{if .metadata.deletionTimestamp}} deleting{{end}}{{"\n"}}{{end}}' 2>/dev/null
 }
 
+# vmt_ds_log CONTAINER: the container's log as the kubelet wrote it (CRI format, every
+# restart's file). `kubectl logs` cannot work here: the apiserver on the host has no
+# route to the kubelet in the guest.
+vmt_ds_log() {
+  cat /var/log/pods/pressured_pressured-*/$1/*.log 2>/dev/null
+}
+
 vmt_ds_dump() {
   kc get all -n pressured -o wide 2>&1 | sed 's/^/@@VMT LOG daemonset: /'
   kc get events -n pressured 2>&1 | tail -n 30 | sed 's/^/@@VMT LOG daemonset-events: /'
   kc -n pressured describe pods 2>&1 | tail -n 40 | sed 's/^/@@VMT LOG daemonset-pod: /'
-  kc -n pressured logs ds/pressured -c pressured --tail=40 2>&1 | sed 's/^/@@VMT LOG daemonset-log: /'
+  vmt_ds_log install-seccomp | tail -n 10 | sed 's/^/@@VMT LOG daemonset-init-log: /'
+  vmt_ds_log pressured | tail -n 40 | sed 's/^/@@VMT LOG daemonset-log: /'
   grep -E "pressured|rror" $NODE/state/kubelet.log | grep -v 'node "vm" not found' | tail -n 30 |
     sed 's/^/@@VMT LOG kubelet-errors: /'
 }
@@ -524,16 +532,17 @@ vmt_ds_apply() {
   vmt_ds_fact seccomp "${sc:--1}"
   vmt_ds_fact no_new_privs "$(awk '$1 == "NoNewPrivs:" {print $2}' /proc/$DS_PID/status 2>/dev/null)"
   vmt_ds_fact cap_eff "$(vmt_ds_str $(awk '$1 == "CapEff:" {print $2}' /proc/$DS_PID/status 2>/dev/null))"
-  # Who made and placed the pod, and with which credential.
+  # Who made and placed the pod, and with which credential. (The scheduler writes its
+  # events through events.k8s.io: its name is then the reportingComponent.)
   vmt_ds_fact owner "$(vmt_ds_str $(kc -n pressured get pod $pod -o 'jsonpath={.metadata.ownerReferences[0].kind}' 2>/dev/null))"
   vmt_ds_fact token_secret "$(vmt_ds_str $(kc -n pressured get pod $pod -o 'jsonpath={.spec.volumes[*].secret.secretName}' 2>/dev/null))"
-  kc -n pressured get events -o go-template='{{range .items}}{{.involvedObject.kind}} {{.reason}} {{.source.component}}{{"\n"}}{{end}}' > /tmp/ds-events.txt 2>/dev/null
+  kc -n pressured get events -o go-template='{{range .items}}{{.involvedObject.kind}} {{.reason}} {{if .source.component}}{{.source.component}}{{else}}{{.reportingComponent}}{{end}}{{"\n"}}{{end}}' > /tmp/ds-events.txt 2>/dev/null
   vmt_ds_fact created_by "$(vmt_ds_str $(awk '$1 == "DaemonSet" && $2 == "SuccessfulCreate" {print $3; exit}' /tmp/ds-events.txt))"
   vmt_ds_fact scheduled_by "$(vmt_ds_str $(awk '$1 == "Pod" && $2 == "Scheduled" {print $3; exit}' /tmp/ds-events.txt))"
   # The daemon's own account of its start (its log through the API).
   local i=0
   while [ $i -lt 60 ]; do
-    kc -n pressured logs $pod -c pressured > /tmp/ds-log.txt 2>/dev/null
+    vmt_ds_log pressured > /tmp/ds-log.txt
     grep -q "pressured running" /tmp/ds-log.txt && break
     sleep 1
     i=$((i + 1))
@@ -546,7 +555,7 @@ vmt_ds_apply() {
   listed=$(grep -oE 'pressured running: [0-9]+ thresholds, [0-9]+ pods' /tmp/ds-log.txt | head -n 1 | awk '{print $5}')
   vmt_ds_fact pods_listed "${listed:--1}"
   vmt_ds_fact links_running "$(vmt_ds_str $(vmt_ds_links))"
-  vmt_ds_fact init_log "$(vmt_ds_str "$(kc -n pressured logs $pod -c install-seccomp 2>&1 | tail -n 2)")"
+  vmt_ds_fact init_log "$(vmt_ds_str "$(vmt_ds_log install-seccomp | tail -n 2)")"
   return 0
 }
 
@@ -558,7 +567,7 @@ vmt_ds_delete() {
   set -- $line
   pod=$1
   vmt_ds_fact restarts "${5:-0}"
-  [ -n "$pod" ] && kc -n pressured logs $pod -c pressured > /tmp/ds-log.txt 2>/dev/null
+  vmt_ds_log pressured > /tmp/ds-log.txt
   cp /tmp/ds-log.txt /tmp/contender.log 2>/dev/null
   # Seccomp refusals are audited as type=1326 (SECCOMP) records in the kernel log.
   vmt_ds_fact audit_seccomp "$(dmesg | grep -c 'type=1326.*comm="pressured"')"

@@ -1,4 +1,4 @@
-"""The real-kubelet node for vmtests (contenders `kubelet` and `pressured+kubelet`).
+"""The real-kubelet node for vmtests (contenders `kubelet`, `pressured+kubelet` and `daemonset`).
 
 Host side of the guest node: containerd and runc from Debian, the kubelet 1.20.2
 and kubectl from scripts/build-control-plane, offline OCI images (a pause sandbox
@@ -49,15 +49,17 @@ HOST_TOOLS = ["/usr/bin/du", "/usr/bin/nice"]
 # ---------------------------------------------------------------------------
 
 def kubernetes_dir():
-    """The directory with kubelet and kubectl 1.20.2 (scripts/build-control-plane), or raises."""
+    """The directory with kubelet, kubectl and the control plane 1.20.2 (scripts/build-control-plane),
+    or raises."""
     script = os.path.join(ROOT, "scripts", "build-control-plane")
     env_dir = os.environ.get("PRESSURED_K8S_BIN_DIR")
     if env_dir:
         d = env_dir
     else:
         if subprocess.run([script, "--check"], capture_output=True).returncode != 0:
-            raise EnvironmentError("kubelet 1.20.2 is not built: run scripts/build-control-plane "
-                                   "(cached under ~/.cache/pressured, ~11 min the first time)")
+            missing = subprocess.run([script, "--check"], capture_output=True, text=True).stderr.strip()
+            raise EnvironmentError("kubernetes 1.20.2 is not built completely: run scripts/build-control-plane "
+                                   f"(cached under ~/.cache/pressured, ~11 min the first time) ({missing})")
         d = subprocess.run([script, "--print-dir"], capture_output=True, text=True, check=True).stdout.strip()
     for b in ("kubelet", "kubectl", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
         if not os.access(os.path.join(d, b), os.X_OK):

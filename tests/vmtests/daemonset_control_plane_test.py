@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""The daemonset contender's control plane without a guest (vmtests/harness/node.py,
+ControlPlane(controllers=True)): the test overlay vmtests/deploy/ applied with
+kubectl 1.20's `apply -k` is accepted by the 1.20 apiserver; the DaemonSet controller
+creates the pod, the scheduler binds it to the node, the token controller issues the
+ServiceAccount token it mounts; `kubectl delete -k` removes it all. The node is an API
+object only (no kubelet runs here), so nothing is started on this host but the
+control plane, on 127.0.0.1, stopped at the end. Skips (77) without the binaries of
+scripts/build-control-plane, unless PRESSURED_REQUIRE_PRIVILEGED=1."""
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "vmtests"))
+from harness import node  # noqa: E402
+
+NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node.NODE_NAME,
+                                                        "labels": {"kubernetes.io/os": "linux"}}}
+STATUS = {"status": {"capacity": {"cpu": "2", "memory": "1536Mi", "pods": "110"},
+                     "allocatable": {"cpu": "2", "memory": "1536Mi", "pods": "110"},
+                     "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                     "message": "an API object for the test",
+                                     "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+                                     "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+
+
+def poll(what, fn, timeout=180):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(1)
+    raise AssertionError(f"{what}: not after {timeout} s (last: {last!r})")
+
+
+class DaemonSetControlPlane(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cp = node.ControlPlane(controllers=True)
+        try:
+            cls.cp.start()
+        except BaseException:
+            cls.cp.stop()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cp.stop()
+
+    def kc(self, *args, stdin=None, ok=True):
+        r = subprocess.run([self.cp.kubectl, "--kubeconfig", self.cp.admin_kubeconfig(), *args], input=stdin,
+                           capture_output=True, text=True, timeout=120)
+        if ok:
+            self.assertEqual(r.returncode, 0, f"kubectl {' '.join(args)}: {r.stderr}")
+        return r
+
+    def pods(self):
+        out = self.kc("-n", "pressured", "get", "pods", "-o", "json", ok=False)
+        return json.loads(out.stdout)["items"] if out.returncode == 0 else []
+
+    def test_overlay_pod_made_by_the_daemonset_controller_bound_by_the_scheduler(self):
+        # A Node's status may be set on create: allocatable for the scheduler's fit checks.
+        self.kc("create", "-f", "-", stdin=json.dumps(dict(NODE, **STATUS)))
+        self.kc("apply", "-k", os.path.join(ROOT, "vmtests", "deploy"))
+
+        pod = poll("a bound pressured pod", lambda: next((p for p in self.pods() if p["spec"].get("nodeName")), None))
+        self.assertEqual(pod["metadata"]["ownerReferences"][0]["kind"], "DaemonSet")
+        self.assertEqual(pod["spec"]["nodeName"], node.NODE_NAME)
+        secrets = [v["secret"]["secretName"] for v in pod["spec"]["volumes"] if "secret" in v]
+        self.assertTrue(any(s.startswith("pressured-token-") for s in secrets), secrets)
+        env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+        self.assertEqual(env.get("KUBERNETES_SERVICE_HOST"), node.GUEST_API_ADDR)
+        paths = {v["name"]: v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v}
+        self.assertEqual(paths["kubelet-seccomp"], "/node/state/kubelet/seccomp")
+
+        events = json.loads(self.kc("-n", "pressured", "get", "events", "-o", "json").stdout)["items"]
+        by = {(e["reason"], e.get("source", {}).get("component") or e.get("reportingComponent")) for e in events}
+        self.assertIn(("SuccessfulCreate", "daemonset-controller"), by)
+        self.assertIn(("Scheduled", "default-scheduler"), by)
+
+        # The token is the control plane's: the apiserver accepts it as the ServiceAccount.
+        sec = json.loads(self.kc("-n", "pressured", "get", "secret", next(s for s in secrets
+                                                                      if s.startswith("pressured-token-")),
+                                 "-o", "json").stdout)
+        token = base64.b64decode(sec["data"]["token"]).decode()
+        r = subprocess.run([self.cp.kubectl, "--server", f"https://127.0.0.1:{self.cp.port}",
+                            "--certificate-authority", os.path.join(self.cp.dir, "ca.crt"), "--token", token,
+                            "auth", "can-i", "create", "pods/eviction", "-A"], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.stdout.strip(), "yes", r.stderr)
+
+        self.kc("delete", "-k", os.path.join(ROOT, "vmtests", "deploy"), "--wait=false")
+        poll("namespace pressured gone",
+             lambda: self.kc("get", "namespace", "pressured", ok=False).returncode != 0, timeout=240)
+
+
+if __name__ == "__main__":
+    try:
+        node.kubernetes_dir()
+    except EnvironmentError as e:
+        if os.environ.get("PRESSURED_REQUIRE_PRIVILEGED") == "1":
+            raise
+        print(f"SKIPPED, missing: {e}", flush=True)
+        sys.exit(77)
+    unittest.main()
