@@ -410,8 +410,9 @@ DS_FACTS=/tmp/ds-facts
 DS_PID=
 
 # vmt_ds_fact KEY VALUE: one fact (a JSON value: quote strings with vmt_ds_str).
-vmt_ds_fact() { echo "$1 $2" >> $DS_FACTS; }
-vmt_ds_str() { printf '"%s"' "$(echo "$*" | tr -d '"\\' | tr '\n\t' '  ' | cut -c1-240)"; }
+# An empty value is null: the result line must stay valid JSON whatever a probe printed.
+vmt_ds_fact() { echo "$1 ${2:-null}" >> $DS_FACTS; }
+vmt_ds_str() { printf '"%s"' "$(printf '%s' "$*" | tr -d '"\\' | tr '\n\t' '  ' | cut -c1-240)"; }
 vmt_ds_json() {
   awk 'BEGIN { o = "" } { k = $1; $1 = ""; sub(/^ /, ""); o = o (o == "" ? "" : ",") "\"" k "\":" $0 }
     END { print "{" o "}" }' $DS_FACTS 2>/dev/null
@@ -566,7 +567,7 @@ vmt_ds_delete() {
   line=$(vmt_ds_pod_line | head -n 1)
   set -- $line
   pod=$1
-  vmt_ds_fact restarts "${5:-0}"
+  case "$5" in [0-9]*) vmt_ds_fact restarts "$5" ;; *) vmt_ds_fact restarts "$(vmt_ds_str "$line")" ;; esac
   vmt_ds_log pressured > /tmp/ds-log.txt
   cp /tmp/ds-log.txt /tmp/contender.log 2>/dev/null
   # Seccomp refusals are audited as type=1326 (SECCOMP) records in the kernel log.

@@ -210,7 +210,9 @@ def run_node_contender(contender, scenarios, kernel, accel, binaries, timeout_ov
                                      modules=GUEST_MODULES + NODE_MODULES)
             # Node start (containerd, image import), and per scenario a kubelet start (Ready: <= 180 s)
             # and the pods' creation (<= 600 s): under TCG on a loaded host both take minutes.
-            timeout = timeout_override or (300 + sum(BUDGET_S[s] + 900 for s in todo))
+            # The daemonset contender adds per scenario the DaemonSet's pod becoming Ready (<= 600 s)
+            # and `kubectl delete -k` (<= 300 s).
+            timeout = timeout_override or (300 + sum(BUDGET_S[s] + 900 + (900 if daemonset else 0) for s in todo))
             log(f"{contender}: booting the real node (cgroup {common.NODE_CGROUP}, {common.NODE_MEM_MIB} MiB) for {', '.join(todo)} "
                 f"(hard timeout {timeout}s, console {logp})")
             return boot(qemu_cmd(vmlinuz, initrd, build_scratch_disk(), accel, mem=common.NODE_MEM_MIB, smp=smp,
