@@ -57,8 +57,9 @@ vmt_node_up() {
   # deploy/ mounts the kubelet's directory with HostToContainer propagation, which
   # the runtime refuses on a private mount: shared, as systemd makes / on a real node.
   if [ "$VMT_CONTENDER" = daemonset ]; then
-    mount -o rshared / 2>/dev/null
-    mount -o rshared $NODE || { vmt_node_fail "cannot make $NODE a shared mount"; return 1; }
+    # (busybox: --make-rshared; its `-o rshared` looks the path up in /etc/fstab.)
+    mount --make-rshared / 2>/dev/null
+    mount --make-rshared $NODE || { vmt_node_fail "cannot make $NODE a shared mount"; return 1; }
   fi
   export PATH=$PATH:$NODE/bin
   mkdir -p $NODE/state /etc/containerd /etc/kubernetes /var/log/pods $TRIG $NODE_CG
