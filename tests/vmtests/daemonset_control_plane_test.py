@@ -78,7 +78,8 @@ class DaemonSetControlPlane(unittest.TestCase):
         env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
         self.assertEqual(env.get("KUBERNETES_SERVICE_HOST"), node.GUEST_API_ADDR)
         paths = {v["name"]: v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v}
-        self.assertEqual(paths["kubelet-seccomp"], "/node/state/kubelet/seccomp")
+        self.assertEqual(paths["kubelet"], "/node/state/kubelet")
+        self.assertEqual(paths["kubelet-seccomp"], "/var/lib/kubelet/seccomp")
 
         events = json.loads(self.kc("-n", "pressured", "get", "events", "-o", "json").stdout)["items"]
         by = {(e["reason"], e.get("source", {}).get("component") or e.get("reportingComponent")) for e in events}

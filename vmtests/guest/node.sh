@@ -588,7 +588,7 @@ vmt_ds_delete() {
   vmt_ds_fact left_links "$(vmt_ds_str $(vmt_ds_links))"
   vmt_ds_fact left_taints "$(vmt_ds_str $(kc get node $NODE_NAME -o 'jsonpath={.spec.taints[*].key}' 2>/dev/null | tr ' ' '\n' | grep pressured))"
   vmt_ds_fact left_conditions "$(vmt_ds_str $(kc get node $NODE_NAME -o 'jsonpath={.status.conditions[*].type}' 2>/dev/null | tr ' ' '\n' | grep -i pressured))"
-  vmt_ds_fact left_files "$(vmt_ds_str $(ls -d /var/lib/pressured/* $NODE/state/kubelet/seccomp/profiles/* 2>/dev/null))"
+  vmt_ds_fact left_files "$(vmt_ds_str $(ls -d /var/lib/pressured/* /var/lib/kubelet/seccomp/profiles/* 2>/dev/null))"
   vmt_mark STEP "daemonset: deleted after $(($(vmt_ms) - t0)) ms (gone=$gone)"
   DS_PID=
 }
