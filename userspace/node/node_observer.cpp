@@ -1,5 +1,6 @@
 // NodeObserver over the kernel's files: signals per docs/observation.md and
 // every pod's usage, read through kept-open fds.
+#include <dirent.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -613,9 +614,11 @@ class KernelNodeObserver final : public NodeObserver {
     return {};
   }
 
-  // Link counts of the directories pods live in (kubepods and its QoS
-  // tiers): a directory's count is 2 + its subdirectories on cgroupfs (kernfs)
-  // as on tmpfs/ext4, so a pod cgroup created or removed moves it. 0 when absent.
+  // The entries of the directories pods live in (kubepods and its QoS
+  // tiers), by name and inode number, hashed in any order: a pod cgroup
+  // created, removed or recreated changes them. A link count alone (2 + the
+  // subdirectories) missed one pod removed and another created in the same
+  // tier. One getdents per directory; 0 when absent.
   using QosStamps = std::array<uint64_t, 3>;
   QosStamps qos_dir_stamps() const {
     QosStamps out{};
@@ -624,10 +627,27 @@ class KernelNodeObserver final : public NodeObserver {
       if (i == out.size()) break;
       const std::string dir =
           q.rel.empty() ? layout_.kubepods_memory_path : layout_.kubepods_memory_path + "/" + q.rel;
-      struct stat st {};
-      out[i++] = ::stat(dir.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_nlink) : 0;
+      out[i++] = directory_stamp(dir);
     }
     return out;
+  }
+
+  static uint64_t mix(uint64_t x) {  // splitmix64's finalizer
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  }
+
+  static uint64_t directory_stamp(const std::string& dir) {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return 0;
+    uint64_t stamp = 1;  // present, even when empty
+    while (const struct dirent* e = ::readdir(d)) {
+      const uint64_t name = std::hash<std::string_view>{}(std::string_view(e->d_name));
+      stamp += mix(name ^ mix(static_cast<uint64_t>(e->d_ino)));
+    }
+    ::closedir(d);
+    return stamp;
   }
 
   // Mirror pods by the config hash their static pod's cgroup is named
@@ -644,7 +664,7 @@ class KernelNodeObserver final : public NodeObserver {
 
   void observe_pods(TimePoint now, std::vector<Pod>& out) {
     ++gen_;
-    // Taken before the scan: a pod cgroup created during it moves a count
+    // Taken before the scan: a pod cgroup created during it changes a stamp
     // and the next incremental read (refresh_memory_usage) refuses.
     qos_stamps_ = qos_dir_stamps();
     qos_stamps_taken_ = true;
