@@ -6,7 +6,7 @@
 
 #include <mutex>
 
-#include "cgroup/fake_node.hpp"
+#include "fakes/fake_node.hpp"
 #include "metrics/exposition.hpp"
 #include "pods/pod_json.hpp"
 #include "pressured/engine.hpp"
