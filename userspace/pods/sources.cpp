@@ -135,7 +135,7 @@ class FileSource final : public SourceBase {
       auto fmt = f.ends_with(".json") ? pods::DocumentFormat::Json
                  : (f.ends_with(".yaml") || f.ends_with(".yml")) ? pods::DocumentFormat::Yaml
                                                                    : pods::DocumentFormat::Auto;
-      auto parsed = pods::parse_pod_documents(*text, fmt);
+      auto parsed = pods::parse_pod_documents(*text, fmt, pods::PodTrust::File);
       if (!parsed) return Error{parsed.error().code, f + ": " + parsed.error().message};
       all.skipped += parsed->skipped;
       for (auto& p : parsed->pods) all.pods.push_back(std::move(p));
@@ -179,7 +179,7 @@ class KubeletSource final : public SourceBase {
                             printable_excerpt(resp->body)};
     }
     const std::string& body = resp->body;
-    auto parsed = pods::parse_pod_documents(body, pods::DocumentFormat::Json);
+    auto parsed = pods::parse_pod_documents(body, pods::DocumentFormat::Json, pods::PodTrust::Kubelet);
     if (!parsed) return Error{parsed.error().code, cfg_.kubelet_url + ": " + parsed.error().message};
     return parsed;
   }
