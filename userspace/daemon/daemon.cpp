@@ -11,10 +11,12 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "cgroup/paths.hpp"
+#include "daemon/crash_point.hpp"
 #include "daemon/cycle_metrics.hpp"
 #include "daemon/decision_view.hpp"
 #include "daemon/event_triage.hpp"
@@ -56,20 +58,52 @@ Daemon::Daemon(Config config, DaemonDeps deps)
                         },
                   deps_.metrics),
       alarms_(deps_.alarms),
-      executor_({deps_.evictor, deps_.reporter, deps_.metrics, &stats_, &config_.daemon, &policy_,
+      executor_({deps_.evictor, deps_.reporter, deps_.metrics, &stats_, &config_.daemon,
                  [this] { start_disk_reclaim(); }}),
       disk_reclaim_(deps_.loop) {
+  if (deps_.reporter != nullptr) {
+    // The worker thread's answers reach the policy as inputs of its next step.
+    deps_.reporter->set_eviction_hook([this](const std::string& id, k8s::EvictionResult r) {
+      using E = k8s::EvictionResult;
+      using R = ApiAnswer::Result;
+      on_api_answer(id, r == E::Landed      ? R::Landed
+                        : r == E::NotNeeded ? R::NotNeeded
+                        : r == E::GaveUp    ? R::GaveUp
+                                            : R::Dropped);
+    });
+  }
   if (deps_.metrics) {
     stats_export_ = export_stats(*deps_.metrics, stats_);
     deps_.metrics->set_thresholds(config_.eviction);
-    for (auto k = static_cast<int>(PolicyAction::Kind::Start); k <= static_cast<int>(PolicyAction::Kind::DiskReclaim);
+    for (auto k = static_cast<int>(PolicyAction::Kind::Start); k <= static_cast<int>(PolicyAction::Kind::RestartKill);
          ++k) {
       deps_.metrics->policy_action(name(static_cast<PolicyAction::Kind>(k)), 0);
     }
   }
 }
 
-Daemon::~Daemon() = default;
+Daemon::~Daemon() {
+  if (deps_.reporter != nullptr) deps_.reporter->set_eviction_hook({});
+}
+
+void Daemon::on_api_answer(const std::string& id, ApiAnswer::Result result) {
+  if (result == ApiAnswer::Result::Landed) crash_point("api-landed");
+  {
+    std::lock_guard lk(api_answers_mu_);
+    api_answers_.push_back({id, result});
+  }
+  // Recorded (and checkpointed) at once, not at the next tick: a restart
+  // before then would send it again (harmless: the reporter skips a pod
+  // already terminating), so soon is only tidier.
+  if (deps_.loop != nullptr) {
+    deps_.loop->post([this] { evaluate_partial_ok(MonotonicClock().now(), "api", std::nullopt); });
+  }
+}
+
+std::vector<ApiAnswer> Daemon::take_api_answers() {
+  std::lock_guard lk(api_answers_mu_);
+  return std::exchange(api_answers_, {});
+}
 
 void Daemon::restore_checkpoint() {
   if (!checkpointer_.enabled()) return;
@@ -101,6 +135,11 @@ void Daemon::restore_checkpoint() {
                  pod_label(f.eviction.namespace_, f.eviction.name, f.eviction.uid),
                  f.phase == InFlightEviction::Phase::Terminating ? "terminating" : "releasing",
                  f.killed ? ", killed" : "");
+  }
+  for (const auto& r : ps.api) {
+    if (r.state == ApiState::Confirmed) continue;
+    spdlog::info("checkpoint: the API eviction {} of {} was not confirmed: sending it again",
+                 r.eviction.id, pod_label(r.eviction.namespace_, r.eviction.name, r.eviction.uid));
   }
   const std::size_t resumed = ps.in_flight.size();
   policy_.restore(std::move(ps));
@@ -175,6 +214,8 @@ void Daemon::arm_deadline(const Decisions& d, TimePoint now) {
     if (!d.conditions[c] || !last || *last >= now) continue;
     consider(*last + config_.eviction.pressure_transition_period + std::chrono::milliseconds(1));
   }
+  // The policy's own: a grace end, a kill or release timeout, a restart check.
+  if (auto p = policy_.next_deadline()) consider(*p);
   if (next == next_deadline_) return;
   next_deadline_ = next;
   deps_.loop->wake_at(next);
@@ -308,23 +349,35 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   if (!observe_for_decision(now, full)) return;
   if (full) sync_tracked_memcgs();  // the pod set changes only with a full observation
   if (m) publish_observation(*m, last_, full);
-  // Before deciding: a victim the kubelet restarted is the same eviction, not
-  // a reason to choose another.
-  executor_.kill_restarted(now);
 
-  // Decide: the engine, on fresh reads.
-  if (disk_reclaim_.take_finished()) policy_.disk_reclaim_finished(now);
+  // What came of earlier actions: the policy's inputs.
+  PolicyInputs in;
+  in.disk_reclaim_finished = disk_reclaim_.take_finished();
+  in.api_answers = take_api_answers();
+  probe_victims(now, in);
+
+  // Decide: the engine, on fresh reads; targets the evictor refuses never reach the policy.
   Decisions d = engine_.evaluate(last_, now, policy_.excluded());
-  arm_deadline(d, now);
   stamp_wake(d, source, kernel_time);
   conditions_.publish(d, now);
   if (m) publish_decisions(*m, d);
+  in.refused = executor_.refuse_invalid(d.candidates);
 
   // Act: the policy's actions, checkpointed first so that a restart resumes a
   // kill or an API eviction instead of choosing a second victim.
-  auto actions = policy_.step(now, last_, d, exited_victims());
+  auto actions = policy_.step(now, last_, d, in);
+  const bool started = std::any_of(actions.begin(), actions.end(),
+                                   [](const PolicyAction& a) { return a.kind == PolicyAction::Kind::Start; });
+  if (started) crash_point("decision");
   if (!actions.empty()) maybe_checkpoint(now);
+  if (started) crash_point("checkpoint");
   executor_.execute(actions, now);
+  if (!started && std::any_of(policy_.state().in_flight.begin(), policy_.state().in_flight.end(), [](const auto& f) {
+        return f.phase == InFlightEviction::Phase::Terminating && !f.killed;
+      })) {
+    crash_point("grace");
+  }
+  arm_deadline(d, now);
 
   // Publish the per-pod series, then re-arm the kernel alarms for what is now.
   if (m && full) publish_pods(*m, last_, alarms_.tracked(), alarms_.tracked_scopes(), deps_.alarms);
@@ -355,19 +408,15 @@ void Daemon::stamp_wake(Decisions& d, std::string_view source, std::optional<Tim
   }
 }
 
-std::vector<std::string> Daemon::exited_victims() {
-  std::vector<std::string> exited;
-  for (const auto& f : policy_.state().in_flight) {
-    if (f.phase != InFlightEviction::Phase::Terminating) continue;
-    auto empty = executor_.evictor().is_empty(target_of(f.eviction));
+void Daemon::probe_victims(TimePoint now, PolicyInputs& in) {
+  for (const Eviction& e : policy_.probes(now)) {
+    auto empty = executor_.evictor().is_empty(target_of(e));
     if (!empty) {
-      spdlog::warn("eviction {}: cannot tell whether {} is empty: {}", f.eviction.id, f.eviction.cgroup_path,
-                   empty.error().message);
-    } else if (*empty) {
-      exited.push_back(f.eviction.uid);
+      spdlog::warn("eviction {}: cannot tell whether {} is empty: {}", e.id, e.cgroup_path, empty.error().message);
+    } else {
+      (*empty ? in.exited : in.running).push_back(e.uid);
     }
   }
-  return exited;
 }
 
 void Daemon::start_disk_reclaim() {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -132,8 +133,11 @@ class Daemon final : public ReactorHandler {
   void report_kernel_oom_kill(const PressureEvent& ev);
   /// Detection latency of the event that woke this decision, stamped on its candidates.
   void stamp_wake(Decisions& d, std::string_view source, std::optional<TimePoint> kernel_time);
-  /// The uids of in-flight victims with no process left (the policy's input).
-  std::vector<std::string> exited_victims();
+  /// Which victims the policy asked about are empty or running (its inputs).
+  void probe_victims(TimePoint now, PolicyInputs& in);
+  /// The reporter's answers since the last evaluation (its worker thread fills them).
+  std::vector<ApiAnswer> take_api_answers();
+  void on_api_answer(const std::string& id, ApiAnswer::Result result);
   void start_disk_reclaim();
   /// Calls DaemonDeps::on_busy_changed when busy() differs from what it was last told.
   void report_busy();
@@ -157,6 +161,8 @@ class Daemon final : public ReactorHandler {
   bool partial_refresh_ok_ = false;  // the evaluation under way (event, safety-net tick, deadline) may decide on a partial refresh
   std::optional<TimePoint> last_full_observation_;  // when last_ was last observed in full
   bool reported_busy_ = false;  // what on_busy_changed was last told
+  std::mutex api_answers_mu_;
+  std::vector<ApiAnswer> api_answers_;  // from the reporter's worker, taken by evaluate()
   // The policy holds disk evictions until the next evaluation after it ended.
   DiskReclaimRunner disk_reclaim_;
 };

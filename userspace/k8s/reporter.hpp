@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -114,6 +115,14 @@ std::optional<nlohmann::json> updated_taints(const nlohmann::json& current, cons
 /// Now, as RFC 3339 UTC with seconds.
 std::string rfc3339_now();
 
+/// What became of an API eviction (Reporter::set_eviction_hook).
+enum class EvictionResult {
+  Landed,     // the API accepted the Eviction, or its DELETE fallback
+  NotNeeded,  // the pod is gone, is another pod now, is already terminating, or is static (Event only)
+  GaveUp,     // the retry budget spent, or an answer that cannot be acted on
+  Dropped,    // never sent: the queue was full
+};
+
 class Reporter {
  public:
   explicit Reporter(ApiClient client, ReporterOptions options);
@@ -147,6 +156,12 @@ class Reporter {
   /// Optional hook called once per HTTP attempt with its outcome (tests
   /// record the sequence). Set before start().
   void set_outcome_hook(std::function<void(ApiAction, ApiOutcome)> hook) { hook_ = std::move(hook); }
+  /// Called once per report_eviction() with what became of it (by
+  /// Eviction::id), on the worker thread (on the caller's for a static pod
+  /// or a full queue); not for evictions still queued at stop(). The daemon
+  /// turns these into inputs of its eviction policy. Thread-safe; an empty
+  /// function removes it.
+  void set_eviction_hook(std::function<void(const std::string& id, EvictionResult)> hook);
 
  private:
   struct Task {
@@ -158,6 +173,8 @@ class Reporter {
   void push(Task t);
   void run();
   void execute(const Task& t);
+  EvictionResult evict(const Eviction& e);
+  void eviction_done(const std::string& id, EvictionResult result);
   // Retries `call` on network errors, 429 and 5xx (honouring Retry-After)
   // until it returns a final response or the budget is spent.
   std::optional<HttpResponse> with_retries(ApiAction action, const std::string& what,
@@ -172,6 +189,8 @@ class Reporter {
   StatsExport stats_export_;  // after stats_: released first
   Metrics* metrics_ = nullptr;
   std::function<void(ApiAction, ApiOutcome)> hook_;
+  std::mutex eviction_hook_mu_;
+  std::function<void(const std::string&, EvictionResult)> eviction_hook_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
