@@ -286,7 +286,21 @@ void Reporter::push(Task t) {
     while (queue_.size() >= opts_.queue_capacity) {
       auto drop = first_other();
       if (drop == queue_.end()) drop = queue_.begin();
-      if (drop->kind == Task::Kind::Evict) dropped_evictions.push_back(drop->eviction.id);
+      // Either half of an eviction dropped: answered "dropped" once the
+      // other half is done with, so that the whole is sent again.
+      if (drop->kind == Task::Kind::Evict && drop->event_follows) {
+        event_dropped_.insert(drop->eviction.id);  // its Event, when done, reports it
+        awaiting_event_[drop->eviction.id] = EvictionResult::Dropped;
+      } else if (drop->kind == Task::Kind::Evict) {
+        dropped_evictions.push_back(drop->eviction.id);
+      } else if (drop->kind == Task::Kind::Event) {
+        if (auto it = awaiting_event_.find(drop->eviction.id); it != awaiting_event_.end()) {
+          awaiting_event_.erase(it);
+          dropped_evictions.push_back(drop->eviction.id);
+        } else {
+          event_dropped_.insert(drop->eviction.id);  // its Eviction, when done, reports it
+        }
+      }
       queue_.erase(drop);
       if (stats_.dropped++ == 0) {
         spdlog::warn("k8s: API queue full ({}), dropping the oldest requests (counted)", opts_.queue_capacity);
@@ -313,14 +327,20 @@ void Reporter::eviction_done(const std::string& id, EvictionResult result) {
 }
 
 void Reporter::report_eviction(const Eviction& e) {
+  const bool event = !e.name.empty() && !e.namespace_.empty();
   if (e.static_pod) {
     ++stats_.refused_static;
     spdlog::info("k8s: pod {}/{} is static/mirror: not evicted through the API", e.namespace_, e.name);
-    eviction_done(e.id, EvictionResult::NotNeeded);
+    if (event) {
+      std::lock_guard lk(mu_);
+      awaiting_event_[e.id] = EvictionResult::NotNeeded;
+    } else {
+      eviction_done(e.id, EvictionResult::NotNeeded);
+    }
   } else {
-    push(Task{Task::Kind::Evict, e, {}, {}});
+    push(Task{Task::Kind::Evict, e, {}, {}, event});
   }
-  if (!e.name.empty() && !e.namespace_.empty()) push(Task{Task::Kind::Event, e, {}, {}});
+  if (event) push(Task{Task::Kind::Event, e, {}, {}});
 }
 
 void Reporter::report_conditions(const std::array<bool, kConditionCount>& status,
@@ -390,9 +410,22 @@ std::optional<HttpResponse> Reporter::with_retries(ApiAction action, const std::
 
 void Reporter::execute(const Task& t) {
   switch (t.kind) {
-    case Task::Kind::Evict:
-      eviction_done(t.eviction.id, evict(t.eviction));
+    case Task::Kind::Evict: {
+      const EvictionResult r = evict(t.eviction);
+      bool answer_now = !t.event_follows;
+      EvictionResult answer = r;
+      if (t.event_follows) {
+        std::lock_guard lk(mu_);
+        if (event_dropped_.erase(t.eviction.id) != 0) {
+          answer_now = true;
+          answer = EvictionResult::Dropped;
+        } else {
+          awaiting_event_[t.eviction.id] = r;
+        }
+      }
+      if (answer_now) eviction_done(t.eviction.id, answer);
       return;
+    }
     case Task::Kind::Event: {
       const auto& e = t.eviction;
       auto r = with_retries(ApiAction::Event, "event for " + e.namespace_ + "/" + e.name, [&] {
@@ -406,6 +439,18 @@ void Reporter::execute(const Task& t) {
       } else if (r && r->status != 200 && r->status != 201) {
         ++stats_.failures;
       }
+      // The Eviction's answer waited for its Event (a failed Event is
+      // counted above; what matters for the pod is the Eviction's).
+      std::optional<EvictionResult> done;
+      {
+        std::lock_guard lk(mu_);
+        if (auto it = awaiting_event_.find(e.id); it != awaiting_event_.end()) {
+          done = it->second;
+          awaiting_event_.erase(it);
+        }
+        event_dropped_.erase(e.id);
+      }
+      if (done) eviction_done(e.id, *done);
       return;
     }
     case Task::Kind::Conditions: {

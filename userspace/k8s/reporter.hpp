@@ -13,7 +13,9 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <set>
 #include <optional>
 #include <string>
 #include <thread>
@@ -156,11 +158,12 @@ class Reporter {
   /// Optional hook called once per HTTP attempt with its outcome (tests
   /// record the sequence). Set before start().
   void set_outcome_hook(std::function<void(ApiAction, ApiOutcome)> hook) { hook_ = std::move(hook); }
-  /// Called once per report_eviction() with what became of it (by
-  /// Eviction::id), on the worker thread (on the caller's for a static pod
-  /// or a full queue); not for evictions still queued at stop(). The daemon
-  /// turns these into inputs of its eviction policy. Thread-safe; an empty
-  /// function removes it.
+  /// Called once per report_eviction() with what became of the Eviction (by
+  /// Eviction::id), once its Event was sent too (a daemon that hears
+  /// "done" must be able to forget both), on the worker thread (on the
+  /// caller's for a full queue); not for evictions still queued at stop().
+  /// The daemon turns these into inputs of its eviction policy.
+  /// Thread-safe; an empty function removes it.
   void set_eviction_hook(std::function<void(const std::string& id, EvictionResult)> hook);
 
  private:
@@ -169,6 +172,7 @@ class Reporter {
     Eviction eviction;
     std::array<bool, kConditionCount> status{};
     std::array<bool, kConditionCount> flipped{};
+    bool event_follows = false;  // Evict: its Event is queued behind it (the answer waits for it)
   };
   void push(Task t);
   void run();
@@ -191,6 +195,9 @@ class Reporter {
   std::function<void(ApiAction, ApiOutcome)> hook_;
   std::mutex eviction_hook_mu_;
   std::function<void(const std::string&, EvictionResult)> eviction_hook_;
+  // By eviction id: what became of an Eviction whose Event is still to be sent.
+  std::map<std::string, EvictionResult> awaiting_event_;  // under mu_
+  std::set<std::string> event_dropped_;  // under mu_: one half of an eviction was dropped
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
