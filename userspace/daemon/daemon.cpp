@@ -96,7 +96,7 @@ void Daemon::on_api_answer(const std::string& id, ApiAnswer::Result result) {
   // before then would send it again (harmless: the reporter skips a pod
   // already terminating), so soon is only tidier.
   if (deps_.loop != nullptr) {
-    deps_.loop->post([this] { evaluate_partial_ok(MonotonicClock().now(), "api", std::nullopt); });
+    deps_.loop->post([this] { evaluate(MonotonicClock().now(), "api", std::nullopt, Observe::PartialOk); });
   }
 }
 
@@ -174,7 +174,7 @@ void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
     spdlog::info("PID alarm {}: the kernel counts {} tasks (alarm {})", ev->type == EventType::PidAlarmUp ? "up" : "down",
                  ev->value, alarms_.pid_alarm());
   }
-  if (t.decide || busy()) evaluate_partial_ok(now, t.source, t.earliest_edge);
+  if (t.decide || busy()) evaluate(now, t.source, t.earliest_edge, Observe::PartialOk);
 }
 
 void Daemon::report_kernel_oom_kill(const PressureEvent& ev) {
@@ -187,13 +187,7 @@ void Daemon::report_kernel_oom_kill(const PressureEvent& ev) {
   if (deps_.metrics) deps_.metrics->kernel_oom_kill(qos);
 }
 
-void Daemon::on_deadline(TimePoint now) { evaluate_partial_ok(now, "deadline", std::nullopt); }
-
-void Daemon::evaluate_partial_ok(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time) {
-  partial_refresh_ok_ = true;
-  evaluate(now, source, kernel_time);
-  partial_refresh_ok_ = false;
-}
+void Daemon::on_deadline(TimePoint now) { evaluate(now, "deadline", std::nullopt, Observe::PartialOk); }
 
 void Daemon::arm_deadline(const Decisions& d, TimePoint now) {
   if (deps_.loop == nullptr) return;
@@ -231,7 +225,7 @@ void Daemon::on_tick(TimePoint now, bool safety_net) {
                        [](const auto& t) { return t.met; });
   };
   const bool met_before = any_met();
-  evaluate_partial_ok(now, "safety_net", std::nullopt);
+  evaluate(now, "safety_net", std::nullopt, Observe::PartialOk);
   // The reactor counts the polls (EventStats); only the daemon knows a poll found a missed crossing.
   if (any_met() && !met_before) {
     ++stats_.safety_net_detections;
@@ -307,7 +301,7 @@ void Daemon::sync_tracked_memcgs() {
   alarms_.apply_tracking(plan_tracking(AlarmReader::scopes(deps_.observer->memcg_scopes()), last_));
 }
 
-bool Daemon::observe_for_decision(TimePoint now, bool& full) {
+bool Daemon::observe_for_decision(TimePoint now, Observe observe, bool& full) {
   // An event or a safety-net tick between full observations (at most
   // events.fullObservationInterval apart) re-reads only what the decision
   // uses: the fresh-read guarantee is the same, and an idle node then costs
@@ -315,7 +309,7 @@ bool Daemon::observe_for_decision(TimePoint now, bool& full) {
   // flight (the policy watches the victim's usage and exit) and the poll
   // mode take a full observation.
   full = true;
-  if (partial_refresh_ok_ && last_full_observation_ && !busy() &&
+  if (observe == Observe::PartialOk && last_full_observation_ && !busy() &&
       now - *last_full_observation_ < config_.events.effective_full_observation_interval()) {
     auto r = refresh_for_decision(*deps_.observer, last_, config_.eviction, policy_.excluded(), now);
     if (r) {
@@ -337,7 +331,7 @@ bool Daemon::observe_for_decision(TimePoint now, bool& full) {
   return true;
 }
 
-void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time) {
+void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time, Observe observe) {
   // The policy, the snapshot and the alarms belong to the loop's thread;
   // other threads hand their results over with EventLoop::post.
   if (deps_.loop != nullptr && !deps_.loop->is_loop_thread()) abort_off_loop_thread("Daemon::evaluate", "the event loop's");
@@ -346,7 +340,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
 
   // Observe: a partial refresh or a full observation.
   bool full = true;
-  if (!observe_for_decision(now, full)) return;
+  if (!observe_for_decision(now, observe, full)) return;
   if (full) sync_tracked_memcgs();  // the pod set changes only with a full observation
   if (m) publish_observation(*m, last_, full);
 
