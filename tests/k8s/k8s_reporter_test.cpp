@@ -7,6 +7,7 @@
 // server cannot do on demand; each test says which part that is.
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -413,6 +414,48 @@ TEST(K8sReporter, StaticPodsAreNeverEvictedThroughTheApi) {
   ASSERT_TRUE(r.drain(5s));
   for (const auto& s : api.requests()) EXPECT_EQ(s.path.find("/pods/"), std::string::npos) << s.path;
   EXPECT_EQ(scraped(metrics, "pressured_kubernetes_static_pod_evictions_total"), 1u);
+  r.stop();
+}
+
+// The daemon resends an API eviction whose answer it did not see before a
+// restart: a pod already terminating (the first one landed) is not evicted
+// again. Every report_eviction() is answered once through the hook, which
+// the daemon's policy takes as an input. A terminating pod on demand is
+// what the fake is for here.
+TEST(K8sReporter, APodAlreadyTerminatingIsNotEvictedAgainAndEveryEvictionIsAnswered) {
+  FakeApiServer api;
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  std::mutex mu;
+  std::vector<std::pair<std::string, EvictionResult>> answers;
+  r.set_eviction_hook([&](const std::string& id, EvictionResult res) {
+    std::lock_guard lk(mu);
+    answers.emplace_back(id, res);
+  });
+  r.start();
+  Eviction e = victim();
+  r.report_eviction(e);
+  ASSERT_TRUE(r.drain(5s));
+  {
+    std::lock_guard lk(api.mu);
+    api.bodies["GET /api/v1/namespaces/shop/pods/web"] =
+        R"({"metadata":{"name":"web","uid":")" + e.uid + R"(","deletionTimestamp":"2026-01-01T00:00:00Z"}})";
+  }
+  r.report_eviction(e);  // resent after a restart
+  e.static_pod = true;
+  e.id = "ev-static";
+  r.report_eviction(e);
+  ASSERT_TRUE(r.drain(5s));
+  std::size_t evictions = 0;
+  for (const auto& s : api.requests()) evictions += s.path.ends_with("/eviction");
+  EXPECT_EQ(evictions, 1u);
+  std::lock_guard lk(mu);
+  ASSERT_EQ(answers.size(), 3u);
+  EXPECT_EQ(answers[0], std::pair(std::string(victim().id), EvictionResult::Landed));
+  // The static pod is answered at once, on the caller's thread; the resend on the worker.
+  std::vector<std::pair<std::string, EvictionResult>> rest(answers.begin() + 1, answers.end());
+  std::sort(rest.begin(), rest.end());
+  EXPECT_EQ(rest[0], std::pair(std::string("ev-7"), EvictionResult::NotNeeded)) << "already terminating";
+  EXPECT_EQ(rest[1], std::pair(std::string("ev-static"), EvictionResult::NotNeeded)) << "static: the Event only";
   r.stop();
 }
 
