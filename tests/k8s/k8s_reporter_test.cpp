@@ -320,16 +320,17 @@ TEST(K8sReporter, StalledServerTimesOutAndNeverPilesUp) {
   Reporter r(ApiClient(api.endpoint(), 200ms), o);
   r.attach_metrics(metrics);
   r.start();
-  auto t0 = std::chrono::steady_clock::now();
+  // Neither reporting nor stopping waits for the server: if either did, the
+  // test would hang on the stalled server until CTest's timeout fails it.
   for (int i = 0; i < 20; ++i) {
     auto e = victim();
     e.name = fmt::format("p{}", i);
-    r.report_eviction(e);  // never blocks
+    r.report_eviction(e);
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
+  // 40 requests (an eviction and an Event each) against a queue of 4 and a
+  // worker taking one at a time from a server that answers after 1.5 s.
   EXPECT_GT(scraped(metrics, "pressured_kubernetes_reports_dropped_total"), 0u);
-  r.stop();  // bounded: the request in flight times out
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  r.stop();  // the request in flight times out (200 ms); the rest are dropped
   api.stall_ms = 0;
 }
 

@@ -371,7 +371,9 @@ TEST(PodSources, FileAndDirectory) {
   // Background thread: start, request, stop; never blocks current().
   (*src)->start(std::chrono::milliseconds(20));
   (*src)->request_refresh();
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  for (int i = 0; i < 1000 && (*src)->stats().refresh_failures < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   (*src)->stop();
   EXPECT_GE((*src)->stats().refresh_failures, 2u);
 
@@ -455,10 +457,9 @@ TEST(PodSources, KubeletErrorsAndTimeout) {
     c.timeout = std::chrono::milliseconds(200);
     auto src = make_pod_metadata_source(c);
     ASSERT_TRUE(src);
-    auto t0 = std::chrono::steady_clock::now();
+    // The server answers a good pod list after 1.5 s: only the 200 ms timeout makes this fail.
     auto r = (*src)->refresh();
-    EXPECT_FALSE(r);
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1200)) << "timeout honoured";
+    EXPECT_FALSE(r) << "the timeout was not honoured";
   }
   PodSourceConfig bad;
   bad.kind = PodSourceKind::Kubelet;
