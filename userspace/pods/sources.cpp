@@ -38,7 +38,15 @@ class SourceBase : public PodMetadataSource {
     if (!r) {
       ++stats_.refresh_failures;
       if (stats_.last_error != r.error().message) {
-        spdlog::warn("pod metadata ({}): {}; keeping the previous {} pods", describe(), r.error().message, stats_.pods);
+        if (!stats_.last_success) {
+          // Nothing delivered yet: no pod has metadata, none is evicted, /readyz fails.
+          spdlog::error("pod metadata ({}): no pod list yet: {}; pods without metadata are not evicted and /readyz "
+                        "fails until a fetch succeeds",
+                        describe(), r.error().message);
+        } else {
+          spdlog::warn("pod metadata ({}): {}; keeping the previous {} pods", describe(), r.error().message,
+                       stats_.pods);
+        }
       }
       stats_.last_error = r.error().message;
       return r.error();

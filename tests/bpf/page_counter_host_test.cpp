@@ -1,0 +1,145 @@
+// The batched page-counter read (bpf/pressured_events.bpf.c page_counters_walk,
+// userspace/bpf/page_counter_iter.cpp): one BPF cgroup-iterator walk must give
+// what every tier's and pod's usage file says, for the cgroups of the walked
+// subtree down to the depth asked, and follow cgroups removed and created again.
+//
+// Host part (root, BPF, a kernel with the cgroup iterator): a sandbox
+// kubepods tree limited to 256 MiB, a bounded workload holding 16 MiB in one
+// pod's container (tests/events/alloc.c; 30 s cap).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "bpf/bpf_events.hpp"
+#include "fakes/event_test_helpers.hpp"
+#include "fakes/privilege.hpp"
+#include "fakes/sandbox_cgroup.hpp"
+
+namespace pressured {
+namespace {
+
+using namespace std::chrono_literals;
+using events_test::alloc_path;
+using testing::SandboxCgroup;
+constexpr uint64_t MiB = 1ULL << 20;
+
+uint64_t inode_of(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+uint64_t usage_file(const SandboxCgroup& sb, const std::string& rel) {
+  const std::string text = sb.read(rel, sb.v2() ? "memory.current" : "memory.usage_in_bytes");
+  return text.empty() ? UINT64_MAX : std::strtoull(text.c_str(), nullptr, 10);
+}
+
+std::map<uint64_t, uint64_t> by_id(const std::vector<PageCounterSample>& v) {
+  std::map<uint64_t, uint64_t> out;
+  for (const auto& s : v) out[s.cgroup_id] = s.usage_bytes;
+  return out;
+}
+
+TEST(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
+  PRESSURED_REQUIRE_ROOT();
+  const std::string mount = SandboxCgroup::find_memory_mount();
+  PRESSURED_REQUIRE(SandboxCgroup::memory_controller_available(mount), "a memory cgroup controller");
+  PRESSURED_REQUIRE(::access(alloc_path().c_str(), X_OK) == 0, "tests/events_alloc built");
+  auto features = make_kernel_bpf_features();
+  PRESSURED_REQUIRE(features->bpf_available(), "BPF");
+  PRESSURED_REQUIRE(features->has_btf_type("bpf_iter_cgroup"), "a kernel with the BPF cgroup iterator (6.1+)");
+
+  SandboxCgroup sb(mount, "page-counters");
+  ASSERT_TRUE(sb.ok()) << sb.error();
+  for (const char* d : {"kubepods/burstable/podA/ctr", "kubepods/besteffort/podB", "kubepods/podG/ctr"})
+    ASSERT_TRUE(sb.make_with(d)) << sb.error();
+  ASSERT_TRUE(sb.set_memory_max("kubepods", 256 * MiB)) << sb.error();
+  // 16 MiB touched at once, held 30 s at most (the sandbox kills it at the end).
+  pid_t w = sb.spawn("kubepods/burstable/podA/ctr", {alloc_path(), "16", "16", "0", "30000"});
+  ASSERT_GT(w, 0);
+  for (int i = 0; i < 100 && usage_file(sb, "kubepods/burstable/podA") < 16 * MiB; ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_GE(usage_file(sb, "kubepods/burstable/podA"), 16 * MiB) << "the workload did not start";
+
+  EventStats stats;
+  auto src = bpf::BpfEventSource::create(bpf::BpfEventsOptions{}, *features, stats);
+  ASSERT_TRUE(src) << src.error().message;
+  auto reader = (*src)->page_counter_reader();
+  ASSERT_TRUE(reader) << "the page-counter iterator did not load (see the warning above)";
+
+  std::vector<PageCounterSample> samples;
+  auto r = reader->read(sb.path("kubepods"), 2, samples);
+  if (!r && r.error().code == EBADF && !sb.v2()) {
+    PRESSURED_REQUIRE(false, "a kernel whose cgroup iterator walks v1 hierarchies (" + r.error().message + ")");
+  }
+  ASSERT_TRUE(r) << r.error().message;
+  auto got = by_id(samples);
+  EXPECT_EQ(got.size(), samples.size()) << "a cgroup recorded twice";
+
+  // Recorded: the root, the tiers, the pods, and Guaranteed pods' containers
+  // (two levels down); not the containers of tier pods (three levels down).
+  const std::vector<std::string> recorded{"kubepods",      "kubepods/burstable",      "kubepods/besteffort",
+                                          "kubepods/podG", "kubepods/burstable/podA", "kubepods/besteffort/podB",
+                                          "kubepods/podG/ctr"};
+  EXPECT_EQ(samples.size(), recorded.size());
+  EXPECT_EQ(got.count(inode_of(sb.path("kubepods/burstable/podA/ctr"))), 0u) << "a container of a tier pod";
+  for (const auto& rel : recorded) {
+    const uint64_t id = inode_of(sb.path(rel));
+    ASSERT_NE(id, 0u) << rel;
+    auto it = got.find(id);
+    ASSERT_NE(it, got.end()) << rel << " (cgroup id " << id << ") missing from the walk";
+    // The same page counter the file prints, read a moment later: idle
+    // cgroups do not move; the workload only holds what it touched.
+    const uint64_t file = usage_file(sb, rel);
+    EXPECT_NEAR(static_cast<double>(it->second), static_cast<double>(file), 256.0 * 1024) << rel;
+  }
+  EXPECT_GE(got[inode_of(sb.path("kubepods/burstable/podA"))], 16 * MiB);
+  EXPECT_GE(got[inode_of(sb.path("kubepods"))], got[inode_of(sb.path("kubepods/burstable/podA"))])
+      << "hierarchical: kubepods holds its pods";
+
+  // One level under a tier: its pods, not their containers.
+  ASSERT_TRUE(reader->read(sb.path("kubepods/burstable"), 1, samples));
+  got = by_id(samples);
+  EXPECT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples.front().cgroup_id, inode_of(sb.path("kubepods/burstable"))) << "the root comes first";
+  EXPECT_EQ(got.count(inode_of(sb.path("kubepods/burstable/podA"))), 1u);
+  EXPECT_EQ(got.count(inode_of(sb.path("kubepods/burstable/podA/ctr"))), 0u);
+
+  // A walk rooted at podB itself (its own attached iterator), before and
+  // after podB is removed and created again: the second follows the new one.
+  ASSERT_TRUE(reader->read(sb.path("kubepods/besteffort/podB"), 1, samples));
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].cgroup_id, inode_of(sb.path("kubepods/besteffort/podB")));
+
+  // A pod removed and created again under the same path: the next walk of
+  // kubepods (same attached iterator) has its new id, not the old one.
+  const uint64_t old_b = inode_of(sb.path("kubepods/besteffort/podB"));
+  ASSERT_EQ(::rmdir(sb.path("kubepods/besteffort/podB").c_str()), 0);
+  ASSERT_TRUE(sb.make_with("kubepods/besteffort/podB"));
+  const uint64_t new_b = inode_of(sb.path("kubepods/besteffort/podB"));
+  ASSERT_NE(old_b, new_b);
+  ASSERT_TRUE(reader->read(sb.path("kubepods"), 2, samples));
+  got = by_id(samples);
+  EXPECT_EQ(got.count(old_b), 0u);
+  EXPECT_EQ(got.count(new_b), 1u);
+  auto again = reader->read(sb.path("kubepods/besteffort/podB"), 1, samples);
+  ASSERT_TRUE(again) << again.error().message;
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].cgroup_id, new_b) << "the walk stayed on the removed cgroup";
+
+  // A directory that is not there: an error, never an empty batch.
+  std::vector<PageCounterSample> none;
+  auto gone = reader->read(sb.path("kubepods/nosuchpod"), 1, none);
+  ASSERT_FALSE(gone);
+  EXPECT_TRUE(none.empty());
+  sb.kill_all();
+}
+
+}  // namespace
+}  // namespace pressured

@@ -1,0 +1,515 @@
+// The Kubernetes reporter against a local HTTP server (cpp-httplib on
+// 127.0.0.1, ephemeral port) that checks paths, verbs, bodies and the auth
+// header, and can fail, stall, or answer 429/500.
+//
+// Everything a real API server can be made to do is tested against one
+// (tests/k8s/, kube-apiserver 1.20 + etcd). The fake stays for what a real
+// server cannot do on demand; each test says which part that is.
+#include <httplib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/log.hpp"
+#include "k8s/api_client.hpp"
+#include "k8s/reporter.hpp"
+#include "metrics/exposition.hpp"
+
+namespace pressured::k8s {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+using pressured::testing::scraped;
+
+// Attempts of one API action with one outcome, as exported.
+std::optional<double> api_requests(const Metrics& m, const char* action, const char* result) {
+  return scraped(m, "pressured_kubernetes_api_requests_total", {{"action", action}, {"result", result}});
+}
+
+struct Seen {
+  std::string method, path, body, auth, content_type;
+};
+
+class FakeApiServer {
+ public:
+  FakeApiServer() {
+    auto handler = [this](const httplib::Request& req, httplib::Response& res) {
+      {
+        std::lock_guard lk(mu);
+        seen.push_back({req.method, req.path, req.body, req.get_header_value("Authorization"),
+                        req.get_header_value("Content-Type")});
+      }
+      if (req.get_header_value("Authorization") != "Bearer s3cret") {
+        res.status = 401;
+        return;
+      }
+      if (stall_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms.load()));
+      int status = 200;
+      {
+        std::lock_guard lk(mu);
+        auto it = script.find(req.method + " " + req.path);
+        if (it != script.end() && !it->second.empty()) {
+          status = it->second.front();
+          it->second.erase(it->second.begin());
+        } else if (req.method == "POST") {
+          status = 201;
+        }
+      }
+      res.status = status;
+      if (status == 429) res.set_header("Retry-After", "0");
+      std::string answer = "{}";
+      {
+        std::lock_guard lk(mu);
+        auto it = bodies.find(req.method + " " + req.path);
+        if (it != bodies.end()) answer = it->second;
+      }
+      res.set_content(answer, "application/json");
+    };
+    srv.Post(".*", handler);
+    srv.Delete(".*", handler);
+    srv.Patch(".*", handler);
+    srv.Get(".*", handler);
+    port = srv.bind_to_any_port("127.0.0.1");
+    thread = std::thread([this] { srv.listen_after_bind(); });
+    for (int i = 0; i < 200 && !srv.is_running(); ++i) std::this_thread::sleep_for(5ms);
+  }
+  ~FakeApiServer() {
+    srv.stop();
+    thread.join();
+  }
+  // The writes. The reporter's GET of the pod before an eviction is left
+  // out (it answers "{}" here: no uid to compare); its uses are tested
+  // against a real API server in tests/k8s/.
+  std::vector<Seen> requests() {
+    std::lock_guard lk(mu);
+    std::vector<Seen> writes;
+    for (const auto& s : seen) {
+      if (s.method != "GET") writes.push_back(s);
+    }
+    return writes;
+  }
+  ApiServer endpoint() const {
+    ApiServer s;
+    s.server = "http://127.0.0.1:" + std::to_string(port);
+    s.token = "s3cret";
+    return s;
+  }
+
+  httplib::Server srv;
+  int port = 0;
+  std::thread thread;
+  std::mutex mu;
+  std::vector<Seen> seen;
+  std::map<std::string, std::vector<int>> script;  // "VERB path" -> statuses to return in order
+  std::map<std::string, std::string> bodies;        // "VERB path" -> the answer's body (default "{}")
+  std::atomic<int> stall_ms{0};
+};
+
+Eviction victim() {
+  Eviction e;
+  e.id = "ev-7";
+  e.uid = "1234-uid";
+  e.name = "web";
+  e.namespace_ = "shop";
+  e.grace_period_seconds = 0;
+  e.signal = Signal::AllocatableMemoryAvailable;
+  e.observed = 50.0 * 1024 * 1024;
+  e.threshold_value = 100.0 * 1024 * 1024;
+  return e;
+}
+
+ReporterOptions fast_options() {
+  ReporterOptions o;
+  o.node_name = "node-1";
+  o.initial_backoff = 10ms;
+  o.max_backoff = 50ms;
+  o.max_attempts = 3;
+  // The taint's read-modify-write of the Node is tested against a real
+  // kube-apiserver (tests/k8s/node_k8s_test.cpp).
+  o.taint_nodes = false;
+  return o;
+}
+
+// Fake: a real API server never answers these shapes; a proxy or a broken
+// server can. A field of the wrong type is no value, never an exception that
+// ends the reporter's thread (and the daemon).
+TEST(K8sReporter, MalformedPodAndNodeAnswersAreErrorsNotCrashes) {
+  for (const std::string& pod : {std::string(R"({"metadata":{"uid":5}})"), std::string(R"({"metadata":7})"),
+                                 std::string("[1,2]"), std::string(200000, '[') + std::string(200000, ']')}) {
+    FakeApiServer api;
+    api.bodies["GET /api/v1/namespaces/shop/pods/web"] = pod;
+    Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+    r.start();
+    r.report_eviction(victim());
+    ASSERT_TRUE(r.drain(5s)) << pod.substr(0, 40);
+    auto seen = api.requests();
+    ASSERT_FALSE(seen.empty()) << pod.substr(0, 40);
+    EXPECT_EQ(seen[0].path, "/api/v1/namespaces/shop/pods/web/eviction") << "the uid precondition still guards it";
+    r.stop();
+  }
+  const std::vector<std::pair<std::string, uint64_t>> nodes = {
+      {R"({"metadata":{"resourceVersion":7}})", 1},
+      {R"({"metadata":"x"})", 1},
+      {std::string(200000, '[') + std::string(200000, ']'), 1},
+      {R"({"metadata":{"resourceVersion":"3"},"spec":{"taints":[{"key":5,"effect":"NoSchedule"},7]}})", 0},
+  };
+  for (const auto& [node, failures] : nodes) {
+    FakeApiServer api;
+    api.bodies["GET /api/v1/nodes/node-1"] = node;
+    ReporterOptions o = fast_options();
+    o.taint_nodes = true;
+    Reporter r(ApiClient(api.endpoint(), 2s), o);
+    r.start();
+    std::array<bool, kConditionCount> status{};
+    status[0] = true;
+    r.report_conditions(status, status);
+    ASSERT_TRUE(r.drain(5s)) << node.substr(0, 40);
+    EXPECT_EQ(r.stats().failures.load(), failures) << node.substr(0, 40);
+    r.stop();
+  }
+}
+
+// Fake: a server that accepts policy/v1 (1.22+); the real tier runs 1.20,
+// which serves only policy/v1beta1.
+TEST(K8sReporter, EvictionUsesThePolicyV1SubresourceWithUidPreconditionAndRecordsAnEvent) {
+  FakeApiServer api;
+  Metrics metrics(MetricsOptions{.node = "node-1"});
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.attach_metrics(metrics);
+  std::vector<std::pair<ApiAction, ApiOutcome>> outcomes;
+  std::mutex omu;
+  r.set_outcome_hook([&](ApiAction a, ApiOutcome o) {
+    std::lock_guard lk(omu);
+    outcomes.emplace_back(a, o);
+  });
+  r.start();
+  r.report_eviction(victim());
+  ASSERT_TRUE(r.drain(5s));
+  auto seen = api.requests();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].method, "POST");
+  EXPECT_EQ(seen[0].path, "/api/v1/namespaces/shop/pods/web/eviction");
+  EXPECT_EQ(seen[0].auth, "Bearer s3cret");
+  auto body = json::parse(seen[0].body);
+  EXPECT_EQ(body["apiVersion"], "policy/v1");
+  EXPECT_EQ(body["kind"], "Eviction");
+  EXPECT_EQ(body["metadata"]["name"], "web");
+  EXPECT_EQ(body["deleteOptions"]["preconditions"]["uid"], "1234-uid");
+  EXPECT_EQ(body["deleteOptions"]["gracePeriodSeconds"], 0);
+  EXPECT_EQ(seen[1].path, "/api/v1/namespaces/shop/events");
+  auto ev = json::parse(seen[1].body);
+  EXPECT_EQ(ev["metadata"]["name"], "web.ev-7") << "named by the eviction, so a retry cannot record it twice";
+  EXPECT_FALSE(ev["metadata"].contains("generateName"));
+  EXPECT_EQ(ev["reason"], "Evicted");
+  EXPECT_EQ(ev["type"], "Warning");
+  EXPECT_EQ(ev["involvedObject"]["uid"], "1234-uid");
+  EXPECT_EQ(ev["source"]["host"], "node-1");
+  std::string msg = ev["message"];
+  EXPECT_NE(msg.find("The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi."),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("allocatableMemory.available"), std::string::npos);
+  EXPECT_EQ(api_requests(metrics, "eviction", "success"), 1u);
+  EXPECT_EQ(api_requests(metrics, "event", "success"), 1u);
+  std::lock_guard lk(omu);
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_EQ(outcomes[0].first, ApiAction::ListPods);  // the pod's current uid
+  EXPECT_EQ(outcomes[1].first, ApiAction::Eviction);
+  EXPECT_EQ(outcomes[1].second, ApiOutcome::Success);
+  r.stop();
+}
+
+// Fake: a 500 from the Eviction subresource on demand (the real tier covers
+// the 429 of a disruption budget).
+TEST(K8sReporter, RefusedEvictionFallsBackToDeleteWithTheSameGracePeriod) {
+  for (int refusal : {429, 500}) {
+    FakeApiServer api;
+    api.script["POST /api/v1/namespaces/shop/pods/web/eviction"] = {refusal};
+    Metrics metrics(MetricsOptions{.node = "node-1"});
+    Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+    r.attach_metrics(metrics);
+    r.start();
+    auto e = victim();
+    e.grace_period_seconds = 17;
+    r.report_eviction(e);
+    ASSERT_TRUE(r.drain(5s));
+    auto seen = api.requests();
+    ASSERT_GE(seen.size(), 2u);
+    EXPECT_EQ(seen[0].path, "/api/v1/namespaces/shop/pods/web/eviction");
+    EXPECT_EQ(seen[1].method, "DELETE") << refusal;
+    EXPECT_EQ(seen[1].path, "/api/v1/namespaces/shop/pods/web");
+    auto del = json::parse(seen[1].body);
+    EXPECT_EQ(del["gracePeriodSeconds"], 17);
+    EXPECT_EQ(del["preconditions"]["uid"], "1234-uid");
+    EXPECT_EQ(scraped(metrics, "pressured_kubernetes_eviction_fallbacks_total"), 1u);
+    EXPECT_EQ(api_requests(metrics, "delete", "success"), 1u);
+    r.stop();
+  }
+}
+
+// Fake: the server already holds the eviction's Event (an earlier attempt
+// stored it and its answer was lost; or the run before a restart did).
+TEST(K8sReporter, AnEventTheServerAlreadyHoldsIsNotRecordedTwiceNorAFailure) {
+  FakeApiServer api;
+  api.script["POST /api/v1/namespaces/shop/events"] = {409};
+  Metrics metrics(MetricsOptions{.node = "node-1"});
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.attach_metrics(metrics);
+  r.start();
+  r.report_eviction(victim());
+  ASSERT_TRUE(r.drain(5s));
+  std::size_t posts = 0;
+  for (const auto& q : api.requests()) posts += q.path == "/api/v1/namespaces/shop/events";
+  EXPECT_EQ(posts, 1u) << "a 409 is final: no retry";
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_report_failures_total"), 0u);
+  r.stop();
+}
+
+// A pod name at the length limit still gives a valid Event name.
+TEST(K8sReporter, EventNameOfALongPodNameStaysADnsSubdomain) {
+  FakeApiServer api;
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.start();
+  auto e = victim();
+  e.name = std::string(247, 'a') + "-" + std::string(5, 'b');  // 253 characters
+  r.report_eviction(e);
+  ASSERT_TRUE(r.drain(5s));
+  std::string name;
+  for (const auto& q : api.requests()) {
+    if (q.path == "/api/v1/namespaces/shop/events") name = json::parse(q.body)["metadata"]["name"];
+  }
+  EXPECT_EQ(name, std::string(247, 'a') + ".ev-7") << "cut to fit 253, without a dangling '-'";
+  r.stop();
+}
+
+// Fake: 503s on demand.
+TEST(K8sReporter, ServerErrorsAreRetriedWithBackoffThenGivenUp) {
+  FakeApiServer api;
+  api.script["DELETE /api/v1/namespaces/shop/pods/web"] = {503, 503, 200};
+  api.script["POST /api/v1/namespaces/shop/pods/web/eviction"] = {429};
+  api.script["POST /api/v1/namespaces/shop/events"] = {503, 503, 503, 503};
+  Metrics metrics(MetricsOptions{.node = "node-1"});
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.attach_metrics(metrics);
+  r.start();
+  r.report_eviction(victim());
+  ASSERT_TRUE(r.drain(5s));
+  EXPECT_EQ(api_requests(metrics, "delete", "success"), 1u);
+  EXPECT_GE(scraped(metrics, "pressured_kubernetes_api_retries_total"), 2u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_report_failures_total"), 1u) << "the event gave up after 3 attempts";
+  r.stop();
+}
+
+// Fake: a server that accepts and then answers nothing for 1.5 s per request.
+TEST(K8sReporter, StalledServerTimesOutAndNeverPilesUp) {
+  FakeApiServer api;
+  api.stall_ms = 1500;
+  auto o = fast_options();
+  o.queue_capacity = 4;
+  o.max_attempts = 1;
+  Metrics metrics(MetricsOptions{.node = "node-1"});
+  Reporter r(ApiClient(api.endpoint(), 200ms), o);
+  r.attach_metrics(metrics);
+  r.start();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    auto e = victim();
+    e.name = fmt::format("p{}", i);
+    r.report_eviction(e);  // never blocks
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 100ms);
+  EXPECT_GT(scraped(metrics, "pressured_kubernetes_reports_dropped_total"), 0u);
+  r.stop();  // bounded: the request in flight times out
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  api.stall_ms = 0;
+}
+
+// Evictions queued behind an Event go first: each is a pod already killed,
+// which the kubelet restarts until the API marks it evicted. (Queued before
+// the worker starts, so that the order does not depend on how fast it takes
+// the first one.)
+TEST(K8sReporter, EvictionsGoAheadOfQueuedEvents) {
+  FakeApiServer api;
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  for (int i = 0; i < 3; ++i) {
+    auto e = victim();
+    e.name = fmt::format("p{}", i);
+    e.id = fmt::format("ev-{}", i);
+    r.report_eviction(e);
+  }
+  r.start();
+  ASSERT_TRUE(r.drain(10s));
+  std::vector<std::string> order;
+  for (const auto& q : api.requests()) {
+    if (q.method != "POST") continue;
+    if (q.path.ends_with("/eviction")) order.push_back("evict " + json::parse(q.body)["metadata"]["name"].get<std::string>());
+    if (q.path.ends_with("/events")) order.push_back("event " + json::parse(q.body)["involvedObject"]["name"].get<std::string>());
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"evict p0", "evict p1", "evict p2", "event p0", "event p1", "event p2"}));
+  r.stop();
+}
+
+// A full queue drops Events before evictions.
+TEST(K8sReporter, AFullQueueDropsEventsBeforeEvictions) {
+  FakeApiServer api;
+  auto o = fast_options();
+  o.queue_capacity = 4;
+  Metrics metrics(MetricsOptions{.node = "node-1"});
+  Reporter r(ApiClient(api.endpoint(), 2s), o);
+  r.attach_metrics(metrics);
+  for (int i = 0; i < 3; ++i) {
+    auto e = victim();
+    e.name = fmt::format("p{}", i);
+    e.id = fmt::format("ev-{}", i);
+    r.report_eviction(e);  // six requests into a queue of four
+  }
+  r.start();
+  ASSERT_TRUE(r.drain(10s));
+  std::size_t evictions = 0;
+  for (const auto& q : api.requests()) evictions += q.method == "POST" && q.path.ends_with("/eviction");
+  EXPECT_EQ(evictions, 3u) << "the Events made room";
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_reports_dropped_total"), 2u);
+  r.stop();
+}
+
+TEST(K8sReporter, UnreachableServerIsAnErrorNotAHang) {
+  ApiServer s;
+  s.server = "http://127.0.0.1:1";  // nothing listens
+  s.token = "x";
+  ApiClient c(s, 500ms);
+  auto r = c.request("GET", "/api");
+  EXPECT_FALSE(r.ok());
+}
+
+// Fake: records that no request names the pod at all (a real server cannot
+// show a request that was never made).
+// An API server's (or a proxy's) error body goes into log lines: it must not
+// be able to forge a line or send terminal escapes.
+TEST(K8sLogText, ErrorBodiesAreEscapedAndCut) {
+  EXPECT_EQ(printable_excerpt("forbidden: nodes \"n1\""), "forbidden: nodes \"n1\"");
+  EXPECT_EQ(printable_excerpt("bad\nlevel=info msg=forged\x1b[2J\x7f\xc3"),
+            "bad\\x0alevel=info msg=forged\\x1b[2J\\x7f\\xc3");
+  EXPECT_EQ(printable_excerpt(std::string(250, 'a'), 200), std::string(200, 'a') + " ... (50 more bytes)");
+  EXPECT_EQ(printable_excerpt(""), "");
+}
+
+TEST(K8sReporter, StaticPodsAreNeverEvictedThroughTheApi) {
+  FakeApiServer api;
+  Metrics metrics(MetricsOptions{.node = "node-1"});
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.attach_metrics(metrics);
+  r.start();
+  auto e = victim();
+  e.static_pod = true;
+  r.report_eviction(e);
+  ASSERT_TRUE(r.drain(5s));
+  for (const auto& s : api.requests()) EXPECT_EQ(s.path.find("/pods/"), std::string::npos) << s.path;
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_static_pod_evictions_total"), 1u);
+  r.stop();
+}
+
+// Node conditions (own types, lastTransitionTime only on flips, kubelet
+// types untouched) are tested against a real kube-apiserver:
+// tests/k8s/node_k8s_test.cpp.
+
+TEST(K8sConfig, KubeconfigAndInClusterConfigAreRead) {
+  char tmpl[] = "/tmp/pressured-kcfg-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::ofstream(dir + "/kubeconfig") << R"(apiVersion: v1
+kind: Config
+current-context: ctx
+contexts:
+- name: other
+  context: {cluster: nope, user: nope}
+- name: ctx
+  context: {cluster: c1, user: u1}
+clusters:
+- name: c1
+  cluster:
+    server: https://10.0.0.1:6443/
+    certificate-authority: ca.pem
+users:
+- name: u1
+  user:
+    token: abc
+    client-certificate-data: aGVsbG8=
+)";
+  auto k = load_kubeconfig(dir + "/kubeconfig");
+  ASSERT_TRUE(k.ok()) << k.error().message;
+  EXPECT_EQ(k->server, "https://10.0.0.1:6443");
+  EXPECT_EQ(k->ca_file, dir + "/ca.pem");
+  EXPECT_EQ(k->token, "abc");
+  EXPECT_EQ(k->client_cert_data, "hello");
+  EXPECT_FALSE(load_kubeconfig(dir + "/missing").ok());
+  std::ofstream(dir + "/bad") << "current-context: x\ncontexts: []\n";
+  EXPECT_FALSE(load_kubeconfig(dir + "/bad").ok());
+
+  std::filesystem::create_directories(dir + "/sa");
+  std::ofstream(dir + "/sa/token") << "tok\n";
+  ::setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+  ::setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+  auto ic = in_cluster_config(dir + "/sa");
+  ASSERT_TRUE(ic.ok()) << ic.error().message;
+  EXPECT_EQ(ic->server, "https://10.96.0.1:443");
+  EXPECT_EQ(ic->ca_file, dir + "/sa/ca.crt");
+  ::unsetenv("KUBERNETES_SERVICE_HOST");
+  EXPECT_FALSE(in_cluster_config(dir + "/sa").ok());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pressured::k8s
+
+namespace pressured::k8s {
+namespace {
+
+// The taint list computation (pure); the read-modify-write itself runs
+// against a real kube-apiserver in tests/k8s/node_k8s_test.cpp.
+TEST(K8sTaints, OwnNoScheduleTaintsFollowTheConditionsOthersAreKept) {
+  json others = json::array({{{"key", "a"}, {"effect", "NoExecute"}},
+                             {{"key", "pressured.io/memory-pressure"}, {"effect", "PreferNoSchedule"}}});
+  auto add = updated_taints(others, "pressured.io/", {true, false, true}, "2026-01-01T00:00:00Z");
+  ASSERT_TRUE(add);
+  ASSERT_EQ(add->size(), 4u);
+  EXPECT_EQ((*add)[0], others[0]);
+  EXPECT_EQ((*add)[1], others[1]) << "same key, other effect: not pressured's";
+  EXPECT_EQ((*add)[2]["key"], "pressured.io/memory-pressure");
+  EXPECT_EQ((*add)[2]["effect"], "NoSchedule");
+  EXPECT_EQ((*add)[3]["key"], "pressured.io/pid-pressure");
+  EXPECT_FALSE(updated_taints(*add, "pressured.io/", {true, false, true}, "later")) << "already right: no write";
+  auto cleared = updated_taints(*add, "pressured.io/", {false, false, false}, "later");
+  ASSERT_TRUE(cleared);
+  EXPECT_EQ(*cleared, others);
+  EXPECT_FALSE(updated_taints(json(), "pressured.io/", {false, false, false}, "t")) << "no taints at all";
+  auto dup = json::array({{{"key", "x/disk-pressure"}, {"effect", "NoSchedule"}},
+                          {{"key", "x/disk-pressure"}, {"effect", "NoSchedule"}}});
+  auto dedup = updated_taints(dup, "x/", {false, true, false}, "t");
+  ASSERT_TRUE(dedup);
+  EXPECT_EQ(dedup->size(), 1u);
+}
+
+TEST(K8sEvictionVersion, OnlyTheUnregisteredKindAnswerMeansV1IsNotServed) {
+  HttpResponse r;
+  r.status = 400;
+  r.body = R"({"kind":"Status","message":"no kind \"Eviction\" is registered for version \"policy/v1\" in scheme \"pkg/api/legacyscheme/scheme.go:30\"","code":400})";
+  EXPECT_TRUE(eviction_version_not_served(r));
+  r.body = R"({"kind":"Status","message":"pods \"x\" not found","code":404})";
+  r.status = 404;
+  EXPECT_FALSE(eviction_version_not_served(r));
+  r.status = 400;
+  r.body = R"({"message":"bad request"})";
+  EXPECT_FALSE(eviction_version_not_served(r));
+  auto body = json::parse(eviction_body(Eviction{}, "policy/v1beta1"));
+  EXPECT_EQ(body["apiVersion"], "policy/v1beta1");
+}
+
+}  // namespace
+}  // namespace pressured::k8s
