@@ -187,8 +187,12 @@ TEST(ConfigErrors, NameTheFieldAndTheValue) {
   EXPECT_HAS(e, "evictionPressureTransitionPeriod");
   EXPECT_HAS(e, "'-5m' is negative");
 
-  e = fails("evictionMaxPodGracePeriod: -1\n");
+  e = fails("evictionMaxPodGracePeriod: 2147483648\n");
   EXPECT_HAS(e, "evictionMaxPodGracePeriod");
+  EXPECT_HAS(e, "outside the 32-bit range");
+
+  e = fails("softEvictionGraceCeilingSeconds: -1\n");
+  EXPECT_HAS(e, "softEvictionGraceCeilingSeconds");
   EXPECT_HAS(e, "'-1' is negative");
 
   e = fails("evictionMaxPodGracePeriod: 1m\n");
@@ -413,8 +417,17 @@ TEST(ConfigFlags, ErrorsNameTheFlag) {
   f.eviction_pressure_transition_period = "-1m";
   EXPECT_HAS(fails("", f), "(--eviction-pressure-transition-period): '-1m' is negative");
   f = {};
-  f.eviction_max_pod_grace_period = "-30";
-  EXPECT_HAS(fails("", f), "(--eviction-max-pod-grace-period): '-30' is negative");
+  f.soft_eviction_grace_ceiling = "-30";
+  EXPECT_HAS(fails("", f), "(--soft-eviction-grace-ceiling): '-30' is negative");
+}
+
+// The kubelet's field is an int32 and takes negative values (a soft eviction
+// then gets 1 s: docs/engine.md); pressured reads them as the kubelet does.
+TEST(ConfigLoad, NegativeMaxPodGracePeriodIsTheKubeletsOneSecond) {
+  Config c = ok("evictionMaxPodGracePeriod: -1\nsoftEvictionGraceCeilingSeconds: 0\n");
+  EXPECT_EQ(c.eviction.max_pod_grace_period_seconds, -1);
+  EXPECT_EQ(c.eviction.soft_grace_ceiling_seconds, 0);
+  EXPECT_EQ(ok("").eviction.soft_grace_ceiling_seconds, 3600);
 }
 
 TEST(ConfigFlags, EmptyEvictionHardFlagDisablesHardThresholds) {
@@ -510,7 +523,10 @@ TEST(ConfigFile, ShippedExampleIsValid) {
 
 TEST(ConfigValidation, HandBuiltConfigsAreCheckedToo) {
   Config c;
-  c.eviction.max_pod_grace_period_seconds = -1;
+  c.eviction.max_pod_grace_period_seconds = int64_t{INT32_MAX} + 1;
+  EXPECT_FALSE(validate_config(c).ok());
+  c = Config{};
+  c.eviction.soft_grace_ceiling_seconds = -1;
   EXPECT_FALSE(validate_config(c).ok());
   c = Config{};
   Threshold t;

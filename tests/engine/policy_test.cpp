@@ -131,6 +131,45 @@ TEST(Policy, SoftVictimStillRunsItsGraceWithoutAHardThreshold) {
   EXPECT_EQ(find(a, K::GraceEndKill)->eviction.uid, "be");
 }
 
+// A pod asking for terminationGracePeriodSeconds near INT64_MAX, with no
+// ceiling: the deadline saturates (UBSan: no overflow converting or adding),
+// the victim runs a very long grace, and a hard threshold still kills it.
+TEST(Policy, HugeGracePeriodSaturatesAndAHardThresholdStillKills) {
+  EvictionConfig ec = config({soft(Signal::MemoryAvailable, qty(400 * kMi), 1s), hard(Signal::MemoryAvailable, qty(150 * kMi))});
+  ec.soft_grace_ceiling_seconds = 0;
+  World w(ec);
+  Pod be = pod("be", QosClass::BestEffort, 680 * kMi);
+  be.termination_grace_period_seconds = INT64_MAX - 1;
+  Pod bu = pod("bu", QosClass::Burstable, 100 * kMi, 100 * kMi);
+  w.snap.add(be).add(bu);
+  w.settle(kGi);
+  w.step(0);
+  auto a = w.step(1.0);
+  ASSERT_EQ(kinds(a), std::vector<K>{K::Start});
+  EXPECT_EQ(a[0].eviction.grace_period_seconds, INT64_MAX - 1);
+  for (double t = 2; t < 4000; t += 500) EXPECT_EQ(find(w.step(t), K::GraceEndKill), nullptr) << t;
+  w.pod("bu")->usage.memory_working_set_bytes = 520 * static_cast<uint64_t>(kMi);
+  w.settle(kGi);
+  ASSERT_NE(find(w.step(4000), K::Escalate), nullptr);
+}
+
+// With the default ceiling (1 h) the same pod is killed when its grace ends,
+// so a pod author cannot hold the memory lane by asking for centuries.
+TEST(Policy, DefaultGraceCeilingEndsAHugeGracePeriod) {
+  EvictionConfig ec = config({soft(Signal::MemoryAvailable, qty(400 * kMi), 1s)});
+  World w(ec);
+  Pod be = pod("be", QosClass::BestEffort, 680 * kMi);
+  be.termination_grace_period_seconds = 9'000'000'000;
+  w.snap.add(be);
+  w.settle(kGi);
+  w.step(0);
+  auto a = w.step(1.0);
+  ASSERT_EQ(kinds(a), std::vector<K>{K::Start});
+  EXPECT_EQ(a[0].eviction.grace_period_seconds, 3600);
+  EXPECT_EQ(find(w.step(3600.5), K::GraceEndKill), nullptr);
+  ASSERT_NE(find(w.step(3601.0), K::GraceEndKill), nullptr);
+}
+
 TEST(Policy, HardThresholdOfAnotherLaneIsNotBlocked) {
   EvictionConfig ec = config({soft(Signal::MemoryAvailable, qty(kGi), 0s), hard(Signal::PidAvailable, qty(100))});
   World w(ec);

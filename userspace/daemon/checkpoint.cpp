@@ -86,6 +86,14 @@ RankKeys decode_keys(const json& k) {
   r.request = as_uint64(k.at("request"));
   r.zero_usage = k.at("zero_usage").get<bool>();
   r.daemonset_last = k.at("daemonset_last").get<bool>();
+  // `ranking: kubelet` keys: the amount is usage - offset.
+  if (auto it = k.find("ranking"); it != k.end() && *it == "kubelet") {
+    r.kubelet = true;
+    const int64_t amount = as_int64(k.at("amount"));
+    r.offset = amount >= 0 ? r.usage - std::min(r.usage, static_cast<uint64_t>(amount))
+                           : r.usage + (amount == INT64_MIN ? static_cast<uint64_t>(INT64_MAX) + 1
+                                                            : static_cast<uint64_t>(-amount));
+  }
   return r;
 }
 

@@ -23,7 +23,7 @@ EvictionTarget target_of(const Eviction& e) {
   t.name = e.name;
   t.namespace_ = e.namespace_;
   t.cgroup_path = e.cgroup_path;
-  t.grace_period = std::chrono::seconds(e.grace_period_seconds);
+  t.grace_period = grace_duration(e.grace_period_seconds);
   return t;
 }
 

@@ -450,7 +450,7 @@ void EvictionPolicy::decide(TimePoint now, const Decisions& decisions, const std
     f.eviction.grace_period_seconds = std::max<int64_t>(0, f.eviction.grace_period_seconds);
     const bool report = config_.api && !config_.dry_run && c.metadata_known && !c.name.empty() &&
                         !c.namespace_.empty();
-    const Duration grace = std::chrono::seconds(f.eviction.grace_period_seconds);
+    const Duration grace = grace_duration(f.eviction.grace_period_seconds);
     if (grace == Duration::zero()) {
       kill(f, now);
     } else {

@@ -176,6 +176,114 @@ LocalStorageSpec local_storage_spec(const json& pod, const json& spec, const std
   return ls;
 }
 
+// A resource that pod-level `spec.resources` may set (component-helpers'
+// IsSupportedPodLevelResource): ephemeral-storage is not one.
+bool pod_level_resource(std::string_view name) {
+  return name == "cpu" || name == "memory" || name.starts_with("hugepages-");
+}
+
+bool any_pod_level_resource(const json* list) {
+  if (list == nullptr || !list->is_object()) return false;
+  return std::any_of(list->items().begin(), list->items().end(),
+                     [](const auto& kv) { return pod_level_resource(kv.key()); });
+}
+
+// One resource's request summed over the containers as component-helpers'
+// AggregateContainerRequests does (the KEP-753 sidecar formula): regular
+// containers and restartable init containers (sidecars) add up; an init
+// container needs its own request plus every sidecar declared before it, and
+// the pod needs the largest of those. nullopt when no container names the
+// resource (the helper leaves the key out of the list).
+struct ContainerRequest {
+  std::optional<double> request;
+  bool restartable = false;
+};
+
+std::optional<double> aggregate_container_request(const std::vector<ContainerRequest>& containers,
+                                                  const std::vector<ContainerRequest>& init_containers) {
+  std::optional<double> sum;
+  for (const auto& c : containers) {
+    if (c.request) sum = sum.value_or(0) + *c.request;
+  }
+  double sidecars = 0;
+  bool sidecar_named = false;
+  std::optional<double> init_peak;
+  for (const auto& c : init_containers) {
+    const double own = c.request.value_or(0);
+    double need = 0;
+    if (c.restartable) {
+      if (c.request) sum = sum.value_or(0) + own;
+      sidecars += own;
+      sidecar_named = sidecar_named || c.request.has_value();
+      need = sidecars;
+    } else {
+      need = own + sidecars;
+    }
+    // Only a container that names the resource, or one running beside a
+    // sidecar that does, puts the key in the init containers' list.
+    if (c.request || sidecar_named) init_peak = std::max(init_peak.value_or(0), need);
+  }
+  if (init_peak && (!sum || *init_peak > *sum)) sum = init_peak;
+  return sum;
+}
+
+// The request the kubelet's eviction manager ranks a pod by, per resource:
+// its GetResourceRequestQuantity (pkg/api/v1/resource) over component-helpers'
+// PodRequests, from the spec alone (never status: while an in-place resize is
+// pending the ranking still reads the spec).
+//  - When pod-level resources are set (spec.resources names cpu, memory or
+//    hugepages in requests or limits), container requests are skipped
+//    altogether; the pod-level request replaces them for the resources it
+//    supports, and the others (ephemeral-storage) read 0.
+//  - spec.overhead is added only to a request that is not zero.
+// A document that did not go through the API server is defaulted as the API
+// server would: a container request left unset takes its limit (done by
+// container_resources), and with pod-level limits set a pod-level request
+// left unset takes the containers' aggregate, else the pod-level limit.
+PodResources kubelet_requests(const json& spec, const std::string& where) {
+  std::vector<ContainerRequest> mem, eph, init_mem, init_eph;
+  if (const json* cs = get(spec, "containers"); cs != nullptr && cs->is_array()) {
+    for (const auto& c : *cs) {
+      auto r = container_resources(c, where + " container " + get_string(c, "name"));
+      mem.push_back({r.req_mem, false});
+      eph.push_back({r.req_eph, false});
+    }
+  }
+  if (const json* ics = get(spec, "initContainers"); ics != nullptr && ics->is_array()) {
+    for (const auto& c : *ics) {
+      auto r = container_resources(c, where + " init container " + get_string(c, "name"));
+      const bool restartable = get_string(c, "restartPolicy") == "Always";
+      init_mem.push_back({r.req_mem, restartable});
+      init_eph.push_back({r.req_eph, restartable});
+    }
+  }
+  const std::optional<double> containers_mem = aggregate_container_request(mem, init_mem);
+  const std::optional<double> containers_eph = aggregate_container_request(eph, init_eph);
+
+  const json* pod_res = get(spec, "resources");
+  const json* pod_req = pod_res != nullptr ? get(*pod_res, "requests") : nullptr;
+  const json* pod_lim = pod_res != nullptr ? get(*pod_res, "limits") : nullptr;
+  const bool pod_level = any_pod_level_resource(pod_req) || any_pod_level_resource(pod_lim);
+
+  std::optional<double> req_mem = pod_level ? std::nullopt : containers_mem;
+  std::optional<double> req_eph = pod_level ? std::nullopt : containers_eph;
+  std::optional<double> pod_mem;
+  if (pod_req != nullptr) pod_mem = get_quantity(*pod_req, "memory", where + ".spec.resources.requests");
+  if (!pod_mem && pod_lim != nullptr && pod_lim->is_object() && !pod_lim->empty()) {
+    pod_mem = containers_mem ? containers_mem : get_quantity(*pod_lim, "memory", where + ".spec.resources.limits");
+  }
+  if (pod_mem) req_mem = pod_mem;
+
+  double memory = req_mem.value_or(0), ephemeral = req_eph.value_or(0);
+  if (const json* oh = get(spec, "overhead")) {
+    const auto oh_mem = get_quantity(*oh, "memory", where + ".spec.overhead");
+    const auto oh_eph = get_quantity(*oh, "ephemeral-storage", where + ".spec.overhead");
+    if (oh_mem && memory != 0) memory += *oh_mem;
+    if (oh_eph && ephemeral != 0) ephemeral += *oh_eph;
+  }
+  return PodResources{to_bytes(memory), to_bytes(ephemeral)};
+}
+
 PodMetadata parse_pod(const json& pod, PodTrust trust) {
   PodMetadata m;
   const json* meta = get(pod, "metadata");
@@ -224,9 +332,8 @@ PodMetadata parse_pod(const json& pod, PodTrust trust) {
   m.critical = m.static_pod || prio.value_or(0) >= kSystemCriticalPriority;
   m.termination_grace_period_seconds = get_int(*spec, "terminationGracePeriodSeconds", where + ".spec").value_or(30);
 
-  // Requests and limits as the scheduler/kubelet add them up.
-  double sum_req_mem = 0, sum_req_eph = 0, sum_lim_mem = 0, sum_lim_eph = 0;
-  double sum_req_cpu = 0, sum_lim_cpu = 0;
+  // Limits as the kubelet adds them up (requests: kubelet_requests).
+  double sum_lim_mem = 0, sum_lim_eph = 0;
   bool all_mem_limited = true, all_eph_limited = true, any_container = false;
   bool any_set = false, guaranteed = true;
   auto qos_account = [&](const ContainerResources& r) {
@@ -242,10 +349,6 @@ PodMetadata parse_pod(const json& pod, PodTrust trust) {
       any_container = true;
       auto r = container_resources(c, where + " container " + get_string(c, "name"));
       qos_account(r);
-      sum_req_mem += r.req_mem.value_or(0);
-      sum_req_cpu += r.req_cpu.value_or(0);
-      sum_req_eph += r.req_eph.value_or(0);
-      sum_lim_cpu += r.lim_cpu.value_or(0);
       if (r.lim_mem) sum_lim_mem += *r.lim_mem; else all_mem_limited = false;
       if (r.lim_eph) sum_lim_eph += *r.lim_eph; else all_eph_limited = false;
     }
@@ -263,14 +366,12 @@ PodMetadata parse_pod(const json& pod, PodTrust trust) {
       }
     }
   }
-  double max_init_req_mem = 0, max_init_req_eph = 0, max_init_lim_mem = 0, max_init_lim_eph = 0;
+  double max_init_lim_mem = 0, max_init_lim_eph = 0;
   if (const json* ics = get(*spec, "initContainers"); ics != nullptr && ics->is_array()) {
     for (const auto& c : *ics) {
       auto r = container_resources(c, where + " init container " + get_string(c, "name"));
       qos_account(r);
       if (get_string(c, "restartPolicy") == "Always") {  // sidecar: runs alongside the containers
-        sum_req_mem += r.req_mem.value_or(0);
-        sum_req_eph += r.req_eph.value_or(0);
         if (r.lim_mem) sum_lim_mem += *r.lim_mem; else all_mem_limited = false;
         if (r.lim_eph) sum_lim_eph += *r.lim_eph; else all_eph_limited = false;
         if (r.lim_eph) {
@@ -283,18 +384,13 @@ PodMetadata parse_pod(const json& pod, PodTrust trust) {
         max_init_set_lim_eph = std::max(max_init_set_lim_eph, *r.lim_eph);
         any_lim_eph = true;
       }
-      max_init_req_mem = std::max(max_init_req_mem, r.req_mem.value_or(0));
-      max_init_req_eph = std::max(max_init_req_eph, r.req_eph.value_or(0));
       max_init_lim_mem = std::max(max_init_lim_mem, r.lim_mem.value_or(0));
       max_init_lim_eph = std::max(max_init_lim_eph, r.lim_eph.value_or(0));
     }
   }
-  (void)sum_req_cpu;
-  (void)sum_lim_cpu;
   double overhead_mem = 0;
   if (const json* oh = get(*spec, "overhead")) overhead_mem = get_quantity(*oh, "memory", where + ".spec.overhead").value_or(0);
-  m.requests.memory_bytes = to_bytes(std::max(sum_req_mem, max_init_req_mem) + overhead_mem);
-  m.requests.ephemeral_storage_bytes = to_bytes(std::max(sum_req_eph, max_init_req_eph));
+  m.requests = kubelet_requests(*spec, where);
   m.limits.memory_bytes =
       any_container && all_mem_limited ? to_bytes(std::max(sum_lim_mem, max_init_lim_mem) + overhead_mem) : 0;
   m.limits.ephemeral_storage_bytes = any_container && all_eph_limited ? to_bytes(std::max(sum_lim_eph, max_init_lim_eph)) : 0;
