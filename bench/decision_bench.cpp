@@ -42,7 +42,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "cgroup/fake_node.hpp"
+#include "fakes/fake_node.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/decision_view.hpp"

@@ -7,7 +7,7 @@
 // ninja -C build/observe-release bench_observe && build/observe-release/bench/bench_observe
 #include <benchmark/benchmark.h>
 
-#include "../tests/cgroup/fake_node.hpp"
+#include "../tests/fakes/fake_node.hpp"
 #include "pressured/observer.hpp"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <map>
 
 #include "cgroup/discovery.hpp"
-#include "cgroup/fake_node.hpp"
+#include "fakes/fake_node.hpp"
 #include "pressured/observer.hpp"
 
 namespace pressured {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "daemon/daemon.hpp"
+#include "fakes/fake_observer.hpp"
 
 namespace pressured {
 namespace {
@@ -12,51 +13,9 @@ namespace {
 using namespace std::chrono_literals;
 constexpr double GiB = 1024.0 * 1024 * 1024;
 
+using testing::DiskObserver;
+
 TimePoint at(double s) { return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s))); }
-
-// Disk signals and pods with writable layers; nothing else.
-class DiskObserver final : public NodeObserver {
- public:
-  DiskObserver() { layout_.kubepods_memory_path = "/fake/kubepods"; }
-  const CgroupLayout& layout() const override { return layout_; }
-  Result<NodeSnapshot> observe(TimePoint now) override {
-    NodeSnapshot s;
-    s.taken_at = now;
-    s.containerfs_layout = ContainerfsLayout::Separate;
-    s.signal(Signal::NodefsAvailable) = SignalObservation{50 * GiB, 100 * GiB, now, false};
-    s.signal(Signal::ContainerfsAvailable) = SignalObservation{containerfs_available, 100 * GiB, now, false};
-    for (const auto& p : pods) {
-      if (std::find(gone.begin(), gone.end(), p.uid) == gone.end()) s.pods.push_back(p);
-    }
-    return s;
-  }
-  Result<SignalObservation> refresh_signal(Signal, TimePoint) override { return Error{ENOTSUP, "fake"}; }
-  Result<void> refresh_pod(Pod&, TimePoint) override { return {}; }
-  MemcgCounters read_memcg_counters() override { return {}; }
-  std::vector<MemcgScope> memcg_scopes() override { return {}; }
-  std::vector<PodCgroup> list_pods() override { return {}; }
-  const ObserverCounters& counters() const override { static const ObserverCounters none; return none; }
-
-  void add(const std::string& uid, double total, double layers) {
-    Pod p;
-    p.uid = p.name = uid;
-    p.namespace_ = "ns";
-    p.qos = QosClass::Burstable;
-    p.metadata_known = true;
-    p.usage.ephemeral_storage_bytes = static_cast<uint64_t>(total);
-    EphemeralStorageBreakdown b;
-    b.writable_layers_measured = true;
-    b.writable_layers_bytes = static_cast<uint64_t>(layers);
-    p.ephemeral_storage = b;
-    p.cgroup_path = "/fake/kubepods/pod" + uid;
-    pods.push_back(p);
-  }
-
-  CgroupLayout layout_;
-  std::vector<Pod> pods;
-  std::vector<std::string> gone;
-  double containerfs_available = 50 * GiB;
-};
 
 class Recorder final : public Evictor {
  public:

@@ -10,12 +10,14 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/daemon.hpp"
+#include "fakes/fake_observer.hpp"
 #include "k8s/reporter.hpp"
 
 namespace pressured {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::FakeObserver;
 constexpr uint64_t MiB = 1 << 20;
 
 TimePoint at(double s) { return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s))); }
@@ -53,31 +55,6 @@ struct Api {
   }
 };
 
-class OneNodeObserver final : public NodeObserver {
- public:
-  const CgroupLayout& layout() const override { return layout_; }
-  Result<NodeSnapshot> observe(TimePoint now) override {
-    NodeSnapshot s;
-    s.taken_at = now;
-    SignalObservation o;
-    o.capacity = 1024.0 * MiB;
-    uint64_t used = 0;
-    for (const auto& p : pods) used += p.usage.memory_working_set_bytes;
-    o.value = o.capacity - static_cast<double>(used);
-    s.signal(Signal::AllocatableMemoryAvailable) = o;
-    s.pods = pods;
-    return s;
-  }
-  Result<SignalObservation> refresh_signal(Signal, TimePoint) override { return Error{ENOTSUP, "fake"}; }
-  Result<void> refresh_pod(Pod&, TimePoint) override { return {}; }
-  MemcgCounters read_memcg_counters() override { return {}; }
-  std::vector<MemcgScope> memcg_scopes() override { return {}; }
-  std::vector<PodCgroup> list_pods() override { return {}; }
-  const ObserverCounters& counters() const override { static const ObserverCounters none; return none; }
-  CgroupLayout layout_;
-  std::vector<Pod> pods;
-};
-
 struct Recorder final : public Evictor {
   Result<void> validate(const EvictionTarget&) const override { return {}; }
   Result<KillReport> terminate(const EvictionTarget& t) override {
@@ -112,7 +89,7 @@ Pod pod(bool static_pod) {
 
 struct K8sRig {
   Api api;
-  OneNodeObserver obs;
+  FakeObserver obs;
   Recorder ev;
   std::unique_ptr<k8s::Reporter> rep;
   std::unique_ptr<Daemon> d;

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fakes/fake_observer.hpp"
 #include "metrics/exposition.hpp"
 
 namespace pressured {
@@ -20,69 +21,9 @@ namespace {
 using namespace std::chrono_literals;
 constexpr uint64_t MiB = 1 << 20;
 
+using testing::FakeObserver;
+
 TimePoint at(double s) { return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s))); }
-
-class FakeObserver final : public NodeObserver {
- public:
-  FakeObserver() { layout_.kubepods_memory_path = "/fake/kubepods"; }
-  const CgroupLayout& layout() const override { return layout_; }
-  Result<NodeSnapshot> observe(TimePoint now) override {
-    if (fail) return Error{EIO, "fake failure"};
-    NodeSnapshot s;
-    s.taken_at = now;
-    uint64_t used = 0;
-    for (const auto& p : pods) used += p.usage.memory_working_set_bytes;
-    SignalObservation o;
-    o.capacity = static_cast<double>(capacity);
-    o.value = static_cast<double>(capacity > used ? capacity - used : 0);
-    o.observed_at = now;
-    s.signal(Signal::AllocatableMemoryAvailable) = o;
-    if (node_available) {
-      SignalObservation n = *node_available;
-      n.observed_at = now;
-      s.signal(Signal::MemoryAvailable) = n;
-    }
-    if (pid_available) s.signal(Signal::PidAvailable) = *pid_available;
-    s.pods = pods;
-    return s;
-  }
-  Result<SignalObservation> refresh_signal(Signal, TimePoint) override { return Error{ENOTSUP, "fake"}; }
-  Result<void> refresh_pod(Pod&, TimePoint) override { return {}; }
-  MemcgCounters read_memcg_counters() override { return memcg; }
-  std::vector<MemcgScope> memcg_scopes() override { return scopes; }
-  std::vector<PodCgroup> list_pods() override { return {}; }
-  const ObserverCounters& counters() const override { static const ObserverCounters none; return none; }
-
-  Pod& add(const std::string& uid, QosClass qos, uint64_t ws, uint64_t request = 0) {
-    Pod p;
-    p.uid = uid;
-    p.name = uid;
-    p.namespace_ = "ns";
-    p.qos = qos;
-    p.metadata_known = true;
-    p.usage.memory_working_set_bytes = ws;
-    p.requests.memory_bytes = request;
-    p.termination_grace_period_seconds = 5;
-    p.cgroup_path = "/fake/kubepods/pod" + uid;
-    pods.push_back(p);
-    return pods.back();
-  }
-  Pod* find(const std::string& uid) {
-    for (auto& p : pods) {
-      if (p.uid == uid) return &p;
-    }
-    return nullptr;
-  }
-
-  CgroupLayout layout_;
-  std::vector<Pod> pods;
-  uint64_t capacity = 1024 * MiB;
-  bool fail = false;
-  std::optional<SignalObservation> node_available;  // memory.available, when set
-  std::optional<SignalObservation> pid_available;   // pid.available, when set
-  MemcgCounters memcg;                              // what read_memcg_counters() reads
-  std::vector<MemcgScope> scopes;                   // what memcg_scopes() lists
-};
 
 // Records like RecordingEvictor, but the test decides when a pod is empty.
 class FakeEvictor final : public Evictor {
@@ -780,7 +721,7 @@ TEST(DaemonWatches, RootLevelFollowsThePageCounterBpfSaw) {
 TEST(DaemonWatches, SandboxRootScopeNeverReachesAboveTheConfiguredRoot) {
   // cgroup_root points at a sandbox: the node scope is the sandbox, not the
   // hierarchy root, and its own usage file is its page counter.
-  // (The observer names the scope: tests/cgroup/memcg_counters_test.cpp.)
+  // (The observer names the scope: tests/node/memcg_counters_test.cpp.)
   WatchRig r;
   const std::string sandbox = r.root + "/sandbox";
   r.obs.memcg.kubepods_path = sandbox + "/kubepods";

@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cgroup/fake_node.hpp"
+#include "fakes/fake_node.hpp"
 #include "metrics/exposition.hpp"
 #include "daemon/daemon.hpp"
 #include "pressured/engine.hpp"

@@ -1,7 +1,7 @@
 // The kubelet's local ephemeral-storage limits as a pure function of pods:
 // each rule, its order, and the cases where nothing can be decided. The same
 // rules on a fake node (walker + metadata + observer) are in
-// tests/cgroup/writable_layers_test.cpp, LocalStorageLimits.
+// tests/node/writable_layers_test.cpp, LocalStorageLimits.
 #include <gtest/gtest.h>
 
 #include "engine/local_storage.hpp"

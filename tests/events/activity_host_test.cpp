@@ -22,7 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "bpf/bpf_events.hpp"
-#include "events/event_test_helpers.hpp"
+#include "fakes/event_test_helpers.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 #include "kernel/cgroup_id.hpp"

@@ -1,5 +1,5 @@
 // The reactor with fake fds (eventfds standing in for kernel sources), the
-// overflow -> resync path, and the pure parts of PSI and memory.events.
+// overflow -> resync path, and the pure parts of memory.events.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -22,7 +22,6 @@
 #include "kernel/parse.hpp"
 #include "metrics/exposition.hpp"
 #include "pressured/events.hpp"
-#include "psi/psi_trigger.hpp"
 
 namespace pressured {
 namespace {
@@ -414,24 +413,7 @@ TEST(Overflow, RecordConversionKeepsFields) {
   EXPECT_EQ(e.pid, 77u);
 }
 
-// ---- PSI and memory.events (pure) -------------------------------------------
-
-TEST(Psi, TriggerFormatAndKernelLimits) {
-  auto ok = psi::format_trigger(false, 50ms, 500ms, true);
-  ASSERT_TRUE(ok) << ok.error().message;
-  EXPECT_EQ(*ok, "some 50000 500000");
-  EXPECT_EQ(*psi::format_trigger(true, 100ms, 1s, true), "full 100000 1000000");
-  EXPECT_FALSE(psi::format_trigger(false, 50ms, 400ms, true)) << "window below 500ms";
-  EXPECT_FALSE(psi::format_trigger(false, 50ms, 11s, true)) << "window above 10s";
-  EXPECT_FALSE(psi::format_trigger(false, 600ms, 500ms, true)) << "stall above window";
-  EXPECT_FALSE(psi::format_trigger(false, 0ms, 500ms, true));
-  EXPECT_FALSE(psi::format_trigger(false, 50ms, 1s, false)) << "unprivileged: 2s multiples only";
-  EXPECT_TRUE(psi::format_trigger(false, 50ms, 2s, false));
-  EXPECT_EQ(psi::effective_window(500ms, true), 500ms);
-  EXPECT_EQ(psi::effective_window(500ms, false), 2s);
-  EXPECT_EQ(psi::effective_window(2s, false), 2s);
-  EXPECT_EQ(psi::effective_window(2100ms, false), 4s);
-}
+// ---- memory.events (pure) ----------------------------------------------------
 
 TEST(MemoryEvents, DiffYieldsOneEventPerIncreasedCounter) {
   auto before = kernel::parse_memory_events("low 0\nhigh 3\nmax 1\noom 0\noom_kill 0\noom_group_kill 0\n");

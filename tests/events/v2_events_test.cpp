@@ -15,7 +15,7 @@
 // into a failure, and PRESSURED_REQUIRE_PRIVILEGED=1 for root and BPF.
 //
 // Helpers (Collector, RunningReactor, ...) are shared with the host tests:
-// tests/events/event_test_helpers.hpp.
+// tests/fakes/event_test_helpers.hpp.
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -38,7 +38,7 @@
 #include <gtest/gtest.h>
 
 #include "fakes/privilege.hpp"
-#include "events/event_test_helpers.hpp"
+#include "fakes/event_test_helpers.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 #include "kernel/cgroup_id.hpp"
 #include "metrics/exposition.hpp"

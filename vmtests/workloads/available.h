@@ -1,6 +1,6 @@
 /* The guest's ground truth for memory.available, shared by the sampler and the
  * host unit test that holds it to pressured's own reading of the same files
- * (tests/cgroup/vm_fixture_test.cpp). Plain C that also compiles as C++. */
+ * (tests/node/vm_fixture_test.cpp). Plain C that also compiles as C++. */
 #pragma once
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 #pragma once
-// Shared by the real-kernel event tests (host_events_test, v2_events_test,
-// activity_host_test): a collecting handler, a reactor on its own thread,
+// Shared by the real-kernel event and BPF tests (tests/events/ host_events_test,
+// v2_events_test, activity_host_test; tests/bpf/ the host tests): a collecting handler, a reactor on its own thread,
 // event lookup and printing, a bounded child wait, a prober with refused kinds.
 
 #include <linux/magic.h>

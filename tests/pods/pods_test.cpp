@@ -14,7 +14,7 @@
 #include <functional>
 #include <thread>
 
-#include "cgroup/fake_node.hpp"
+#include "fakes/fake_node.hpp"
 #include "pods/pod_json.hpp"
 #include "pressured/engine.hpp"
 #include "metrics/exposition.hpp"

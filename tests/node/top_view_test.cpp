@@ -2,7 +2,7 @@
 // pods in the engine's eviction order, as text and JSON.
 #include <gtest/gtest.h>
 
-#include "cgroup/fake_node.hpp"
+#include "fakes/fake_node.hpp"
 #include "node/top_view.hpp"
 #include "pressured/observer.hpp"
 

@@ -25,8 +25,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "cgroup/fake_node.hpp"
-#include "cgroup/tree_usage.hpp"
+#include "fakes/fake_node.hpp"
+#include "node/tree_usage.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 #include "pressured/observer.hpp"

@@ -19,7 +19,7 @@
 
 #include "bpf/bpf_events.hpp"
 #include "bpf/kernel_symbol.hpp"
-#include "events/event_test_helpers.hpp"
+#include "fakes/event_test_helpers.hpp"
 #include "fakes/privilege.hpp"
 #include "pressured/clock.hpp"
 #include "pressured/events.hpp"

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cgroup/fake_node.hpp"
+#include "fakes/fake_node.hpp"
 #include "node/formulas.hpp"
 #include "metrics/exposition.hpp"
 #include "pressured/observer.hpp"

@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cgroup/fake_node.hpp"
+#include "fakes/fake_node.hpp"
 #include "metrics/exposition.hpp"
 #include "pressured/metrics.hpp"
 #include "pressured/observer.hpp"

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <map>
 
-#include "cgroup/fake_node.hpp"
-#include "cgroup/tree_usage.hpp"
+#include "fakes/fake_node.hpp"
+#include "node/tree_usage.hpp"
 #include "config/load.hpp"
 #include "engine/local_storage.hpp"
 #include "node/top_view.hpp"

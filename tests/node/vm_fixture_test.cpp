@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "../vmtests/workloads/available.h"
-#include "cgroup/fake_node.hpp"
+#include "fakes/fake_node.hpp"
 #include "pressured/observer.hpp"
 
 namespace pressured {

@@ -2,7 +2,9 @@
 // A fake node in a temp dir: cgroup mounts (v1, v2 or hybrid), a mount table,
 // /proc files and kubepods pod cgroups for either driver, all in the kernel's
 // real file formats (key sets copied from tests/fixtures/host-6.18 and
-// v2-6.1). Header-only, no gtest: bench/observe_bench.cpp uses it too.
+// v2-6.1). Header-only, no gtest: bench/observe_bench.cpp uses it too. The
+// real observer reads it; where a test needs snapshots without any tree behind
+// them, fake_observer.hpp has NodeObservers of its own.
 
 #include <dirent.h>
 #include <sys/stat.h>

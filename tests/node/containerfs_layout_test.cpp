@@ -6,7 +6,7 @@
 
 #include <map>
 
-#include "cgroup/fake_node.hpp"
+#include "fakes/fake_node.hpp"
 #include "node/containerfs_layout.hpp"
 #include "pressured/observer.hpp"
 
