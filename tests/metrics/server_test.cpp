@@ -381,11 +381,13 @@ TEST(MetricsServerAbuse, ConnectionChurnDoesNotResetProbes) {
   // Bounded wait until the cap is reached and connections are being shed.
   for (int i = 0; i < 300 && (*s)->stats().shed == 0; ++i) std::this_thread::sleep_for(10ms);
   const uint64_t shed_before = (*s)->stats().shed;
-  // Probes, one after another, until 60 are done and another cap's worth of
-  // connections has been shed meanwhile (bounded by the count).
+  // Probes until 200 are done and another cap's worth of connections has been
+  // shed meanwhile (bounded by the count); 5 ms apart, so that the churners
+  // get the cores too.
   int ok = 0, probes = 0;
-  for (; probes < 2000 && (probes < 60 || (*s)->stats().shed - shed_before < cap); ++probes) {
+  for (; probes < 3000 && (probes < 200 || (*s)->stats().shed - shed_before < cap); ++probes) {
     if (probe(port) == 200) ++ok;
+    std::this_thread::sleep_for(5ms);
   }
   const uint64_t shed_during = (*s)->stats().shed - shed_before;
   done = true;
