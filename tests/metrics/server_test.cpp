@@ -259,6 +259,46 @@ TEST(MetricsServerAuth, TlsWithTheConfiguredCertificate) {
   fs::remove_all(d);
 }
 
+// A key that is not the certificate's, or a min_version below TLS 1.2, is
+// refused at start with the file named, never served half-configured.
+TEST(MetricsServerAuth, TlsMisconfigurationIsAnErrorAtStart) {
+  std::string d = temp_dir();
+  std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=a -keyout " + d + "/a.key -out " + d +
+                    "/a.pem >/dev/null 2>&1 && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=b -keyout " +
+                    d + "/b.key -out " + d + "/b.pem >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "openssl is needed to make test certificates";
+  std::ofstream(d + "/web.yml") << "tls_server_config:\n  cert_file: a.pem\n  key_file: b.key\n";
+  auto web = load_web_config(d + "/web.yml");
+  ASSERT_TRUE(web.ok()) << web.error().message;
+  Metrics m(options());
+  auto s = MetricsServer::start(m, "127.0.0.1:0", *web);
+  ASSERT_FALSE(s.ok()) << "a certificate with another's key was accepted";
+  EXPECT_NE(s.error().message.find("a.pem"), std::string::npos) << s.error().message;
+
+  std::ofstream(d + "/web.yml") << "tls_server_config:\n  cert_file: a.pem\n  key_file: a.key\n  min_version: VersionTLS13\n";
+  web = load_web_config(d + "/web.yml");
+  ASSERT_TRUE(web.ok()) << web.error().message;
+  EXPECT_EQ(web->min_version, "VersionTLS13");
+  s = MetricsServer::start(m, "127.0.0.1:0", *web);
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  httplib::SSLClient cli("127.0.0.1", (*s)->port());
+  cli.enable_server_certificate_verification(false);
+  cli.set_read_timeout(5, 0);
+  auto r = cli.Get("/healthz");
+  ASSERT_TRUE(r) << httplib::to_string(r.error());
+  EXPECT_EQ(r->status, 200);
+  const std::string s_client = "openssl s_client -connect 127.0.0.1:" + std::to_string((*s)->port()) +
+                               " </dev/null >/dev/null 2>&1 ";
+  EXPECT_EQ(std::system((s_client + "-tls1_3").c_str()), 0) << "a TLS 1.3 handshake";
+  EXPECT_NE(std::system((s_client + "-tls1_2").c_str()), 0) << "TLS 1.2 refused under min_version: VersionTLS13";
+
+  std::ofstream(d + "/web.yml") << "tls_server_config:\n  cert_file: a.pem\n  key_file: a.key\n  min_version: VersionTLS10\n";
+  web = load_web_config(d + "/web.yml");
+  ASSERT_FALSE(web.ok());
+  EXPECT_NE(web.error().message.find("min_version"), std::string::npos) << web.error().message;
+  fs::remove_all(d);
+}
+
 TEST(MetricsServerAuth, WebConfigErrorsAreClear) {
   std::string d = temp_dir();
   auto write = [&](const std::string& text) {
