@@ -1,17 +1,14 @@
 #!/usr/bin/env python3
-"""vmtests/run's verdict on one guest result (judge): the order of the victims is the
+"""The harness's verdict on one guest result (judge in vmtests/harness/scenarios.py): the order of the victims is the
 order the contender acted in, whether the guest saw it first as the API recording the
 eviction or as the pod's memory being released."""
-import importlib.machinery
-import importlib.util
 import os
+import sys
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-loader = importlib.machinery.SourceFileLoader("vmtests_run", os.path.join(ROOT, "vmtests", "run"))
-spec = importlib.util.spec_from_loader("vmtests_run", loader)
-run = importlib.util.module_from_spec(spec)
-loader.exec_module(run)
+sys.path.insert(0, os.path.join(ROOT, "vmtests"))
+from harness.scenarios import judge  # noqa: E402
 
 START_MS = 1_000_000
 
@@ -38,7 +35,7 @@ class Judge(unittest.TestCase):
                    [pod("besteffort-large", "deleted", START_MS + 10_000, {"pressured": 1}),
                     pod("besteffort-small", "killed-Error")],
                    {"besteffort-large": 1_200, "besteffort-small": 1_240})
-        run.judge(r)
+        judge(r)
         self.assertEqual(r["metrics"]["victims"], ["besteffort-large", "besteffort-small"])
         self.assertEqual(r["metrics"]["wrong_victims"], 0)
         self.assertTrue(r["passed"], r["failures"])
@@ -49,7 +46,7 @@ class Judge(unittest.TestCase):
                    [pod("besteffort-large", "evicted", START_MS + 3_000, {"kubelet": 1}),
                     pod("besteffort-small", "evicted", START_MS + 2_000, {"kubelet": 1})],
                    {"besteffort-large": 3_100, "besteffort-small": 4_000})
-        run.judge(r)
+        judge(r)
         self.assertEqual(r["metrics"]["victims"], ["besteffort-small", "besteffort-large"])
         self.assertEqual(r["metrics"]["wrong_victims"], 2)
         self.assertFalse(r["passed"])
@@ -59,7 +56,7 @@ class Judge(unittest.TestCase):
                    [pod("besteffort-large", "evicted", START_MS + 2_000, {"pressured": 1, "kubelet": 1}),
                     pod("besteffort-small", "evicted", START_MS + 3_000, {"pressured": 1})],
                    {"besteffort-large": 1_000, "besteffort-small": 1_100})
-        run.judge(r)
+        judge(r)
         self.assertIn("besteffort-large evicted 2 times ({'pressured': 1, 'kubelet': 1})", r["failures"])
 
 

@@ -1,19 +1,15 @@
 #!/usr/bin/env python3
-"""vmtests/run's resumption after a guest lockup (boot_resuming), with fake boots:
+"""The harness's resumption after a guest lockup (boot_resuming), with fake boots:
 no QEMU. A lockup stops a boot; the scenarios without a result boot again, at most
 MAX_BOOTS times; a lockup after the last result ends the run as done."""
-import importlib.machinery
-import importlib.util
 import os
 import sys
 import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-loader = importlib.machinery.SourceFileLoader("vmtests_run", os.path.join(ROOT, "vmtests", "run"))
-spec = importlib.util.spec_from_loader("vmtests_run", loader)
-run = importlib.util.module_from_spec(spec)
-loader.exec_module(run)
+sys.path.insert(0, os.path.join(ROOT, "vmtests"))
+from harness import contenders, qemu  # noqa: E402
 
 LOCKUP = "[  188.568786] watchdog: BUG: soft lockup - CPU#0 stuck for 95s! [containerd-shim:749]"
 
@@ -49,19 +45,19 @@ class Resume(unittest.TestCase):
         with open(self.logp, "w") as f:
             f.write("console\n")
         # Judging is tested by the scenarios; here a result is its scenario name.
-        self.saved = run.judged_results
-        run.judged_results = lambda lines, c: [
+        self.saved = contenders.judged_results
+        contenders.judged_results = lambda lines, c: [
             {"scenario": t.split('"')[3], "contender": c, "passed": True, "failures": [], "metrics": {}}
-            for k, t in run.markers(lines) if k == "RESULT"]
-        run.log = lambda *a: None
+            for k, t in qemu.markers(lines) if k == "RESULT"]
+        contenders.log = lambda *a: None
 
     def tearDown(self):
-        run.judged_results = self.saved
+        contenders.judged_results = self.saved
         self.dir.cleanup()
 
     def test_lockup_boots_again_for_the_scenarios_without_a_result(self):
         boots = FakeBoots([(1, "lockup"), (None, "done")])
-        results, status, _ = run.boot_resuming("x", ["a", "b", "c"], self.logp, boots)
+        results, status, _ = contenders.boot_resuming("x", ["a", "b", "c"], self.logp, boots)
         self.assertEqual(boots.asked, [["a", "b", "c"], ["b", "c"]])
         self.assertEqual(status, "done")
         self.assertEqual([r["scenario"] for r in results], ["a", "b", "c"])
@@ -71,15 +67,15 @@ class Resume(unittest.TestCase):
 
     def test_lockup_after_the_last_result_is_done_and_said(self):
         boots = FakeBoots([(None, "lockup")])
-        results, status, _ = run.boot_resuming("x", ["a", "b"], self.logp, boots)
+        results, status, _ = contenders.boot_resuming("x", ["a", "b"], self.logp, boots)
         self.assertEqual(len(boots.asked), 1)
         self.assertTrue(status.startswith("done (guest soft lockup after the last result"), status)
         self.assertTrue(all(r["passed"] for r in results))
 
     def test_gives_up_after_max_boots_and_fails_what_is_left(self):
-        boots = FakeBoots([(0, "lockup")] * run.MAX_BOOTS)
-        results, status, _ = run.boot_resuming("x", ["a", "b"], self.logp, boots)
-        self.assertEqual(len(boots.asked), run.MAX_BOOTS)
+        boots = FakeBoots([(0, "lockup")] * contenders.MAX_BOOTS)
+        results, status, _ = contenders.boot_resuming("x", ["a", "b"], self.logp, boots)
+        self.assertEqual(len(boots.asked), contenders.MAX_BOOTS)
         self.assertEqual(status, "lockup")
         self.assertEqual({r["scenario"] for r in results}, {"a", "b"})
         self.assertFalse(any(r["passed"] for r in results))
@@ -87,7 +83,7 @@ class Resume(unittest.TestCase):
 
     def test_a_timeout_without_lockup_is_not_retried(self):
         boots = FakeBoots([(1, "timeout")])
-        results, status, _ = run.boot_resuming("x", ["a", "b"], self.logp, boots)
+        results, status, _ = contenders.boot_resuming("x", ["a", "b"], self.logp, boots)
         self.assertEqual(len(boots.asked), 1)
         self.assertEqual(status, "timeout")
         self.assertEqual([r["passed"] for r in results], [True, False])
@@ -96,7 +92,7 @@ class Resume(unittest.TestCase):
         # A fake boot prints "min-reclaim" only, never "min-reclaim-200Mi": after the
         # lockup the scenario is not done and boots again.
         boots = FakeBoots([(None, "lockup"), (None, "done")])
-        results, status, _ = run.boot_resuming("x", ["min-reclaim"], self.logp, boots)
+        results, status, _ = contenders.boot_resuming("x", ["min-reclaim"], self.logp, boots)
         self.assertEqual(boots.asked, [["min-reclaim"], ["min-reclaim"]])
         self.assertIn("min-reclaim-200Mi", [r["scenario"] for r in results if not r["passed"]])
 
@@ -111,7 +107,7 @@ class Resume(unittest.TestCase):
                 return [result("a"), "@@VMT SCENARIO b contender=x", "/init: line 312: can't fork: Resource temporarily "
                         "unavailable", "@@VMT RUNNER-DIED rc=2"], "exited:0"
             return [result(s) for s in todo] + ["@@VMT DONE"], "done"
-        results, status, _ = run.boot_resuming("x", ["a", "b", "c"], self.logp, boots)
+        results, status, _ = contenders.boot_resuming("x", ["a", "b", "c"], self.logp, boots)
         self.assertEqual(asked, [["a", "b", "c"], ["c"]])
         self.assertEqual(status, "done")
         self.assertEqual([(r["scenario"], r["passed"]) for r in results], [("a", True), ("b", False), ("c", True)])
@@ -120,14 +116,12 @@ class Resume(unittest.TestCase):
         self.assertTrue(os.path.exists(self.logp[:-4] + "-runner-died1.log"))
 
     def test_boot_stops_at_a_long_lockup_not_at_its_timeout(self):
-        # A "guest" that reports a lockup and then hangs: boot() returns "lockup" at
-        # once, not after its 60 s timeout; a short stall (20 s) does not stop it.
+        # A "guest" that reports a lockup and then hangs: boot() returns "lockup" (at
+        # its timeout it would return "timeout"); a short stall (22 s) does not stop it.
         cmd = ["sh", "-c", "echo '@@VMT BOOT x'; echo '" + LOCKUP.replace("95s", "22s") + "'; echo '" + LOCKUP +
                "'; sleep 60"]
-        t0 = run.time.monotonic()
-        lines, status = run.boot(cmd, self.logp, 60)
+        lines, status = qemu.boot(cmd, self.logp, 60)
         self.assertEqual(status, "lockup")
-        self.assertLess(run.time.monotonic() - t0, 30)
         self.assertEqual(len(lines), 3)
 
 

@@ -2,7 +2,7 @@
 #
 # containerd + runc (Debian) and kubelet 1.20.2 run on the guest; the apiserver
 # runs on the host's 127.0.0.1, reached at 10.0.2.100:6443 through QEMU's
-# restricted user-mode network (vmtests/node.py). Node binaries, image archives
+# restricted user-mode network (vmtests/harness/node.py). Node binaries, image archives
 # and the runtime state live on /dev/vdb (/node). Pods are created through the
 # API with spec.nodeName and hostNetwork; each waits for its command in a
 # hostPath trigger file so the scenario decides when the workload starts, as
@@ -190,17 +190,8 @@ vmt_node_pods_create() {
   {
     printf '{"apiVersion":"v1","kind":"List","items":['
     while IFS='|' read -r name qos uid podcg ctrcg adj req lim prio grace ctr; do
-      local res='{}'
-      case $qos in
-        Guaranteed) res="{\"requests\":{\"memory\":\"${req}Mi\",\"cpu\":\"100m\"},\"limits\":{\"memory\":\"${lim}Mi\",\"cpu\":\"100m\"}}" ;;
-        Burstable)
-          if [ "$lim" -gt 0 ]; then
-            res="{\"requests\":{\"memory\":\"${req}Mi\"},\"limits\":{\"memory\":\"${lim}Mi\"}}"
-          else
-            res="{\"requests\":{\"memory\":\"${req}Mi\"}}"
-          fi
-          ;;
-      esac
+      local res
+      res=$(vmt_pod_resources "$qos" "$req" "$lim")
       mkdir -p $TRIG/$name
       rm -f $TRIG/$name/*
       [ $first = 1 ] || printf ','

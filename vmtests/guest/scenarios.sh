@@ -118,6 +118,24 @@ vmt_pod() {
   echo "$name|$qos|$uid|$podcg|$ctrcg|$adj|$req|$lim|$prio|$grace|$ctr" >> $PODS_LIST
 }
 
+# vmt_pod_resources QOS REQUEST_MIB LIMIT_MIB: a container's "resources" JSON for a
+# pod of that QoS class (the pod file's and the API's pods alike). Guaranteed: memory
+# and cpu requests equal to the limits; Burstable: a memory request, and a limit
+# when LIMIT_MIB > 0; BestEffort: none.
+vmt_pod_resources() {
+  case $1 in
+    Guaranteed) printf '{"requests":{"memory":"%sMi","cpu":"100m"},"limits":{"memory":"%sMi","cpu":"100m"}}' "$2" "$3" ;;
+    Burstable)
+      if [ "$3" -gt 0 ]; then
+        printf '{"requests":{"memory":"%sMi"},"limits":{"memory":"%sMi"}}' "$2" "$3"
+      else
+        printf '{"requests":{"memory":"%sMi"}}' "$2"
+      fi
+      ;;
+    *) printf '{}' ;;
+  esac
+}
+
 # vmt_pods_json: writes the PodList (standard Kubernetes Pod JSON) for pressured.
 vmt_pods_json() {
   if [ -n "$VMT_NODE" ]; then
@@ -128,17 +146,8 @@ vmt_pods_json() {
   {
     printf '{"apiVersion":"v1","kind":"PodList","items":['
     while IFS='|' read -r name qos uid podcg ctrcg adj req lim prio grace ctr; do
-      local res='{}'
-      case $qos in
-        Guaranteed) res="{\"requests\":{\"memory\":\"${req}Mi\",\"cpu\":\"100m\"},\"limits\":{\"memory\":\"${lim}Mi\",\"cpu\":\"100m\"}}" ;;
-        Burstable)
-          if [ "$lim" -gt 0 ]; then
-            res="{\"requests\":{\"memory\":\"${req}Mi\"},\"limits\":{\"memory\":\"${lim}Mi\"}}"
-          else
-            res="{\"requests\":{\"memory\":\"${req}Mi\"}}"
-          fi
-          ;;
-      esac
+      local res
+      res=$(vmt_pod_resources "$qos" "$req" "$lim")
       [ $first = 1 ] || printf ','
       first=0
       printf '{"apiVersion":"v1","kind":"Pod","metadata":{"name":"%s","namespace":"vmtests","uid":"%s",' "$name" "$uid"

@@ -22,9 +22,8 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VMT = os.path.join(ROOT, "vmtests")
-OUT = os.path.join(ROOT, "build", "vmtests")
+from .common import OUT, ROOT, log
+
 CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
                      "pressured", "vmtests-node")
 RUNTIME_PACKAGES = ["containerd", "runc"]
@@ -38,10 +37,6 @@ WORKLOAD_IMAGE = "docker.io/vmtests/workload:1"
 # Binaries the guest needs beside busybox. nice and a GNU du: the kubelet runs
 # `nice -n 19 du -x -s -B 1` for its log and volume stats; busybox du has no -B.
 HOST_TOOLS = ["/usr/bin/du", "/usr/bin/nice"]
-
-
-def log(msg):
-    print(f"[vmtests {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 # ---------------------------------------------------------------------------

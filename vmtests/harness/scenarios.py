@@ -1,0 +1,213 @@
+"""The scenarios, what each expects, and the verdict on one guest result."""
+import json
+import re
+
+from .qemu import markers
+
+
+# name -> what it exercises (expectations: EXPECT; time budgets: BUDGET_S)
+SCENARIOS = {
+    "fast-spike": "1. BestEffort pod grows fast; Guaranteed and Burstable hold",
+    "slow-leak": "2. Burstable pod leaks slowly over its request (soft threshold)",
+    "ranking": "3. several pods per class, neutral pressure: eviction order",
+    "min-reclaim": "4. minimum reclaim: no over-eviction; with min-reclaim, continue",
+    "oscillation": "5. pressure crosses the soft threshold back and forth: no flap",
+    "page-cache": "6. reclaimable page cache must not cause an eviction",
+    "pid-pressure": "7. fork growth until pid.available is below threshold",
+    "restart": "8. daemon restart under pressure: state restored, no double eviction",
+    "soft-then-spike": "9. soft-evicted pod ignores SIGTERM, a second pod spikes: hard must not wait",
+}
+SCENARIO_ORDER = list(SCENARIOS)
+SMOKE_SCENARIOS = ["fast-spike", "page-cache"]
+
+# Per guest scenario result name: the victims expected, in eviction order
+# (None: any order), and extra checks. Peers and baselines are judged by the
+# same rules; only the failures of pressured and pressured+kubelet fail the run
+# (STRICT_CONTENDERS; the others are the comparison, see docs/comparison.md).
+EXPECT = {
+    "fast-spike": {"victims": ["besteffort-spike"], "ordered": True},
+    "slow-leak": {"victims": ["burstable-leak"], "ordered": True, "min_latency_ms": 5000 - 300},
+    "ranking": {"victims": ["besteffort-large", "besteffort-small", "burstable-over-96", "burstable-over-32"],
+                "ordered": True},
+    "min-reclaim": {"victims": ["besteffort-large"], "ordered": True},
+    "min-reclaim-200Mi": {"victims": ["besteffort-large", "besteffort-small"], "ordered": True},
+    "oscillation": {"victims": [], "ordered": True, "max_condition_lines": 2},
+    "page-cache": {"victims": [], "ordered": True},
+    "pid-pressure": {"victims": ["besteffort-forker"], "ordered": True, "no_fork_failure": True},
+    "restart": {"victims": ["burstable-leak"], "ordered": True, "pressured_restored": True},
+    "soft-then-spike": {"victims": ["besteffort-stubborn"], "ordered": True},
+}
+
+RESULT_NAMES = {"min-reclaim": ["min-reclaim", "min-reclaim-200Mi"]}
+
+# Guest seconds each scenario may take at most (TCG), for the boot timeout.
+BUDGET_S = {"fast-spike": 90, "slow-leak": 150, "ranking": 150, "min-reclaim": 160, "oscillation": 90,
+            "page-cache": 150, "pid-pressure": 100, "restart": 120, "soft-then-spike": 120}
+
+
+def judge(r):
+    """Adds the metrics and the verdict to one guest result."""
+    exp = EXPECT.get(r["scenario"], {"victims": [], "ordered": True})
+    samp = r.get("sampler") or {}
+    spods = samp.get("pods", {})
+
+    def released(name):
+        v = spods.get(name, {}).get("released_ms", -1)
+        return v if v is not None and v >= 0 else None
+
+    start_ms = samp.get("start_mono_ns", 0) / 1e6 if samp else 0
+
+    def chosen_at(p):
+        # The contender's order is when it acted on each pod, whichever the guest saw
+        # first: the API recording the eviction (deletion requested, or phase Failed:
+        # the kubelet's order, as its release also depends on how quickly it stops each
+        # pod) or the memory being released (pressured kills locally and evicts through
+        # the API after, seconds later on a TCG guest).
+        times = []
+        ev = p.get("api_evicted_ms", -1)
+        if ev is not None and ev >= 0 and start_ms:
+            times.append(ev - start_ms)
+        if released(p["name"]) is not None:
+            times.append(released(p["name"]))
+        return (not times, min(times) if times else 0)
+
+    killed = [p for p in r["pods"] if p["workload"] not in ("running", "0", "none")]
+    killed.sort(key=chosen_at)
+    victims = [p["name"] for p in killed]
+    expected = exp["victims"]
+    wrong = [v for v in victims if v not in expected]
+    if exp.get("ordered") and not wrong:
+        wrong += [v for i, v in enumerate(victims) if i < len(expected) and expected[i] != v]
+    missing = [v for v in expected if v not in victims]
+    oom = None
+    if samp:
+        oom = samp.get("oom_kill_end", 0) - samp.get("oom_kill_start", 0)
+    crossed = samp.get("crossed_ms", -1) if samp else -1
+    first_release = min([released(v) for v in victims if released(v) is not None] or [None], key=lambda x: x or 0)
+    latency = first_release - crossed if (first_release is not None and crossed is not None and crossed >= 0) else None
+    procs_killed = sum(spods.get(v, {}).get("peak_procs", 0) for v in victims)
+    failures = []
+    if not r.get("contender_started"):
+        failures.append("contender did not start")
+    elif r["contender"].startswith("pressured") and not r.get("contender_alive_at_end"):
+        failures.append(f"contender died (rc {r.get('contender_rc')})")
+    if oom:
+        failures.append(f"{oom} kernel OOM kill(s)")
+    if wrong:
+        failures.append("wrong victim(s): " + ", ".join(wrong))
+    if missing:
+        failures.append("not evicted: " + ", ".join(missing))
+    if exp.get("min_latency_ms") and latency is not None and latency < exp["min_latency_ms"] and not wrong:
+        failures.append(f"evicted {latency} ms after the soft threshold, before its grace period")
+    extra = r.get("extra", {})
+    if exp.get("max_condition_lines") is not None and r["contender"].startswith("pressured"):
+        if extra.get("condition_log_lines", 0) > exp["max_condition_lines"]:
+            failures.append(f"MemoryPressure logged {extra['condition_log_lines']} changes (flapping)")
+    if (exp.get("pressured_restored") and r["contender"].startswith("pressured")
+            and "checkpoint_restored_lines" in extra and extra["checkpoint_restored_lines"] < 1):
+        failures.append("the restarted daemon did not restore its checkpoint")
+    if exp.get("no_fork_failure") and extra.get("fork_failed"):
+        failures.append("fork failed in a pod (pid exhaustion reached)")
+    if not samp:
+        failures.append("no sampler data")
+    node_facts = judge_node(r, victims, start_ms, crossed, failures)
+    r["metrics"] = {"kernel_oom_kills": oom, "victims": victims, "wrong_victims": len(wrong) + len(missing),
+                    "processes_killed": procs_killed, "crossed_ms": crossed, "latency_ms": latency,
+                    "min_available_mib": (round(samp["min_available"] / 1048576) if samp.get("min_available")
+                                          is not None and samp.get("signal") == "memory" else
+                                          (round(samp["min_available"]) if samp.get("min_available") is not None
+                                           else None)),
+                    **node_facts,
+                    "cpu_ms": r.get("cpu_ms"),
+                    "cpu_after_start_ms": (r["cpu_ms"] - r["cpu_start_ms"]) if r.get("cpu_start_ms") is not None
+                    and r.get("cpu_ms") is not None else None}
+    r["failures"] = failures
+    r["passed"] = not failures
+    return r
+
+
+def judge_node(r, victims, start_ms, crossed, failures):
+    """The real node's facts (contenders kubelet, pressured+kubelet), from the pods' API
+    watch and Events: who evicted whom, evictions per pod, restarts of the victims, and
+    the time from the threshold crossing to the API showing the first victim gone."""
+    pods = [p for p in r.get("pods", []) if "evicted_by" in p]
+    if not pods:
+        return {}
+    by = {}
+    for p in pods:
+        for comp, n in p["evicted_by"].items():
+            by[comp] = by.get(comp, 0) + n
+        total = sum(p["evicted_by"].values())
+        if total > 1:
+            failures.append(f"{p['name']} evicted {total} times ({p['evicted_by']})")
+    restarts = {p["name"]: p.get("restarts", 0) for p in pods if p["name"] in victims}
+    if r["contender"] == "pressured+kubelet":
+        looped = [f"{n} ({k})" for n, k in restarts.items() if k > 0]
+        if looped:
+            failures.append("victim containers restarted by the kubelet: " + ", ".join(looped))
+    api_ms = None
+    gone = [p["api_gone_ms"] for p in pods if p["name"] in victims and p.get("api_gone_ms", -1) >= 0]
+    if gone and start_ms and crossed is not None and crossed >= 0:
+        api_ms = round(min(gone) - start_ms - crossed)
+    return {"evicted_by": by, "victim_restarts": restarts, "api_gone_latency_ms": api_ms}
+
+
+def collect_results(lines, scenarios, contender, status, logp):
+    """The judged RESULT markers of one boot, plus a failed entry for each scenario without one."""
+    results = judged_results(lines, contender)
+    return results + missing_results(results, scenarios, contender, status, logp)
+
+
+def missing_results(results, scenarios, contender, status, logp):
+    """A failed entry for each result the scenarios should have given and `results` lacks."""
+    got = {r["scenario"] for r in results}
+    return [{"scenario": name, "contender": contender, "passed": False, "metrics": {},
+             "failures": [f"no result from the guest (boot {status}; console log {logp})"]}
+            for s in scenarios for name in RESULT_NAMES.get(s, [s]) if name not in got]
+
+
+def judged_results(lines, contender):
+    """The judged RESULT markers of one boot."""
+    results = []
+    for kind, text in markers(lines):
+        if kind == "RESULT":
+            try:
+                results.append(judge(json.loads(text)))
+            except (ValueError, KeyError) as e:
+                results.append({"scenario": "?", "contender": contender, "passed": False,
+                                "failures": [f"unparsable result: {e}"], "metrics": {}})
+    return results
+
+
+def bpf_flavours(lines):
+    """pressured's BPF choices as the guest reported them (@@VMT BPF markers: the daemon's
+    "bpf: ..." log lines of its first start): {program: {"mode", "reason"}}, and the load refusals."""
+    programs, refusals = {}, []
+    for kind, text in markers(lines):
+        if kind != "BPF":
+            continue
+        m = re.search(r"bpf: (\w+) attached as (\S+)(?: (\S+))?(.*)$", text)
+        if m:
+            programs[m.group(1)] = {"mode": m.group(2), "target": (m.group(3) or "").rstrip(),
+                                    "reason": text[text.index("attached as ") + len("attached as "):].strip()}
+            continue
+        m = re.search(r"bpf: (\w+) off: (.*)$", text)
+        if m:
+            programs[m.group(1)] = {"mode": "off", "target": "", "reason": m.group(2).strip()}
+            continue
+        m = re.search(r"bpf: (\w+): the kernel refused to load (\S+) (\S+): (.*)$", text)
+        if m:
+            refusals.append({"program": m.group(1), "mode": m.group(2), "target": m.group(3), "why": m.group(4)})
+            continue
+        if "BPF unavailable" in text or "running on PSI" in text or "no BPF program" in text:
+            programs.setdefault("_status", {"mode": "none", "target": "", "reason": text.strip()})
+    return {"programs": programs, "load_refusals": refusals}
+
+
+def unavailable(contender, scenarios, reason):
+    out = []
+    for s in scenarios:
+        for name in RESULT_NAMES.get(s, [s]):
+            out.append({"scenario": name, "contender": contender, "passed": False, "unavailable": reason,
+                        "metrics": {}, "failures": [reason]})
+    return out
