@@ -65,7 +65,13 @@ class FakeApiServer {
       }
       res.status = status;
       if (status == 429) res.set_header("Retry-After", "0");
-      res.set_content("{}", "application/json");
+      std::string answer = "{}";
+      {
+        std::lock_guard lk(mu);
+        auto it = bodies.find(req.method + " " + req.path);
+        if (it != bodies.end()) answer = it->second;
+      }
+      res.set_content(answer, "application/json");
     };
     srv.Post(".*", handler);
     srv.Delete(".*", handler);
@@ -103,6 +109,7 @@ class FakeApiServer {
   std::mutex mu;
   std::vector<Seen> seen;
   std::map<std::string, std::vector<int>> script;  // "VERB path" -> statuses to return in order
+  std::map<std::string, std::string> bodies;        // "VERB path" -> the answer's body (default "{}")
   std::atomic<int> stall_ms{0};
 };
 
@@ -129,6 +136,45 @@ ReporterOptions fast_options() {
   // kube-apiserver (tests/k8s/node_k8s_test.cpp).
   o.taint_nodes = false;
   return o;
+}
+
+// Fake: a real API server never answers these shapes; a proxy or a broken
+// server can. A field of the wrong type is no value, never an exception that
+// ends the reporter's thread (and the daemon).
+TEST(K8sReporter, MalformedPodAndNodeAnswersAreErrorsNotCrashes) {
+  for (const std::string& pod : {std::string(R"({"metadata":{"uid":5}})"), std::string(R"({"metadata":7})"),
+                                 std::string("[1,2]"), std::string(200000, '[') + std::string(200000, ']')}) {
+    FakeApiServer api;
+    api.bodies["GET /api/v1/namespaces/shop/pods/web"] = pod;
+    Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+    r.start();
+    r.report_eviction(victim());
+    ASSERT_TRUE(r.drain(5s)) << pod.substr(0, 40);
+    auto seen = api.requests();
+    ASSERT_FALSE(seen.empty()) << pod.substr(0, 40);
+    EXPECT_EQ(seen[0].path, "/api/v1/namespaces/shop/pods/web/eviction") << "the uid precondition still guards it";
+    r.stop();
+  }
+  const std::vector<std::pair<std::string, uint64_t>> nodes = {
+      {R"({"metadata":{"resourceVersion":7}})", 1},
+      {R"({"metadata":"x"})", 1},
+      {std::string(200000, '[') + std::string(200000, ']'), 1},
+      {R"({"metadata":{"resourceVersion":"3"},"spec":{"taints":[{"key":5,"effect":"NoSchedule"},7]}})", 0},
+  };
+  for (const auto& [node, failures] : nodes) {
+    FakeApiServer api;
+    api.bodies["GET /api/v1/nodes/node-1"] = node;
+    ReporterOptions o = fast_options();
+    o.taint_nodes = true;
+    Reporter r(ApiClient(api.endpoint(), 2s), o);
+    r.start();
+    std::array<bool, kConditionCount> status{};
+    status[0] = true;
+    r.report_conditions(status, status);
+    ASSERT_TRUE(r.drain(5s)) << node.substr(0, 40);
+    EXPECT_EQ(r.stats().failures.load(), failures) << node.substr(0, 40);
+    r.stop();
+  }
 }
 
 // Fake: a server that accepts policy/v1 (1.22+); the real tier runs 1.20,

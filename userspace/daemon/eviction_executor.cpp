@@ -27,7 +27,16 @@ EvictionTarget target_of(const Eviction& e) {
 
 std::string pod_label(const std::string& ns, const std::string& name, const std::string& uid) {
   if (name.empty()) return "pod " + uid;
-  return ns + "/" + name + " (" + uid + ")";
+  return fmt::format("pod {}/{} ({})", ns, name, uid);
+}
+
+std::string eviction_start_line(const Eviction& e, bool dry_run) {
+  return fmt::format("{}eviction {}: {} qos={} signal={} observed={:.0f} threshold={:.0f} ({}) grace={}s cgroup={}: "
+                     "{} Why: {}",
+                     dry_run ? "[dry-run] " : "", e.id, pod_label(e.namespace_, e.name, e.uid), name(e.qos),
+                     eviction_reason(e), e.observed, e.threshold_value,
+                     e.kind == ThresholdKind::Hard ? "hard" : "soft", e.grace_period_seconds, e.cgroup_path,
+                     k8s::eviction_message(e), explain_choice(e));
 }
 
 
@@ -111,11 +120,7 @@ void EvictionExecutor::start(const PolicyAction& a, TimePoint now) {
     return;
   }
   const bool dry = config_->dry_run;
-  spdlog::info("{}eviction {}: pod {} qos={} signal={} observed={:.0f} threshold={:.0f} ({}) grace={}s cgroup={}: "
-               "{} Why: {}",
-               dry ? "[dry-run] " : "", e.id, pod_label(e.namespace_, e.name, e.uid), name(e.qos), eviction_reason(e),
-               e.observed, e.threshold_value, e.kind == ThresholdKind::Hard ? "hard" : "soft", e.grace_period_seconds,
-               e.cgroup_path, k8s::eviction_message(e), explain_choice(e));
+  spdlog::info("{}", eviction_start_line(e, dry));
   if (metrics_) metrics_->eviction(eviction_reason(e), e.qos, e.kind, e.namespace_, e.name, e.uid);
   const bool report = a.report && reporter_ != nullptr;
   if (report && !dry && !e.static_pod) reported_.push_back(e.uid);

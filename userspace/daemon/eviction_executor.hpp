@@ -21,8 +21,11 @@ class Reporter;
 
 /// The evictor's narrow view of one Eviction: the cgroup and the grace period.
 EvictionTarget target_of(const Eviction& e);
-/// "ns/name (uid)", or "pod <uid>" without metadata.
+/// "pod ns/name (uid)", or "pod <uid>" without metadata.
 std::string pod_label(const std::string& ns, const std::string& name, const std::string& uid);
+/// The info line that starts an eviction: who, why, the observed value and
+/// the threshold, the grace period and the choice's explanation.
+std::string eviction_start_line(const Eviction& e, bool dry_run);
 
 class EvictionExecutor {
  public:

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log.hpp"
+#include "k8s/bounded_json.hpp"
 
 namespace pressured::k8s {
 
@@ -199,7 +200,7 @@ std::optional<json> updated_taints(const json& current, const std::string& prefi
     for (const auto& t : current) {
       std::size_t own = kConditionCount;
       for (std::size_t i = 0; i < kConditionCount; ++i) {
-        if (t.is_object() && t.value("key", "") == keys[i] && t.value("effect", "") == "NoSchedule") own = i;
+        if (string_member(t, "key") == keys[i] && string_member(t, "effect") == "NoSchedule") own = i;
       }
       if (own == kConditionCount) {
         out.push_back(t);  // someone else's: untouched
@@ -390,8 +391,12 @@ void Reporter::execute(const Task& t) {
         return;
       }
       if (current && current->status == 200 && !e.uid.empty()) {
-        json pod = json::parse(current->body, nullptr, false);
-        std::string uid = pod.is_object() && pod.contains("metadata") ? pod["metadata"].value("uid", "") : "";
+        // Whatever the answer's shape, a uid that is not a string is no uid:
+        // the eviction's own uid precondition still guards it.
+        auto pod = parse_bounded_json(current->body);
+        const json* meta = pod ? member(*pod, "metadata") : nullptr;
+        std::string uid = meta != nullptr ? string_member(*meta, "uid").value_or("") : "";
+        if (!pod) spdlog::warn("k8s: {}: GET pod: {}", what, pod.error().message);
         if (!uid.empty() && uid != e.uid) {
           ++stats_.uid_conflicts;
           spdlog::info("k8s: {}: the pod now has uid {} (recreated), not {}: not evicted", what, uid, e.uid);
@@ -498,16 +503,20 @@ void Reporter::sync_taints(const std::array<bool, kConditionCount>& status) {
       spdlog::error("k8s: node taints: GET {}: HTTP {}: {}", path, g->status, printable_excerpt(g->body));
       return;
     }
-    json node = json::parse(g->body, nullptr, false);
-    if (node.is_discarded() || !node.contains("metadata")) {
+    auto node = parse_bounded_json(g->body);
+    const json* meta = node ? member(*node, "metadata") : nullptr;
+    const json* rv = meta != nullptr ? member(*meta, "resourceVersion") : nullptr;
+    if (meta == nullptr || !meta->is_object() || (rv != nullptr && !rv->is_string())) {
       ++stats_.failures;
-      spdlog::error("k8s: node taints: GET {}: not a Node", path);
+      spdlog::error("k8s: node taints: GET {}: not a Node{}", path,
+                    node ? std::string() : ": " + node.error().message);
       return;
     }
-    json current = node.contains("spec") && node["spec"].contains("taints") ? node["spec"]["taints"] : json::array();
-    auto next = updated_taints(current, opts_.taint_key_prefix, status, rfc3339_now());
+    const json* spec = member(*node, "spec");
+    const json* taints = spec != nullptr ? member(*spec, "taints") : nullptr;
+    auto next = updated_taints(taints != nullptr ? *taints : json::array(), opts_.taint_key_prefix, status, rfc3339_now());
     if (!next) return;
-    json patch{{"metadata", {{"resourceVersion", node["metadata"].value("resourceVersion", "")}}},
+    json patch{{"metadata", {{"resourceVersion", rv != nullptr ? rv->get<std::string>() : std::string()}}},
                {"spec", {{"taints", *next}}}};
     auto p = with_retries(ApiAction::NodeStatus, "taint node " + opts_.node_name, [&] {
       return client_.request("PATCH", path, patch.dump(), "application/merge-patch+json");
