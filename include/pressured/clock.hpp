@@ -13,6 +13,19 @@ using Duration = std::chrono::nanoseconds;
 /// the timeline's `t` in `simulate`). Same clock as bpf_ktime_get_ns().
 using TimePoint = std::chrono::time_point<std::chrono::steady_clock, Duration>;
 
+/// Longest grace period a Duration carries: a century. A pod may ask for
+/// terminationGracePeriodSeconds up to INT64_MAX, which as nanoseconds (or
+/// added to a time point) overflows; a century still leaves room to add a
+/// monotonic "now" and any timeout to it.
+inline constexpr int64_t kMaxGraceSeconds = int64_t{100} * 366 * 24 * 3600;
+
+/// `seconds` as a Duration, saturated to [0, kMaxGraceSeconds] without
+/// overflow (a negative grace period is none).
+constexpr Duration grace_duration(int64_t seconds) {
+  if (seconds <= 0) return Duration::zero();
+  return std::chrono::seconds(seconds < kMaxGraceSeconds ? seconds : kMaxGraceSeconds);
+}
+
 /// Source of the current time, injected where I/O code needs "now".
 class Clock {
  public:

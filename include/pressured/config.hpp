@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,12 +48,26 @@ struct Threshold {
 /// What to do with pods owned by a DaemonSet (they come straight back).
 enum class DaemonSetPolicy : uint8_t { EvictLast, Normal, Never };
 
+/// The order pods are evicted in (docs/engine.md, "Ranking"): QoS class first
+/// (pressured's documented policy, the default), or exactly the current
+/// kubelet's orders (`ranking: kubelet`).
+enum class Ranking : uint8_t { QosFirst, Kubelet };
+
 struct EvictionConfig {
   std::vector<Threshold> thresholds;  // hard and soft
   Duration pressure_transition_period = std::chrono::minutes(5);
-  int64_t max_pod_grace_period_seconds = 0;  // 0: no cap
+  // The kubelet's evictionMaxPodGracePeriod (an int32 there): see
+  // eviction_grace_period for what 0 and negative values mean.
+  int64_t max_pod_grace_period_seconds = 0;
+  // pressured's own ceiling on a soft eviction's grace period, after the
+  // kubelet's computation (softEvictionGraceCeilingSeconds); 0: none, the
+  // kubelet's behaviour. A pod author writes terminationGracePeriodSeconds:
+  // without a ceiling a pod asking for years would hold its resource lane
+  // (one eviction in flight) as long.
+  int64_t soft_grace_ceiling_seconds = 3600;
   bool merge_default_eviction_settings = false;
   DaemonSetPolicy daemonset_pods = DaemonSetPolicy::EvictLast;
+  Ranking ranking = Ranking::QosFirst;
   // The kubelet's LocalStorageCapacityIsolation feature gate (on by default
   // since 1.10): evict pods over their own emptyDir sizeLimit or
   // ephemeral-storage limits, before any node threshold.
@@ -179,8 +194,20 @@ struct DaemonConfig {
   bool lock_memory = true;
 };
 
+/// The node's own KubeletConfiguration as the source of the eviction settings
+/// (`kubelet:` section, --kubelet-config), so pressured and the kubelet cannot
+/// drift apart; per-signal offsets put pressured's thresholds above them.
+struct KubeletConfigSource {
+  std::string config_path;                    // empty: not used
+  std::map<Signal, ThresholdValue> offsets;   // added to the kubelet's thresholds
+};
+
 struct Config {
   EvictionConfig eviction;
+  KubeletConfigSource kubelet;
+  // Where each effective value came from, by YAML path ("evictionHard.memory.available",
+  // "cgroup.driver"): a file, a flag, the kubelet's configuration. Absent: the default.
+  std::map<std::string, std::string> sources;
   ObserveConfig observe;
   EventsConfig events;
   K8sConfig kubernetes;

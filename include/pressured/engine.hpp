@@ -46,9 +46,18 @@ struct RankKeys {
   int32_t priority = 0;
   uint64_t usage = 0;    // working set, ephemeral storage, inodes or pids
   uint64_t request = 0;  // 0 for inodes and pids (Kubernetes has no such request)
+  // `ranking: kubelet`: the keys are the kubelet's (over request, unless the
+  // resource is pids; priority; usage - offset, larger first; uid), and
+  // `offset` is what the kubelet subtracts from the usage in its last key:
+  // the request, or for inodes the ephemeral-storage request (its quirk).
+  bool kubelet = false;
+  uint64_t offset = 0;
   /// The figure compared last, larger first: usage above the request when
   /// over it, the usage when within.
   uint64_t amount() const { return over_request ? usage - request : usage; }
+  /// The kubelet's last key: usage - offset, negative below it (saturated to
+  /// the int64 range; comparisons use the exact difference).
+  int64_t kubelet_amount() const;
   bool operator==(const RankKeys&) const = default;
 };
 
@@ -150,14 +159,21 @@ inline constexpr int32_t kCriticalPodPriority = 2000000000;
 /// DaemonSet pod under `daemonSetPods: never`.
 bool never_evicted(const Pod& pod, const EvictionConfig& config);
 
+/// never_evicted, or the pod's requests and limits of `resource` are unknown
+/// (its source could not read those quantities): the kubelet could not rank
+/// it for that resource, so it is left out of that ranking only.
+bool never_evicted_for(const Pod& pod, StarvedResource resource, const EvictionConfig& config);
+
 /// The pod's usage of a starved resource (working set, ephemeral storage,
 /// inodes, pids) and its request for it (0 when it has none: inodes, pids).
 uint64_t pod_usage(const Pod& pod, StarvedResource resource);
 uint64_t pod_request(const Pod& pod, StarvedResource resource);
 
 /// Grace period for evicting `pod` for a threshold of `kind`: 0 for hard; for
-/// soft, the pod's terminationGracePeriodSeconds capped by
-/// evictionMaxPodGracePeriod when that is above 0.
+/// soft, the current kubelet's (1.32+): min(evictionMaxPodGracePeriod,
+/// terminationGracePeriodSeconds), where a result of 0 means the pod's own
+/// terminationGracePeriodSeconds and anything below 1 means 1 s; then at most
+/// softEvictionGraceCeilingSeconds when that is above 0.
 int64_t eviction_grace_period(const Pod& pod, ThresholdKind kind, const EvictionConfig& config);
 
 /// The ranking keys of `pod` for `resource` under `config` (pure).

@@ -308,7 +308,16 @@ class Metrics {
   /// export already sets.
   [[nodiscard]] StatsExport export_counters(std::span<const ExternalStat> stats);
 
-  /// Ready: events attached and at least one observation completed.
+  /// Readiness also waits for the pod metadata source: `delivered` answers
+  /// whether it has delivered a pod list yet. Until then no pod has
+  /// metadata and the node is not protected, so the DaemonSet must show it
+  /// NotReady. Called at every /readyz and scrape, from the server's thread:
+  /// cheap, thread-safe, and alive as long as this Metrics.
+  /// -> pressured_pod_source_synced 0/1 (1 without a source)
+  void require_pod_source(std::function<bool()> delivered);
+
+  /// Ready: events attached, at least one observation completed, and the
+  /// pod source (require_pod_source) delivered.
   /// -> pressured_ready 0/1, served as /readyz
   bool ready() const;
 
@@ -344,7 +353,7 @@ template <typename Stats>
 
 /// TLS and authentication for the metrics port, read from a web
 /// configuration file in node_exporter's format (docs/operations.md):
-///   tls_server_config: {cert_file: ..., key_file: ...}
+///   tls_server_config: {cert_file: ..., key_file: ..., min_version: VersionTLS12|VersionTLS13}
 ///   basic_auth_users: {user: <bcrypt hash>}
 ///   bearer_token_file: <file holding one token>   (pressured's addition)
 /// /healthz and /readyz never require authentication (probes reveal
@@ -352,6 +361,7 @@ template <typename Stats>
 struct WebConfig {
   std::string cert_file;  // PEM certificate chain; TLS when set (with key_file)
   std::string key_file;   // PEM private key
+  std::string min_version;  // "VersionTLS12" (also when empty) or "VersionTLS13"
   std::vector<std::pair<std::string, std::string>> basic_auth_users;  // user -> bcrypt hash ($2a$/$2b$/$2y$)
   std::string bearer_token;  // the token itself (read from bearer_token_file)
   bool tls() const { return !cert_file.empty(); }
@@ -368,7 +378,10 @@ struct MetricsServerLimits {
   Duration header_timeout = std::chrono::seconds(5);  // accept -> whole request (TLS handshake included)
   Duration write_timeout = std::chrono::seconds(10);  // request -> whole answer written
   std::size_t max_request_bytes = 8192;
-  unsigned auth_failures_per_second = 5;  // bcrypt checks of unknown credentials (each ~50-100 ms)
+  // bcrypt checks of unknown credentials a second, and at most as many
+  // waiting or running at once (each takes 50 ms to a second of one core,
+  // on a thread of their own).
+  unsigned auth_failures_per_second = 5;
 };
 
 /// What the server did (pressured/stats.hpp): the daemon exports them into
@@ -385,8 +398,9 @@ struct MetricsServerLimits {
           "Connections closed because the request (TLS handshake included) or the answer did not complete "   \
           "in time: slow or stuck clients.")                                                                  \
   COUNTER(rejected, "pressured_metrics_server_rejected_requests_total", "",                                   \
-          "Requests refused as malformed or too large, and failed TLS handshakes: a client that does not "    \
-          "speak the configured protocol (plain HTTP to a TLS port, or the reverse).")                        \
+          "Connections that ended without a request pressured could answer: malformed or too large "          \
+          "requests, failed TLS handshakes (plain HTTP to a TLS port, or the reverse), connections closed "    \
+          "before their request was complete.")                                                               \
   COUNTER(unauthorized, "pressured_metrics_server_unauthorized_requests_total", "",                           \
           "Scrapes of /metrics refused for missing or wrong basic-auth credentials (401), or for too many "  \
           "failed attempts in a second (429).")                                                                      \

@@ -187,8 +187,12 @@ TEST(ConfigErrors, NameTheFieldAndTheValue) {
   EXPECT_HAS(e, "evictionPressureTransitionPeriod");
   EXPECT_HAS(e, "'-5m' is negative");
 
-  e = fails("evictionMaxPodGracePeriod: -1\n");
+  e = fails("evictionMaxPodGracePeriod: 2147483648\n");
   EXPECT_HAS(e, "evictionMaxPodGracePeriod");
+  EXPECT_HAS(e, "outside the 32-bit range");
+
+  e = fails("softEvictionGraceCeilingSeconds: -1\n");
+  EXPECT_HAS(e, "softEvictionGraceCeilingSeconds");
   EXPECT_HAS(e, "'-1' is negative");
 
   e = fails("evictionMaxPodGracePeriod: 1m\n");
@@ -413,8 +417,17 @@ TEST(ConfigFlags, ErrorsNameTheFlag) {
   f.eviction_pressure_transition_period = "-1m";
   EXPECT_HAS(fails("", f), "(--eviction-pressure-transition-period): '-1m' is negative");
   f = {};
-  f.eviction_max_pod_grace_period = "-30";
-  EXPECT_HAS(fails("", f), "(--eviction-max-pod-grace-period): '-30' is negative");
+  f.soft_eviction_grace_ceiling = "-30";
+  EXPECT_HAS(fails("", f), "(--soft-eviction-grace-ceiling): '-30' is negative");
+}
+
+// The kubelet's field is an int32 and takes negative values (a soft eviction
+// then gets 1 s: docs/engine.md); pressured reads them as the kubelet does.
+TEST(ConfigLoad, NegativeMaxPodGracePeriodIsTheKubeletsOneSecond) {
+  Config c = ok("evictionMaxPodGracePeriod: -1\nsoftEvictionGraceCeilingSeconds: 0\n");
+  EXPECT_EQ(c.eviction.max_pod_grace_period_seconds, -1);
+  EXPECT_EQ(c.eviction.soft_grace_ceiling_seconds, 0);
+  EXPECT_EQ(ok("").eviction.soft_grace_ceiling_seconds, 3600);
 }
 
 TEST(ConfigFlags, EmptyEvictionHardFlagDisablesHardThresholds) {
@@ -510,7 +523,10 @@ TEST(ConfigFile, ShippedExampleIsValid) {
 
 TEST(ConfigValidation, HandBuiltConfigsAreCheckedToo) {
   Config c;
-  c.eviction.max_pod_grace_period_seconds = -1;
+  c.eviction.max_pod_grace_period_seconds = int64_t{INT32_MAX} + 1;
+  EXPECT_FALSE(validate_config(c).ok());
+  c = Config{};
+  c.eviction.soft_grace_ceiling_seconds = -1;
   EXPECT_FALSE(validate_config(c).ok());
   c = Config{};
   Threshold t;
@@ -660,6 +676,26 @@ TEST(ConfigErrors, NumbersAndNamesAtTheEdges) {
     ASSERT_FALSE(r.ok()) << name;
     EXPECT_HAS(r.error().message, "kubepodsName");
   }
+}
+
+}  // namespace
+}  // namespace pressured
+
+namespace pressured {
+namespace {
+
+TEST(ConfigDump, TheLargestCountReadsBackAndIsNotCalledTooLargeForItself) {
+  // Through a double, UINT64_MAX was 2^64: refused as "too large (at most
+  // 18446744073709551615)", and dumped as 16Ei, which is refused too.
+  Config c = ok("cgroup:\n  allocatableMemoryBytes: 18446744073709551615\n  diskWalkMaxEntries: 9007199254740993\n");
+  EXPECT_EQ(c.observe.allocatable_memory_bytes, std::optional<uint64_t>(UINT64_MAX));
+  EXPECT_EQ(c.observe.disk_walk_max_entries, 9007199254740993ULL);
+  Config back = ok(dump_config(c));
+  EXPECT_EQ(back.observe.allocatable_memory_bytes, c.observe.allocatable_memory_bytes);
+  EXPECT_EQ(back.observe.disk_walk_max_entries, c.observe.disk_walk_max_entries);
+  auto r = parse_config_yaml("cgroup:\n  allocatableMemoryBytes: 18446744073709551616\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.error().message, "too large (at most 18446744073709551615)");
 }
 
 }  // namespace

@@ -174,15 +174,55 @@ TEST(EngineSoft, GracePeriodOfTheEviction) {
   p.termination_grace_period_seconds = 45;
   EvictionConfig c;
   EXPECT_EQ(eviction_grace_period(p, ThresholdKind::Hard, c), 0);
-  EXPECT_EQ(eviction_grace_period(p, ThresholdKind::Soft, c), 45) << "0 means no cap (the kubelet surprise)";
+  EXPECT_EQ(eviction_grace_period(p, ThresholdKind::Soft, c), 45)
+      << "min(0, 45) = 0, which the kubelet's pod worker reads as no override: the pod's own period";
   c.max_pod_grace_period_seconds = 10;
   EXPECT_EQ(eviction_grace_period(p, ThresholdKind::Soft, c), 10);
   c.max_pod_grace_period_seconds = 60;
   EXPECT_EQ(eviction_grace_period(p, ThresholdKind::Soft, c), 45);
   p.termination_grace_period_seconds = -5;
-  EXPECT_EQ(eviction_grace_period(p, ThresholdKind::Soft, c), 0);
+  EXPECT_EQ(eviction_grace_period(p, ThresholdKind::Soft, c), 1) << "never below 1 s, as the pod worker";
+}
 
-  // And through evaluate().
+// The kubelet's soft-eviction grace (1.32+): min(evictionMaxPodGracePeriod,
+// terminationGracePeriodSeconds) in the eviction manager, then the pod
+// worker's calculateEffectiveGracePeriod (0: the pod's own, below 1: 1).
+TEST(EngineSoft, GracePeriodFollowsTheKubelet) {
+  Pod p = pod("a", QosClass::BestEffort, kMi);
+  EvictionConfig c;
+  c.soft_grace_ceiling_seconds = 0;
+  struct Case {
+    int64_t max, own, want;
+  };
+  for (const Case& k : {Case{0, 30, 30}, Case{0, 0, 1}, Case{-1, 30, 1}, Case{-2147483648LL, 30, 1}, Case{20, 30, 20},
+                        Case{60, 30, 30}, Case{20, 0, 1}, Case{1, 30, 1}}) {
+    c.max_pod_grace_period_seconds = k.max;
+    p.termination_grace_period_seconds = k.own;
+    EXPECT_EQ(eviction_grace_period(p, ThresholdKind::Soft, c), k.want) << "max " << k.max << " own " << k.own;
+    EXPECT_EQ(eviction_grace_period(p, ThresholdKind::Hard, c), 0);
+  }
+}
+
+// pressured's own ceiling (softEvictionGraceCeilingSeconds, default 1 h): a
+// pod asking for INT64_MAX seconds neither overflows nor holds its lane for
+// ever; 0 turns the ceiling off and keeps the kubelet's value.
+TEST(EngineSoft, GraceCeilingBoundsWhatAPodAsksFor) {
+  Pod p = pod("a", QosClass::BestEffort, kMi);
+  p.termination_grace_period_seconds = INT64_MAX;
+  EvictionConfig c;
+  EXPECT_EQ(c.soft_grace_ceiling_seconds, 3600);
+  EXPECT_EQ(eviction_grace_period(p, ThresholdKind::Soft, c), 3600);
+  c.max_pod_grace_period_seconds = 120;
+  EXPECT_EQ(eviction_grace_period(p, ThresholdKind::Soft, c), 120) << "the kubelet's cap applies first";
+  c.max_pod_grace_period_seconds = 0;
+  c.soft_grace_ceiling_seconds = 0;
+  EXPECT_EQ(eviction_grace_period(p, ThresholdKind::Soft, c), INT64_MAX);
+  EXPECT_EQ(grace_duration(INT64_MAX), std::chrono::seconds(kMaxGraceSeconds)) << "saturates, no overflow";
+  EXPECT_EQ(grace_duration(-3), Duration::zero());
+  EXPECT_EQ(grace_duration(90), std::chrono::seconds(90));
+}
+
+TEST(EngineSoft, GracePeriodOfTheEvictionThroughEvaluate) {
   EvictionConfig ec = config({soft(Signal::MemoryAvailable, qty(kGi), Duration(0))});
   ec.max_pod_grace_period_seconds = 10;
   Engine e(ec);

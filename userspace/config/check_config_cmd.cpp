@@ -23,6 +23,7 @@ Command add_check_config(CLI::App& app) {
       return 1;
     }
     std::fputs(dump_config(*cfg).c_str(), stdout);
+    std::fputs(describe_sources(*cfg).c_str(), stdout);
     std::fprintf(stderr, "pressured check-config: %s: configuration is valid\n",
                  opts->config_path.empty() ? "(defaults and flags)" : opts->config_path.c_str());
     return 0;

@@ -101,6 +101,16 @@ Result<Duration> decode_duration(const Node& n, const std::string& where) {
 
 Result<uint64_t> decode_count(const Node& n, const std::string& where, uint64_t max) {
   if (!n.IsScalar()) return value_error(where, n, "is not a quantity");
+  // Plain digits are read exactly: through a double, 18446744073709551615
+  // became 2^64 and was refused as larger than itself.
+  std::string_view digits = n.Scalar();
+  if (!digits.empty() && digits[0] == '+') digits.remove_prefix(1);
+  if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos) {
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec == std::errc() && p == digits.data() + digits.size() && v <= max) return v;
+    return value_error(where, n, "is too large (at most " + std::to_string(max) + ")");
+  }
   auto q = parse_quantity(n.Scalar());
   if (!q) return field_error(where, q.error().message);
   if (*q < 0) return value_error(where, n, "is negative");
@@ -111,6 +121,14 @@ Result<uint64_t> decode_count(const Node& n, const std::string& where, uint64_t 
     return value_error(where, n, "is too large (at most " + std::to_string(max) + ")");
   }
   return static_cast<uint64_t>(*q);
+}
+
+// A count as text that reads back as the same count: past 2^53 a double
+// (format_quantity) no longer holds every integer, and UINT64_MAX printed as
+// 16Ei, which is refused.
+std::string format_count(uint64_t v) {
+  if (v < (uint64_t{1} << 53)) return format_quantity(static_cast<double>(v));
+  return std::to_string(v);
 }
 
 template <typename S>
@@ -183,7 +201,7 @@ Field<S> count_field(std::string key, U S::*m) {
             s.*m = static_cast<U>(*v);
             return {};
           },
-          [m](const S& s) { return Node(format_quantity(static_cast<double>(s.*m))); }};
+          [m](const S& s) { return Node(format_count(static_cast<uint64_t>(s.*m))); }};
 }
 
 template <typename S, typename U>
@@ -200,7 +218,7 @@ Field<S> optional_count_field(std::string key, std::optional<U> S::*m) {
             return {};
           },
           [m](const S& s) {
-            return (s.*m) ? Node(format_quantity(static_cast<double>(*(s.*m)))) : Node(YAML::NodeType::Null);
+            return (s.*m) ? Node(format_count(static_cast<uint64_t>(*(s.*m)))) : Node(YAML::NodeType::Null);
           }};
 }
 
@@ -322,6 +340,7 @@ const EnumNames<PodSourceKind> kPodSources{
 const EnumNames<BpfMode> kBpfModes{{"auto", BpfMode::Auto}, {"on", BpfMode::On}, {"off", BpfMode::Off}};
 const EnumNames<DaemonSetPolicy> kDaemonSetPolicies{
     {"evictLast", DaemonSetPolicy::EvictLast}, {"normal", DaemonSetPolicy::Normal}, {"never", DaemonSetPolicy::Never}};
+const EnumNames<Ranking> kRankings{{"qosFirst", Ranking::QosFirst}, {"kubelet", Ranking::Kubelet}};
 
 struct Section {
   std::string name;
@@ -349,6 +368,36 @@ K8sConfig& k8s_of(Config& c) { return c.kubernetes; }
 MetricsConfig& metrics_of(Config& c) { return c.metrics; }
 LogConfig& log_of(Config& c) { return c.log; }
 DaemonConfig& daemon_of(Config& c) { return c.daemon; }
+KubeletConfigSource& kubelet_of(Config& c) { return c.kubelet; }
+
+// kubelet.thresholdOffset: signal -> quantity or percentage added to the
+// kubelet's threshold for that signal.
+Field<KubeletConfigSource> offsets_field(std::string key) {
+  return {std::move(key),
+          [](const Node& n, KubeletConfigSource& s, const std::string& w) -> Result<void> {
+            s.offsets.clear();
+            if (n.IsNull()) return {};
+            if (!n.IsMap()) return value_error(w, n, "is not a mapping of signal to quantity or percentage");
+            for (auto it = n.begin(); it != n.end(); ++it) {
+              const std::string sig_name = it->first.as<std::string>();
+              const std::string path = w + "." + sig_name;
+              auto sig = parse_signal(sig_name);
+              if (!sig) return field_error(path, "unknown signal '" + sig_name + "'");
+              if (info(*sig).is_psi) return field_error(path, "is not a signal of the kubelet's configuration");
+              if (!it->second.IsScalar()) return value_error(path, it->second, "is not a quantity or percentage");
+              auto v = parse_threshold_value(it->second.Scalar());
+              if (!v) return field_error(path, v.error().message);
+              if (v->quantity < 0 || v->percent < 0) return value_error(path, it->second, "is negative");
+              s.offsets[*sig] = *v;
+            }
+            return {};
+          },
+          [](const KubeletConfigSource& s) {
+            Node m(YAML::NodeType::Map);
+            for (const auto& [sig, v] : s.offsets) m[std::string(name(sig))] = format_threshold_value(v);
+            return m;
+          }};
+}
 
 const std::vector<Section>& sections() {
   static const std::vector<Section> kSections{
@@ -419,6 +468,11 @@ const std::vector<Section>& sections() {
                              string_field("level", &LogConfig::level),
                              string_field("format", &LogConfig::format),
                          }),
+      section<KubeletConfigSource>("kubelet", kubelet_of,
+                                   {
+                                       string_field("configPath", &KubeletConfigSource::config_path),
+                                       offsets_field("thresholdOffset"),
+                                   }),
       section<DaemonConfig>("daemon", daemon_of,
                             {
                                 bool_field("dryRun", &DaemonConfig::dry_run),
@@ -460,10 +514,18 @@ const FlagSpec kFlags[] = {
      FlagSyntax::AssignList, "Minimum reclaim, e.g. \"memory.available=0Mi,nodefs.available=500Mi\""},
     {"--eviction-max-pod-grace-period", &ConfigOptions::eviction_max_pod_grace_period, "",
      "evictionMaxPodGracePeriod", FlagSyntax::Scalar,
-     "Max grace period (seconds) for soft evictions; 0: the pod's own terminationGracePeriodSeconds"},
+     "Max grace period (seconds) for soft evictions, as the kubelet: 0: the pod's own "
+     "terminationGracePeriodSeconds; negative: 1 s"},
+    {"--soft-eviction-grace-ceiling", &ConfigOptions::soft_eviction_grace_ceiling, "",
+     "softEvictionGraceCeilingSeconds", FlagSyntax::Scalar,
+     "pressured's ceiling (seconds) on a soft eviction's grace period, default 3600; 0: none (the kubelet's)"},
     {"--eviction-pressure-transition-period", &ConfigOptions::eviction_pressure_transition_period, "",
      "evictionPressureTransitionPeriod", FlagSyntax::Scalar,
      "How long a condition stays true after its last met threshold (Go duration, default 5m)"},
+    {"--kubelet-config", &ConfigOptions::kubelet_config, "kubelet", "configPath", FlagSyntax::Scalar,
+     "The node's KubeletConfiguration file: take its eviction settings (plus kubelet.thresholdOffset)"},
+    {"--ranking", &ConfigOptions::ranking, "", "ranking", FlagSyntax::Scalar,
+     "qosFirst (default: QoS class first) or kubelet (the kubelet's orders exactly)"},
     {"--cgroup-root", &ConfigOptions::cgroup_root, "cgroup", "cgroupRoot", FlagSyntax::Scalar,
      "The kubelet's --cgroup-root (default /)"},
     {"--cgroup-mount", &ConfigOptions::cgroup_mount, "cgroup", "cgroupMount", FlagSyntax::Scalar,
@@ -596,9 +658,12 @@ constexpr const char* kEvictionKeys[] = {
     "evictionSoftGracePeriod",
     "evictionMinimumReclaim",
     "evictionMaxPodGracePeriod",
+    "softEvictionGraceCeilingSeconds",
     "evictionPressureTransitionPeriod",
     "mergeDefaultEvictionSettings",
+    "localStorageCapacityIsolation",
     "daemonSetPods",
+    "ranking",
     "featureGates",
 };
 
@@ -661,13 +726,18 @@ Result<ThresholdValue> check_min_reclaim(Signal sig, const std::string& text, co
   return *v;
 }
 
-Result<int64_t> decode_seconds(const Node& n, const std::string& where) {
+// Whole seconds. `allow_negative`: the kubelet's evictionMaxPodGracePeriod
+// is an int32 and takes any of its values (a negative one means 1 s).
+Result<int64_t> decode_seconds(const Node& n, const std::string& where, bool allow_negative = false) {
   if (n.IsScalar()) {
     const std::string& s = n.Scalar();
-    int64_t v = 0;
+    int32_t v = 0;
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec == std::errc::result_out_of_range) {
+      return value_error(where, n, "is outside the 32-bit range the kubelet's field has");
+    }
     if (ec == std::errc() && p == s.data() + s.size() && !s.empty()) {
-      if (v < 0) return value_error(where, n, "is negative; use 0 for no cap");
+      if (v < 0 && !allow_negative) return value_error(where, n, "is negative; use 0 for none");
       return v;
     }
   }
@@ -705,6 +775,16 @@ Result<void> decode_eviction(const std::map<std::string, Node>& keys, EvictionCo
     }
     if (!found) return value_error("daemonSetPods", *n, "is not one of " + enum_choices(kDaemonSetPolicies));
   }
+  if (const Node* n = get("ranking")) {
+    bool found = false;
+    for (const auto& [text, value] : kRankings) {
+      if (n->IsScalar() && n->Scalar() == text) {
+        ev.ranking = value;
+        found = true;
+      }
+    }
+    if (!found) return value_error("ranking", *n, "is not one of " + enum_choices(kRankings));
+  }
   if (const Node* n = get("featureGates")) {
     // The KubeletConfiguration's featureGates, for the one gate pressured
     // has an equivalent of; any other gate is an error (as the kubelet's
@@ -723,10 +803,28 @@ Result<void> decode_eviction(const std::map<std::string, Node>& keys, EvictionCo
       }
     }
   }
+  // A KubeletConfiguration field since the gate went GA (1.25): the same
+  // switch as featureGates.LocalStorageCapacityIsolation, kept for old files.
+  if (const Node* n = get("localStorageCapacityIsolation")) {
+    auto v = decode_bool(*n, ctx.where("localStorageCapacityIsolation", "localStorageCapacityIsolation"));
+    if (!v) return v.error();
+    if (const Node* g = get("featureGates"); g != nullptr && g->IsMap() && (*g)["LocalStorageCapacityIsolation"]) {
+      if (ev.local_storage_capacity_isolation != *v) {
+        return field_error("localStorageCapacityIsolation",
+                           "disagrees with featureGates.LocalStorageCapacityIsolation; keep one of them");
+      }
+    }
+    ev.local_storage_capacity_isolation = *v;
+  }
   if (const Node* n = get("evictionMaxPodGracePeriod")) {
-    auto v = decode_seconds(*n, ctx.where("evictionMaxPodGracePeriod", "evictionMaxPodGracePeriod"));
+    auto v = decode_seconds(*n, ctx.where("evictionMaxPodGracePeriod", "evictionMaxPodGracePeriod"), true);
     if (!v) return v.error();
     ev.max_pod_grace_period_seconds = *v;
+  }
+  if (const Node* n = get("softEvictionGraceCeilingSeconds")) {
+    auto v = decode_seconds(*n, ctx.where("softEvictionGraceCeilingSeconds", "softEvictionGraceCeilingSeconds"));
+    if (!v) return v.error();
+    ev.soft_grace_ceiling_seconds = *v;
   }
   if (const Node* n = get("evictionPressureTransitionPeriod")) {
     auto v = decode_duration(*n, ctx.where("evictionPressureTransitionPeriod", "evictionPressureTransitionPeriod"));
@@ -877,6 +975,150 @@ std::string threshold_path(const Threshold& t) {
 Result<Config> parse_tree(Node root, const std::string& source, const ConfigOptions& o,
                           std::vector<std::string>* warnings);
 
+Result<std::string> read_config_file(const std::string& path);
+
+// The KubeletConfiguration fields pressured takes from the node's kubelet
+// (kubelet.config.k8s.io/v1beta1, as written today).
+constexpr const char* kKubeletEvictionKeys[] = {
+    "evictionHard",
+    "evictionSoft",
+    "evictionSoftGracePeriod",
+    "evictionMinimumReclaim",
+    "evictionMaxPodGracePeriod",
+    "evictionPressureTransitionPeriod",
+    "mergeDefaultEvictionSettings",
+    "localStorageCapacityIsolation",
+    "featureGates",
+};
+
+bool is_kubelet_eviction_key(const std::string& k) {
+  return std::any_of(std::begin(kKubeletEvictionKeys), std::end(kKubeletEvictionKeys),
+                     [&](const char* e) { return k == e; });
+}
+
+// `threshold + offset`, both of one kind (a quantity cannot be added to a
+// percentage without the capacity, which is only known at run time).
+Result<ThresholdValue> add_offset(const ThresholdValue& t, const ThresholdValue& off, const std::string& where) {
+  if (t.kind != off.kind) {
+    return field_error(where, "the kubelet's threshold '" + format_threshold_value(t) + "' and the offset '" +
+                                  format_threshold_value(off) +
+                                  "' are not of one kind (quantity, percentage); give the offset as the threshold is");
+  }
+  ThresholdValue v = t;
+  if (v.kind == ThresholdValue::Kind::Percent) {
+    v.percent += off.percent;
+    if (v.percent >= 100) return field_error(where, "the threshold plus its offset reaches 100%");
+  } else {
+    v.quantity += off.quantity;
+  }
+  return v;
+}
+
+// Replaces the eviction settings with the node's KubeletConfiguration's
+// (kubelet.configPath), raised by kubelet.thresholdOffset. The kubelet's
+// other fields are its business and are not read; an unknown field whose
+// name starts with "eviction" is an error (a typo would silently drop a
+// threshold). pressured's own eviction keys (daemonSetPods, ranking,
+// softEvictionGraceCeilingSeconds) stay; setting a kubelet-owned one here too
+// is an error rather than a silent precedence.
+Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>& own_keys, Ctx& ctx) {
+  const std::string& path = cfg.kubelet.config_path;
+  const std::string via = ctx.where("kubelet.configPath", "kubelet.configPath");
+  for (const auto& [k, n] : own_keys) {
+    if (is_kubelet_eviction_key(k)) {
+      return field_error(ctx.where(k, k), "is taken from the kubelet's configuration " + path + " (" + via +
+                                              "); remove it here (kubelet.thresholdOffset raises thresholds)");
+    }
+  }
+  auto text = read_config_file(path);
+  if (!text) return Error{text.error().code, via + ": " + text.error().message};
+  if (auto g = check_yaml(*text); !g) return Error{EINVAL, path + ": " + g.error().message};
+  Node root;
+  try {
+    root = YAML::Load(*text);
+  } catch (const YAML::Exception& e) {
+    return Error{EINVAL, path + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg};
+  }
+  if (!root.IsMap()) return Error{EINVAL, path + ": is not a KubeletConfiguration (not a mapping)"};
+  const Node kind = root["kind"], api = root["apiVersion"];
+  if (!kind || !kind.IsScalar() || kind.Scalar() != "KubeletConfiguration" || !api || !api.IsScalar() ||
+      api.Scalar() != "kubelet.config.k8s.io/v1beta1") {
+    return Error{EINVAL, path + ": is not a KubeletConfiguration of apiVersion kubelet.config.k8s.io/v1beta1"};
+  }
+  std::map<std::string, Node> keys;
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const std::string k = it->first.as<std::string>();
+    if (is_kubelet_eviction_key(k)) {
+      keys[k] = it->second;
+    } else if (k.rfind("eviction", 0) == 0) {
+      std::string known;
+      for (const char* e : kKubeletEvictionKeys) known += std::string(known.empty() ? "" : ", ") + e;
+      return Error{EINVAL, path + ": " + k + ": unknown eviction field (known: " + known + ")"};
+    }
+  }
+  // The kubelet has many feature gates; pressured has an equivalent of one.
+  if (auto it = keys.find("featureGates"); it != keys.end()) {
+    Node gates(YAML::NodeType::Map);
+    if (it->second.IsMap() && it->second["LocalStorageCapacityIsolation"]) {
+      gates["LocalStorageCapacityIsolation"] = it->second["LocalStorageCapacityIsolation"];
+    }
+    it->second = gates;
+  }
+  EvictionConfig ev;
+  ev.daemonset_pods = cfg.eviction.daemonset_pods;
+  ev.ranking = cfg.eviction.ranking;
+  ev.soft_grace_ceiling_seconds = cfg.eviction.soft_grace_ceiling_seconds;
+  Ctx kctx;
+  if (auto r = decode_eviction(keys, ev, kctx); !r) return Error{EINVAL, path + ": " + r.error().message};
+  const std::string from = "kubelet configuration " + path;
+  for (auto& t : ev.thresholds) {
+    const std::string where = threshold_path(t);
+    auto src = keys.count(t.kind == ThresholdKind::Hard ? "evictionHard" : "evictionSoft") != 0
+                   ? from
+                   : "the kubelet's default, as " + path + " leaves it";
+    if (auto off = cfg.kubelet.offsets.find(t.signal); off != cfg.kubelet.offsets.end()) {
+      auto v = add_offset(t.value, off->second, where + " (" + path + " + kubelet.thresholdOffset." +
+                                                    std::string(name(t.signal)) + ")");
+      if (!v) return v.error();
+      src += " (" + format_threshold_value(t.value) + ") + kubelet.thresholdOffset " +
+             format_threshold_value(off->second);
+      t.value = *v;
+    }
+    cfg.sources[where] = src;
+  }
+  for (const auto& [k, n] : keys) {
+    if (k != "evictionHard" && k != "evictionSoft") cfg.sources[k] = from;
+  }
+  for (const auto& w : kctx.warnings) ctx.warnings.push_back(path + ": " + w);
+  cfg.eviction = std::move(ev);
+  return {};
+}
+
+// Where the settings of the file and flags came from.
+void record_sources(Config& cfg, const Node& root, const std::string& source, const Ctx& ctx) {
+  const std::string file = source == "config" ? "configuration text" : "file " + source;
+  auto origin = [&](const std::string& key) {
+    auto it = ctx.origin.find(key);
+    return it == ctx.origin.end() ? file : "flag " + it->second;
+  };
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const std::string key = it->first.as<std::string>();
+    if (is_eviction_key(key)) {
+      cfg.sources[key] = origin(key);
+      if ((key == "evictionHard" || key == "evictionSoft") && it->second.IsMap()) {
+        for (auto s = it->second.begin(); s != it->second.end(); ++s) {
+          cfg.sources[key + "." + s->first.as<std::string>()] = origin(key);
+        }
+      }
+    } else if (it->second.IsMap()) {
+      for (auto f = it->second.begin(); f != it->second.end(); ++f) {
+        const std::string path = key + "." + f->first.as<std::string>();
+        cfg.sources[path] = origin(path);
+      }
+    }
+  }
+}
+
 Result<Config> parse_impl(const std::string& text, const std::string& source, const ConfigOptions& o,
                           std::vector<std::string>* warnings) {
   // Bounded (depth, aliases) and strict: a key given twice is an error, not
@@ -937,6 +1179,13 @@ Result<Config> parse_tree(Node root, const std::string& source, const ConfigOpti
     }
   }
   if (auto r = decode_eviction(eviction_keys, cfg.eviction, ctx); !r) return r.error();
+  record_sources(cfg, root, source, ctx);
+  if (!cfg.kubelet.config_path.empty()) {
+    if (auto r = apply_kubelet_config(cfg, eviction_keys, ctx); !r) return r.error();
+  } else if (!cfg.kubelet.offsets.empty()) {
+    return field_error(ctx.where("kubelet.thresholdOffset", "kubelet.thresholdOffset"),
+                       "needs kubelet.configPath (--kubelet-config): it raises the kubelet's thresholds");
+  }
   // pods.kind: apiserver talks to the same API server as the reporter.
   cfg.observe.pods.kubeconfig = cfg.kubernetes.kubeconfig;
   cfg.observe.pods.node_name = cfg.kubernetes.node_name;
@@ -1067,8 +1316,12 @@ Result<Config> reload_config(const ConfigOptions& options, std::vector<std::stri
 Result<void> validate_config(const Config& c) {
   // Eviction (the loader already checks these; a hand-built Config may not be).
   const auto& ev = c.eviction;
-  if (ev.max_pod_grace_period_seconds < 0) {
-    return invalid("evictionMaxPodGracePeriod", std::to_string(ev.max_pod_grace_period_seconds), "is negative");
+  if (ev.max_pod_grace_period_seconds < INT32_MIN || ev.max_pod_grace_period_seconds > INT32_MAX) {
+    return invalid("evictionMaxPodGracePeriod", std::to_string(ev.max_pod_grace_period_seconds),
+                   "is outside the 32-bit range the kubelet's field has");
+  }
+  if (ev.soft_grace_ceiling_seconds < 0) {
+    return invalid("softEvictionGraceCeilingSeconds", std::to_string(ev.soft_grace_ceiling_seconds), "is negative");
   }
   if (ev.pressure_transition_period.count() < 0) {
     return invalid("evictionPressureTransitionPeriod", format_duration(ev.pressure_transition_period), "is negative");
@@ -1215,7 +1468,12 @@ Result<void> validate_config(const Config& c) {
   return {};
 }
 
-std::string dump_config(const Config& c) {
+namespace {
+
+// The configuration as YAML nodes. With a kubelet configuration the eviction
+// keys it owns are left out unless `kubelet_owned`: read back, the file would
+// both name the kubelet's file and set them, which is refused.
+Node dump_node(const Config& c, bool kubelet_owned) {
   Node root(YAML::NodeType::Map);
   const auto& ev = c.eviction;
   Node hard(YAML::NodeType::Map), soft(YAML::NodeType::Map), grace(YAML::NodeType::Map), reclaim(YAML::NodeType::Map);
@@ -1234,11 +1492,15 @@ std::string dump_config(const Config& c) {
   root["evictionSoftGracePeriod"] = grace;
   root["evictionMinimumReclaim"] = reclaim;
   root["evictionMaxPodGracePeriod"] = ev.max_pod_grace_period_seconds;
+  root["softEvictionGraceCeilingSeconds"] = ev.soft_grace_ceiling_seconds;
   root["evictionPressureTransitionPeriod"] = format_duration(ev.pressure_transition_period);
   // The thresholds above are already the merged result.
   root["mergeDefaultEvictionSettings"] = false;
   for (const auto& [text, value] : kDaemonSetPolicies) {
     if (value == ev.daemonset_pods) root["daemonSetPods"] = text;
+  }
+  for (const auto& [text, value] : kRankings) {
+    if (value == ev.ranking) root["ranking"] = text;
   }
   root["featureGates"]["LocalStorageCapacityIsolation"] = ev.local_storage_capacity_isolation;
   for (const auto& sec : sections()) {
@@ -1246,9 +1508,51 @@ std::string dump_config(const Config& c) {
     for (const auto& f : sec.fields) s[f.key] = f.encode(c);
     root[sec.name] = s;
   }
+  if (!kubelet_owned && !c.kubelet.config_path.empty()) {
+    for (const char* k : kKubeletEvictionKeys) root.remove(k);
+  }
+  return root;
+}
+
+std::string inline_yaml(const Node& n) {
+  if (n.IsScalar()) return n.Scalar();
   YAML::Emitter out;
-  out << root;
+  out << YAML::Flow << n;
+  return out.c_str();
+}
+
+}  // namespace
+
+std::string dump_config(const Config& c) {
+  YAML::Emitter out;
+  out << dump_node(c, false);
   return std::string(out.c_str()) + "\n";
+}
+
+std::string describe_sources(const Config& c) {
+  auto source = [&](const std::string& path, const std::string& parent) -> std::string {
+    if (auto it = c.sources.find(path); it != c.sources.end()) return it->second;
+    // A threshold not named where its map was set is a default kept by
+    // mergeDefaultEvictionSettings; other maps' entries come with the map.
+    if (parent == "evictionHard" || parent == "evictionSoft") return "default";
+    if (auto it = c.sources.find(parent); !parent.empty() && it != c.sources.end()) return it->second;
+    return "default";
+  };
+  std::string out = "# Where each effective value came from:\n";
+  auto line = [&](const std::string& path, const Node& v, const std::string& parent) {
+    out += "#   " + path + ": " + inline_yaml(v) + "  <- " + source(path, parent) + "\n";
+  };
+  const Node root = dump_node(c, true);
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const std::string key = it->first.as<std::string>();
+    const Node v = it->second;
+    if (v.IsMap() && v.size() > 0) {
+      for (auto f = v.begin(); f != v.end(); ++f) line(key + "." + f->first.as<std::string>(), f->second, key);
+    } else {
+      line(key, v, "");
+    }
+  }
+  return out;
 }
 
 }  // namespace pressured

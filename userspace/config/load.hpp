@@ -33,6 +33,9 @@ struct ConfigOptions {
   std::optional<std::string> eviction_soft_grace_period;  // "memory.available=1m30s,..."
   std::optional<std::string> eviction_minimum_reclaim;    // "memory.available=500Mi,..."
   std::optional<std::string> eviction_max_pod_grace_period;  // seconds
+  std::optional<std::string> soft_eviction_grace_ceiling;    // seconds
+  std::optional<std::string> ranking;                        // qosFirst | kubelet
+  std::optional<std::string> kubelet_config;                 // the node's KubeletConfiguration file
   std::optional<std::string> eviction_pressure_transition_period;  // Go duration
 
   // Observation (cgroup:, pods:).
@@ -91,6 +94,12 @@ Result<void> validate_config(const Config& config);
 /// The effective configuration as YAML in the config-file schema; feeding it
 /// back to parse_config_yaml() yields the same Config. Used by check-config.
 std::string dump_config(const Config& config);
+
+/// One YAML comment line per effective value ("#   evictionHard.memory.available:
+/// 550Mi  <- kubelet configuration /var/lib/kubelet/config.yaml (500Mi) +
+/// kubelet.thresholdOffset 50Mi"): the file, the flag, the kubelet's
+/// configuration, or the default it came from. check-config prints it.
+std::string describe_sources(const Config& config);
 
 /// The kubelet's default hard thresholds (memory.available<100Mi,
 /// nodefs.available<10%, nodefs.inodesFree<5%, imagefs.available<15%,

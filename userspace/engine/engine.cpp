@@ -14,10 +14,33 @@
 namespace pressured {
 namespace {
 
+// a.usage - a.offset > b.usage - b.offset, exactly (the kubelet subtracts
+// Quantities), without overflow: a.usage + b.offset > b.usage + a.offset.
+bool larger_kubelet_amount(const RankKeys& a, const RankKeys& b) {
+  uint64_t l = 0, r = 0;
+  const bool lc = __builtin_add_overflow(a.usage, b.offset, &l);
+  const bool rc = __builtin_add_overflow(b.usage, a.offset, &r);
+  if (lc != rc) return lc;
+  return l > r;
+}
+
+// The kubelet's orders (helpers.go: rankMemoryPressure, rankDiskPressureFunc,
+// rankPIDPressure): usage over the request first (for pids every pod is
+// "within", the PID order has no such key), then lower priority, then the
+// larger usage - request. Its sort is not stable; the uid makes this one total.
+inline bool kubelet_evict_before(const RankKeys& a, const std::string& ua, const RankKeys& b, const std::string& ub) {
+  if (a.over_request != b.over_request) return a.over_request;
+  if (a.priority != b.priority) return a.priority < b.priority;
+  if (larger_kubelet_amount(a, b)) return true;
+  if (larger_kubelet_amount(b, a)) return false;
+  return ua < ub;
+}
+
 // True when the pod with keys `a` (uid `ua`) is evicted before the one with
 // `b`. Smaller sorts first (evicted first) on every key but the amount,
 // where larger goes first; the uid breaks ties so the order is total.
 inline bool evict_before(const RankKeys& a, const std::string& ua, const RankKeys& b, const std::string& ub) {
+  if (a.kubelet) return kubelet_evict_before(a, ua, b, ub);
   auto head = [](const RankKeys& k) {
     return std::make_tuple(k.zero_usage, k.daemonset_last, static_cast<uint8_t>(k.qos), !k.over_request, k.priority);
   };
@@ -82,6 +105,15 @@ bool never_evicted(const Pod& pod, const EvictionConfig& config) {
          (pod.daemonset && config.daemonset_pods == DaemonSetPolicy::Never);
 }
 
+bool never_evicted_for(const Pod& pod, StarvedResource resource, const EvictionConfig& config) {
+  if (never_evicted(pod, config)) return true;
+  switch (resource) {
+    case StarvedResource::Memory: return pod.memory_spec_unparsable;
+    case StarvedResource::EphemeralStorage: return pod.storage_spec_unparsable;
+    default: return false;  // no request or limit of inodes or pids to know
+  }
+}
+
 uint64_t pod_usage(const Pod& pod, StarvedResource resource) {
   switch (resource) {
     case StarvedResource::Memory: return pod.usage.memory_working_set_bytes;
@@ -103,8 +135,16 @@ uint64_t pod_request(const Pod& pod, StarvedResource resource) {
 
 int64_t eviction_grace_period(const Pod& pod, ThresholdKind kind, const EvictionConfig& config) {
   if (kind == ThresholdKind::Hard) return 0;
-  int64_t grace = std::max<int64_t>(0, pod.termination_grace_period_seconds);
-  if (config.max_pod_grace_period_seconds > 0) grace = std::min(grace, config.max_pod_grace_period_seconds);
+  const int64_t own = pod.termination_grace_period_seconds;
+  // The eviction manager's override for a soft threshold (1.32 on).
+  int64_t grace = std::min(config.max_pod_grace_period_seconds, own);
+  // The pod worker (calculateEffectiveGracePeriod) takes an override of 0 as
+  // no override, hence the pod's own period, and never goes below 1 s: so
+  // evictionMaxPodGracePeriod 0 (its default) leaves the pod's period, and a
+  // negative one kills after 1 s.
+  if (grace == 0) grace = own;
+  grace = std::max<int64_t>(1, grace);
+  if (config.soft_grace_ceiling_seconds > 0) grace = std::min(grace, config.soft_grace_ceiling_seconds);
   return grace;
 }
 
@@ -115,7 +155,8 @@ bool evicted_before(const Pod& a, uint64_t a_usage, const Pod& b, uint64_t b_usa
     RankKeys k = rank_keys(p, resource, config);
     k.usage = usage;
     k.zero_usage = usage == 0;
-    k.over_request = usage > k.request;
+    // The kubelet's PID order has no request key (rank_keys).
+    if (!(k.kubelet && resource == StarvedResource::Pids)) k.over_request = usage > k.request;
     return k;
   };
   return evict_before(keys(a, a_usage), a.uid, keys(b, b_usage), b.uid);
@@ -126,7 +167,7 @@ std::vector<const Pod*> rank_pods(const std::vector<Pod>& pods, StarvedResource 
   std::vector<std::pair<RankKeys, const Pod*>> keyed;
   keyed.reserve(pods.size());
   for (const Pod& p : pods) {
-    if (never_evicted(p, config) || contains(terminating, p.uid)) continue;
+    if (never_evicted_for(p, resource, config) || contains(terminating, p.uid)) continue;
     keyed.emplace_back(rank_keys(p, resource, config), &p);
   }
   std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
@@ -147,7 +188,23 @@ RankKeys rank_keys(const Pod& pod, StarvedResource resource, const EvictionConfi
   k.qos = pod.qos;
   k.over_request = k.usage > k.request;
   k.priority = pod.priority;
+  if (config.ranking == Ranking::Kubelet) {
+    k.kubelet = true;
+    // The kubelet's disk order subtracts the ephemeral-storage request from
+    // the inode count too (rankDiskPressureFunc with resourceInodes).
+    k.offset = resource == StarvedResource::Inodes ? pod.requests.ephemeral_storage_bytes : k.request;
+    if (resource == StarvedResource::Pids) k.over_request = false;
+  }
   return k;
+}
+
+int64_t RankKeys::kubelet_amount() const {
+  if (usage >= offset) {
+    const uint64_t d = usage - offset;
+    return d > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(d);
+  }
+  const uint64_t d = offset - usage;
+  return d > static_cast<uint64_t>(INT64_MAX) ? INT64_MIN : -static_cast<int64_t>(d);
 }
 
 std::string_view name(RankKey key) {
@@ -172,6 +229,12 @@ std::optional<RankKey> parse_rank_key(std::string_view text) {
 }
 
 RankKey deciding_key(const RankKeys& a, const RankKeys& b) {
+  if (a.kubelet) {
+    if (a.over_request != b.over_request) return RankKey::OverRequest;
+    if (a.priority != b.priority) return RankKey::Priority;
+    if (larger_kubelet_amount(a, b) || larger_kubelet_amount(b, a)) return RankKey::Amount;
+    return RankKey::Uid;
+  }
   if (a.zero_usage != b.zero_usage) return RankKey::ZeroUsage;
   if (a.daemonset_last != b.daemonset_last) return RankKey::DaemonSet;
   if (a.qos != b.qos) return RankKey::Qos;
@@ -181,7 +244,31 @@ RankKey deciding_key(const RankKeys& a, const RankKeys& b) {
   return RankKey::Uid;
 }
 
+namespace {
+
+// A signed amount ("-512Mi").
+std::string signed_amount_text(int64_t v, StarvedResource r) {
+  if (v >= 0) return amount_text(static_cast<uint64_t>(v), r);
+  std::string s = "-";
+  s += amount_text(v == INT64_MIN ? static_cast<uint64_t>(INT64_MAX) + 1 : static_cast<uint64_t>(-v), r);
+  return s;
+}
+
+}  // namespace
+
 std::string describe_keys(const RankKeys& k, StarvedResource r) {
+  if (k.kubelet) {
+    // The kubelet's keys only (QoS is not one of them).
+    std::string s;
+    if (r != StarvedResource::Pids) s += k.over_request ? "over-request " : "within-request ";
+    s += "priority=" + std::to_string(k.priority);
+    s += " usage=" + amount_text(k.usage, r);
+    if (r != StarvedResource::Pids) {
+      s += " request=" + amount_text(k.request, r);
+      s += " usage-request=" + signed_amount_text(k.kubelet_amount(), r);
+    }
+    return s;
+  }
   std::string s = "qos=" + std::string(name(k.qos));
   s += k.over_request ? " over-request" : " within-request";
   s += " priority=" + std::to_string(k.priority);
@@ -211,6 +298,13 @@ std::string deciding_words(const RankKeys& v, const RankKeys& o, StarvedResource
       s += "priority " + std::to_string(v.priority) + " below " + std::to_string(o.priority);
       break;
     case RankKey::Amount:
+      if (v.kubelet) {
+        s += r == StarvedResource::Pids
+                 ? "runs " + amount_text(v.usage, r) + " processes, the runner-up " + amount_text(o.usage, r)
+                 : "usage - request " + signed_amount_text(v.kubelet_amount(), r) + ", the runner-up " +
+                       signed_amount_text(o.kubelet_amount(), r);
+        break;
+      }
       // "Exceeds its request" only means something when there is a request.
       s += v.over_request && (v.request != 0 || o.request != 0)
                ? "exceeds its request by " + amount_text(v.amount(), r) + ", the runner-up by " + amount_text(o.amount(), r)
@@ -372,7 +466,10 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     for (const Pod& p : snapshot.pods) {
       // Not walked yet: nothing to judge (the cheapest test first: this
       // pass runs at every evaluation, pressure or not).
-      if (!p.ephemeral_storage || never_evicted(p, config_) || contains(excluded, p.uid)) continue;
+      if (!p.ephemeral_storage || never_evicted_for(p, StarvedResource::EphemeralStorage, config_) ||
+          contains(excluded, p.uid)) {
+        continue;
+      }
       auto v = local_storage_violation(p, options);
       if (!v) continue;
       Eviction e = eviction_of(p);
@@ -405,7 +502,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     const Pod* second = nullptr;
     RankKeys best_key{}, second_key{};
     for (const Pod& p : snapshot.pods) {
-      if (never_evicted(p, config_)) continue;
+      if (never_evicted_for(p, resource, config_)) continue;
       const RankKeys k = rank_keys(p, t.signal, snapshot.containerfs_layout, config_);
       if (second && !evict_before(k, p.uid, second_key, second->uid)) continue;
       if (contains(excluded, p.uid)) continue;

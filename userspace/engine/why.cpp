@@ -16,7 +16,12 @@ nlohmann::ordered_json rank_keys_json(const RankKeys& k, JsonKeys style) {
   o["priority"] = k.priority;
   o["usage"] = k.usage;
   o["request"] = k.request;
-  o["amount"] = k.amount();
+  if (k.kubelet) {
+    o["ranking"] = "kubelet";
+    o["amount"] = k.kubelet_amount();  // usage - request, may be negative
+  } else {
+    o["amount"] = k.amount();
+  }
   o[key("zeroUsage", "zero_usage", style)] = k.zero_usage;
   o[key("daemonsetLast", "daemonset_last", style)] = k.daemonset_last;
   return o;

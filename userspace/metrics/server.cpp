@@ -2,51 +2,54 @@
 //
 // The port is reachable by every tenant on the node (it listens on all
 // interfaces, as node_exporter does), and the DaemonSet's liveness probe goes
-// through it: a client must never be able to starve /healthz. So the server
-// is one epoll loop on its own thread with non-blocking sockets, not a
-// thread pool that a slow client can pin:
-//   - at most `max_connections` connections; at the cap, the oldest one that
-//     has not finished sending its request is dropped for the newcomer (an
-//     idle or slow-loris connection cannot keep a probe out);
+// through it: a client must never be able to starve /healthz. HTTP, TLS and
+// the sockets are libmicrohttpd's (epoll mode, on this server's one thread);
+// on top of it, pressured keeps:
+//   - at most `max_connections` connections; over the cap, the oldest one
+//     that has not finished sending its request is dropped (an idle or
+//     slow-loris connection cannot keep a probe out, and one that came with
+//     its request is answered before anything is dropped);
 //   - a request (TLS handshake included) must be complete within
 //     `header_timeout` of the accept, and fit in `max_request_bytes`;
 //   - one request per connection (Connection: close), answers written
-//     without blocking within `write_timeout`.
+//     within `write_timeout`;
+//   - bcrypt checks on a thread of their own, bounded, so that probes never
+//     wait behind them.
 // TLS and authentication of /metrics follow node_exporter's web
 // configuration file (tls_server_config, basic_auth_users with bcrypt
 // hashes), plus a bearer token file; see docs/operations.md.
 
 #include <arpa/inet.h>
 #include <crypt.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
 
-#include <openssl/crypto.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/sha.h>
-#include <openssl/ssl.h>
+#include <gnutls/crypto.h>
+#include <gnutls/gnutls.h>
+#include <microhttpd.h>
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
@@ -102,7 +105,13 @@ Result<WebConfig> load_web_config(const std::string& path) {
           const std::string k = t.first.as<std::string>();
           if (k == "cert_file") out.cert_file = relative_to_file(t.second.as<std::string>());
           else if (k == "key_file") out.key_file = relative_to_file(t.second.as<std::string>());
-          else if (k == "min_version" || k == "cipher_suites" || k == "client_auth_type" || k == "client_ca_file") {
+          else if (k == "min_version") {
+            out.min_version = t.second.as<std::string>();
+            if (out.min_version != "VersionTLS12" && out.min_version != "VersionTLS13") {
+              return bad("tls_server_config.min_version: " + out.min_version +
+                         " is not supported (VersionTLS12 or VersionTLS13)");
+            }
+          } else if (k == "cipher_suites" || k == "client_auth_type" || k == "client_ca_file") {
             return bad("tls_server_config." + k + " is not supported (TLS 1.2+, no client certificates)");
           } else {
             return bad("unknown key tls_server_config." + k);
@@ -150,420 +159,441 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-struct SslCtxDeleter {
-  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
-};
-
-std::string openssl_error() {
-  unsigned long e = ERR_get_error();
-  if (e == 0) return "unknown TLS error";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  ERR_clear_error();
-  return buf;
-}
-
-std::string base64_decode(std::string_view in) {
-  std::string out((in.size() / 4 + 1) * 3 + 1, '\0');
-  if (in.size() % 4 != 0) return {};
-  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(in.data()),
-                          static_cast<int>(in.size()));
-  if (n < 0) return {};
-  std::size_t pad = 0;
-  if (!in.empty() && in.back() == '=') ++pad;
-  if (in.size() > 1 && in[in.size() - 2] == '=') ++pad;
-  out.resize(static_cast<std::size_t>(n) - pad);
-  return out;
-}
-
+// Equal lengths are compared in full whatever the first difference: the time
+// taken says nothing about where a guessed token goes wrong.
 bool equal_constant_time(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
-  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
 }
 
-std::string sha256(std::string_view in) {
-  unsigned char d[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(in.data()), in.size(), d);
-  return std::string(reinterpret_cast<char*>(d), sizeof d);
+bool iequals_prefix(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  }
+  return true;
 }
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
+// GnuTLS priorities for node_exporter's min_version: TLS 1.2 unless 1.3 is asked.
+std::string tls_priorities(const std::string& min_version) {
+  return min_version == "VersionTLS13" ? "NORMAL:-VERS-ALL:+VERS-TLS1.3" : "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
 }
 
+// One bcrypt check of a basic-auth password, done by the AuthChecker thread
+// while its connection is suspended.
+struct AuthJob {
+  MHD_Connection* connection = nullptr;
+  std::string password;
+  std::string hash;
+  std::string cache_key;
+  enum class Outcome { Pending, Good, Bad, Cancelled };
+  std::atomic<Outcome> outcome{Outcome::Pending};
+};
+
+// bcrypt is slow on purpose (cost 12: ~0.3 s of one core). It runs here, on
+// its own thread, never on the thread that answers probes; at most `bound`
+// checks wait or run at once, the rest are answered 429 at once.
+class AuthChecker {
+ public:
+  AuthChecker(std::size_t bound, int wake_fd) : bound_(bound == 0 ? 1 : bound), wake_fd_(wake_fd) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~AuthChecker() { stop(); }
+
+  /// False when `bound` checks are already queued or running.
+  bool submit(std::shared_ptr<AuthJob> job) {
+    std::lock_guard lock(mu_);
+    if (stopping_ || queue_.size() + running_ >= bound_) return false;
+    queue_.push_back(std::move(job));
+    cv_.notify_one();
+    return true;
+  }
+
+  /// Finishes the check under way, cancels the queued ones and resumes their
+  /// connections (the daemon cannot stop with a connection suspended).
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+    for (auto& job : queue_) finish(*job, AuthJob::Outcome::Cancelled);
+    queue_.clear();
+  }
+
+ private:
+  void finish(AuthJob& job, AuthJob::Outcome outcome) {
+    job.outcome = outcome;
+    MHD_resume_connection(job.connection);
+    // MHD marks the connection for resumption above; this wakes the serving
+    // loop, whose next MHD_run picks it up.
+    uint64_t one = 1;
+    if (::write(wake_fd_, &one, sizeof one) < 0) {
+      // An eventfd cannot refuse one increment.
+    }
+  }
+
+  void run() {
+    while (true) {
+      std::shared_ptr<AuthJob> job;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (stopping_) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+        ++running_;
+      }
+      crypt_data data{};
+      const char* got = ::crypt_rn(job->password.c_str(), job->hash.c_str(), &data, sizeof data);
+      const bool good = got != nullptr && equal_constant_time(got, job->hash);
+      {
+        std::lock_guard lock(mu_);
+        --running_;
+      }
+      finish(*job, good ? AuthJob::Outcome::Good : AuthJob::Outcome::Bad);
+    }
+  }
+
+  const std::size_t bound_;
+  const int wake_fd_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<AuthJob>> queue_;
+  std::size_t running_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// What the serving thread knows of one TCP connection (MHD's socket context).
 struct Conn {
-  int fd = -1;
-  SSL* ssl = nullptr;
-  enum class State { Handshake, Reading, Writing } state = State::Reading;
-  std::string in;
-  std::string out;
-  std::size_t out_off = 0;
-  SteadyClock::time_point deadline;
+  MHD_socket fd = MHD_INVALID_SOCKET;
   uint64_t seq = 0;
-  uint32_t events = 0;  // current epoll interest
+  // Request: TLS handshake and request still arriving (sheddable, header
+  // deadline); Answering: request complete, answer being made or written
+  // (write deadline); Suspended: waiting for a password check (neither).
+  enum class Phase { Request, Answering, Suspended } phase = Phase::Request;
+  SteadyClock::time_point deadline;
+  bool cut = false;  // shut down by us (shed or late); MHD closes it next
+  bool request_seen = false;  // a request reached on_request
+};
+
+// Per request (MHD's request context): the password check, if one was needed.
+struct RequestState {
+  std::shared_ptr<AuthJob> job;
+};
+
+struct Answer {
+  unsigned status;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string type = "text/plain";
 };
 
 }  // namespace
 
+// The HTTP protocol, TLS (GnuTLS), request limits and the socket I/O are
+// libmicrohttpd's. Kept here, because MHD has no such policy: which
+// connection makes room at the cap (the oldest still sending its request, so
+// that a probe is never refused for idle or slow clients), a deadline from
+// accept to whole request (MHD's timeout is an idle timeout, which a client
+// sending one byte a second never reaches), and authentication. MHD runs in
+// its epoll mode driven by this server's one thread, so every MHD callback
+// and every shutdown() of a connection happen on that thread.
 struct MetricsServer::Impl {
   const Metrics* metrics = nullptr;
   WebConfig web;
   MetricsServerLimits limits;
-  std::unique_ptr<SSL_CTX, SslCtxDeleter> ssl_ctx;
-  kernel::Fd listen_fd, epoll_fd, stop_fd;
+  MHD_Daemon* daemon = nullptr;
+  kernel::Fd epoll_fd, stop_fd, wake_fd;
+  std::unique_ptr<AuthChecker> checker;
   std::thread thread;
   ListenAddress bound;
   bool stopped = false;
   uint64_t next_seq = 0;
-  std::unordered_map<int, Conn> conns;
-  std::set<std::string> auth_cache;  // sha256 of credentials that verified
+  std::unordered_map<MHD_Connection*, Conn> conns;
+  std::size_t cut_count = 0;
+  std::string cert_pem, key_pem;  // MHD keeps pointers to them
+  std::string priorities;
+  std::vector<std::string> verified;  // keyed hashes of credentials that verified
+  std::array<unsigned char, 32> cache_key{};
   SteadyClock::time_point auth_window;
   unsigned auth_checks = 0;
+  std::string last_log;  // MHD's last message, for the error of a failed start
   MetricsServerCounters st;
 
-  // Connections are owned by `conns` (keyed by their fd, which their SSL
-  // uses too): closed here and in close_conn, after their SSL is freed.
   ~Impl() {
-    for (auto& [fd, c] : conns) {
-      if (c.ssl) SSL_free(c.ssl);
-      ::close(fd);
-    }
+    if (daemon != nullptr) MHD_stop_daemon(daemon);
   }
 
-  // Counted on the serving thread only; a scrape reads them on its own, one
-  // atomic at a time.
-  template <typename F>
-  void count(F f) {
-    f(st);
-    st.open = conns.size();
+  void update_open() { st.open = conns.size() - cut_count; }
+
+  // Makes MHD close `c` on its next turn: its reads and writes fail at once.
+  // The fd is still MHD's (it is closed only after the CLOSED notification,
+  // which erases `c` on this same thread), so it cannot be another socket.
+  void cut(Conn& c) {
+    if (c.cut) return;
+    c.cut = true;
+    ++cut_count;
+    ::shutdown(c.fd, SHUT_RDWR);
+    update_open();
   }
 
-  void set_events(Conn& c, uint32_t ev) {
-    if (c.events == ev) return;
-    epoll_event e{};
-    e.events = ev;
-    e.data.fd = c.fd;
-    ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_MOD, c.fd, &e);
-    c.events = ev;
+  // ---- MHD callbacks (all on the serving thread)
+
+  static void on_log(void* cls, const char* fmt, va_list ap) {
+    auto* self = static_cast<Impl*>(cls);
+    char buf[512];
+    va_list copy;
+    va_copy(copy, ap);
+    std::vsnprintf(buf, sizeof buf, fmt, copy);
+    va_end(copy);
+    std::string msg(buf);
+    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+    self->last_log = msg;
+    // MHD answers some malformed and oversized requests itself (400 for a
+    // missing Host, 414, 431); its log is where it says so. (Rejections are
+    // counted when such connections close: see on_connection.)
+    if (std::strncmp(fmt, "Error processing request", 24) == 0) self->st.served++;
+    spdlog::debug("metrics server: {}", msg);
   }
 
-  void close_conn(int fd) {
-    auto it = conns.find(fd);
-    if (it == conns.end()) return;
-    if (it->second.ssl) {
-      if (it->second.state == Conn::State::Writing) SSL_shutdown(it->second.ssl);  // best effort, non-blocking
-      SSL_free(it->second.ssl);
-    }
-    ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, fd, nullptr);
-    ::close(fd);
-    conns.erase(it);
-    st.open = conns.size();
-  }
-
-  // At the cap, the oldest connection still sending its request makes room.
-  bool shed_one() {
-    int victim = -1;
-    uint64_t oldest = UINT64_MAX;
-    for (const auto& [fd, c] : conns) {
-      if (c.state != Conn::State::Writing && c.seq < oldest) {
-        oldest = c.seq;
-        victim = fd;
-      }
-    }
-    if (victim < 0) return false;
-    // Counted before the close: a client that sees its connection end may
-    // read the counters at once (tests do).
-    count([](MetricsServerCounters& s) { ++s.shed; });
-    close_conn(victim);
-    return true;
-  }
-
-  void accept_all() {
-    while (true) {
-      kernel::Fd accepted(::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-      if (!accepted) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        return;  // EAGAIN, or EMFILE/ENFILE: retried on the next readiness
-      }
-      const int fd = accepted.get();
-      if (conns.size() >= limits.max_connections && !shed_one()) {
-        count([](MetricsServerCounters& s) { ++s.shed; });
-        continue;  // every slot is busy writing an answer: `accepted` closes it
-      }
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  static void on_connection(void* cls, MHD_Connection* connection, void** /*socket_context*/,
+                            MHD_ConnectionNotificationCode code) {
+    auto* self = static_cast<Impl*>(cls);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
       Conn c;
-      c.fd = fd;
-      c.seq = next_seq++;
-      c.deadline = SteadyClock::now() + limits.header_timeout;
-      if (ssl_ctx) {
-        c.ssl = SSL_new(ssl_ctx.get());
-        if (c.ssl == nullptr || SSL_set_fd(c.ssl, fd) != 1) {
-          if (c.ssl) SSL_free(c.ssl);
-          continue;
-        }
-        SSL_set_accept_state(c.ssl);
-        c.state = Conn::State::Handshake;
-      }
-      epoll_event e{};
-      e.events = EPOLLIN | EPOLLRDHUP;
-      e.data.fd = fd;
-      c.events = e.events;
-      if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, fd, &e) != 0) {
-        if (c.ssl) SSL_free(c.ssl);
-        continue;
-      }
-      (void)accepted.release();  // owned by `conns` from here on
-      conns.emplace(fd, std::move(c));
-      count([](MetricsServerCounters& s) { ++s.accepted; });
-    }
-  }
-
-  // TLS: result of an SSL call that wants more I/O -> the epoll interest.
-  // Returns false when the connection failed.
-  bool ssl_wants(Conn& c, int rc) {
-    int err = SSL_get_error(c.ssl, rc);
-    if (err == SSL_ERROR_WANT_READ) {
-      set_events(c, EPOLLIN | EPOLLRDHUP);
-      return true;
-    }
-    if (err == SSL_ERROR_WANT_WRITE) {
-      set_events(c, EPOLLOUT | EPOLLRDHUP);
-      return true;
-    }
-    ERR_clear_error();
-    return false;
-  }
-
-  void on_ready(int fd) {
-    auto it = conns.find(fd);
-    if (it == conns.end()) return;
-    Conn& c = it->second;
-    if (c.state == Conn::State::Handshake) {
-      int rc = SSL_accept(c.ssl);
-      if (rc == 1) {
-        c.state = Conn::State::Reading;
-        set_events(c, EPOLLIN | EPOLLRDHUP);
-      } else if (!ssl_wants(c, rc)) {
-        count([](MetricsServerCounters& s) { ++s.rejected; });
-        return close_conn(fd);
-      } else {
-        return;
+      const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+      c.fd = info != nullptr ? info->connect_fd : MHD_INVALID_SOCKET;
+      c.seq = self->next_seq++;
+      c.deadline = SteadyClock::now() + self->limits.header_timeout;
+      self->conns[connection] = c;
+      self->st.accepted++;
+    } else {
+      auto it = self->conns.find(connection);
+      if (it != self->conns.end()) {
+        // Ended before a request reached pressured, and not cut by it: not
+        // HTTP (or not TLS on a TLS port), malformed, too large, or closed
+        // by the client before its request was complete.
+        if (!it->second.cut && !it->second.request_seen) self->st.rejected++;
+        if (it->second.cut) --self->cut_count;
+        self->conns.erase(it);
       }
     }
-    if (c.state == Conn::State::Reading) {
-      char buf[4096];
-      while (true) {
-        ssize_t n;
-        if (c.ssl) {
-          int rc = SSL_read(c.ssl, buf, sizeof buf);
-          if (rc <= 0) {
-            if (ssl_wants(c, rc)) break;
-            return close_conn(fd);
-          }
-          n = rc;
-        } else {
-          n = ::recv(fd, buf, sizeof buf, 0);
-          if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
-          if (n <= 0) return close_conn(fd);
-        }
-        c.in.append(buf, static_cast<std::size_t>(n));
-        auto end = c.in.find("\r\n\r\n");
-        if (end != std::string::npos) {
-          c.in.resize(end + 2);
-          respond(c);
-          break;
-        }
-        if (c.in.size() > limits.max_request_bytes) {
-          count([](MetricsServerCounters& s) { ++s.rejected; });
-          answer(c, 431, "text/plain", "request header fields too large\n", {});
-          break;
-        }
-      }
+    self->update_open();
+  }
+
+  static void on_completed(void* cls, MHD_Connection* /*connection*/, void** req_cls,
+                           MHD_RequestTerminationCode code) {
+    auto* self = static_cast<Impl*>(cls);
+    if (code == MHD_REQUEST_TERMINATED_COMPLETED_OK) self->st.served++;
+    delete static_cast<RequestState*>(*req_cls);
+    *req_cls = nullptr;
+  }
+
+  static MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, const char* method,
+                               const char* /*version*/, const char* /*upload_data*/, size_t* upload_data_size,
+                               void** req_cls) {
+    auto* self = static_cast<Impl*>(cls);
+    auto conn = self->conns.find(connection);
+    if (*upload_data_size != 0) {
+      *upload_data_size = 0;  // a body is not read (GET only): answered 405 below
+      return MHD_YES;
     }
-    if (c.state == Conn::State::Writing) write_some(fd);
-  }
-
-  void write_some(int fd) {
-    auto it = conns.find(fd);
-    if (it == conns.end()) return;
-    Conn& c = it->second;
-    while (c.out_off < c.out.size()) {
-      const char* p = c.out.data() + c.out_off;
-      std::size_t left = c.out.size() - c.out_off;
-      if (c.ssl) {
-        int rc = SSL_write(c.ssl, p, static_cast<int>(std::min<std::size_t>(left, 1 << 20)));
-        if (rc <= 0) {
-          if (ssl_wants(c, rc)) return;
-          return close_conn(fd);
-        }
-        c.out_off += static_cast<std::size_t>(rc);
-      } else {
-        ssize_t n = ::send(fd, p, left, MSG_NOSIGNAL);
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-          set_events(c, EPOLLOUT | EPOLLRDHUP);
-          return;
-        }
-        if (n <= 0) return close_conn(fd);
-        c.out_off += static_cast<std::size_t>(n);
-      }
+    auto* state = static_cast<RequestState*>(*req_cls);
+    if (state == nullptr) {
+      state = new RequestState;
+      *req_cls = state;
     }
-    count([](MetricsServerCounters& s) { ++s.served; });
-    close_conn(fd);
+    if (conn != self->conns.end()) conn->second.request_seen = true;
+    if (conn != self->conns.end() && conn->second.phase != Conn::Phase::Answering) {
+      conn->second.phase = Conn::Phase::Answering;
+      conn->second.deadline = SteadyClock::now() + self->limits.write_timeout;
+    }
+    std::optional<Answer> a = self->route(connection, url, method, *state);
+    if (!a) {  // a password check is under way: wait for it without holding the thread
+      if (conn != self->conns.end()) conn->second.phase = Conn::Phase::Suspended;
+      MHD_suspend_connection(connection);
+      return MHD_YES;
+    }
+    const bool head = std::strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    MHD_Response* r = MHD_create_response_from_buffer(a->body.size(), a->body.data(), MHD_RESPMEM_MUST_COPY);
+    if (r == nullptr) return MHD_NO;
+    (void)head;  // MHD sends no body for HEAD itself
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, a->type.c_str());
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");  // one request per connection
+    for (const auto& [k, v] : a->headers) MHD_add_response_header(r, k.c_str(), v.c_str());
+    MHD_Result ret = MHD_queue_response(connection, a->status, r);
+    MHD_destroy_response(r);
+    return ret;
   }
 
-  void answer(Conn& c, int status, std::string_view type, std::string body,
-              const std::vector<std::pair<std::string, std::string>>& headers, bool head = false) {
-    const char* reason = status == 200   ? "OK"
-                         : status == 400 ? "Bad Request"
-                         : status == 401 ? "Unauthorized"
-                         : status == 404 ? "Not Found"
-                         : status == 405 ? "Method Not Allowed"
-                         : status == 429 ? "Too Many Requests"
-                         : status == 431 ? "Request Header Fields Too Large"
-                                         : "Service Unavailable";
-    std::string out = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\nContent-Type: " + std::string(type) +
-                      "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n";
-    for (const auto& [k, v] : headers) out += k + ": " + v + "\r\n";
-    out += "\r\n";
-    if (!head) out += body;
-    c.out = std::move(out);
-    c.out_off = 0;
-    c.state = Conn::State::Writing;
-    c.deadline = SteadyClock::now() + limits.write_timeout;
-    c.in.clear();
+  // ---- What is answered
+
+  std::optional<Answer> route(MHD_Connection* connection, std::string_view url, std::string_view method,
+                              RequestState& state) {
+    if (method != MHD_HTTP_METHOD_GET && method != MHD_HTTP_METHOD_HEAD) {
+      return Answer{MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n", {{"Allow", "GET, HEAD"}}};
+    }
+    // Probes never need credentials, so nothing they do waits for a password check.
+    if (url == "/healthz") {
+      const bool ok = metrics->alive();
+      return Answer{ok ? 200u : 503u, ok ? "ok\n" : "reactor heartbeat stale\n", {}};
+    }
+    if (url == "/readyz") {
+      const bool ok = metrics->ready();
+      return Answer{ok ? 200u : 503u, ok ? "ready\n" : "not ready: events not attached or no observation yet\n", {}};
+    }
+    if (url == "/metrics") {
+      std::optional<unsigned> a = authorize(connection, state);
+      if (!a) return std::nullopt;
+      if (*a != 200) {
+        st.unauthorized++;
+        std::vector<std::pair<std::string, std::string>> h;
+        if (*a == 401) h.emplace_back("WWW-Authenticate", "Basic realm=\"pressured\"");
+        if (*a == 429) h.emplace_back("Retry-After", "1");
+        if (*a == 503) return Answer{*a, "stopping\n", h};
+        return Answer{*a, *a == 401 ? "unauthorized\n" : "too many authentication attempts\n", h};
+      }
+      return Answer{200, metrics->render(), {}, "text/plain; version=0.0.4; charset=utf-8"};
+    }
+    if (url == "/") return Answer{200, "pressured: /metrics /healthz /readyz\n", {}};
+    return Answer{404, "not found\n", {}};
   }
 
-  // Credentials of the request: ok, or why not (401 / 429).
-  int authorize(const std::string& authorization) {
+  std::string keyed_hash(const std::string& user, const std::string& pass, const std::string& hash) const {
+    std::string in = user + '\0' + pass + '\0' + hash;
+    unsigned char d[32];
+    if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, cache_key.data(), cache_key.size(), in.data(), in.size(), d) != 0) {
+      return {};
+    }
+    return std::string(reinterpret_cast<char*>(d), sizeof d);
+  }
+
+  // 200, 401, 429 (too many checks), 503 (stopping); nullopt: a bcrypt check
+  // was handed to the checker, the request waits suspended.
+  std::optional<unsigned> authorize(MHD_Connection* connection, RequestState& state) {
     if (!web.auth()) return 200;
-    auto sp = authorization.find(' ');
-    if (sp == std::string::npos) return 401;
-    std::string scheme = lower(authorization.substr(0, sp));
-    std::string cred = authorization.substr(sp + 1);
-    while (!cred.empty() && cred.front() == ' ') cred.erase(0, 1);
-    if (scheme == "bearer") {
-      return !web.bearer_token.empty() && equal_constant_time(cred, web.bearer_token) ? 200 : 401;
+    if (state.job) {  // resumed: the check is done
+      const AuthJob& job = *state.job;
+      switch (job.outcome.load()) {
+        case AuthJob::Outcome::Good:
+          if (auth_checks > 0) --auth_checks;  // a good password costs nothing against the budget
+          if (verified.size() >= 16) verified.clear();
+          if (!job.cache_key.empty()) verified.push_back(job.cache_key);
+          return 200;
+        case AuthJob::Outcome::Bad:
+          return 401;
+        default:
+          return 503;
+      }
     }
-    if (scheme != "basic" || web.basic_auth_users.empty()) return 401;
-    std::string pair = base64_decode(cred);
-    auto colon = pair.find(':');
-    if (colon == std::string::npos) return 401;
-    std::string user = pair.substr(0, colon), pass = pair.substr(colon + 1);
+    const char* header = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (header == nullptr) return 401;
+    std::string_view h(header);
+    if (iequals_prefix(h, "bearer ")) {
+      std::string_view token = h.substr(7);
+      while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+      return !web.bearer_token.empty() && equal_constant_time(token, web.bearer_token) ? 200 : 401;
+    }
+    if (web.basic_auth_users.empty()) return 401;
+    char* pass_c = nullptr;
+    char* user_c = MHD_basic_auth_get_username_password(connection, &pass_c);
+    std::string user = user_c ? user_c : "", pass = pass_c ? pass_c : "";
+    const bool parsed = user_c != nullptr && pass_c != nullptr;
+    if (user_c) MHD_free(user_c);
+    if (pass_c) MHD_free(pass_c);
+    if (!parsed) return 401;
     const std::string* hash = nullptr;
-    for (const auto& [u, h] : web.basic_auth_users) {
-      if (u == user) hash = &h;
+    for (const auto& [u, hh] : web.basic_auth_users) {
+      if (u == user) hash = &hh;
     }
     if (hash == nullptr) return 401;
-    std::string key = sha256(user + '\0' + pass + '\0' + *hash);
-    if (auth_cache.count(key)) return 200;
-    // bcrypt is slow on purpose and runs on this loop: unknown credentials
-    // are checked at most auth_failures_per_second times a second, so a
-    // password-guessing client cannot starve the probes.
+    std::string key = keyed_hash(user, pass, *hash);
+    if (!key.empty() && std::find(verified.begin(), verified.end(), key) != verified.end()) return 200;
+    // Unknown credentials: at most auth_failures_per_second checks a second,
+    // and at most that many waiting or running at once.
     auto now = SteadyClock::now();
     if (now - auth_window >= std::chrono::seconds(1)) {
       auth_window = now;
       auth_checks = 0;
     }
-    if (auth_checks >= limits.auth_failures_per_second) return 429;
+    if (auth_checks >= limits.auth_failures_per_second || !checker) return 429;
+    auto job = std::make_shared<AuthJob>();
+    job->connection = connection;
+    job->password = std::move(pass);
+    job->hash = *hash;
+    job->cache_key = std::move(key);
+    if (!checker->submit(job)) return 429;
     ++auth_checks;
-    crypt_data data{};
-    const char* got = ::crypt_rn(pass.c_str(), hash->c_str(), &data, sizeof data);
-    if (got == nullptr || !equal_constant_time(got, *hash)) return 401;
-    --auth_checks;  // a good password costs nothing against the budget
-    if (auth_cache.size() >= 16) auth_cache.clear();
-    auth_cache.insert(key);
-    return 200;
+    state.job = std::move(job);
+    return std::nullopt;
   }
 
-  void respond(Conn& c) {
-    // "GET /path HTTP/1.1\r\nHeader: value\r\n..."
-    std::istringstream in(c.in);
-    std::string line;
-    std::getline(in, line);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    std::istringstream rl(line);
-    std::string method, target, version;
-    rl >> method >> target >> version;
-    if (method.empty() || target.empty() || version.rfind("HTTP/1.", 0) != 0) {
-      count([](MetricsServerCounters& s) { ++s.rejected; });
-      return answer(c, 400, "text/plain", "bad request\n", {});
-    }
-    std::string authorization;
-    while (std::getline(in, line)) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      auto colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      if (lower(line.substr(0, colon)) == "authorization") {
-        authorization = line.substr(colon + 1);
-        while (!authorization.empty() && authorization.front() == ' ') authorization.erase(0, 1);
-      }
-    }
-    std::string path = target.substr(0, target.find('?'));
-    const bool head = method == "HEAD";
-    if (method != "GET" && !head) return answer(c, 405, "text/plain", "only GET\n", {{"Allow", "GET, HEAD"}});
-    if (path == "/healthz") {
-      const bool ok = metrics->alive();
-      return answer(c, ok ? 200 : 503, "text/plain", ok ? "ok\n" : "reactor heartbeat stale\n", {}, head);
-    }
-    if (path == "/readyz") {
-      const bool ok = metrics->ready();
-      return answer(c, ok ? 200 : 503, "text/plain",
-                    ok ? "ready\n" : "not ready: events not attached or no observation yet\n", {}, head);
-    }
-    if (path == "/metrics") {
-      int a = authorize(authorization);
-      if (a != 200) {
-        count([](MetricsServerCounters& s) { ++s.unauthorized; });
-        std::vector<std::pair<std::string, std::string>> h;
-        if (a == 401) h.emplace_back("WWW-Authenticate", "Basic realm=\"pressured\"");
-        if (a == 429) h.emplace_back("Retry-After", "1");
-        return answer(c, a, "text/plain", a == 401 ? "unauthorized\n" : "too many authentication attempts\n", h);
-      }
-      return answer(c, 200, "text/plain; version=0.0.4; charset=utf-8", metrics->render(), {}, head);
-    }
-    if (path == "/") return answer(c, 200, "text/plain", "pressured: /metrics /healthz /readyz\n", {}, head);
-    return answer(c, 404, "text/plain", "not found\n", {}, head);
-  }
+  // ---- The loop
 
-  void expire() {
+  // Deadlines, then the cap: over it, the oldest connections still sending
+  // their request make room. Run after MHD_run, so a connection that came
+  // with its request in the same turn was answered before anything is shed.
+  SteadyClock::time_point police() {
     auto now = SteadyClock::now();
-    std::vector<int> late;
-    for (const auto& [fd, c] : conns) {
-      if (c.deadline <= now) late.push_back(fd);
+    auto next = SteadyClock::time_point::max();
+    for (auto& [mc, c] : conns) {
+      if (c.cut || c.phase == Conn::Phase::Suspended) continue;
+      if (c.deadline <= now) {
+        st.timed_out++;  // counted before the cut: a client that sees its connection end may read it at once
+        cut(c);
+      } else {
+        next = std::min(next, c.deadline);
+      }
     }
-    for (int fd : late) {
-      count([](MetricsServerCounters& s) { ++s.timed_out; });  // before the close, as in shed_one()
-      close_conn(fd);
+    while (conns.size() - cut_count > limits.max_connections) {
+      Conn* victim = nullptr;
+      for (auto& [mc, c] : conns) {
+        if (!c.cut && c.phase == Conn::Phase::Request && (victim == nullptr || c.seq < victim->seq)) victim = &c;
+      }
+      if (victim == nullptr) break;  // all are being answered: they end within write_timeout
+      st.shed++;
+      cut(*victim);
     }
+    return next;
   }
 
   void run() {
-    std::vector<epoll_event> evs(64);
-    auto next_expiry = SteadyClock::now() + std::chrono::milliseconds(100);
+    std::array<epoll_event, 4> evs{};
+    auto next_deadline = SteadyClock::time_point::max();
     while (true) {
-      // Idle (no connection to time out): sleep until a scrape or stop
-      // instead of waking ten times a second.
-      const int timeout_ms = conns.empty() ? -1 : 100;
-      int n = ::epoll_wait(epoll_fd.get(), evs.data(), static_cast<int>(evs.size()), timeout_ms);
+      long long timeout_ms = -1;
+      MHD_UNSIGNED_LONG_LONG mhd_timeout = 0;
+      if (MHD_get_timeout(daemon, &mhd_timeout) == MHD_YES) {
+        timeout_ms = static_cast<long long>(std::min<MHD_UNSIGNED_LONG_LONG>(mhd_timeout, 60'000));
+      }
+      if (next_deadline != SteadyClock::time_point::max()) {
+        auto left = std::chrono::ceil<std::chrono::milliseconds>(next_deadline - SteadyClock::now()).count();
+        left = std::max<long long>(left, 0);
+        timeout_ms = timeout_ms < 0 ? left : std::min(timeout_ms, static_cast<long long>(left));
+      }
+      int n = ::epoll_wait(epoll_fd.get(), evs.data(), static_cast<int>(evs.size()), static_cast<int>(timeout_ms));
       if (n < 0 && errno != EINTR) {
         spdlog::error("metrics server: epoll_wait: {}", std::strerror(errno));
         return;
       }
       for (int i = 0; i < n; ++i) {
-        int fd = evs[static_cast<std::size_t>(i)].data.fd;
+        const int fd = evs[static_cast<std::size_t>(i)].data.fd;
         if (fd == stop_fd.get()) return;
-        if (fd == listen_fd.get()) {
-          accept_all();
-          continue;
+        if (fd == wake_fd.get()) {
+          uint64_t v;
+          if (::read(wake_fd.get(), &v, sizeof v) < 0) {
+            // Already drained.
+          }
         }
-        on_ready(fd);
       }
-      if (SteadyClock::now() >= next_expiry) {
-        expire();
-        next_expiry = SteadyClock::now() + std::chrono::milliseconds(100);
-      }
+      MHD_run(daemon);
+      next_deadline = police();
     }
   }
 };
@@ -587,21 +617,20 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
   if (impl->limits.max_connections == 0) impl->limits.max_connections = 1;
 
   if (web.tls()) {
-    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-    if (ctx == nullptr) return Error{EIO, "TLS: " + openssl_error()};
-    impl->ssl_ctx.reset(ctx);
-    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    if (SSL_CTX_use_certificate_chain_file(ctx, web.cert_file.c_str()) != 1) {
-      return Error{EINVAL, "TLS certificate " + web.cert_file + ": " + openssl_error()};
-    }
-    if (SSL_CTX_use_PrivateKey_file(ctx, web.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
-      return Error{EINVAL, "TLS key " + web.key_file + ": " + openssl_error()};
-    }
-    if (SSL_CTX_check_private_key(ctx) != 1) {
-      return Error{EINVAL, "TLS key " + web.key_file + " does not match " + web.cert_file};
-    }
+    auto cert = read_text_file(web.cert_file, "TLS certificate");
+    if (!cert) return Error{EINVAL, cert.error().message};
+    auto key = read_text_file(web.key_file, "TLS key");
+    if (!key) return Error{EINVAL, key.error().message};
+    impl->cert_pem = std::move(*cert);
+    impl->key_pem = std::move(*key);
+    impl->priorities = tls_priorities(web.min_version);
+  }
+  if (gnutls_rnd(GNUTLS_RND_KEY, impl->cache_key.data(), impl->cache_key.size()) != 0) {
+    return Error{EIO, "metrics server: no random key for the credentials cache"};
   }
 
+  // The listening socket is bound here (host names, IPv6, clear errors for
+  // a port in use) and handed to MHD, which closes it when it stops.
   const std::string what = "cannot listen for metrics on " + addr->to_string();
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -612,6 +641,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
   if (int rc = ::getaddrinfo(addr->host.c_str(), port_text.c_str(), &hints, &res); rc != 0 || res == nullptr) {
     return Error{EADDRNOTAVAIL, what + ": address cannot be resolved (" + ::gai_strerror(rc) + ")"};
   }
+  kernel::Fd listen_fd;
   int err = EADDRNOTAVAIL;
   for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
     kernel::Fd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
@@ -622,31 +652,71 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
     int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd.get(), 512) == 0) {
-      impl->listen_fd = std::move(fd);
+      listen_fd = std::move(fd);
       break;
     }
     err = errno;
   }
   ::freeaddrinfo(res);
-  if (!impl->listen_fd) return Error::from_errno(err, what);
+  if (!listen_fd) return Error::from_errno(err, what);
 
   sockaddr_storage ss{};
   socklen_t len = sizeof ss;
-  ::getsockname(impl->listen_fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
+  ::getsockname(listen_fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
   uint16_t port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
                                            : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   impl->bound = ListenAddress{addr->host, port};
 
   impl->epoll_fd.reset(::epoll_create1(EPOLL_CLOEXEC));
   impl->stop_fd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!impl->epoll_fd || !impl->stop_fd) return Error::from_errno(errno, "metrics server");
-  for (int fd : {impl->listen_fd.get(), impl->stop_fd.get()}) {
+  impl->wake_fd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!impl->epoll_fd || !impl->stop_fd || !impl->wake_fd) return Error::from_errno(errno, "metrics server");
+
+  Impl* raw = impl.get();
+  unsigned int flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+  if (web.tls()) flags |= MHD_USE_TLS;
+  // MHD's own bounds sit above pressured's: its cap leaves room for the
+  // connections accepted in one turn and those cut but not yet closed (at
+  // its cap MHD stops accepting, it never refuses); its idle timeout is a
+  // backstop behind the deadlines police() keeps.
+  const auto cap = static_cast<unsigned int>(impl->limits.max_connections + 64);
+  const auto idle_s = static_cast<unsigned int>(
+      std::chrono::ceil<std::chrono::seconds>(impl->limits.header_timeout + impl->limits.write_timeout).count() + 1);
+  std::vector<MHD_OptionItem> opts = {
+      {MHD_OPTION_LISTEN_SOCKET, listen_fd.get(), nullptr},
+      {MHD_OPTION_CONNECTION_LIMIT, cap, nullptr},
+      {MHD_OPTION_CONNECTION_TIMEOUT, idle_s, nullptr},
+      {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(impl->limits.max_request_bytes + 4096), nullptr},
+      {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&Impl::on_log), raw},
+      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&Impl::on_connection), raw},
+      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Impl::on_completed), raw},
+  };
+  if (web.tls()) {
+    opts.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, impl->cert_pem.data()});
+    opts.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, impl->key_pem.data()});
+    opts.push_back({MHD_OPTION_HTTPS_PRIORITIES, 0, impl->priorities.data()});
+  }
+  opts.push_back({MHD_OPTION_END, 0, nullptr});
+  impl->daemon = MHD_start_daemon(flags, 0, nullptr, nullptr, &Impl::on_request, raw, MHD_OPTION_ARRAY, opts.data(),
+                                  MHD_OPTION_END);
+  if (impl->daemon == nullptr) {
+    const std::string why = impl->last_log.empty() ? "libmicrohttpd refused the options" : impl->last_log;
+    if (web.tls()) return Error{EINVAL, "TLS " + web.cert_file + " / " + web.key_file + ": " + why};
+    return Error{EIO, what + ": " + why};
+  }
+  (void)listen_fd.release();  // MHD's from here on
+
+  const MHD_DaemonInfo* info = MHD_get_daemon_info(impl->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+  if (info == nullptr) return Error{EIO, "metrics server: libmicrohttpd has no epoll fd"};
+  for (int fd : {info->epoll_fd, impl->stop_fd.get(), impl->wake_fd.get()}) {
     epoll_event e{};
     e.events = EPOLLIN;
     e.data.fd = fd;
     if (::epoll_ctl(impl->epoll_fd.get(), EPOLL_CTL_ADD, fd, &e) != 0) return Error::from_errno(errno, "metrics server");
   }
-  Impl* raw = impl.get();
+  if (!web.basic_auth_users.empty()) {
+    impl->checker = std::make_unique<AuthChecker>(impl->limits.auth_failures_per_second, impl->wake_fd.get());
+  }
   impl->thread = std::thread([raw] { raw->run(); });
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
 }
@@ -655,7 +725,7 @@ uint16_t MetricsServer::port() const { return impl_->bound.port; }
 
 std::string MetricsServer::address() const { return impl_->bound.to_string(); }
 
-std::string MetricsServer::scheme() const { return impl_->ssl_ctx ? "https" : "http"; }
+std::string MetricsServer::scheme() const { return impl_->web.tls() ? "https" : "http"; }
 
 MetricsServerStats MetricsServer::stats() const { return impl_->st.values(); }
 
@@ -669,9 +739,11 @@ void MetricsServer::stop() {
     // The eventfd cannot fail to take one increment; nothing to do.
   }
   if (impl_->thread.joinable()) impl_->thread.join();
-  // Free the port now (the destructor would too): a restart can bind it.
-  for (auto it = impl_->conns.begin(); it != impl_->conns.end(); it = impl_->conns.begin()) impl_->close_conn(it->first);
-  impl_->listen_fd.reset();
+  // Suspended connections are resumed (answered 503) before MHD stops.
+  if (impl_->checker) impl_->checker->stop();
+  // Closes the connections and the listening socket: a restart can bind the port.
+  if (impl_->daemon != nullptr) MHD_stop_daemon(impl_->daemon);
+  impl_->daemon = nullptr;
 }
 
 }  // namespace pressured

@@ -76,7 +76,9 @@ std::optional<double> get_quantity(const json& resources, std::string_view name,
   if (v == nullptr) return std::nullopt;
   if (v->is_number()) return v->get<double>();
   if (!v->is_string()) throw BadDocument{std::string(where) + "." + std::string(name) + ": not a quantity"};
-  auto q = parse_quantity(v->get_ref<const std::string&>());
+  // Saturating: the API server stores quantities past a double (1e309), and
+  // one the API server accepts must never make the pod unreadable.
+  auto q = parse_quantity_saturating(v->get_ref<const std::string&>());
   if (!q) throw BadDocument{std::string(where) + "." + std::string(name) + ": " + q.error().message};
   return *q;
 }
@@ -174,7 +176,115 @@ LocalStorageSpec local_storage_spec(const json& pod, const json& spec, const std
   return ls;
 }
 
-PodMetadata parse_pod(const json& pod) {
+// A resource that pod-level `spec.resources` may set (component-helpers'
+// IsSupportedPodLevelResource): ephemeral-storage is not one.
+bool pod_level_resource(std::string_view name) {
+  return name == "cpu" || name == "memory" || name.starts_with("hugepages-");
+}
+
+bool any_pod_level_resource(const json* list) {
+  if (list == nullptr || !list->is_object()) return false;
+  return std::any_of(list->items().begin(), list->items().end(),
+                     [](const auto& kv) { return pod_level_resource(kv.key()); });
+}
+
+// One resource's request summed over the containers as component-helpers'
+// AggregateContainerRequests does (the KEP-753 sidecar formula): regular
+// containers and restartable init containers (sidecars) add up; an init
+// container needs its own request plus every sidecar declared before it, and
+// the pod needs the largest of those. nullopt when no container names the
+// resource (the helper leaves the key out of the list).
+struct ContainerRequest {
+  std::optional<double> request;
+  bool restartable = false;
+};
+
+std::optional<double> aggregate_container_request(const std::vector<ContainerRequest>& containers,
+                                                  const std::vector<ContainerRequest>& init_containers) {
+  std::optional<double> sum;
+  for (const auto& c : containers) {
+    if (c.request) sum = sum.value_or(0) + *c.request;
+  }
+  double sidecars = 0;
+  bool sidecar_named = false;
+  std::optional<double> init_peak;
+  for (const auto& c : init_containers) {
+    const double own = c.request.value_or(0);
+    double need = 0;
+    if (c.restartable) {
+      if (c.request) sum = sum.value_or(0) + own;
+      sidecars += own;
+      sidecar_named = sidecar_named || c.request.has_value();
+      need = sidecars;
+    } else {
+      need = own + sidecars;
+    }
+    // Only a container that names the resource, or one running beside a
+    // sidecar that does, puts the key in the init containers' list.
+    if (c.request || sidecar_named) init_peak = std::max(init_peak.value_or(0), need);
+  }
+  if (init_peak && (!sum || *init_peak > *sum)) sum = init_peak;
+  return sum;
+}
+
+// The request the kubelet's eviction manager ranks a pod by, per resource:
+// its GetResourceRequestQuantity (pkg/api/v1/resource) over component-helpers'
+// PodRequests, from the spec alone (never status: while an in-place resize is
+// pending the ranking still reads the spec).
+//  - When pod-level resources are set (spec.resources names cpu, memory or
+//    hugepages in requests or limits), container requests are skipped
+//    altogether; the pod-level request replaces them for the resources it
+//    supports, and the others (ephemeral-storage) read 0.
+//  - spec.overhead is added only to a request that is not zero.
+// A document that did not go through the API server is defaulted as the API
+// server would: a container request left unset takes its limit (done by
+// container_resources), and with pod-level limits set a pod-level request
+// left unset takes the containers' aggregate, else the pod-level limit.
+PodResources kubelet_requests(const json& spec, const std::string& where) {
+  std::vector<ContainerRequest> mem, eph, init_mem, init_eph;
+  if (const json* cs = get(spec, "containers"); cs != nullptr && cs->is_array()) {
+    for (const auto& c : *cs) {
+      auto r = container_resources(c, where + " container " + get_string(c, "name"));
+      mem.push_back({r.req_mem, false});
+      eph.push_back({r.req_eph, false});
+    }
+  }
+  if (const json* ics = get(spec, "initContainers"); ics != nullptr && ics->is_array()) {
+    for (const auto& c : *ics) {
+      auto r = container_resources(c, where + " init container " + get_string(c, "name"));
+      const bool restartable = get_string(c, "restartPolicy") == "Always";
+      init_mem.push_back({r.req_mem, restartable});
+      init_eph.push_back({r.req_eph, restartable});
+    }
+  }
+  const std::optional<double> containers_mem = aggregate_container_request(mem, init_mem);
+  const std::optional<double> containers_eph = aggregate_container_request(eph, init_eph);
+
+  const json* pod_res = get(spec, "resources");
+  const json* pod_req = pod_res != nullptr ? get(*pod_res, "requests") : nullptr;
+  const json* pod_lim = pod_res != nullptr ? get(*pod_res, "limits") : nullptr;
+  const bool pod_level = any_pod_level_resource(pod_req) || any_pod_level_resource(pod_lim);
+
+  std::optional<double> req_mem = pod_level ? std::nullopt : containers_mem;
+  std::optional<double> req_eph = pod_level ? std::nullopt : containers_eph;
+  std::optional<double> pod_mem;
+  if (pod_req != nullptr) pod_mem = get_quantity(*pod_req, "memory", where + ".spec.resources.requests");
+  if (!pod_mem && pod_lim != nullptr && pod_lim->is_object() && !pod_lim->empty()) {
+    pod_mem = containers_mem ? containers_mem : get_quantity(*pod_lim, "memory", where + ".spec.resources.limits");
+  }
+  if (pod_mem) req_mem = pod_mem;
+
+  double memory = req_mem.value_or(0), ephemeral = req_eph.value_or(0);
+  if (const json* oh = get(spec, "overhead")) {
+    const auto oh_mem = get_quantity(*oh, "memory", where + ".spec.overhead");
+    const auto oh_eph = get_quantity(*oh, "ephemeral-storage", where + ".spec.overhead");
+    if (oh_mem && memory != 0) memory += *oh_mem;
+    if (oh_eph && ephemeral != 0) ephemeral += *oh_eph;
+  }
+  return PodResources{to_bytes(memory), to_bytes(ephemeral)};
+}
+
+PodMetadata parse_pod(const json& pod, PodTrust trust) {
   PodMetadata m;
   const json* meta = get(pod, "metadata");
   if (meta == nullptr) throw BadDocument{"Pod without metadata"};
@@ -185,9 +295,21 @@ PodMetadata parse_pod(const json& pod) {
   const std::string where = "pod " + (m.name.empty() ? m.uid : m.namespace_ + "/" + m.name);
 
   if (const json* ann = get(*meta, "annotations")) {
-    bool mirror = get(*ann, "kubernetes.io/config.mirror") != nullptr;
-    std::string source = get_string(*ann, "kubernetes.io/config.source");
-    m.static_pod = mirror || (!source.empty() && source != "api");
+    // The mirror annotation holds the static pod's config hash, the uid its
+    // cgroup is named after. A tenant may write it too, but the kubelet never
+    // runs a pod carrying it (it deletes it as an orphaned mirror pod), and
+    // the observer matches a cgroup by its own uid before any mirror.
+    if (const json* mirror = get(*ann, "kubernetes.io/config.mirror")) {
+      m.static_pod = true;
+      m.mirror_of = mirror->is_string() ? mirror->get<std::string>() : std::string();
+    }
+    // config.source is the kubelet's word only in its own copy (it overwrites
+    // it on every pod it runs); in the API server it is whatever the pod's
+    // author wrote.
+    if (trust != PodTrust::ApiServer) {
+      std::string source = get_string(*ann, "kubernetes.io/config.source");
+      m.static_pod = m.static_pod || (!source.empty() && source != "api");
+    }
   }
   if (const json* owners = get(*meta, "ownerReferences"); owners != nullptr && owners->is_array()) {
     for (const auto& o : *owners) {
@@ -199,7 +321,9 @@ PodMetadata parse_pod(const json& pod) {
   const json* spec = get(pod, "spec");
   if (spec == nullptr) spec = &empty;
   std::optional<int64_t> prio = get_int(*spec, "priority", where + ".spec");
-  if (!prio) {
+  // spec.priority is resolved by admission from the class (the kubelet reads
+  // nothing else); only an operator's file may name a class without it.
+  if (!prio && trust == PodTrust::File) {
     std::string pc = get_string(*spec, "priorityClassName");
     if (pc == "system-node-critical") prio = kSystemCriticalPriority + 1000;
     else if (pc == "system-cluster-critical") prio = kSystemCriticalPriority;
@@ -208,9 +332,8 @@ PodMetadata parse_pod(const json& pod) {
   m.critical = m.static_pod || prio.value_or(0) >= kSystemCriticalPriority;
   m.termination_grace_period_seconds = get_int(*spec, "terminationGracePeriodSeconds", where + ".spec").value_or(30);
 
-  // Requests and limits as the scheduler/kubelet add them up.
-  double sum_req_mem = 0, sum_req_eph = 0, sum_lim_mem = 0, sum_lim_eph = 0;
-  double sum_req_cpu = 0, sum_lim_cpu = 0;
+  // Limits as the kubelet adds them up (requests: kubelet_requests).
+  double sum_lim_mem = 0, sum_lim_eph = 0;
   bool all_mem_limited = true, all_eph_limited = true, any_container = false;
   bool any_set = false, guaranteed = true;
   auto qos_account = [&](const ContainerResources& r) {
@@ -226,10 +349,6 @@ PodMetadata parse_pod(const json& pod) {
       any_container = true;
       auto r = container_resources(c, where + " container " + get_string(c, "name"));
       qos_account(r);
-      sum_req_mem += r.req_mem.value_or(0);
-      sum_req_cpu += r.req_cpu.value_or(0);
-      sum_req_eph += r.req_eph.value_or(0);
-      sum_lim_cpu += r.lim_cpu.value_or(0);
       if (r.lim_mem) sum_lim_mem += *r.lim_mem; else all_mem_limited = false;
       if (r.lim_eph) sum_lim_eph += *r.lim_eph; else all_eph_limited = false;
     }
@@ -247,14 +366,12 @@ PodMetadata parse_pod(const json& pod) {
       }
     }
   }
-  double max_init_req_mem = 0, max_init_req_eph = 0, max_init_lim_mem = 0, max_init_lim_eph = 0;
+  double max_init_lim_mem = 0, max_init_lim_eph = 0;
   if (const json* ics = get(*spec, "initContainers"); ics != nullptr && ics->is_array()) {
     for (const auto& c : *ics) {
       auto r = container_resources(c, where + " init container " + get_string(c, "name"));
       qos_account(r);
       if (get_string(c, "restartPolicy") == "Always") {  // sidecar: runs alongside the containers
-        sum_req_mem += r.req_mem.value_or(0);
-        sum_req_eph += r.req_eph.value_or(0);
         if (r.lim_mem) sum_lim_mem += *r.lim_mem; else all_mem_limited = false;
         if (r.lim_eph) sum_lim_eph += *r.lim_eph; else all_eph_limited = false;
         if (r.lim_eph) {
@@ -267,18 +384,13 @@ PodMetadata parse_pod(const json& pod) {
         max_init_set_lim_eph = std::max(max_init_set_lim_eph, *r.lim_eph);
         any_lim_eph = true;
       }
-      max_init_req_mem = std::max(max_init_req_mem, r.req_mem.value_or(0));
-      max_init_req_eph = std::max(max_init_req_eph, r.req_eph.value_or(0));
       max_init_lim_mem = std::max(max_init_lim_mem, r.lim_mem.value_or(0));
       max_init_lim_eph = std::max(max_init_lim_eph, r.lim_eph.value_or(0));
     }
   }
-  (void)sum_req_cpu;
-  (void)sum_lim_cpu;
   double overhead_mem = 0;
   if (const json* oh = get(*spec, "overhead")) overhead_mem = get_quantity(*oh, "memory", where + ".spec.overhead").value_or(0);
-  m.requests.memory_bytes = to_bytes(std::max(sum_req_mem, max_init_req_mem) + overhead_mem);
-  m.requests.ephemeral_storage_bytes = to_bytes(std::max(sum_req_eph, max_init_req_eph));
+  m.requests = kubelet_requests(*spec, where);
   m.limits.memory_bytes =
       any_container && all_mem_limited ? to_bytes(std::max(sum_lim_mem, max_init_lim_mem) + overhead_mem) : 0;
   m.limits.ephemeral_storage_bytes = any_container && all_eph_limited ? to_bytes(std::max(sum_lim_eph, max_init_lim_eph)) : 0;
@@ -295,13 +407,82 @@ PodMetadata parse_pod(const json& pod) {
   return m;
 }
 
+// A resource field whose value cannot be read, and what it concerns: a
+// memory quantity only the memory signals, an ephemeral-storage one or an
+// emptyDir sizeLimit only the storage signals, a CPU one neither (it only
+// decides the QoS class, which the observer takes from the cgroup).
+struct UnreadableField {
+  json::json_pointer at;
+  std::string why;  // "container c.limits.memory: ..."
+  bool memory = false, storage = false;
+};
+
+// Why the quantity `v` cannot be used; empty when it can.
+std::string quantity_problem(const json& v, bool non_negative) {
+  double d = 0;
+  if (v.is_number()) {
+    d = v.get<double>();
+  } else if (v.is_string()) {
+    auto q = parse_quantity_saturating(v.get_ref<const std::string&>());
+    if (!q) return q.error().message;
+    d = *q;
+  } else {
+    return "not a quantity";
+  }
+  return non_negative && d < 0 ? "must not be negative" : "";
+}
+
+std::vector<UnreadableField> unreadable_fields(const json& pod) {
+  std::vector<UnreadableField> out;
+  const json* spec = get(pod, "spec");
+  if (spec == nullptr) return out;
+  auto check = [&](const json& holder, const json::json_pointer& at, const std::string& where, std::string_view key,
+                   bool memory, bool storage, bool non_negative) {
+    const json* v = get(holder, key);
+    if (v == nullptr) return;
+    std::string problem = quantity_problem(*v, non_negative);
+    if (problem.empty()) return;
+    out.push_back({at / std::string(key), where + "." + std::string(key) + ": " + problem, memory, storage});
+  };
+  for (const char* list : {"containers", "initContainers"}) {
+    const json* cs = get(*spec, list);
+    if (cs == nullptr || !cs->is_array()) continue;
+    for (std::size_t i = 0; i < cs->size(); ++i) {
+      const json* res = get((*cs)[i], "resources");
+      if (res == nullptr) continue;
+      const std::string who = std::string(list[0] == 'i' ? "init container " : "container ") + get_string((*cs)[i], "name");
+      for (const char* kind : {"requests", "limits"}) {
+        const json* q = get(*res, kind);
+        if (q == nullptr) continue;
+        const auto at = json::json_pointer("/spec") / list / i / "resources" / kind;
+        const std::string where = who + "." + kind;
+        check(*q, at, where, "memory", true, false, false);
+        check(*q, at, where, "cpu", false, false, false);
+        check(*q, at, where, "ephemeral-storage", false, true, std::string_view(kind) == "limits");
+      }
+    }
+  }
+  if (const json* oh = get(*spec, "overhead")) {
+    check(*oh, json::json_pointer("/spec/overhead"), "spec.overhead", "memory", true, false, false);
+  }
+  if (const json* vs = get(*spec, "volumes"); vs != nullptr && vs->is_array()) {
+    for (std::size_t i = 0; i < vs->size(); ++i) {
+      if (const json* ed = get((*vs)[i], "emptyDir")) {
+        check(*ed, json::json_pointer("/spec/volumes") / i / "emptyDir", "volume " + get_string((*vs)[i], "name") + ".emptyDir",
+              "sizeLimit", false, true, true);
+      }
+    }
+  }
+  return out;
+}
+
 // Lists of lists are legal but never deep: a bound keeps a hostile answer
 // (items nested 20000 deep) from overflowing the stack.
 constexpr int kMaxListDepth = 8;
 // JSON nesting the parser accepts at all (a Pod is about 10 levels deep).
 constexpr int kMaxJsonDepth = 64;
 
-void collect(const json& doc, ParsedPods& out, int depth = 0) {
+void collect(const json& doc, ParsedPods& out, PodTrust trust, int depth = 0) {
   if (!doc.is_object()) {
     ++out.skipped;
     return;
@@ -312,7 +493,7 @@ void collect(const json& doc, ParsedPods& out, int depth = 0) {
     if (items == nullptr) return;  // an empty list
     if (!items->is_array()) throw BadDocument{kind + ".items is not a list"};
     if (depth >= kMaxListDepth) throw BadDocument{"lists nested deeper than " + std::to_string(kMaxListDepth) + " levels"};
-    for (const auto& it : *items) collect(it, out, depth + 1);
+    for (const auto& it : *items) collect(it, out, trust, depth + 1);
     return;
   }
   if (kind != "Pod" && !(kind.empty() && get(doc, "metadata") && get(doc, "spec"))) {
@@ -323,7 +504,25 @@ void collect(const json& doc, ParsedPods& out, int depth = 0) {
   // readable it is kept, marked unparsable: the observer then treats it as a
   // pod whose metadata is unknown and never evicts it (it might be critical).
   try {
-    PodMetadata m = parse_pod(doc);
+    // A field that cannot be read costs the signals it concerns, not the
+    // pod: it is cut from a copy, the rest is parsed, and the pod is marked
+    // unevictable on those signals only.
+    const std::vector<UnreadableField> bad_fields = unreadable_fields(doc);
+    PodMetadata m;
+    if (bad_fields.empty()) {
+      m = parse_pod(doc, trust);
+    } else {
+      json cut = doc;
+      for (const auto& f : bad_fields) cut.at(f.at.parent_pointer()).erase(f.at.back());
+      m = parse_pod(cut, trust);
+      for (const auto& f : bad_fields) {
+        m.memory_spec_unparsable = m.memory_spec_unparsable || f.memory;
+        m.storage_spec_unparsable = m.storage_spec_unparsable || f.storage;
+        if (out.errors.size() < 10) {
+          out.errors.push_back("pod " + m.namespace_ + "/" + m.name + " " + f.why);
+        }
+      }
+    }
     if (m.uid.empty()) {
       ++out.skipped;
       return;
@@ -346,7 +545,7 @@ void collect(const json& doc, ParsedPods& out, int depth = 0) {
 
 }  // namespace
 
-Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat format) {
+Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat format, PodTrust trust) {
   ParsedPods out;
   if (format == DocumentFormat::Auto) {
     auto first = text.find_first_not_of(" \t\r\n");
@@ -361,9 +560,9 @@ Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat for
       };
       json doc = json::parse(text, bounded);
       if (doc.is_array()) {
-        for (const auto& d : doc) collect(d, out);
+        for (const auto& d : doc) collect(d, out, trust);
       } else {
-        collect(doc, out);
+        collect(doc, out, trust);
       }
     } else {
       // yaml-cpp's LoadAll() never returns on some inputs (a stray ','):
@@ -373,7 +572,7 @@ Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat for
       if (auto g = check_yaml(text, limits); !g) return Error{EINVAL, g.error().message};
       for (const auto& n : YAML::LoadAll(std::string(text))) {
         if (n.IsNull()) continue;
-        collect(yaml_to_json(n), out);
+        collect(yaml_to_json(n), out, trust);
       }
     }
   } catch (const BadDocument& e) {

@@ -55,7 +55,7 @@ def build_pressured(explicit):
             run(["bpftool", "btf", "dump", "file", "/sys/kernel/btf/vmlinux", "format", "c"], stdout=f)
         os.rename(vmlinux_h + ".tmp", vmlinux_h)
     static_failed = os.path.join(OUT, "pressured-static-failed")
-    # Debian ships prometheus-cpp and cpp-httplib as shared libraries only, so
+    # Debian ships prometheus-cpp and GnuTLS's p11-kit as shared libraries only, so
     # a fully static pressured does not link there: build the dynamic binary
     # (copied with its ldd libraries) unless PRESSURED_VM_STATIC=1 asks to try.
     order = ("ON", "OFF") if os.environ.get("PRESSURED_VM_STATIC") == "1" else ("OFF",)
