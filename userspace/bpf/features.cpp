@@ -138,7 +138,10 @@ class KernelBpfFeatures final : public BpfFeatures {
  public:
   KernelBpfFeatures() {
     bpf::MuteLibbpf mute;
-    Fd map(bpf_map_create(BPF_MAP_TYPE_RINGBUF, nullptr, 0, 0, 4096, nullptr));
+    // A ring buffer's size is a multiple of the page size: 4 KiB on x86-64,
+    // up to 64 KiB on arm64 kernels built with larger pages.
+    const auto page = static_cast<__u32>(::sysconf(_SC_PAGESIZE));
+    Fd map(bpf_map_create(BPF_MAP_TYPE_RINGBUF, nullptr, 0, 0, page, nullptr));
     if (map) {
       bpf_ok_ = true;
     } else {
