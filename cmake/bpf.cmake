@@ -63,6 +63,9 @@ function(bpf_object name src)
   add_custom_command(OUTPUT ${obj}
     COMMAND ${BPF_CLANG} -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_${PRESSURED_BPF_ARCH}
             -Wall -Werror -Wno-unused-function
+            # The object (its BTF and DWARF) is embedded in the binary: no
+            # clone or build directory path in it, so builds are reproducible.
+            -fdebug-prefix-map=${CMAKE_BINARY_DIR}=build -fdebug-prefix-map=${CMAKE_SOURCE_DIR}=.
             -I${vmlinux_dir} -I${CMAKE_SOURCE_DIR}/bpf -I${CMAKE_SOURCE_DIR}/include
             -c ${CMAKE_CURRENT_SOURCE_DIR}/${src} -o ${obj}
     DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${src} ${CMAKE_SOURCE_DIR}/bpf/pressured_events.h ${PRESSURED_VMLINUX_DEP}

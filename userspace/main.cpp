@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   std::vector<pressured::cli::Command> commands{
       pressured::cli::add_run(app),     pressured::cli::add_check_config(app),
       pressured::cli::add_simulate(app), pressured::cli::add_top(app),
-      pressured::cli::add_demo(app),
+      pressured::cli::add_demo(app),     pressured::cli::add_install_seccomp(app),
   };
 
   try {

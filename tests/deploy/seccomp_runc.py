@@ -350,7 +350,6 @@ def bundle(tmp, name, args, seccomp, cgroups_path, binds, rt=False):
         # deploy/daemonset.yaml's volumes.
         {"destination": "/sys/fs/cgroup", "type": "bind", "source": "/sys/fs/cgroup", "options": ["rbind", "rw"]},
         {"destination": "/sys/kernel/btf", "type": "bind", "source": "/sys/kernel/btf", "options": ["rbind", "ro"]},
-        {"destination": "/sys/fs/bpf", "type": "bind", "source": "/sys/fs/bpf", "options": ["rbind", "rw"]},
         {"destination": "/host/proc", "type": "bind", "source": "/proc", "options": ["rbind", "ro"]},
         {"destination": "/host/proc/pressure", "type": "bind", "source": "/proc/pressure", "options": ["bind", "rw"]},
     ]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Validates deploy/: the Kubernetes manifests, the systemd unit and the Containerfile.
+"""Validates deploy/: the Kubernetes manifests and the systemd unit.
 
 kubectl's client-side dry run needs an API server for discovery, so it cannot
 run offline; the manifests are checked here against a structural schema of
@@ -11,7 +11,12 @@ the fields they use (unknown keys are typos and fail), and for consistency:
     volume, the host paths pressured needs are mounted, the state file and
     procRoot live on mounts, capabilities drop ALL and add only documented ones;
     host /proc is read only except /proc/pressure (PSI triggers); seccomp is
-    the shipped Localhost profile, never Unconfined;
+    the shipped Localhost profile, never Unconfined, installed by an init
+    container of the same image (`pressured install-seccomp`) into the
+    kubelet's seccomp directory; AppArmor through the annotation every
+    version from 1.20 accepts, never the 1.30+ field; the image is what
+    scripts/image builds (pressured:<project version>); every host path is
+    explained in docs/operations.md;
   - deploy/seccomp/pressured.json: an allow list (default errno) that has the
     calls pressured cannot run without and none that break out of a container;
   - RBAC: exactly the API calls the daemon makes, no wildcards, binding wired;
@@ -20,8 +25,9 @@ the fields they use (unknown keys are typos and fail), and for consistency:
   - pressured.service: `systemd-analyze verify` (when available), same
     capability set as the DaemonSet, real-time scheduling allowed (the
     reactor is SCHED_FIFO), sd_notify with a watchdog, memory protected;
-  - Containerfile: multi-stage, and every library the built binary needs
-    (readelf NEEDED -> dpkg -S) is installed in the runtime stage.
+  - `pressured install-seccomp` writes deploy/seccomp/pressured.json byte for
+    byte, is idempotent and refuses a directory that does not exist.
+(The image's contents are checked against the binary by tests/deploy/image_test.py.)
 """
 
 import argparse
@@ -62,9 +68,11 @@ SECCOMP_REQUIRED = {"bpf", "perf_event_open", "pidfd_open", "pidfd_send_signal",
 SECCOMP_FORBIDDEN = {"mount", "umount2", "unshare", "setns", "ptrace", "init_module", "finit_module",
                      "delete_module", "kexec_load", "reboot", "pivot_root", "keyctl", "add_key", "open_by_handle_at",
                      "userfaultfd", "process_vm_writev"}
-REQUIRED_HOST_PATHS = {"/sys/fs/cgroup", "/sys/kernel/btf", "/sys/fs/bpf", "/proc", "/var/lib/kubelet",
-                       "/var/log/pods", "/var/lib/pressured"}
-BASE_IMAGE_PACKAGES = {"libc6", "libstdc++6", "libgcc-s1"}
+# Exactly these host paths, each used by pressured (docs/operations.md says what for).
+REQUIRED_HOST_PATHS = {"/sys/fs/cgroup", "/sys/kernel/btf", "/proc", "/proc/pressure", "/var/lib/kubelet",
+                       "/var/log/pods", "/var/lib/containerd", "/var/lib/pressured", "/var/lib/kubelet/seccomp"}
+APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+SECCOMP_PROFILE = "profiles/pressured.json"
 
 # Allowed keys per structure (a subset of the Kubernetes schema: what a
 # DaemonSet like this one may use). Unknown keys fail: they are typos.
@@ -82,7 +90,7 @@ S = {
     "httpGet": {"path", "port", "scheme", "host"},
     "port": {"name", "containerPort", "hostPort", "protocol"},
     "security": {"runAsUser", "runAsNonRoot", "privileged", "allowPrivilegeEscalation", "readOnlyRootFilesystem",
-                 "capabilities", "seccompProfile", "appArmorProfile"},
+                 "capabilities", "seccompProfile"},
     "mount": {"name", "mountPath", "readOnly", "mountPropagation", "subPath"},
     "volume": {"name", "hostPath", "configMap"},
     "hostPath": {"path", "type"},
@@ -177,7 +185,45 @@ def check_rbac(c, by_kind):
     return sa.get("name")
 
 
-def check_daemonset(c, ds, config, sa_name, cm_name, operations_md):
+def project_version(source_dir):
+    with open(os.path.join(source_dir, "CMakeLists.txt")) as f:
+        return re.search(r"project\(pressured VERSION (\S+)", f.read()).group(1)
+
+
+def check_init_container(c, pod, main, volumes):
+    """The init container installs the main container's Localhost seccomp profile on the node."""
+    inits = pod.get("initContainers", [])
+    if len(inits) != 1 or inits[0].get("name") != "install-seccomp":
+        c.fail("pod spec: expected one init container, install-seccomp (it puts the seccomp profile on the node)")
+        return
+    ic = inits[0]
+    w = "init container install-seccomp"
+    c.keys(ic, "container", w)
+    if ic.get("image") != main.get("image"):
+        c.fail(f"{w}: image {ic.get('image')!r} is not the main container's {main.get('image')!r} "
+               f"(the profile must be the one of the binary that runs under it)")
+    args = ic.get("args", [])
+    dir_arg = next((a.split("=", 1)[1] for a in args if a.startswith("--dir=")), None)
+    if not args or args[0] != "install-seccomp" or not dir_arg:
+        c.fail(f"{w}: args {args} do not run `install-seccomp --dir=...`")
+        return
+    mount = next((m for m in ic.get("volumeMounts", []) if m.get("mountPath") == dir_arg), None)
+    vol = volumes.get(mount.get("name")) if mount else None
+    host = (vol or {}).get("hostPath", {}).get("path", "")
+    if not mount or mount.get("readOnly") or not host.endswith("/seccomp"):
+        c.fail(f"{w}: --dir={dir_arg} is not a writable mount of the kubelet's seccomp directory "
+               f"(<kubelet root>/seccomp), got {host!r}")
+    sc = ic.get("securityContext", {})
+    c.keys(sc, "security", w + " securityContext")
+    if sc.get("seccompProfile", {}).get("type") != "RuntimeDefault":
+        c.fail(f"{w}: seccompProfile must be RuntimeDefault (the Localhost profile does not exist yet)")
+    if sc.get("privileged") or sc.get("allowPrivilegeEscalation") is not False:
+        c.fail(f"{w}: must not be privileged nor allow privilege escalation")
+    if sc.get("capabilities", {}).get("drop") != ["ALL"] or sc.get("capabilities", {}).get("add"):
+        c.fail(f"{w}: needs no capability (drop ALL, add none)")
+
+
+def check_daemonset(c, ds, config, sa_name, cm_name, operations_md, version=None):
     spec = ds.get("spec", {})
     c.keys(spec, "ds_spec", "DaemonSet.spec")
     tmpl = spec.get("template", {})
@@ -205,6 +251,14 @@ def check_daemonset(c, ds, config, sa_name, cm_name, operations_md):
         c.fail(f"template annotation prometheus.io/port {ann.get('prometheus.io/port')!r} != metrics port {port}")
     if ann.get("prometheus.io/path", "/metrics") != "/metrics":
         c.fail("template annotation prometheus.io/path must be /metrics")
+    names = [ct.get("name") for ct in pod.get("containers", [])]
+    for k, v in ann.items():
+        if k.startswith(APPARMOR_ANNOTATION) and k[len(APPARMOR_ANNOTATION):] not in names + ["install-seccomp"]:
+            c.fail(f"annotation {k}: no such container")
+    for n in names:
+        if ann.get(APPARMOR_ANNOTATION + n) != "unconfined":
+            c.fail(f"template annotation {APPARMOR_ANNOTATION}{n} must be \"unconfined\" (the runtime's default "
+                   f"AppArmor profile blocks PSI trigger writes)")
 
     volumes = {}
     for v in pod.get("volumes", []):
@@ -217,10 +271,20 @@ def check_daemonset(c, ds, config, sa_name, cm_name, operations_md):
     host_paths = {v["hostPath"]["path"] for v in volumes.values() if "hostPath" in v}
     for p in sorted(REQUIRED_HOST_PATHS - host_paths):
         c.fail(f"pod spec: host path {p} is not mounted")
+    for p in sorted(host_paths - REQUIRED_HOST_PATHS):
+        c.fail(f"pod spec: host path {p} is mounted, and nothing in pressured uses it")
+    for p in sorted(host_paths):
+        if f"`{p}`" not in operations_md:
+            c.fail(f"pod spec: host path {p} is not explained in docs/operations.md")
 
     containers = pod.get("containers", [])
     if len(containers) != 1:
         c.fail("pod spec: expected one container")
+    elif containers:
+        check_init_container(c, pod, containers[0], volumes)
+        if version and containers[0].get("image") != f"pressured:{version}":
+            c.fail(f"container image {containers[0].get('image')!r} is not pressured:{version}, the name "
+                   f"scripts/image gives (operators override it with kustomize `images:`)")
     caps_added = set()
     for ct in containers:
         w = f"container {ct.get('name')}"
@@ -246,6 +310,10 @@ def check_daemonset(c, ds, config, sa_name, cm_name, operations_md):
             if pp != port:
                 c.fail(f"{w}: {probe} port resolves to {pp}, metrics listen on {port}")
         sc = ct.get("securityContext", {})
+        if "appArmorProfile" in sc:
+            c.fail(f"{w}: securityContext.appArmorProfile exists from Kubernetes 1.30 only (1.20-1.29 reject it "
+                   f"under validation); use the annotation")
+            sc = {k: v for k, v in sc.items() if k != "appArmorProfile"}
         c.keys(sc, "security", w + " securityContext")
         if sc.get("privileged"):
             c.fail(f"{w}: privileged; use capabilities")
@@ -270,8 +338,9 @@ def check_daemonset(c, ds, config, sa_name, cm_name, operations_md):
             if m.get("name") not in volumes:
                 c.fail(f"{w}: volumeMount {m.get('name')} has no volume")
             mounts[m.get("mountPath")] = m
+        init_mounts = {m.get("name") for ic in pod.get("initContainers", []) for m in ic.get("volumeMounts", [])}
         for vname in volumes:
-            if vname not in {m.get("name") for m in mounts.values()}:
+            if vname not in {m.get("name") for m in mounts.values()} | init_mounts:
                 c.fail(f"volume {vname} is not mounted")
 
         def on_mount(path, writable):
@@ -300,7 +369,7 @@ def check_daemonset(c, ds, config, sa_name, cm_name, operations_md):
         if not on_mount(proc_root + "/pressure", writable=True):
             c.fail(f"{w}: {proc_root}/pressure is not on a writable mount (PSI triggers)")
         seccomp = sc.get("seccompProfile", {})
-        if seccomp.get("type") != "Localhost" or seccomp.get("localhostProfile") != "profiles/pressured.json":
+        if seccomp.get("type") != "Localhost" or seccomp.get("localhostProfile") != SECCOMP_PROFILE:
             c.fail(f"{w}: seccompProfile must be Localhost profiles/pressured.json (deploy/seccomp), "
                    f"not {seccomp}")
 
@@ -399,38 +468,45 @@ def check_systemd(c, unit_path, pressured, caps_added):
             print("systemd-analyze verify: ok")
 
 
-def check_containerfile(c, path, pressured):
-    with open(path) as f:
-        text = f.read()
-    froms = re.findall(r"^FROM\s+(\S+)(?:\s+AS\s+(\S+))?", text, re.M | re.I)
-    if len(froms) < 2 or not froms[0][1]:
-        c.fail("Containerfile: expected a named build stage and a runtime stage")
+def check_install_seccomp(c, pressured, profile_path):
+    """`pressured install-seccomp` installs the shipped profile where the DaemonSet's Localhost profile points."""
+    if not pressured or not os.access(pressured, os.X_OK):
+        print("NOTE: no pressured binary: install-seccomp not run")
         return
-    build = froms[0][1]
-    if not re.search(rf"^COPY --from={re.escape(build)} \S+ /usr/local/bin/pressured", text, re.M):
-        c.fail("Containerfile: the runtime stage does not copy pressured from the build stage")
-    if not re.search(r'^ENTRYPOINT \["/usr/local/bin/pressured"\]', text, re.M):
-        c.fail("Containerfile: ENTRYPOINT is not /usr/local/bin/pressured")
-    runtime = text[text.rfind("FROM "):]
-    installed = set(re.findall(r"\b(lib[\w.+-]+|zlib1g|ca-certificates)\b", runtime))
-    if not pressured or not os.access(pressured, os.X_OK) or not shutil.which("readelf") or not shutil.which("dpkg"):
-        print("NOTE: pressured binary, readelf or dpkg missing: runtime libraries not cross-checked")
-        return
-    r = subprocess.run(["readelf", "-d", pressured], capture_output=True, text=True)
-    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.+?)\]", r.stdout)
-    # Sanitizer runtimes come from a -DPRESSURED_SANITIZE=ON test build; the image is built without.
-    needed = [lib for lib in needed if not re.match(r"lib(asan|ubsan|lsan|tsan)\.so", lib)]
-    for lib in needed:
-        q = subprocess.run(["dpkg", "-S", lib], capture_output=True, text=True)
-        pkgs = {line.split(":")[0] for line in q.stdout.splitlines() if line.strip()}
-        if not pkgs:
-            c.fail(f"Containerfile: cannot tell which package ships {lib}")
-        elif not (pkgs & (installed | BASE_IMAGE_PACKAGES)):
-            c.fail(f"Containerfile: runtime stage lacks {sorted(pkgs)} (for {lib})")
-    print(f"Containerfile: {len(needed)} needed libraries covered")
+    with open(profile_path) as f:
+        shipped = f.read()
+    with tempfile.TemporaryDirectory() as d:
+        def run(target):
+            r = subprocess.run([pressured, "install-seccomp", "--dir", target], capture_output=True, text=True,
+                               timeout=30)
+            return r.returncode, (r.stdout + r.stderr).strip()
+        rc, out = run(d)
+        dest = os.path.join(d, SECCOMP_PROFILE)
+        if rc != 0 or not os.path.exists(dest):
+            c.fail(f"pressured install-seccomp --dir {d}: exit {rc}: {out[-300:]}")
+            return
+        with open(dest) as f:
+            if f.read() != shipped:
+                c.fail("pressured install-seccomp wrote a profile that differs from deploy/seccomp/pressured.json")
+        if os.stat(dest).st_mode & 0o777 != 0o644:
+            c.fail(f"pressured install-seccomp: mode {oct(os.stat(dest).st_mode & 0o777)}, expected 0644")
+        rc, out = run(d)
+        if rc != 0 or "up to date" not in out:
+            c.fail(f"pressured install-seccomp a second time: exit {rc}: {out[-300:]}")
+        with open(dest, "w") as f:
+            f.write("{}")
+        rc, out = run(d)
+        with open(dest) as f:
+            if rc != 0 or f.read() != shipped:
+                c.fail(f"pressured install-seccomp did not replace a stale profile: exit {rc}: {out[-300:]}")
+        rc, out = run(os.path.join(d, "missing"))
+        if rc == 0 or "not a directory" not in out:
+            c.fail(f"pressured install-seccomp into a missing directory: exit {rc}: {out[-300:]}")
+    if not c.errors:
+        print("pressured install-seccomp: installs the shipped profile, idempotent, refuses a missing directory")
 
 
-def self_test(by_kind, config, sa, cm, ops):
+def self_test(by_kind, config, sa, cm, ops, version):
     """The checks must reject broken manifests."""
     import copy
     problems = []
@@ -448,12 +524,26 @@ def self_test(by_kind, config, sa, cm, ops):
         "host /proc writable":
             lambda ds: [m.pop("readOnly", None) for m in ds["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
                         if m.get("name") == "proc"],
+        "the appArmorProfile field":
+            lambda ds: ds["spec"]["template"]["spec"]["containers"][0]["securityContext"].update(
+                appArmorProfile={"type": "Unconfined"}),
+        "no AppArmor annotation":
+            lambda ds: ds["spec"]["template"]["metadata"]["annotations"].pop(APPARMOR_ANNOTATION + "pressured"),
+        "no init container": lambda ds: ds["spec"]["template"]["spec"].pop("initContainers"),
+        "an init container of another image":
+            lambda ds: ds["spec"]["template"]["spec"]["initContainers"][0].update(image="busybox"),
+        "an image scripts/image does not build":
+            lambda ds: [ct.update(image="ghcr.io/x/pressured:0.0.1") for ct in
+                        ds["spec"]["template"]["spec"]["containers"] + ds["spec"]["template"]["spec"]["initContainers"]],
+        "a bpffs mount nothing uses":
+            lambda ds: ds["spec"]["template"]["spec"]["volumes"].append(
+                {"name": "bpffs", "hostPath": {"path": "/sys/fs/bpf"}}),
     }
     for what, mutate in mutations.items():
         ds = copy.deepcopy(by_kind["DaemonSet"][0])
         mutate(ds)
         c = Checker()
-        check_daemonset(c, ds, config, sa, cm, ops)
+        check_daemonset(c, ds, config, sa, cm, ops, version)
         if not c.errors:
             problems.append(f"self-test: a DaemonSet with {what} was accepted")
     bad = copy.deepcopy(by_kind)
@@ -489,8 +579,9 @@ def main():
         return 1
     config = yaml.safe_load(text)
     sa = check_rbac(c, by_kind)
-    c.errors += self_test(by_kind, config, sa, cm["metadata"]["name"], ops)
-    caps = check_daemonset(c, by_kind["DaemonSet"][0], config, sa, cm["metadata"]["name"], ops)
+    version = project_version(args.source_dir)
+    c.errors += self_test(by_kind, config, sa, cm["metadata"]["name"], ops, version)
+    caps = check_daemonset(c, by_kind["DaemonSet"][0], config, sa, cm["metadata"]["name"], ops, version)
     check_config_with_pressured(c, text, args.pressured)
 
     kubectl = shutil.which("kubectl")
@@ -509,13 +600,13 @@ def main():
 
     check_systemd(c, os.path.join(deploy, "pressured.service"), args.pressured, caps)
     check_seccomp(c, os.path.join(deploy, "seccomp", "pressured.json"))
-    check_containerfile(c, os.path.join(deploy, "Containerfile"), args.pressured)
+    check_install_seccomp(c, args.pressured, os.path.join(deploy, "seccomp", "pressured.json"))
 
     if c.errors:
         for e in c.errors:
             print("FAIL:", e)
         return 1
-    print(f"OK: {len(docs)} objects, unit and Containerfile checked")
+    print(f"OK: {len(docs)} objects, unit, seccomp profile and its installer checked")
     return 0
 
 
