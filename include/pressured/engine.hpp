@@ -150,6 +150,11 @@ inline constexpr int32_t kCriticalPodPriority = 2000000000;
 /// DaemonSet pod under `daemonSetPods: never`.
 bool never_evicted(const Pod& pod, const EvictionConfig& config);
 
+/// never_evicted, or the pod's requests and limits of `resource` are unknown
+/// (its source could not read those quantities): the kubelet could not rank
+/// it for that resource, so it is left out of that ranking only.
+bool never_evicted_for(const Pod& pod, StarvedResource resource, const EvictionConfig& config);
+
 /// The pod's usage of a starved resource (working set, ephemeral storage,
 /// inodes, pids) and its request for it (0 when it has none: inodes, pids).
 uint64_t pod_usage(const Pod& pod, StarvedResource resource);

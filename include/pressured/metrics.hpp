@@ -308,7 +308,16 @@ class Metrics {
   /// export already sets.
   [[nodiscard]] StatsExport export_counters(std::span<const ExternalStat> stats);
 
-  /// Ready: events attached and at least one observation completed.
+  /// Readiness also waits for the pod metadata source: `delivered` answers
+  /// whether it has delivered a pod list yet. Until then no pod has
+  /// metadata and the node is not protected, so the DaemonSet must show it
+  /// NotReady. Called at every /readyz and scrape, from the server's thread:
+  /// cheap, thread-safe, and alive as long as this Metrics.
+  /// -> pressured_pod_source_synced 0/1 (1 without a source)
+  void require_pod_source(std::function<bool()> delivered);
+
+  /// Ready: events attached, at least one observation completed, and the
+  /// pod source (require_pod_source) delivered.
   /// -> pressured_ready 0/1, served as /readyz
   bool ready() const;
 

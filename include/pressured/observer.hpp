@@ -107,7 +107,10 @@ struct PodMetadata {
   QosClass qos = QosClass::BestEffort;  // status.qosClass, else derived from requests/limits
   int32_t priority = 0;
   bool critical = false;    // priority >= 2000000000 (system-*-critical)
-  bool static_pod = false;  // kubernetes.io/config.mirror or config.source != "api"
+  bool static_pod = false;  // a mirror pod, or config.source != "api" where the source is trusted (PodTrust)
+  // A mirror pod's kubernetes.io/config.mirror: the static pod's config hash,
+  // which names its cgroup (the mirror's own uid does not). Empty otherwise.
+  std::string mirror_of;
   bool daemonset = false;   // an ownerReference of kind DaemonSet
   int64_t termination_grace_period_seconds = 30;
   PodResources requests;  // sum over containers (init containers: max), as the scheduler sees them
@@ -115,6 +118,10 @@ struct PodMetadata {
   LocalStorageSpec local_storage;  // per-container ephemeral-storage limits, emptyDir sizeLimits
   std::string phase;      // status.phase, may be empty
   bool unparsable = false;  // the source listed this uid but its fields could not be parsed
+  // One of its memory (or ephemeral-storage / emptyDir) quantities could not
+  // be read: never evicted for that resource, still for the others.
+  bool memory_spec_unparsable = false;
+  bool storage_spec_unparsable = false;
 };
 
 using PodMetadataMap = std::unordered_map<std::string, PodMetadata>;  // by uid
@@ -349,13 +356,14 @@ struct MemcgScope {
           "whose cgroups still exist were kept, pods created since could be missing from the ranking.")         \
   GAUGE(pods_without_metadata, "pressured_observer_pods_without_metadata", "",                                   \
         "Pods in cgroups that the metadata source does not list, at the last observation (the source lags "      \
-        "a new pod, or misses pods): they are ranked without priority and requests.")                          \
+        "a new pod, a static pod has no mirror pod, or the source misses pods): never evicted until listed.")  \
   GAUGE(metadata_without_cgroup, "pressured_observer_metadata_without_cgroup", "",                               \
         "Running pods the metadata source lists that have no cgroup on this node, at the last observation "      \
         "(stale metadata, or pods root / cgroup driver not matching the kubelet's).")                           \
   GAUGE(pods_unevictable_without_metadata, "pressured_pods_unevictable_without_metadata", "",                    \
-        "Pods never evicted because the configured metadata source has no good answer (none yet, HTTP/TLS "      \
-        "error) or listed them unparsably; they might be critical or static. Last observation.")
+        "Pods never evicted because the configured metadata source does not describe them: no good answer "      \
+        "(none yet, HTTP/TLS error), not listed (yet), or listed unparsably; they might be critical or static. "   \
+        "Last observation.")
 PRESSURED_DECLARE_STATS(ObserverCounters, PRESSURED_OBSERVER_STATS);
 
 /// Reads the node's signals and every pod's usage straight from the kernel's
@@ -390,7 +398,7 @@ class NodeObserver {
   /// pod.memory_usage_bytes. That usage is an upper bound of the pod's
   /// working set, enough to tell which pods may head the memory ranking.
   /// Fails (ESTALE) when the pod cgroup set may have changed since the last
-  /// observe() (a QoS directory's link count moved; checked even for an empty
+  /// observe() (a QoS directory's entries changed; checked even for an empty
   /// `pods`), when a pod's cgroup is gone or was recreated, and when a read
   /// fails: the caller then observes fully. The default (observers without
   /// kept-open usage files) always fails with ENOTSUP.

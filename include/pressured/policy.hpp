@@ -1,10 +1,14 @@
 #pragma once
 // The eviction policy: what happens between "the engine would evict this pod"
-// and "the pod is gone and its memory is back". A pure state machine (no I/O,
-// no clock, no logging; time is an argument), driven by the daemon and by
-// `pressured simulate` alike. It returns actions; the caller executes them
-// (evictor, API reporter, metrics, logs, checkpoint). See docs/daemon.md,
-// "The eviction policy", and docs/engine.md for the kubelet comparison.
+// and "the pod is gone, its memory is back and the API knows". A pure state
+// machine (no I/O, no clock, no logging; time is an argument), driven by the
+// daemon and by `pressured simulate` alike. It returns actions; the caller
+// executes them (evictor, API reporter, metrics, logs) without ever calling
+// back: what came of them (a victim empty or running again, the API's answer,
+// the disk reclaim's end) is an input of the next step(). Its state is the
+// daemon's checkpoint, whole, so a restart resumes every eviction where it
+// was. See docs/daemon.md, "The eviction policy", docs/architecture.md for
+// the state diagram, and docs/engine.md for the kubelet comparison.
 //
 // One eviction in flight per lane (memory, disk, pids). An eviction goes
 //   Terminating --(no process left)--> Releasing --(usage back / timeout)--> done
@@ -16,6 +20,14 @@
 // While a soft eviction is in flight and not yet killed, a hard threshold met
 // in the same lane kills the soft victim at once (escalation); a hard
 // threshold of another lane is never blocked by it.
+//
+// Alongside, for each victim evicted through the Kubernetes API, its API
+// eviction: Pending (decided, not handed to the reporter by this process) ->
+// Sent -> Confirmed (the API took it, or the pod was gone already). It
+// outlives the local part: a victim killed here stays on the node, its
+// containers restarted by the kubelet, until the API eviction reaches the
+// kubelet; while the pod is observed (at most restart_watch after the kill)
+// a victim running again is killed again as the same eviction.
 
 #include <cstdint>
 #include <optional>
@@ -53,6 +65,10 @@ struct PolicyConfig {
   /// A Kubernetes reporter exists: soft evictions of pods with metadata are
   /// delegated to the API (the kubelet terminates them with their grace).
   bool api = false;
+  /// A victim killed here and evicted through the API is killed again if it
+  /// runs again within this long after its kill (checked every restart_check_interval).
+  Duration restart_watch = std::chrono::minutes(5);
+  Duration restart_check_interval = std::chrono::seconds(1);
   /// Prefix of eviction ids (the daemon passes its start time: ids stay
   /// unique across restarts even without a checkpoint).
   std::string id_prefix = "e";
@@ -75,6 +91,46 @@ struct InFlightEviction {
   bool operator==(const InFlightEviction&) const = default;
 };
 
+/// Where a victim's API eviction stands (see the top of this file).
+enum class ApiState : uint8_t { Pending, Sent, Confirmed };
+std::string_view name(ApiState state);
+
+/// A victim's API eviction (and Event), tracked until the API confirmed it
+/// and, for a victim killed here, the pod left the node or restart_watch passed.
+struct ApiEviction {
+  Eviction eviction;  // what is sent; its id names the Event (a resend is not a second Event)
+  ApiState state = ApiState::Pending;
+  std::optional<TimePoint> killed_at;  // killed here (first kill): watched for a restart
+  TimePoint next_check{};              // the next look for a restart
+  bool operator==(const ApiEviction&) const = default;
+};
+
+/// What the reporter answered for an API eviction (an input of step()).
+struct ApiAnswer {
+  enum class Result : uint8_t {
+    Landed,     // the API accepted the Eviction (or its DELETE fallback)
+    NotNeeded,  // the pod was gone, recreated under the name, already terminating, or static
+    GaveUp,     // the retry budget spent, or an answer that cannot be acted on
+    Dropped,    // never sent (the reporter's queue was full): send again
+  };
+  std::string id;  // Eviction::id
+  Result result = Result::Landed;
+};
+
+/// What the caller found out since the last step().
+struct PolicyInputs {
+  /// Victims (in flight, or watched for a restart: probes()) with no process left.
+  std::vector<std::string> exited;
+  /// Victims watched for a restart (probes()) that have processes again.
+  std::vector<std::string> running;
+  /// Candidates the evictor refuses (outside the pods root), filtered out of
+  /// the decisions before step(): left out of ranking from now on.
+  std::vector<std::string> refused;
+  std::vector<ApiAnswer> api_answers;
+  /// The disk reclaim command finished (or failed): disk evictions may proceed.
+  bool disk_reclaim_finished = false;
+};
+
 /// The policy's memory; checkpointed by the daemon.
 struct PolicyState {
   std::vector<InFlightEviction> in_flight;  // at most one per lane
@@ -82,6 +138,8 @@ struct PolicyState {
   /// still observed: left out of ranking until it disappears. Not in a dry
   /// run, where the pod is offered again.
   std::vector<std::string> evicted;
+  /// API evictions not confirmed yet, and victims killed here still watched for a restart.
+  std::vector<ApiEviction> api;
   bool disk_reclaim_running = false;
   std::optional<TimePoint> disk_reclaim_done_at;
   uint64_t sequence = 0;  // eviction ids
@@ -91,7 +149,7 @@ struct PolicyState {
 /// What the caller must do (or log, or count).
 struct PolicyAction {
   enum class Kind : uint8_t {
-    Start,           // new eviction: grace 0 -> kill; api -> report only; else SIGTERM (+ report)
+    Start,           // new eviction: grace 0 -> kill; delegated to the API -> nothing local; else SIGTERM
     Escalate,        // kill the soft victim now: a hard threshold of its lane is met
     GraceEndKill,    // the victim's grace period is over: kill what is left
     StragglerKill,   // killed, still not empty: kill again
@@ -102,14 +160,21 @@ struct PolicyAction {
     Expired,         // a restored record whose deadlines had all passed: dropped
     Deferred,        // a candidate not acted on (eviction in flight, disk reclaim running)
     DiskReclaim,     // run the disk reclaim command before evicting for disk
+    Terminate,       // a restored eviction whose SIGTERM may not have gone out: send it (again)
+    ReportApi,       // hand the API eviction (and its Event) to the reporter
+    ApiConfirmed,    // the API answered for good (ApiAnswer::Result in api_result)
+    ApiUnsent,       // a restored API eviction not sent: the API or reporting is off now (dry run, no reporter)
+    RestartKill,     // a victim done with runs again (the kubelet restarted it): kill it, back in flight
   };
   Kind kind = Kind::Start;
   Eviction eviction;     // the victim (Deferred: the candidate; DiskReclaim: the candidate it stands for)
   Signal trigger = Signal::MemoryAvailable;  // Escalate: the hard threshold's signal
-  bool report = false;   // Start: tell the API (pod with metadata, not a dry run)
+  bool report = false;   // Start: a ReportApi follows (pod with metadata, not a dry run)
   bool delegate = false;  // Start: the API terminates the pod; no local SIGTERM
   bool killed_before = false;  // Exited: whether our SIGKILL was sent (false: it exited on its own)
   std::string reason;    // Deferred: why
+  ApiAnswer::Result api_result = ApiAnswer::Result::Landed;  // ApiConfirmed
+  Duration since_kill{};  // RestartKill: how long after its kill it ran again
 };
 
 std::string_view name(PolicyAction::Kind kind);
@@ -122,34 +187,30 @@ class EvictionPolicy {
   /// those still observed after their eviction.
   std::vector<std::string> excluded() const;
 
-  /// One evaluation: advances every eviction in flight from `snapshot`
-  /// (pods' usage, which pods exist) and `exited` (victims known to have no
-  /// process left), escalates on hard thresholds in `decisions`, and decides
-  /// on the engine's candidates. `now` must not go backwards.
+  /// The victims whose emptiness the next step() needs (in `exited` or
+  /// `running` of its inputs): those terminating, and those watched for a
+  /// restart whose check is due at `now`.
+  std::vector<Eviction> probes(TimePoint now) const;
+
+  /// One evaluation: takes in what the caller found out (`inputs`), advances
+  /// every eviction in flight from `snapshot` (pods' usage, which pods
+  /// exist), escalates on hard thresholds in `decisions`, decides on the
+  /// engine's candidates (minus `inputs.refused`), and hands pending API
+  /// evictions over. `now` must not go backwards.
+  std::vector<PolicyAction> step(TimePoint now, const NodeSnapshot& snapshot, const Decisions& decisions,
+                                 const PolicyInputs& inputs);
+  /// step() with only `exited` known (simulate, tests).
   std::vector<PolicyAction> step(TimePoint now, const NodeSnapshot& snapshot, const Decisions& decisions,
                                  const std::vector<std::string>& exited);
-
-  /// The evictor refused a Start's target (outside the pods root): the
-  /// eviction ends; the pod stays excluded so it is not picked again.
-  void refused(const std::string& uid);
-
-  /// A victim done with (in `evicted`) has processes again: the kubelet
-  /// restarted a container it killed before the API eviction reached it.
-  /// Its eviction is in flight again, killed at `now` (the caller sends the
-  /// kill), so its lane waits for the memory to come back before choosing
-  /// anyone else. False, and nothing changes, when the pod is not in
-  /// `evicted` or its lane has an eviction in flight.
-  bool reopen(TimePoint now, const Eviction& eviction);
-
-  /// The disk reclaim command finished (or failed): disk evictions may proceed.
-  void disk_reclaim_finished(TimePoint now);
 
   void reconfigure(PolicyConfig config) { config_ = std::move(config); }
   const PolicyConfig& config() const { return config_; }
 
   /// The policy's memory (checkpointed). After restore() the next step()
-  /// first drops records whose deadlines all passed long ago (a daemon down
-  /// for a day must not resume a day-old kill).
+  /// first re-derives each record's deadlines from the configuration now in
+  /// force, drops records whose deadlines all passed long ago (a daemon down
+  /// for a day must not resume a day-old kill), and sends once more every API
+  /// eviction the previous process had not seen confirmed.
   const PolicyState& state() const { return state_; }
   void restore(PolicyState state);
 
@@ -157,20 +218,30 @@ class EvictionPolicy {
   bool busy() const { return !state_.in_flight.empty() || state_.disk_reclaim_running; }
   /// The in-flight eviction of `lane`, if any.
   const InFlightEviction* in_flight(Lane lane) const;
-  /// The earliest deadline of any phase (for a timer); nullopt: none.
+  /// The earliest deadline of any phase or restart check (for the loop's
+  /// timer); nullopt: none.
   std::optional<TimePoint> next_deadline() const;
 
  private:
+  void resume(TimePoint now, const NodeSnapshot& snapshot, std::vector<PolicyAction>& out);
+  void take_answers(const std::vector<ApiAnswer>& answers, std::vector<PolicyAction>& out);
   void progress(TimePoint now, const NodeSnapshot& snapshot, const std::vector<std::string>& exited,
                 std::vector<PolicyAction>& out);
+  void watch_restarts(TimePoint now, const NodeSnapshot& snapshot, const std::vector<std::string>& running,
+                      std::vector<PolicyAction>& out);
+  void dispatch(std::vector<PolicyAction>& out);
+  ApiEviction* api_record(const std::string& uid);
+  bool watched(const ApiEviction& r, TimePoint at) const;
+  bool in_flight_uid(const std::string& uid) const;
   void escalate(TimePoint now, const Decisions& decisions, std::vector<PolicyAction>& out);
-  void decide(TimePoint now, const Decisions& decisions, std::vector<PolicyAction>& out);
+  void decide(TimePoint now, const Decisions& decisions, const std::vector<std::string>& refused,
+              std::vector<PolicyAction>& out);
   void finish(std::size_t index, const NodeSnapshot& snapshot);
   void kill(InFlightEviction& f, TimePoint now);
 
   PolicyConfig config_;
   PolicyState state_;
-  bool check_expiry_ = false;
+  bool restored_ = false;  // the next step() resumes a restored state
 };
 
 }  // namespace pressured

@@ -148,6 +148,11 @@ struct Pod {
   // answer (none yet, 401, TLS, ...) or listed the pod unparsably: it might be
   // critical or static, so it is never evicted (fail safe).
   bool metadata_unavailable = false;
+  // The source listed the pod but could not read its memory (or its
+  // ephemeral-storage / emptyDir) quantities: never evicted for that
+  // resource, as the kubelet would not know its requests or limits there.
+  bool memory_spec_unparsable = false;
+  bool storage_spec_unparsable = false;
   bool stale = false;           // a usage read failed
   std::string cgroup_path;      // absolute path of the pod cgroup (memory hierarchy)
   uint64_t cgroup_id = 0;       // kernfs inode id, as BPF sees it

@@ -664,3 +664,23 @@ TEST(ConfigErrors, NumbersAndNamesAtTheEdges) {
 
 }  // namespace
 }  // namespace pressured
+
+namespace pressured {
+namespace {
+
+TEST(ConfigDump, TheLargestCountReadsBackAndIsNotCalledTooLargeForItself) {
+  // Through a double, UINT64_MAX was 2^64: refused as "too large (at most
+  // 18446744073709551615)", and dumped as 16Ei, which is refused too.
+  Config c = ok("cgroup:\n  allocatableMemoryBytes: 18446744073709551615\n  diskWalkMaxEntries: 9007199254740993\n");
+  EXPECT_EQ(c.observe.allocatable_memory_bytes, std::optional<uint64_t>(UINT64_MAX));
+  EXPECT_EQ(c.observe.disk_walk_max_entries, 9007199254740993ULL);
+  Config back = ok(dump_config(c));
+  EXPECT_EQ(back.observe.allocatable_memory_bytes, c.observe.allocatable_memory_bytes);
+  EXPECT_EQ(back.observe.disk_walk_max_entries, c.observe.disk_walk_max_entries);
+  auto r = parse_config_yaml("cgroup:\n  allocatableMemoryBytes: 18446744073709551616\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.error().message, "too large (at most 18446744073709551615)");
+}
+
+}  // namespace
+}  // namespace pressured

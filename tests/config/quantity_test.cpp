@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <string>
+
 namespace pressured {
 namespace {
 
@@ -151,6 +154,45 @@ TEST(Duration, OverflowIsAnErrorNotAWrap) {
   auto ok = parse_duration("2562047h");
   ASSERT_TRUE(ok.ok());
   EXPECT_GT(ok->count(), 0);
+}
+
+}  // namespace
+}  // namespace pressured
+
+namespace pressured {
+namespace {
+
+TEST(Quantity, EveryPrintedValueReadsBackExactly) {
+  // 999E300 printed as 9.99e+302 and was then refused (exponent over 300);
+  // mantissa * 10^e rounded twice, so ...235e+36 came back as ...236.
+  for (double v : {999e300, 1.2345678901234235e+36, 1.7976931348623157e308, 1.1e3, 0.1, 123456789.125}) {
+    const std::string text = format_quantity(v);
+    auto r = parse_quantity(text);
+    ASSERT_TRUE(r.ok()) << text << ": " << r.error().message;
+    EXPECT_EQ(*r, v) << text;
+  }
+  EXPECT_EQ(q("1.1k"), 1100.0);  // 1.1 * 1e3 is 1100.0000000000002
+  EXPECT_EQ(q("1.2345678901234235e+36"), 1.2345678901234235e+36);
+  EXPECT_EQ(q("1e-400"), 0.0);
+  EXPECT_EQ(q(("1" + std::string(330, '0') + "e-300").c_str()), 1e30);
+}
+
+TEST(Quantity, TheSaturatingFormReadsWhatTheApiServerStores) {
+  // The API server stores 1e309 (past a double): a pod's quantity must read
+  // as more than anything, while a config value that large stays an error.
+  EXPECT_FALSE(parse_quantity("1e309").ok());
+  for (const char* huge : {"1e309", "1E400", "99999999999999999999e99999999999999999999", "2e308"}) {
+    auto r = parse_quantity_saturating(huge);
+    ASSERT_TRUE(r.ok()) << huge << ": " << r.error().message;
+    EXPECT_EQ(*r, std::numeric_limits<double>::infinity()) << huge;
+  }
+  auto neg = parse_quantity_saturating("-1e309");
+  ASSERT_TRUE(neg.ok());
+  EXPECT_EQ(*neg, -std::numeric_limits<double>::infinity());
+  auto tiny = parse_quantity_saturating("1e-99999");
+  ASSERT_TRUE(tiny.ok());
+  EXPECT_EQ(*tiny, 0.0);
+  for (const char* bad : {"1e", "1e3.5", "abc", "1MiB", "1e309x"}) EXPECT_FALSE(parse_quantity_saturating(bad).ok()) << bad;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -50,6 +51,23 @@ Checkpoint sample() {
   f.escalated = true;
   cp.policy.in_flight.push_back(f);
   cp.policy.evicted = {"uid-old"};
+  ApiEviction sent;
+  sent.eviction = p;
+  sent.state = ApiState::Sent;
+  sent.killed_at = TimePoint(std::chrono::seconds(45));
+  sent.next_check = TimePoint(std::chrono::seconds(46));
+  cp.policy.api.push_back(sent);
+  ApiEviction confirmed;
+  confirmed.eviction = p;
+  confirmed.eviction.id = "ev-0";
+  confirmed.eviction.uid = "uid-old";
+  confirmed.state = ApiState::Confirmed;
+  cp.policy.api.push_back(confirmed);
+  ApiEviction pending;
+  pending.eviction = p;
+  pending.eviction.id = "ev-2";
+  pending.eviction.uid = "uid-c";
+  cp.policy.api.push_back(pending);
   cp.policy.disk_reclaim_done_at = TimePoint(std::chrono::seconds(40));
   cp.policy.sequence = 7;
   return cp;
@@ -61,6 +79,54 @@ TEST(Checkpoint, RoundTripsEveryField) {
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(back->boot_id, "boot-1");
   EXPECT_EQ(back->engine, cp.engine);
+  EXPECT_EQ(back->policy, cp.policy);
+}
+
+TEST(Checkpoint, ApiEvictionsRoundTripInEveryState) {
+  const Checkpoint cp = sample();
+  auto j = nlohmann::json::parse(encode_checkpoint(cp));
+  ASSERT_EQ(j["policy"]["api"].size(), 3u);
+  EXPECT_EQ(j["policy"]["api"][0]["state"], "sent");
+  EXPECT_EQ(j["policy"]["api"][1]["state"], "confirmed");
+  EXPECT_EQ(j["policy"]["api"][1]["killed_at_ns"], nullptr) << "delegated to the API, never killed here";
+  EXPECT_EQ(j["policy"]["api"][2]["state"], "pending");
+  auto back = decode_checkpoint(j.dump());
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->policy.api, cp.policy.api);
+
+  j["policy"]["api"][0]["state"] = "lost";
+  EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << "an unknown state is corrupt, not a default";
+  j = nlohmann::json::parse(encode_checkpoint(cp));
+  j["policy"]["api"][0].erase("next_check_ns");
+  EXPECT_FALSE(decode_checkpoint(j.dump()).ok());
+  j = nlohmann::json::parse(encode_checkpoint(cp));
+  j["policy"].erase("api");
+  EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << "version 3 always has the list";
+}
+
+// The fuzzer's seed of this version is a checkpoint the daemon accepts (a
+// seed that fails to decode would fuzz only the error paths).
+TEST(Checkpoint, TheFuzzSeedOfThisVersionLoads) {
+  std::ifstream in(PRESSURED_SOURCE_DIR "/tests/fuzz/corpus/checkpoint/v3_api.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto cp = decode_checkpoint(text.str());
+  ASSERT_TRUE(cp.ok()) << cp.error().message;
+  ASSERT_EQ(cp->policy.api.size(), 3u);
+  EXPECT_EQ(cp->policy.api[0].state, ApiState::Sent);
+  EXPECT_EQ(encode_checkpoint(*cp), encode_checkpoint(*decode_checkpoint(encode_checkpoint(*cp))));
+}
+
+// A checkpoint of the previous version (before API evictions were recorded)
+// resumes its evictions; it has no API evictions to send.
+TEST(Checkpoint, VersionTwoStillLoads) {
+  Checkpoint cp = sample();
+  auto j = nlohmann::json::parse(encode_checkpoint(cp));
+  j["version"] = 2;
+  j["policy"].erase("api");
+  auto back = decode_checkpoint(j.dump());
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  cp.policy.api.clear();
   EXPECT_EQ(back->policy, cp.policy);
 }
 
@@ -228,6 +294,9 @@ TEST(Checkpointer, AChangeDeepInsideAnEvictionIsWrittenAndARevertIsNot) {
   EXPECT_EQ(c.writes(), 2u);
   c.maybe_save(written.engine, cp.policy, t0 + std::chrono::seconds(6));
   EXPECT_EQ(c.writes(), 2u) << "back to what the file holds";
+  cp.policy.api[0].state = ApiState::Confirmed;
+  c.maybe_save(written.engine, cp.policy, t0 + std::chrono::seconds(7));
+  EXPECT_EQ(c.writes(), 3u) << "the API confirmed an eviction: written at once (a restart would send it again)";
   std::filesystem::remove_all(dir);
 }
 

@@ -873,6 +873,11 @@ TEST(DaemonWatches, SoftGraceEndIsATimerNotTheNextTick) {
   r.d->evaluate(at(30), "test", std::nullopt);
   ASSERT_FALSE(r.reactor.deadlines.empty());
   ASSERT_TRUE(r.reactor.deadlines.back().has_value());
+  EXPECT_EQ(*r.reactor.deadlines.back(), at(30) + DaemonConfig{}.release_wait_timeout)
+      << "the victim exited: the policy's release deadline comes first";
+  r.d->evaluate(at(30.1), "test", std::nullopt);  // released (the pod is gone)
+  ASSERT_FALSE(r.d->busy());
+  ASSERT_TRUE(r.reactor.deadlines.back().has_value());
   EXPECT_EQ(*r.reactor.deadlines.back(), at(1) + 5s + 1ms + c.eviction.pressure_transition_period + 1ms);
 }
 

@@ -49,7 +49,9 @@ TEST(EventTriage, LifecycleOfAForeignCgroupCountsOnlyDuringAnEviction) {
   EXPECT_TRUE(triage_events(evs, false, [](uint64_t id) { return id == 77; }).decide);
 }
 
-TEST(EventTriage, ReportsOomKillsDropsResyncsAndPidAlarms) {
+// Ring-buffer losses and resyncs are the reactor's to count (EventStats): a
+// reason to decide, nothing more here.
+TEST(EventTriage, ReportsOomKillsAndPidAlarms) {
   std::vector<PressureEvent> evs{ev(EventSource::Bpf, EventType::OomVictim, 1, 9),
                                  ev(EventSource::Bpf, EventType::RingBufferOverflow),
                                  ev(EventSource::Bpf, EventType::Resync),
@@ -58,8 +60,6 @@ TEST(EventTriage, ReportsOomKillsDropsResyncsAndPidAlarms) {
   auto t = triage_events(evs, false, no_pods);
   ASSERT_EQ(t.oom_kills.size(), 1u);
   EXPECT_EQ(t.oom_kills[0]->cgroup_id, 9u);
-  EXPECT_EQ(t.ring_buffer_dropped, 17u);
-  EXPECT_EQ(t.resyncs, 1u);
   EXPECT_EQ(t.pid_alarms.size(), 1u);
   EXPECT_TRUE(t.decide);
 }

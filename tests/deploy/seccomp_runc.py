@@ -41,15 +41,26 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
-DEADLINE = time.monotonic() + 240
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import harness  # noqa: E402
+from harness import check, free_port, http_get, log, memory_mount, skip_or_fail  # noqa: E402,F401
+
+DEADLINE = harness.Deadline(240)  # whole test, seconds
+
+
+def remaining(cap):
+    return DEADLINE.remaining(cap)
+
+
+def wait_for(what, fn, seconds):
+    return harness.wait_for(what, fn, seconds, DEADLINE, interval=0.2)
+
+
 MIB = 1024 * 1024
 LIMIT_MIB = 256
 RT_ROOT = "/sys/fs/cgroup/cpu/cpu.rt_runtime_us"
@@ -103,22 +114,6 @@ class Interrupted(Exception):
     """A signal (CTest's timeout, ^C): not an AssertionError, so no check swallows it."""
 
 
-def log(msg):
-    print(f"[seccomp_runc] {msg}", flush=True)
-
-
-def skip_or_fail(what, fail_as_root=False):
-    if os.environ.get("PRESSURED_REQUIRE_PRIVILEGED") == "1" or (fail_as_root and os.geteuid() == 0):
-        print(f"FAIL: required for this test but missing: {what}", flush=True)
-        sys.exit(1)
-    print(f"SKIPPED, missing: {what}", flush=True)
-    sys.exit(77)
-
-
-def remaining(cap):
-    return max(1.0, min(cap, DEADLINE - time.monotonic()))
-
-
 def to_oci(profile, default_action=None):
     """A Kubernetes/Docker seccomp profile as the OCI runtime spec's linux.seccomp.
 
@@ -147,19 +142,6 @@ def to_oci(profile, default_action=None):
             r["args"] = rule["args"]
         out["syscalls"].append(r)
     return out
-
-
-def memory_mount():
-    v1 = "/sys/fs/cgroup/memory"
-    if os.path.exists(os.path.join(v1, "memory.usage_in_bytes")):
-        return v1, False
-    try:
-        with open("/sys/fs/cgroup/cgroup.controllers") as f:
-            if "memory" in f.read().split():
-                return "/sys/fs/cgroup", True
-    except OSError:
-        pass
-    return None, False
 
 
 def hierarchies():
@@ -446,45 +428,12 @@ def syscall_table():
     return table
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_get(url, timeout=3):
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-    except (urllib.error.URLError, OSError):
-        return 0, ""
-
-
-def wait_for(what, fn, seconds):
-    end = time.monotonic() + remaining(seconds)
-    last = None
-    while time.monotonic() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
 def read(path):
     try:
         with open(path) as f:
             return f.read()
     except OSError:
         return ""
-
-
-def check(failures, ok, what):
-    log(("ok:   " if ok else "FAIL: ") + what)
-    if not ok:
-        failures.append(what)
 
 
 def metric_lines(text, name):

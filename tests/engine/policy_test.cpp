@@ -4,6 +4,8 @@
 // dry run.
 #include "pressured/policy.hpp"
 
+#include <utility>
+
 #include <gtest/gtest.h>
 
 #include "engine/engine_helpers.hpp"
@@ -21,12 +23,20 @@ struct World {
   EvictionPolicy policy;
   Snap snap;
   std::vector<std::string> exited;
+  std::vector<std::string> running;  // victims watched for a restart that run again
+  PolicyInputs once;                 // one-shot inputs of the next step (answers, refused, reclaim end)
 
   World(EvictionConfig ec, PolicyConfig pc = {}) : engine(std::move(ec)), policy(std::move(pc)) {}
 
   std::vector<PolicyAction> step(double t) {
     Decisions d = engine.evaluate(snap, at(t), policy.excluded());
-    return policy.step(at(t), snap, d, exited);
+    PolicyInputs in = std::exchange(once, {});
+    in.exited = exited;
+    in.running = running;
+    std::erase_if(d.candidates, [&](const Eviction& c) {
+      return std::find(in.refused.begin(), in.refused.end(), c.uid) != in.refused.end();
+    });
+    return policy.step(at(t), snap, d, in);
   }
   Pod* pod(const std::string& uid) {
     for (auto& p : snap.s.pods) {
@@ -41,14 +51,6 @@ struct World {
     snap.mem(std::max(0.0, capacity - used), capacity);
   }
 };
-
-Eviction pod_eviction(const std::string& uid) {
-  Eviction e;
-  e.uid = uid;
-  e.id = "e-x";
-  e.signal = Signal::MemoryAvailable;
-  return e;
-}
 
 std::vector<K> kinds(const std::vector<PolicyAction>& v) {
   std::vector<K> out;
@@ -168,40 +170,75 @@ TEST(Policy, SecondDecisionWaitsForTheReleaseAndTheReleaseWaitIsBounded) {
 }
 
 // A done victim the kubelet restarted (before the API eviction reached it) is
-// reopened as the same eviction, killed: its lane waits for that memory and
-// chooses nobody else meanwhile. Not while the lane is busy, nor for a pod
-// never evicted.
-TEST(Policy, AReopenedVictimHoldsItsLaneInsteadOfASecondVictim) {
-  World w(config({hard(Signal::MemoryAvailable, qty(200 * kMi))}), PolicyConfig{.release_wait_timeout = 2s});
+// back in flight as the same eviction, killed: its lane waits for that memory
+// and chooses nobody else meanwhile. Only a victim killed here and evicted
+// through the API, only once it is done with, only within the watch.
+TEST(Policy, ARestartedVictimHoldsItsLaneInsteadOfASecondVictim) {
+  World w(config({hard(Signal::MemoryAvailable, qty(200 * kMi))}),
+          PolicyConfig{.release_wait_timeout = 2s, .api = true});
   w.snap.add(pod("a", QosClass::BestEffort, 900 * kMi)).add(pod("b", QosClass::Burstable, 50 * kMi, 100 * kMi));
   w.settle(kGi);
   auto start = w.step(1);
-  ASSERT_EQ(kinds(start), std::vector<K>{K::Start});
+  ASSERT_EQ(kinds(start), (std::vector<K>{K::Start, K::ReportApi}));
   const Eviction first = start[0].eviction;
-  EXPECT_FALSE(w.policy.reopen(at(1.05), first)) << "in flight, not done";
+  w.running = {"a"};
+  EXPECT_EQ(find(w.step(1.05), K::RestartKill), nullptr) << "in flight, not done: its own straggler kills apply";
+  w.running.clear();
   w.exited = {"a"};
   w.pod("a")->usage.memory_working_set_bytes = 0;
   w.settle(kGi);
   EXPECT_EQ(kinds(w.step(1.1)), std::vector<K>{K::Exited});
   EXPECT_EQ(kinds(w.step(1.2)), std::vector<K>{K::Released});
   ASSERT_FALSE(w.policy.busy());
+  ASSERT_EQ(w.policy.probes(at(1.5)).size(), 0u) << "the next check is a second after the kill";
+  ASSERT_EQ(w.policy.probes(at(2)).size(), 1u);
+  EXPECT_EQ(w.policy.next_deadline(), at(2)) << "the restart check is a deadline of the loop";
 
   // Restarted: its memory again, threshold met.
   w.exited.clear();
+  w.running = {"a"};
   w.pod("a")->usage.memory_working_set_bytes = 900 * kMi;
   w.settle(kGi);
-  EXPECT_FALSE(w.policy.reopen(at(2), pod_eviction("b"))) << "never evicted";
-  ASSERT_TRUE(w.policy.reopen(at(2), first));
+  auto a = w.step(2);
+  ASSERT_EQ(kinds(a), (std::vector<K>{K::RestartKill, K::Deferred})) << "b waits: a's memory is coming back";
+  EXPECT_EQ(a[0].eviction.id, first.id) << "the same eviction";
+  EXPECT_EQ(a[0].since_kill, 1s);
   ASSERT_TRUE(w.policy.busy());
-  EXPECT_EQ(w.policy.state().in_flight[0].eviction.id, first.id) << "the same eviction";
   EXPECT_TRUE(w.policy.state().in_flight[0].killed);
-  EXPECT_EQ(kinds(w.step(2)), std::vector<K>{K::Deferred}) << "b waits: a's memory is coming back";
+  w.running.clear();
   w.exited = {"a"};
   w.pod("a")->usage.memory_working_set_bytes = 0;
   w.settle(kGi);
   EXPECT_EQ(kinds(w.step(2.1)), std::vector<K>{K::Exited});
   EXPECT_EQ(kinds(w.step(2.2)), std::vector<K>{K::Released});
   EXPECT_EQ(w.policy.state().sequence, 1u) << "no second eviction";
+  EXPECT_EQ(std::count_if(w.policy.state().api.begin(), w.policy.state().api.end(),
+                          [](const ApiEviction& r) { return r.state == ApiState::Sent; }),
+            1)
+      << "one API eviction however many kills";
+
+  // Past the watch, running again is not a restart of ours any more.
+  w.exited.clear();
+  w.running = {"a"};
+  EXPECT_TRUE(w.policy.probes(at(400)).empty());
+  EXPECT_EQ(find(w.step(400), K::RestartKill), nullptr);
+}
+
+TEST(Policy, OnlyVictimsKilledHereAndEvictedThroughTheApiAreWatched) {
+  PolicyConfig local;  // no reporter: nothing keeps the pod on the node after the kill
+  World w(config({hard(Signal::MemoryAvailable, qty(200 * kMi))}), local);
+  w.snap.add(pod("a", QosClass::BestEffort, 900 * kMi));
+  w.settle(kGi);
+  ASSERT_EQ(kinds(w.step(1)), std::vector<K>{K::Start});
+  w.exited = {"a"};
+  w.pod("a")->usage.memory_working_set_bytes = 0;
+  w.settle(kGi);
+  w.step(1.1);
+  w.step(1.2);
+  EXPECT_TRUE(w.policy.probes(at(3)).empty());
+  w.exited.clear();
+  w.running = {"a"};
+  EXPECT_EQ(find(w.step(3), K::RestartKill), nullptr);
 }
 
 TEST(Policy, AVictimThatNeverEmptiesIsStuckAndStopsBlocking) {
@@ -320,7 +357,7 @@ TEST(Policy, DiskEvictionsWaitForOneReclaimRun) {
   w.snap.add(p).sig(Signal::NodefsAvailable, 100 * kMi, 100 * kGi);
   EXPECT_EQ(kinds(w.step(0)), std::vector<K>{K::DiskReclaim});
   EXPECT_EQ(kinds(w.step(1)), std::vector<K>{K::Deferred});
-  w.policy.disk_reclaim_finished(at(2));
+  w.once.disk_reclaim_finished = true;
   EXPECT_EQ(kinds(w.step(2.1)), std::vector<K>{K::Start}) << "the reclaim did not help: evict";
 }
 
@@ -333,7 +370,7 @@ TEST(Policy, HardEvictionsAreReportedSoftOnesDelegatedOnlyWithMetadata) {
   p.termination_grace_period_seconds = 3;
   w.snap.add(p).mem(100 * kMi, 2 * kGi);
   auto a = w.step(0);
-  ASSERT_EQ(kinds(a), std::vector<K>{K::Start});
+  ASSERT_EQ(kinds(a), (std::vector<K>{K::Start, K::ReportApi}));
   EXPECT_TRUE(a[0].report);
   EXPECT_TRUE(a[0].delegate);
   EXPECT_EQ(w.policy.in_flight(Lane::Memory)->kill_at, at(8)) << "grace 3 s + margin 5 s";
@@ -476,6 +513,221 @@ TEST(PolicyLocalStorage, NoDiskReclaimRunForAnOwnLimit) {
   auto a = w.step(0);
   ASSERT_EQ(kinds(a), std::vector<K>{K::Start}) << "an image GC cannot shrink a pod's own volume";
   EXPECT_EQ(a[0].eviction.uid, "ed");
+}
+
+
+// ---- The API eviction's life: pending -> sent -> confirmed, across restarts.
+
+// A node with one BestEffort pod over a hard threshold, reported to the API.
+World api_node(PolicyConfig pc = PolicyConfig{.api = true}) {
+  World w(config({hard(Signal::MemoryAvailable, qty(200 * kMi))}), std::move(pc));
+  w.snap.add(pod("a", QosClass::BestEffort, 900 * kMi)).add(pod("b", QosClass::Burstable, 50 * kMi, 100 * kMi));
+  w.settle(kGi);
+  return w;
+}
+
+const ApiEviction& api_of(const World& w, const std::string& uid) {
+  for (const auto& r : w.policy.state().api) {
+    if (r.eviction.uid == uid) return r;
+  }
+  static const ApiEviction none;
+  ADD_FAILURE() << "no API eviction for " << uid;
+  return none;
+}
+
+TEST(PolicyApi, AHardEvictionIsKilledFirstThenHandedOverOnceAndConfirmedByTheAnswer) {
+  World w = api_node();
+  auto a = w.step(1);
+  ASSERT_EQ(kinds(a), (std::vector<K>{K::Start, K::ReportApi})) << "the kill, then the API";
+  EXPECT_EQ(a[1].eviction.id, a[0].eviction.id);
+  EXPECT_EQ(api_of(w, "a").state, ApiState::Sent);
+  EXPECT_EQ(api_of(w, "a").killed_at, at(1));
+  EXPECT_EQ(find(w.step(1.1), K::ReportApi), nullptr) << "sent once";
+  w.once.api_answers = {{"unknown-id", ApiAnswer::Result::Landed}};  // not ours: ignored
+  EXPECT_EQ(find(w.step(1.2), K::ApiConfirmed), nullptr);
+  w.once.api_answers = {{a[0].eviction.id, ApiAnswer::Result::Landed}};
+  auto c = w.step(1.3);
+  ASSERT_NE(find(c, K::ApiConfirmed), nullptr);
+  EXPECT_EQ(find(c, K::ApiConfirmed)->api_result, ApiAnswer::Result::Landed);
+  EXPECT_EQ(api_of(w, "a").state, ApiState::Confirmed);
+  w.once.api_answers = {{a[0].eviction.id, ApiAnswer::Result::Landed}};
+  EXPECT_EQ(find(w.step(1.4), K::ApiConfirmed), nullptr) << "answered twice: confirmed once";
+}
+
+TEST(PolicyApi, ARequestTheReporterDroppedIsHandedOverAgain) {
+  World w = api_node();
+  auto a = w.step(1);
+  w.once.api_answers = {{a[0].eviction.id, ApiAnswer::Result::Dropped}};
+  auto again = w.step(1.1);
+  ASSERT_EQ(kinds(again), (std::vector<K>{K::Deferred, K::ReportApi})) << "b waits for a";
+  EXPECT_EQ(again[1].eviction.id, a[0].eviction.id);
+  EXPECT_EQ(api_of(w, "a").state, ApiState::Sent);
+}
+
+TEST(PolicyApi, AConfirmedRecordOfAPodGoneFromTheNodeIsForgotten) {
+  World w = api_node();
+  auto a = w.step(1);
+  w.exited = {"a"};
+  w.once.api_answers = {{a[0].eviction.id, ApiAnswer::Result::Landed}};
+  w.step(1.1);
+  ASSERT_EQ(w.policy.state().api.size(), 1u) << "still in flight";
+  w.snap.s.pods.erase(w.snap.s.pods.begin());  // the kubelet took it
+  w.settle(kGi);
+  w.step(1.2);
+  EXPECT_TRUE(w.policy.state().api.empty());
+}
+
+TEST(PolicyApi, AnUnconfirmedRecordWaitsForItsAnswerEvenWhenThePodIsGone) {
+  World w = api_node();
+  auto a = w.step(1);
+  w.snap.s.pods.erase(w.snap.s.pods.begin());
+  w.settle(kGi);
+  w.step(1.1);
+  w.step(1.2);
+  ASSERT_EQ(w.policy.state().api.size(), 1u);
+  w.once.api_answers = {{a[0].eviction.id, ApiAnswer::Result::NotNeeded}};
+  w.step(1.3);
+  EXPECT_TRUE(w.policy.state().api.empty());
+}
+
+// The daemon died with the API eviction decided and checkpointed but maybe
+// not sent (or sent, the answer lost): the next process sends it once.
+TEST(PolicyApi, AfterARestartAnUnconfirmedApiEvictionIsSentOnceAndAConfirmedOneNever) {
+  World w = api_node();
+  auto a = w.step(1);
+  const PolicyState unconfirmed = w.policy.state();
+  w.once.api_answers = {{a[0].eviction.id, ApiAnswer::Result::Landed}};
+  w.step(1.1);
+  const PolicyState confirmed = w.policy.state();
+  {
+    World r = api_node();
+    r.policy.restore(unconfirmed);
+    r.exited = {"a"};
+    auto b = r.step(2);
+    ASSERT_EQ(std::count_if(b.begin(), b.end(), [](const auto& x) { return x.kind == K::ReportApi; }), 1);
+    EXPECT_EQ(find(b, K::ReportApi)->eviction.id, a[0].eviction.id) << "the same eviction: its Event keeps its name";
+    EXPECT_EQ(find(b, K::Start), nullptr) << "no second victim";
+    EXPECT_EQ(find(r.step(2.1), K::ReportApi), nullptr) << "once";
+  }
+  {
+    World r = api_node();
+    r.policy.restore(confirmed);
+    r.exited = {"a"};
+    auto b = r.step(2);
+    EXPECT_EQ(find(b, K::ReportApi), nullptr);
+    EXPECT_EQ(find(b, K::Start), nullptr);
+  }
+}
+
+TEST(PolicyApi, ARestoredApiEvictionIsNotSentWhenReportingIsOffNow) {
+  World w = api_node();
+  w.step(1);
+  const PolicyState saved = w.policy.state();
+  World r = api_node(PolicyConfig{});  // restarted without a kubernetes section
+  r.policy.restore(saved);
+  r.exited = {"a"};
+  auto b = r.step(2);
+  ASSERT_NE(find(b, K::ApiUnsent), nullptr);
+  EXPECT_EQ(find(b, K::ReportApi), nullptr);
+  EXPECT_TRUE(r.policy.state().api.empty());
+}
+
+// Killed before the crash and empty since: not killed again. Running again
+// after the restart (the kubelet restarted it): killed again, as the same eviction.
+TEST(PolicyApi, AVictimKilledBeforeARestartIsKilledAgainOnlyIfItRuns) {
+  World w = api_node();
+  auto a = w.step(1);
+  w.exited = {"a"};
+  w.pod("a")->usage.memory_working_set_bytes = 0;
+  w.settle(kGi);
+  w.step(1.1);
+  w.step(1.2);  // released: done with, watched
+  const PolicyState saved = w.policy.state();
+  {
+    World r = api_node();
+    r.pod("a")->usage.memory_working_set_bytes = 0;
+    r.settle(kGi);
+    r.policy.restore(saved);
+    r.exited = {"a"};
+    for (double t = 2; t < 4; t += 0.5) {
+      auto b = r.step(t);
+      EXPECT_EQ(find(b, K::RestartKill), nullptr) << t;
+      EXPECT_EQ(find(b, K::StragglerKill), nullptr) << t;
+      EXPECT_EQ(find(b, K::Start), nullptr) << t;
+    }
+  }
+  {
+    World r = api_node();
+    r.policy.restore(saved);
+    r.running = {"a"};
+    auto b = r.step(2);
+    ASSERT_NE(find(b, K::RestartKill), nullptr);
+    EXPECT_EQ(find(b, K::RestartKill)->eviction.id, a[0].eviction.id);
+    EXPECT_EQ(find(b, K::Start), nullptr);
+  }
+}
+
+// Crashed after the SIGTERM was decided (maybe before it went out): the
+// restarted daemon sends it again, and kills at the grace end as before.
+TEST(PolicyApi, ARestoredLocalSoftEvictionGetsItsSigtermAgain) {
+  World w(config({soft(Signal::MemoryAvailable, qty(400 * kMi), 1s)}));
+  Pod be = pod("be", QosClass::BestEffort, 680 * kMi);
+  be.termination_grace_period_seconds = 10;
+  w.snap.add(be);
+  w.settle(kGi);
+  w.step(0);
+  ASSERT_EQ(kinds(w.step(1)), std::vector<K>{K::Start});
+  const PolicyState saved = w.policy.state();
+  World r(config({soft(Signal::MemoryAvailable, qty(400 * kMi), 1s)}));
+  r.snap = w.snap;
+  r.policy.restore(saved);
+  ASSERT_EQ(kinds(r.step(3)), std::vector<K>{K::Terminate});
+  EXPECT_TRUE(r.step(4).empty()) << "once";
+  EXPECT_EQ(kinds(r.step(11)), std::vector<K>{K::GraceEndKill});
+}
+
+// The configuration in force at the restart decides the resumed deadlines:
+// a shorter soft kill margin brings the local kill forward.
+TEST(PolicyApi, AResumedEvictionFollowsTheConfigurationNowInForce) {
+  PolicyConfig before{.soft_kill_margin = 300s, .api = true};
+  World w(config({soft(Signal::MemoryAvailable, qty(kGi), 0s)}), before);
+  Pod p = pod("web", QosClass::BestEffort, 900 * kMi);
+  p.termination_grace_period_seconds = 3;
+  w.snap.add(p).mem(100 * kMi, 2 * kGi);
+  ASSERT_EQ(kinds(w.step(0)), (std::vector<K>{K::Start, K::ReportApi}));
+  EXPECT_EQ(w.policy.in_flight(Lane::Memory)->kill_at, at(303));
+  const PolicyState saved = w.policy.state();
+  PolicyConfig after{.soft_kill_margin = 2s, .api = true};
+  World r(config({soft(Signal::MemoryAvailable, qty(kGi), 0s)}), after);
+  r.snap = w.snap;
+  r.policy.restore(saved);
+  auto a = r.step(1);
+  EXPECT_EQ(kinds(a), std::vector<K>{K::ReportApi}) << "not confirmed before the restart";
+  EXPECT_EQ(r.policy.in_flight(Lane::Memory)->kill_at, at(5)) << "grace 3 s + the new 2 s margin";
+  EXPECT_EQ(kinds(r.step(5)), std::vector<K>{K::GraceEndKill});
+}
+
+// A target the evictor refuses is filtered out before the policy: nothing
+// starts, nothing is taken back, and it is not chosen again.
+TEST(PolicyApi, ARefusedCandidateNeverStartsAndStaysOutOfRanking) {
+  World w = api_node();
+  w.once.refused = {"a"};
+  auto a = w.step(1);
+  EXPECT_TRUE(a.empty()) << kinds(a).size();
+  EXPECT_EQ(w.policy.state().sequence, 0u) << "no id spent";
+  auto ex = w.policy.excluded();
+  EXPECT_NE(std::find(ex.begin(), ex.end(), "a"), ex.end());
+  auto b = w.step(1.1);
+  ASSERT_EQ(kinds(b), (std::vector<K>{K::Start, K::ReportApi}));
+  EXPECT_EQ(b[0].eviction.uid, "b") << "the next pod in the ranking";
+}
+
+TEST(PolicyApi, ProbesAreTheTerminatingVictimsAndTheDueRestartChecks) {
+  World w = api_node();
+  EXPECT_TRUE(w.policy.probes(at(0)).empty());
+  w.step(1);
+  ASSERT_EQ(w.policy.probes(at(1)).size(), 1u);
+  EXPECT_EQ(w.policy.probes(at(1))[0].uid, "a");
 }
 
 }  // namespace

@@ -41,6 +41,24 @@ pid_t sleeper(bool ignore_term = false) {
   return p;
 }
 
+// Whether `p` has SIGTERM set to SIG_IGN (bit 15 of SigIgn in /proc/<p>/status).
+bool ignores_sigterm(pid_t p) {
+  std::ifstream st("/proc/" + std::to_string(p) + "/status");
+  for (std::string line; std::getline(st, line);) {
+    if (line.rfind("SigIgn:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) >> (SIGTERM - 1)) & 1;
+  }
+  return false;
+}
+
+// A forked child installs its SIG_IGN when it first runs: on a loaded machine later.
+bool wait_ignores_sigterm(pid_t p, std::chrono::milliseconds limit = 5000ms) {
+  for (auto end = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < end;) {
+    if (ignores_sigterm(p)) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return ignores_sigterm(p);
+}
+
 // Our child, running (not exited, not a zombie). Robust to SIGCHLD being
 // ignored by whoever started the test (children are then reaped at once).
 bool alive(pid_t p) {
@@ -181,7 +199,7 @@ TEST(EvictorSafety, SignalsItsOwnChildrenThroughPidfds) {
   std::string d = temp_dir();
   fs::create_directories(d + "/kubepods/podA");
   pid_t a = sleeper(), b = sleeper(/*ignore_term=*/true);
-  std::this_thread::sleep_for(100ms);  // let b install SIG_IGN
+  ASSERT_TRUE(wait_ignores_sigterm(b));
   std::ofstream(d + "/kubepods/podA/cgroup.procs") << a << "\n" << b << "\n";
   CgroupEvictorOptions o;
   o.pods_root = d + "/kubepods";
@@ -259,7 +277,7 @@ TEST(EvictorHost, FreezesKillsTheWholeTreeAndConfirmsEmpty) {
   auto term = ev.terminate(t);
   ASSERT_TRUE(term.ok()) << term.error().message;
   EXPECT_EQ(term->signalled, 2u);
-  std::this_thread::sleep_for(100ms);
+  std::this_thread::sleep_for(100ms);  // a window for SIGTERM to (wrongly) kill them
   EXPECT_FALSE(*ev.is_empty(t)) << "both ignore SIGTERM";
   auto k = ev.kill(t);
   ASSERT_TRUE(k.ok()) << k.error().message;
@@ -363,7 +381,7 @@ TEST(EvictorHost, FreezerPassKillsOnlyMembersOfThePodsMemoryCgroup) {
   ASSERT_TRUE(k.ok()) << k.error().message;
   EXPECT_TRUE(k->froze);
   EXPECT_TRUE(wait_dead(victim));
-  std::this_thread::sleep_for(200ms);
+  std::this_thread::sleep_for(200ms);  // a window for a stray SIGKILL to land
   EXPECT_TRUE(alive(bystander)) << "killed through the freezer cgroup although not in the pod";
   ::kill(bystander, SIGKILL);
   ::waitpid(bystander, nullptr, 0);

@@ -11,7 +11,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   if (auto q = pressured::parse_quantity(text)) {
     if (!(*q >= 0) && !(*q < 0)) std::abort();  // NaN must never come out
-    (void)pressured::format_quantity(*q);
+    auto again = pressured::parse_quantity(pressured::format_quantity(*q));
+    if (!again || *again != *q) std::abort();  // a quantity prints as itself
+  }
+  // What a pod may carry: past a double it saturates, never NaN.
+  if (auto s = pressured::parse_quantity_saturating(text)) {
+    if (!(*s >= 0) && !(*s < 0)) std::abort();
   }
   if (auto d = pressured::parse_duration(text)) {
     auto again = pressured::parse_duration(pressured::format_duration(*d));

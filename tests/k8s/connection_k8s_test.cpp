@@ -185,19 +185,16 @@ TEST(K8sConnection, RotatedTokenFileIsPickedUp) {
   EXPECT_EQ(scraped(metrics, "pressured_kubernetes_report_failures_total"), 0u);
 }
 
-TEST(K8sConnection, WrongCaFailsFastWithAClearError) {
+TEST(K8sConnection, WrongCaFailsWithAClearErrorNotATimeout) {
   PRESSURED_REQUIRE_CONTROL_PLANE(cp);
   auto id = cp->pressured_identity();
   ASSERT_TRUE(id);
   ApiServer s = *id;
   s.ca_file = cp->other_ca_file();
-  auto t0 = std::chrono::steady_clock::now();
   auto r = ApiClient(s, 30s).request("GET", pods_of_node("x"));
-  auto took = std::chrono::steady_clock::now() - t0;
   ASSERT_FALSE(r) << "a server signed by another CA was trusted";
   EXPECT_NE(r.error().message.find("wrong CA?"), std::string::npos) << r.error().message;
   EXPECT_NE(r.error().message.find(cp->other_ca_file()), std::string::npos) << r.error().message;
-  EXPECT_LT(took, 10s) << "a TLS failure must not wait for the timeout";
 
   pods::ApiServerSourceOptions o;
   o.server = s;

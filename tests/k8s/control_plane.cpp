@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 namespace pressured::testing {
@@ -206,25 +207,13 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::start() {
   cp->dir_ = tmpl;
   const std::string& d = cp->dir_;
 
-  // Certificates: a CA, the serving certificate for 127.0.0.1, a
-  // system:masters client certificate, the ServiceAccount signing key and an
-  // unrelated CA for the wrong-CA test.
-  std::string sh = "set -e; cd " + d + "; exec >openssl.log 2>&1\n"
-      "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=pressured-test-ca\n"
-      "openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.crt -days 2 -subj /CN=unrelated-ca\n"
-      "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth\\n' >server.ext\n"
-      "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=kube-apiserver\n"
-      "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 "
-      "-extfile server.ext\n"
-      "printf 'extendedKeyUsage=clientAuth\\n' >client.ext\n"
-      "openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr -subj /O=system:masters/CN=admin\n"
-      "openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out admin.crt -days 2 "
-      "-extfile client.ext\n"
-      "openssl genrsa -out sa.key 2048\n"
-      "openssl rsa -in sa.key -pubout -out sa.pub\n";
-  std::ofstream(d + "/certs.sh") << sh;
-  if (std::system(("bash " + d + "/certs.sh").c_str()) != 0) {
-    return Error{EIO, "generating certificates failed: " + tail(d + "/openssl.log")};
+  // Certificates (scripts/cluster-pki, shared with vmtests' node): a CA, the
+  // serving certificate for 127.0.0.1, a system:masters client certificate,
+  // the ServiceAccount signing key and an unrelated CA for the wrong-CA test.
+  const std::string pki = std::string(PRESSURED_SOURCE_DIR) + "/scripts/cluster-pki";
+  const std::string pki_log = d + "/cluster-pki.log";
+  if (std::system(fmt::format("'{}' '{}' --other-ca >'{}' 2>&1", pki, d, pki_log).c_str()) != 0) {
+    return Error{EIO, fmt::format("generating certificates failed ({}): {}", pki, tail(pki_log))};
   }
   {
     std::ofstream kc(cp->admin_kubeconfig());

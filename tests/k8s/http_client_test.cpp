@@ -110,7 +110,7 @@ TEST(HttpClient, BoundsTheBody) {
   req.max_body_bytes = 1024;
   auto r = http_request(req);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, EIO);
+  EXPECT_EQ(r.error().code, EFBIG);
   EXPECT_NE(r.error().message.find(server.url("/big") + ": response body larger than 1024 bytes"), std::string::npos)
       << r.error().message;
   EXPECT_EQ(r.error().message.rfind("GET ", 0), 0u) << r.error().message;

@@ -164,5 +164,52 @@ TEST(K8sPodSource, TooOldResourceVersionRelists) {
   EXPECT_TRUE(eventually([&] { return has(*src, *uid); }));
 }
 
+// A node whose pods do not fit one answer: tenants' large annotations (the
+// API server stores them unchanged). The watch cache answers in one page
+// whatever the limit, so the LIST falls back to etcd in pages, and every pod
+// arrives with no page over the bound.
+TEST(K8sPodSource, PodListOverThePageBoundIsPagedFromEtcd) {
+  PRESSURED_REQUIRE_CONTROL_PLANE(cp);
+  ASSERT_TRUE(cp->ensure_namespace("src-paged"));
+  constexpr int kPods = 24;
+  std::vector<std::string> uids;
+  for (int i = 0; i < kPods; ++i) {
+    json pod{{"apiVersion", "v1"},
+             {"kind", "Pod"},
+             {"metadata",
+              {{"name", fmt::format("big{}", i)},
+               {"namespace", "src-paged"},
+               {"annotations", {{"tenant.example/blob", std::string(60 * 1024, 'a' + i % 26)}}}}},
+             {"spec",
+              {{"nodeName", "node-paged"},
+               {"automountServiceAccountToken", false},
+               {"containers", json::array({{{"name", "app"}, {"image", "registry.invalid/app:1"}}})}}}};
+    auto r = cp->admin_call("POST", "/api/v1/namespaces/src-paged/pods", pod);
+    ASSERT_EQ(r.status, 201) << r.body;
+    uids.push_back(json::parse(r.body)["metadata"]["uid"].get<std::string>());
+  }
+  auto id = cp->pressured_identity();
+  ASSERT_TRUE(id);
+  ApiServerSourceOptions o;
+  o.server = *id;
+  o.node_name = "node-paged";
+  o.request_timeout = 10s;
+  o.max_page_bytes = 256 * 1024;  // the node's ~1.5 MB of pods: a few a page
+  ApiServerPodSource src(o);
+  auto r = src.refresh();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(src.current()->size(), static_cast<std::size_t>(kPods));
+  for (const auto& u : uids) EXPECT_TRUE(has(src, u)) << u;
+  EXPECT_GE(src.counters().list_pages.load(), 6u);
+  EXPECT_FALSE(src.resource_version().empty());
+  // The watch resumes from the paged LIST's snapshot.
+  src.start(30s);
+  auto late = cp->create_pod("src-paged", "late", "node-paged");
+  ASSERT_TRUE(late);
+  EXPECT_TRUE(eventually([&] { return has(src, *late); }));
+  EXPECT_EQ(src.counters().errors.load(), 0u) << src.stats().last_error;
+  src.stop();
+}
+
 }  // namespace
 }  // namespace pressured::pods

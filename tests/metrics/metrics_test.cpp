@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -525,6 +526,29 @@ TEST_F(ServedMetrics, HealthzAndReadyzTransitions) {
   EXPECT_EQ(get(port, "/nope").status, 404);
 }
 
+// A node whose pods have no metadata is not protected: /readyz waits for the
+// pod source's first delivery, and says so in its own gauge.
+TEST_F(ServedMetrics, ReadyzWaitsForThePodSourcesFirstDelivery) {
+  start(options());
+  const uint16_t port = server_->port();
+  metrics_->set_events_attached(true);
+  metrics_->observation_completed();
+  EXPECT_EQ(scrape().value("pressured_pod_source_synced"), 1) << "no source: nothing to wait for";
+  std::atomic<bool> delivered{false};
+  metrics_->require_pod_source([&] { return delivered.load(); });
+  EXPECT_EQ(get(port, "/readyz").status, 503);
+  EXPECT_FALSE(metrics_->ready());
+  auto e = scrape();
+  EXPECT_EQ(e.value("pressured_pod_source_synced"), 0);
+  EXPECT_EQ(e.value("pressured_ready"), 0);
+  delivered = true;  // on the source's own thread, in the daemon
+  EXPECT_EQ(get(port, "/readyz").status, 200);
+  e = scrape();
+  EXPECT_EQ(e.value("pressured_pod_source_synced"), 1);
+  EXPECT_EQ(e.value("pressured_ready"), 1);
+  metrics_->require_pod_source({});  // before the source is released
+}
+
 TEST(MetricsServer, StopIsIdempotentAndFreesThePort) {
   Metrics m(options());
   auto s = MetricsServer::start(m, "127.0.0.1:0");
@@ -622,6 +646,7 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
     const bool suffix_ok = n.ends_with("_total") || n.ends_with("_bytes") || n.ends_with("_seconds") ||
                            n.ends_with("_info") || n.ends_with("_ratio") || n.ends_with("_bucket") ||
                            n.ends_with("_sum") || n.ends_with("_count") || n == "pressured_ready" ||
+                           n == "pressured_pod_source_synced" ||  // 0/1 like ready, which it gates
                            n.starts_with("pressured_signal_") || n == "pressured_node_condition" ||
                            n == "pressured_config_last_reload_successful" ||
                            n == "pressured_pods_unevictable_without_metadata" ||  // counts of pods

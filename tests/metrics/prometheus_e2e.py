@@ -25,16 +25,23 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
-DEADLINE = time.monotonic() + 150  # whole test, seconds
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import harness  # noqa: E402
+from harness import check, free_port, http_get, log, memory_mount, skip_or_fail  # noqa: E402,F401
+
+DEADLINE = harness.Deadline(150)  # whole test, seconds
+
+
+def wait_for(what, fn, seconds):
+    return harness.wait_for(what, fn, seconds, DEADLINE, interval=0.5)
+
+
 MIB = 1024 * 1024
 LIMIT = 512 * MIB
 HARD_THRESHOLD = 100 * MIB
@@ -44,58 +51,6 @@ POD_UID = "0e2e0000-0000-4000-8000-00000000e2e1"
 
 class Skip(Exception):
     pass
-
-
-def log(msg):
-    print(f"[prometheus_e2e] {msg}", flush=True)
-
-
-def skip_or_fail(what):
-    if os.environ.get("PRESSURED_REQUIRE_PRIVILEGED") == "1":
-        print(f"FAIL: required for this test but missing: {what} (PRESSURED_REQUIRE_PRIVILEGED=1)", flush=True)
-        sys.exit(1)
-    print(f"SKIPPED, missing: {what}", flush=True)
-    sys.exit(77)
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_get(url, timeout=3):
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-    except (urllib.error.URLError, OSError):
-        return 0, ""
-
-
-def wait_for(what, fn, seconds):
-    end = min(time.monotonic() + seconds, DEADLINE)
-    last = None
-    while time.monotonic() < end:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
-
-
-def memory_mount():
-    v1 = "/sys/fs/cgroup/memory"
-    if os.path.exists(os.path.join(v1, "memory.stat")) or os.path.exists(os.path.join(v1, "memory.usage_in_bytes")):
-        return v1, False
-    try:
-        with open("/sys/fs/cgroup/cgroup.controllers") as f:
-            if "memory" in f.read().split():
-                return "/sys/fs/cgroup", True
-    except OSError:
-        pass
-    return None, False
 
 
 class Sandbox:
@@ -224,12 +179,6 @@ class Prom:
         if len(v) != 1:
             raise AssertionError(f"query {expr!r}: expected one series, got {len(v)}: {v}")
         return v[0]
-
-
-def check(failures, ok, what):
-    log(("ok:   " if ok else "FAIL: ") + what)
-    if not ok:
-        failures.append(what)
 
 
 def count_alerts(source_dir):

@@ -491,3 +491,51 @@ TEST(Pods, FailedListingKeepsThePodsOfTheLastListing) {
 
 }  // namespace
 }  // namespace pressured
+
+namespace pressured {
+namespace {
+
+// One pod removed and another created in the same QoS tier leave the tier's
+// link count as it was: the partial refresh read the pods it knew and a
+// decision picked the 300 MiB pod where a full observation picks the new
+// 900 MiB one. It must send the caller to a full observation instead.
+TEST(Pods, APodReplacingAnotherInItsTierSendsTheDecisionToAFullObservation) {
+  FakeNode node(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+  node.add_pod("old-pod", QosClass::Burstable, FakePodMemory{100 * MiB, 100 * MiB, 0, 0, 0});
+  node.add_pod("kept-pod", QosClass::Burstable, FakePodMemory{300 * MiB, 300 * MiB, 0, 0, 0});
+  auto obs = make(node.config());
+  ASSERT_TRUE(obs);
+  auto snap = obs->observe(t(1));
+  ASSERT_TRUE(snap) << snap.error().message;
+  std::vector<Pod*> pods;
+  for (auto& p : snap->pods) pods.push_back(&p);
+  ASSERT_TRUE(obs->refresh_memory_usage(pods, t(2))) << "nothing changed yet";
+
+  const std::string tier = node.kubepods() + "/burstable";
+  struct stat before {};
+  ASSERT_EQ(::stat(tier.c_str(), &before), 0);
+  node.remove_pod("old-pod", QosClass::Burstable);
+  node.add_pod("new-pod", QosClass::Burstable, FakePodMemory{900 * MiB, 900 * MiB, 0, 0, 0});
+  struct stat after {};
+  ASSERT_EQ(::stat(tier.c_str(), &after), 0);
+  ASSERT_EQ(before.st_nlink, after.st_nlink) << "the case a link count cannot see";
+
+  // Only the pods the decision contends over (kept-pod), all still there.
+  std::vector<Pod*> kept;
+  for (auto& p : snap->pods) {
+    if (p.uid == "kept-pod") kept.push_back(&p);
+  }
+  ASSERT_EQ(kept.size(), 1u);
+  auto r = obs->refresh_memory_usage(kept, t(3));
+  ASSERT_FALSE(r) << "new-pod is unknown to the partial path";
+  EXPECT_EQ(r.error().code, ESTALE) << r.error().message;
+  auto full = obs->observe(t(4));
+  ASSERT_TRUE(full);
+  EXPECT_NE(find(*full, "new-pod"), nullptr);
+  std::vector<Pod*> all;
+  for (auto& p : full->pods) all.push_back(&p);
+  EXPECT_TRUE(obs->refresh_memory_usage(all, t(5))) << "a full observation takes a new stamp";
+}
+
+}  // namespace
+}  // namespace pressured

@@ -1,6 +1,7 @@
 // The ephemeral storage walker: logs + emptyDir per pod (writable layers:
 // writable_layers_test.cpp), no symlinks followed, bounded by its entry budget.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -171,6 +172,76 @@ TEST(Storage, WalkStatsAreExported) {
   EXPECT_EQ(e.value("pressured_storage_writable_layer_containers"), 0.0) << "no runtime root in this tree";
   EXPECT_EQ(st.walks, 2u);
   EXPECT_EQ(st.incomplete_walks, 2u);
+}
+
+}  // namespace
+}  // namespace pressured
+
+namespace pressured {
+namespace {
+
+// Creates `depth` nested directories named `name` below `dir` (through fds:
+// the path may be longer than PATH_MAX) and a file of `bytes` at the bottom;
+// returns the file's allocated bytes.
+uint64_t deep_file(const std::string& dir, int depth, const std::string& name, std::size_t bytes) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  EXPECT_GE(fd, 0) << dir;
+  for (int i = 0; i < depth && fd >= 0; ++i) {
+    EXPECT_EQ(::mkdirat(fd, name.c_str(), 0755), 0);
+    int sub = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ::close(fd);
+    fd = sub;
+  }
+  EXPECT_GE(fd, 0);
+  int f = ::openat(fd, "data.bin", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  EXPECT_GE(f, 0);
+  const std::string data(bytes, 'd');
+  EXPECT_EQ(::write(f, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  struct stat st {};
+  EXPECT_EQ(::fstat(f, &st), 0);
+  ::close(f);
+  ::close(fd);
+  return static_cast<uint64_t>(st.st_blocks) * 512;
+}
+
+// 24 MiB written at depth 131 read as 516 KiB: the walk stopped at depth 128,
+// and the pod escaped the sizeLimit its twin (the file at depth 1) was
+// evicted for. Every byte counts, however deep, within the walk's budget.
+TEST(Storage, EveryDepthIsMeasured) {
+  testing::FakeNode node(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+  const std::string root = node.root() + "/var/lib/kubelet/pods/";
+  const std::string suffix = "/volumes/kubernetes.io~empty-dir/cache";
+  testing::write_text(root + "u-flat" + suffix + "/.keep", "");
+  testing::write_text(root + "u-deep" + suffix + "/.keep", "");
+  testing::write_text(root + "u-long" + suffix + "/.keep", "");
+  const uint64_t flat = deep_file(root + "u-flat" + suffix, 1, "d", 300000);
+  const uint64_t deep = deep_file(root + "u-deep" + suffix, 300, "d", 300000);
+  // Names of 200 characters, 30 deep: a path of 6000, past PATH_MAX.
+  const uint64_t longer = deep_file(root + "u-long" + suffix, 30, std::string(200, 'n'), 300000);
+  auto src = make_pod_storage_source(node.config());
+  src->walk_now(TimePoint{});
+  for (const char* uid : {"u-flat", "u-deep", "u-long"}) {
+    auto u = src->lookup(uid);
+    ASSERT_TRUE(u) << uid;
+    EXPECT_TRUE(u->complete) << uid;
+    ASSERT_EQ(u->breakdown.empty_dir_volumes.size(), 1u) << uid;
+    EXPECT_GE(u->breakdown.empty_dir_volumes[0].bytes, std::string(uid) == "u-flat" ? flat
+                                                         : std::string(uid) == "u-deep" ? deep
+                                                                                        : longer)
+        << uid;
+  }
+  EXPECT_EQ(src->lookup("u-deep")->inodes, src->lookup("u-flat")->inodes + 299) << "every level counted";
+  EXPECT_EQ(src->stats().errors, 0u);
+
+  // The budget is the only bound: a tree deeper than it is cut, and says so.
+  ObserveConfig c = node.config();
+  c.disk_walk_max_entries = 100;
+  auto small = make_pod_storage_source(c);
+  small->walk_now(TimePoint{});
+  auto cut = small->lookup("u-deep");
+  ASSERT_TRUE(cut);
+  EXPECT_FALSE(cut->complete);
+  EXPECT_GE(small->stats().incomplete_walks, 1u);
 }
 
 }  // namespace

@@ -55,7 +55,8 @@ const char* kPodList = R"({
   ]})";
 
 TEST(PodJson, PodListFromTheKubelet) {
-  auto r = pods::parse_pod_documents(kPodList);
+  // An operator's file: a class name alone makes a pod critical there.
+  auto r = pods::parse_pod_documents(kPodList, pods::DocumentFormat::Auto, pods::PodTrust::File);
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(r->pods.size(), 4u);
   EXPECT_EQ(r->skipped, 1u);
@@ -130,14 +131,15 @@ spec:
 }
 
 TEST(PodJson, ErrorsAreClear) {
-  // A bad field costs that pod only: it is kept, marked unparsable, and the
-  // reason is reported.
+  // A bad quantity costs that pod's resource only: it is kept, marked, and
+  // the reason is reported.
   auto bad = pods::parse_pod_documents(R"({"kind":"Pod","metadata":{"uid":"x","name":"n"},
     "spec":{"containers":[{"name":"c","resources":{"requests":{"memory":"12Qi"}}}]}})");
   ASSERT_TRUE(bad) << bad.error().message;
   ASSERT_EQ(bad->pods.size(), 1u);
-  EXPECT_TRUE(bad->pods[0].unparsable);
-  EXPECT_EQ(bad->skipped, 1u);
+  EXPECT_FALSE(bad->pods[0].unparsable);
+  EXPECT_TRUE(bad->pods[0].memory_spec_unparsable);
+  EXPECT_EQ(bad->skipped, 0u);
   ASSERT_EQ(bad->errors.size(), 1u);
   EXPECT_NE(bad->errors[0].find("memory"), std::string::npos);
   auto syntax = pods::parse_pod_documents("{\"kind\": ");
@@ -202,11 +204,14 @@ status:
 }
 
 TEST(PodJson, BadLocalStorageLimitsAreErrorsNotDefaults) {
-  auto parse_one = [](const char* text) {
+  // A bad quantity makes the pod's storage unknown (never evicted for
+  // storage); a volume without a name, the whole pod.
+  auto parse_one = [](const char* text, bool whole = false) {
     auto r = pods::parse_pod_documents(text);
     EXPECT_TRUE(r) << r.error().message;
     EXPECT_EQ(r->pods.size(), 1u);
-    EXPECT_TRUE(r->pods[0].unparsable);
+    EXPECT_EQ(r->pods[0].unparsable, whole);
+    EXPECT_EQ(r->pods[0].storage_spec_unparsable, !whole);
     return r->errors.empty() ? std::string() : r->errors[0];
   };
   auto e = parse_one(R"({"kind":"Pod","metadata":{"uid":"x","name":"n"},
@@ -221,7 +226,7 @@ TEST(PodJson, BadLocalStorageLimitsAreErrorsNotDefaults) {
   e = parse_one(R"({"kind":"Pod","metadata":{"uid":"x","name":"n"},
     "spec":{"containers":[{"name":"c","resources":{"limits":{"ephemeral-storage":"lots"}}}]}})");
   EXPECT_NE(e.find("ephemeral-storage"), std::string::npos) << e;
-  e = parse_one(R"({"kind":"Pod","metadata":{"uid":"x","name":"n"},"spec":{"volumes":[{"emptyDir":{}}]}})");
+  e = parse_one(R"({"kind":"Pod","metadata":{"uid":"x","name":"n"},"spec":{"volumes":[{"emptyDir":{}}]}})", true);
   EXPECT_NE(e.find("without a name"), std::string::npos) << e;
 }
 
@@ -230,13 +235,17 @@ TEST(PodJson, OneBadPodIsSkippedNotTheList) {
     {"metadata":{"uid":"good","name":"web"},"spec":{"containers":[{"name":"c"}]}},
     {"metadata":{"uid":"bad","name":"odd","namespace":"kube-system"},
      "spec":{"containers":[{"name":"c","resources":{"requests":{"memory":"12Qi"}}}]}},
-    {"metadata":{"uid":"crit"},"spec":{"priorityClassName":"system-node-critical"}}]})");
+    {"metadata":{"uid":"crit"},"spec":{"priorityClassName":"system-node-critical"}},
+    {"metadata":{"uid":"worse","name":"odder"},"spec":{"priority":"high"}}]})",
+                                     pods::DocumentFormat::Auto, pods::PodTrust::File);
   ASSERT_TRUE(r) << r.error().message;
-  ASSERT_EQ(r->pods.size(), 3u);
+  ASSERT_EQ(r->pods.size(), 4u);
   EXPECT_FALSE(r->pods[0].unparsable);
-  EXPECT_TRUE(r->pods[1].unparsable);
+  EXPECT_FALSE(r->pods[1].unparsable);
+  EXPECT_TRUE(r->pods[1].memory_spec_unparsable);
   EXPECT_EQ(r->pods[1].namespace_, "kube-system");
   EXPECT_TRUE(r->pods[2].critical);
+  EXPECT_TRUE(r->pods[3].unparsable);
   EXPECT_EQ(r->skipped, 1u);
 }
 
@@ -362,7 +371,9 @@ TEST(PodSources, FileAndDirectory) {
   // Background thread: start, request, stop; never blocks current().
   (*src)->start(std::chrono::milliseconds(20));
   (*src)->request_refresh();
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  for (int i = 0; i < 1000 && (*src)->stats().refresh_failures < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   (*src)->stop();
   EXPECT_GE((*src)->stats().refresh_failures, 2u);
 
@@ -446,10 +457,9 @@ TEST(PodSources, KubeletErrorsAndTimeout) {
     c.timeout = std::chrono::milliseconds(200);
     auto src = make_pod_metadata_source(c);
     ASSERT_TRUE(src);
-    auto t0 = std::chrono::steady_clock::now();
+    // The server answers a good pod list after 1.5 s: only the 200 ms timeout makes this fail.
     auto r = (*src)->refresh();
-    EXPECT_FALSE(r);
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1200)) << "timeout honoured";
+    EXPECT_FALSE(r) << "the timeout was not honoured";
   }
   PodSourceConfig bad;
   bad.kind = PodSourceKind::Kubelet;
@@ -498,7 +508,9 @@ TEST(PodSources, MergedIntoTheObserverWithMismatchesCounted) {
   EXPECT_EQ(exported((*obs)->counters(), "pressured_observer_pods_without_metadata"), 1);
   // u-static is Running in metadata but has no cgroup; u-be Succeeded does not count.
   EXPECT_EQ(exported((*obs)->counters(), "pressured_observer_metadata_without_cgroup"), 1);
-  EXPECT_EQ(exported((*obs)->counters(), "pressured_pods_unevictable_without_metadata"), 0) << "the source answered: u-unknown is evictable";
+  // The source answered without u-unknown: it might be a static pod without
+  // a mirror, or one the source lags; the kubelet would not evict it either.
+  EXPECT_EQ(exported((*obs)->counters(), "pressured_pods_unevictable_without_metadata"), 1);
 }
 
 // A configured source with no good answer (startup, 401, TLS, ...): pods known

@@ -101,6 +101,16 @@ Result<Duration> decode_duration(const Node& n, const std::string& where) {
 
 Result<uint64_t> decode_count(const Node& n, const std::string& where, uint64_t max) {
   if (!n.IsScalar()) return value_error(where, n, "is not a quantity");
+  // Plain digits are read exactly: through a double, 18446744073709551615
+  // became 2^64 and was refused as larger than itself.
+  std::string_view digits = n.Scalar();
+  if (!digits.empty() && digits[0] == '+') digits.remove_prefix(1);
+  if (!digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos) {
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+    if (ec == std::errc() && p == digits.data() + digits.size() && v <= max) return v;
+    return value_error(where, n, "is too large (at most " + std::to_string(max) + ")");
+  }
   auto q = parse_quantity(n.Scalar());
   if (!q) return field_error(where, q.error().message);
   if (*q < 0) return value_error(where, n, "is negative");
@@ -111,6 +121,14 @@ Result<uint64_t> decode_count(const Node& n, const std::string& where, uint64_t 
     return value_error(where, n, "is too large (at most " + std::to_string(max) + ")");
   }
   return static_cast<uint64_t>(*q);
+}
+
+// A count as text that reads back as the same count: past 2^53 a double
+// (format_quantity) no longer holds every integer, and UINT64_MAX printed as
+// 16Ei, which is refused.
+std::string format_count(uint64_t v) {
+  if (v < (uint64_t{1} << 53)) return format_quantity(static_cast<double>(v));
+  return std::to_string(v);
 }
 
 template <typename S>
@@ -183,7 +201,7 @@ Field<S> count_field(std::string key, U S::*m) {
             s.*m = static_cast<U>(*v);
             return {};
           },
-          [m](const S& s) { return Node(format_quantity(static_cast<double>(s.*m))); }};
+          [m](const S& s) { return Node(format_count(static_cast<uint64_t>(s.*m))); }};
 }
 
 template <typename S, typename U>
@@ -200,7 +218,7 @@ Field<S> optional_count_field(std::string key, std::optional<U> S::*m) {
             return {};
           },
           [m](const S& s) {
-            return (s.*m) ? Node(format_quantity(static_cast<double>(*(s.*m)))) : Node(YAML::NodeType::Null);
+            return (s.*m) ? Node(format_count(static_cast<uint64_t>(*(s.*m)))) : Node(YAML::NodeType::Null);
           }};
 }
 

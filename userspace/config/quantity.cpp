@@ -10,17 +10,12 @@ namespace {
 
 struct Suffix {
   std::string_view text;
-  double factor;
+  int power;  // of 1024 (binary) or of 10 (decimal)
 };
 
-constexpr double kKi = 1024.0;
-constexpr Suffix kBinary[] = {
-    {"Ki", kKi}, {"Mi", kKi * kKi}, {"Gi", kKi * kKi * kKi}, {"Ti", kKi * kKi * kKi * kKi},
-    {"Pi", kKi * kKi * kKi * kKi * kKi}, {"Ei", kKi * kKi * kKi * kKi * kKi * kKi},
-};
+constexpr Suffix kBinary[] = {{"Ki", 1}, {"Mi", 2}, {"Gi", 3}, {"Ti", 4}, {"Pi", 5}, {"Ei", 6}};
 constexpr Suffix kDecimal[] = {
-    {"n", 1e-9}, {"u", 1e-6}, {"m", 1e-3}, {"", 1}, {"k", 1e3},
-    {"M", 1e6},  {"G", 1e9},  {"T", 1e12}, {"P", 1e15}, {"E", 1e18},
+    {"n", -9}, {"u", -6}, {"m", -3}, {"", 0}, {"k", 3}, {"M", 6}, {"G", 9}, {"T", 12}, {"P", 15}, {"E", 18},
 };
 
 // Appends without `const char* + std::string`, which trips GCC 12's
@@ -55,26 +50,71 @@ bool to_double(std::string_view s, double& out) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
+// The decimal exponent of an exponent suffix ("e-3" -> -3), clamped far
+// beyond any double: "1e99999999999999999999" is as infinite as "1e400".
+int64_t clamp_exponent(std::string_view digits) {
+  bool negative = false;
+  if (!digits.empty() && (digits[0] == '+' || digits[0] == '-')) {
+    negative = digits[0] == '-';
+    digits.remove_prefix(1);
+  }
+  int64_t e = 0;
+  for (char c : digits) e = std::min<int64_t>(e * 10 + (c - '0'), 1000000);
+  return negative ? -e : e;
+}
+
+// `number` (as scanned) times 10^exponent, rounded once, as strtod would:
+// multiplying a parsed mantissa by a power of ten rounds twice, and
+// 1.2345678901234235e+36 came back as ...236. Values past the range of a
+// double are +-infinity (or 0 below it); the callers decide whether that is
+// an error.
+double scale10(std::string_view number, int64_t exponent) {
+  bool negative = false;
+  if (!number.empty() && (number[0] == '+' || number[0] == '-')) {
+    negative = number[0] == '-';
+    number.remove_prefix(1);
+  }
+  std::string text(number);
+  text += 'e';
+  text += std::to_string(exponent);
+  double v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range) {
+    // Overflow or underflow: the magnitude's order tells which (the
+    // mantissa has at least one non-zero digit, or it would be 0).
+    std::size_t dot = number.find('.');
+    std::string_view whole = number.substr(0, dot);
+    std::size_t lead = whole.find_first_not_of('0');
+    int64_t order = lead == std::string_view::npos ? 0 : static_cast<int64_t>(whole.size() - lead);
+    v = order + exponent > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+  }
+  return negative ? -v : v;
+}
+
 Result<double> parse_quantity_unchecked(std::string_view text) {
   if (text.empty()) return bad(text, "empty");
   std::size_t n = scan_number(text, true, true);
   if (n == 0) return bad(text, "expected a number such as 100Mi, 1.5Gi, 500M or 1e9");
+  const std::string_view number = text.substr(0, n);
   double mantissa = 0;
-  if (!to_double(text.substr(0, n), mantissa)) return bad(text, "bad number");
+  if (!to_double(number, mantissa)) {
+    // Digits past the range of a double ("1" and 400 zeros) are a number
+    // all the same.
+    auto [p, ec] = std::from_chars(number.data() + (number[0] == '+'), number.data() + n, mantissa);
+    if (ec != std::errc::result_out_of_range || p != number.data() + n) return bad(text, "bad number");
+  }
   std::string_view suffix = text.substr(n);
   for (const auto& s : kBinary) {
-    if (suffix == s.text) return mantissa * s.factor;
+    if (suffix == s.text) return std::ldexp(scale10(number, 0), 10 * s.power);  // exact: a power of two
   }
   for (const auto& s : kDecimal) {
-    if (suffix == s.text) return mantissa * s.factor;
+    if (suffix == s.text) return scale10(number, s.power);
   }
   if (suffix.size() > 1 && (suffix[0] == 'e' || suffix[0] == 'E')) {
     std::string_view exp = suffix.substr(1);
     std::size_t en = scan_number(exp, true, false);
     if (en != exp.size()) return bad(text, cat({"bad exponent '", suffix, "'"}));
-    double e = 0;
-    if (!to_double(exp, e) || std::fabs(e) > 300) return bad(text, cat({"bad exponent '", suffix, "'"}));
-    return mantissa * std::pow(10.0, e);
+    return scale10(number, clamp_exponent(exp));
   }
   return bad(text, cat({"unknown suffix '", suffix, "' (use Ki, Mi, Gi, Ti, Pi, Ei, m, k, M, G, T, P, E or eN)"}));
 }
@@ -86,6 +126,8 @@ Result<double> parse_quantity(std::string_view text) {
   if (r.ok() && !std::isfinite(*r)) return bad(text, "out of range");
   return r;
 }
+
+Result<double> parse_quantity_saturating(std::string_view text) { return parse_quantity_unchecked(text); }
 
 Result<ThresholdValue> parse_threshold_value(std::string_view text) {
   if (!text.empty() && text.back() == '%') {
@@ -156,11 +198,12 @@ std::string format_quantity(double value) {
     int64_t a = n < 0 ? -n : n;
     if (a >= 1000) {
       for (int i = 5; i >= 0; --i) {
-        auto f = static_cast<int64_t>(kBinary[i].factor);
+        auto f = int64_t{1} << (10 * kBinary[i].power);
         if (a % f == 0) return std::to_string(n / f) + std::string(kBinary[i].text);
       }
       for (int i = 9; i >= 4; --i) {
-        auto f = static_cast<int64_t>(kDecimal[i].factor);
+        int64_t f = 1;
+        for (int k = 0; k < kDecimal[i].power; ++k) f *= 10;
         if (a % f == 0) return std::to_string(n / f) + std::string(kDecimal[i].text);
       }
     }

@@ -18,6 +18,12 @@ namespace pressured {
 /// quantity: use parse_threshold_value for that. Errors say what is wrong.
 Result<double> parse_quantity(std::string_view text);
 
+/// The same grammar, but a magnitude past the range of a double is
+/// +-infinity (or 0 when tiny) instead of an error: what the API server
+/// accepts as a quantity (it stores 1e309) must read as "more than anything",
+/// never as unparsable. Malformed text is still an error.
+Result<double> parse_quantity_saturating(std::string_view text);
+
 /// Parses a threshold or minimum-reclaim value: a quantity, or a percentage
 /// ("10%", "2.5%") of the signal's capacity. The range is not checked here.
 Result<ThresholdValue> parse_threshold_value(std::string_view text);

@@ -23,7 +23,9 @@ namespace {
 
 using json = nlohmann::json;
 // 2: engine state keyed by signal and kind; the policy's state.
-constexpr int kVersion = 2;
+// 3: the policy's API evictions (version 2 still loads, with none).
+constexpr int kVersion = 3;
+constexpr int kOldestVersion = 2;
 constexpr std::size_t kMaxBytes = 4 * 1024 * 1024;
 
 int64_t ns(TimePoint t) { return t.time_since_epoch().count(); }
@@ -183,6 +185,13 @@ std::string encode_checkpoint(const Checkpoint& cp) {
                            {"api", f.api},
                            {"escalated", f.escalated}});
   }
+  json api = json::array();
+  for (const auto& r : cp.policy.api) {
+    api.push_back(json{{"eviction", encode_eviction(r.eviction)},
+                       {"state", std::string(name(r.state))},
+                       {"killed_at_ns", r.killed_at ? json(ns(*r.killed_at)) : json(nullptr)},
+                       {"next_check_ns", ns(r.next_check)}});
+  }
   const auto& pol = cp.policy;
   json j{{"version", kVersion},
          {"boot_id", cp.boot_id},
@@ -194,6 +203,7 @@ std::string encode_checkpoint(const Checkpoint& cp) {
          {"policy",
           {{"in_flight", flights},
            {"evicted", pol.evicted},
+           {"api", api},
            {"disk_reclaim_running", pol.disk_reclaim_running},
            {"disk_reclaim_done_at_ns", pol.disk_reclaim_done_at ? json(ns(*pol.disk_reclaim_done_at)) : json(nullptr)},
            {"sequence", pol.sequence}}}};
@@ -204,8 +214,10 @@ Result<Checkpoint> decode_checkpoint(const std::string& text) {
   try {
     json j = json::parse(text);
     if (!j.is_object()) return Error{EINVAL, "checkpoint is not a JSON object"};
-    if (as_int64(j.at("version")) != kVersion) {
-      return Error{EINVAL, "checkpoint version " + j.at("version").dump() + " is not " + std::to_string(kVersion)};
+    const int64_t version = as_int64(j.at("version"));
+    if (version < kOldestVersion || version > kVersion) {
+      return Error{EINVAL, "checkpoint version " + j.at("version").dump() + " is not between " +
+                               std::to_string(kOldestVersion) + " and " + std::to_string(kVersion)};
     }
     Checkpoint cp;
     cp.boot_id = j.at("boot_id").get<std::string>();
@@ -240,6 +252,25 @@ Result<Checkpoint> decode_checkpoint(const std::string& text) {
       cp.policy.in_flight.push_back(std::move(r));
     }
     cp.policy.evicted = p.at("evicted").get<std::vector<std::string>>();
+    if (version >= 3) {
+      for (const auto& a : p.at("api")) {
+        ApiEviction r;
+        r.eviction = decode_eviction(a.at("eviction"));
+        const std::string state = a.at("state").get<std::string>();
+        if (state == "pending") {
+          r.state = ApiState::Pending;
+        } else if (state == "sent") {
+          r.state = ApiState::Sent;
+        } else if (state == "confirmed") {
+          r.state = ApiState::Confirmed;
+        } else {
+          return Error{EINVAL, "checkpoint API eviction state '" + state + "' is not pending, sent or confirmed"};
+        }
+        if (const json& k = a.at("killed_at_ns"); !k.is_null()) r.killed_at = tp(as_int64(k));
+        r.next_check = tp(as_int64(a.at("next_check_ns")));
+        cp.policy.api.push_back(std::move(r));
+      }
+    }
     cp.policy.disk_reclaim_running = p.at("disk_reclaim_running").get<bool>();
     if (const json& d = p.at("disk_reclaim_done_at_ns"); !d.is_null()) cp.policy.disk_reclaim_done_at = tp(as_int64(d));
     cp.policy.sequence = as_uint64(p.at("sequence"));

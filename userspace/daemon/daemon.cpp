@@ -11,10 +11,12 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "cgroup/paths.hpp"
+#include "daemon/crash_point.hpp"
 #include "daemon/cycle_metrics.hpp"
 #include "daemon/decision_view.hpp"
 #include "daemon/event_triage.hpp"
@@ -56,20 +58,52 @@ Daemon::Daemon(Config config, DaemonDeps deps)
                         },
                   deps_.metrics),
       alarms_(deps_.alarms),
-      executor_({deps_.evictor, deps_.reporter, deps_.metrics, &stats_, &config_.daemon, &policy_,
+      executor_({deps_.evictor, deps_.reporter, deps_.metrics, &stats_, &config_.daemon,
                  [this] { start_disk_reclaim(); }}),
       disk_reclaim_(deps_.loop) {
+  if (deps_.reporter != nullptr) {
+    // The worker thread's answers reach the policy as inputs of its next step.
+    deps_.reporter->set_eviction_hook([this](const std::string& id, k8s::EvictionResult r) {
+      using E = k8s::EvictionResult;
+      using R = ApiAnswer::Result;
+      on_api_answer(id, r == E::Landed      ? R::Landed
+                        : r == E::NotNeeded ? R::NotNeeded
+                        : r == E::GaveUp    ? R::GaveUp
+                                            : R::Dropped);
+    });
+  }
   if (deps_.metrics) {
     stats_export_ = export_stats(*deps_.metrics, stats_);
     deps_.metrics->set_thresholds(config_.eviction);
-    for (auto k = static_cast<int>(PolicyAction::Kind::Start); k <= static_cast<int>(PolicyAction::Kind::DiskReclaim);
+    for (auto k = static_cast<int>(PolicyAction::Kind::Start); k <= static_cast<int>(PolicyAction::Kind::RestartKill);
          ++k) {
       deps_.metrics->policy_action(name(static_cast<PolicyAction::Kind>(k)), 0);
     }
   }
 }
 
-Daemon::~Daemon() = default;
+Daemon::~Daemon() {
+  if (deps_.reporter != nullptr) deps_.reporter->set_eviction_hook({});
+}
+
+void Daemon::on_api_answer(const std::string& id, ApiAnswer::Result result) {
+  if (result == ApiAnswer::Result::Landed) crash_point("api-landed");
+  {
+    std::lock_guard lk(api_answers_mu_);
+    api_answers_.push_back({id, result});
+  }
+  // Recorded (and checkpointed) at once, not at the next tick: a restart
+  // before then would send it again (harmless: the reporter skips a pod
+  // already terminating), so soon is only tidier.
+  if (deps_.loop != nullptr) {
+    deps_.loop->post([this] { evaluate(MonotonicClock().now(), "api", std::nullopt, Observe::PartialOk); });
+  }
+}
+
+std::vector<ApiAnswer> Daemon::take_api_answers() {
+  std::lock_guard lk(api_answers_mu_);
+  return std::exchange(api_answers_, {});
+}
 
 void Daemon::restore_checkpoint() {
   if (!checkpointer_.enabled()) return;
@@ -101,6 +135,11 @@ void Daemon::restore_checkpoint() {
                  pod_label(f.eviction.namespace_, f.eviction.name, f.eviction.uid),
                  f.phase == InFlightEviction::Phase::Terminating ? "terminating" : "releasing",
                  f.killed ? ", killed" : "");
+  }
+  for (const auto& r : ps.api) {
+    if (r.state == ApiState::Confirmed) continue;
+    spdlog::info("checkpoint: the API eviction {} of {} was not confirmed: sending it again",
+                 r.eviction.id, pod_label(r.eviction.namespace_, r.eviction.name, r.eviction.uid));
   }
   const std::size_t resumed = ps.in_flight.size();
   policy_.restore(std::move(ps));
@@ -135,7 +174,7 @@ void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
     spdlog::info("PID alarm {}: the kernel counts {} tasks (alarm {})", ev->type == EventType::PidAlarmUp ? "up" : "down",
                  ev->value, alarms_.pid_alarm());
   }
-  if (t.decide || busy()) evaluate_partial_ok(now, t.source, t.earliest_edge);
+  if (t.decide || busy()) evaluate(now, t.source, t.earliest_edge, Observe::PartialOk);
 }
 
 void Daemon::report_kernel_oom_kill(const PressureEvent& ev) {
@@ -148,13 +187,7 @@ void Daemon::report_kernel_oom_kill(const PressureEvent& ev) {
   if (deps_.metrics) deps_.metrics->kernel_oom_kill(qos);
 }
 
-void Daemon::on_deadline(TimePoint now) { evaluate_partial_ok(now, "deadline", std::nullopt); }
-
-void Daemon::evaluate_partial_ok(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time) {
-  partial_refresh_ok_ = true;
-  evaluate(now, source, kernel_time);
-  partial_refresh_ok_ = false;
-}
+void Daemon::on_deadline(TimePoint now) { evaluate(now, "deadline", std::nullopt, Observe::PartialOk); }
 
 void Daemon::arm_deadline(const Decisions& d, TimePoint now) {
   if (deps_.loop == nullptr) return;
@@ -175,6 +208,8 @@ void Daemon::arm_deadline(const Decisions& d, TimePoint now) {
     if (!d.conditions[c] || !last || *last >= now) continue;
     consider(*last + config_.eviction.pressure_transition_period + std::chrono::milliseconds(1));
   }
+  // The policy's own: a grace end, a kill or release timeout, a restart check.
+  if (auto p = policy_.next_deadline()) consider(*p);
   if (next == next_deadline_) return;
   next_deadline_ = next;
   deps_.loop->wake_at(next);
@@ -190,7 +225,7 @@ void Daemon::on_tick(TimePoint now, bool safety_net) {
                        [](const auto& t) { return t.met; });
   };
   const bool met_before = any_met();
-  evaluate_partial_ok(now, "safety_net", std::nullopt);
+  evaluate(now, "safety_net", std::nullopt, Observe::PartialOk);
   // The reactor counts the polls (EventStats); only the daemon knows a poll found a missed crossing.
   if (any_met() && !met_before) {
     ++stats_.safety_net_detections;
@@ -266,7 +301,7 @@ void Daemon::sync_tracked_memcgs() {
   alarms_.apply_tracking(plan_tracking(AlarmReader::scopes(deps_.observer->memcg_scopes()), last_));
 }
 
-bool Daemon::observe_for_decision(TimePoint now, bool& full) {
+bool Daemon::observe_for_decision(TimePoint now, Observe observe, bool& full) {
   // An event or a safety-net tick between full observations (at most
   // events.fullObservationInterval apart) re-reads only what the decision
   // uses: the fresh-read guarantee is the same, and an idle node then costs
@@ -274,7 +309,7 @@ bool Daemon::observe_for_decision(TimePoint now, bool& full) {
   // flight (the policy watches the victim's usage and exit) and the poll
   // mode take a full observation.
   full = true;
-  if (partial_refresh_ok_ && last_full_observation_ && !busy() &&
+  if (observe == Observe::PartialOk && last_full_observation_ && !busy() &&
       now - *last_full_observation_ < config_.events.effective_full_observation_interval()) {
     auto r = refresh_for_decision(*deps_.observer, last_, config_.eviction, policy_.excluded(), now);
     if (r) {
@@ -296,7 +331,7 @@ bool Daemon::observe_for_decision(TimePoint now, bool& full) {
   return true;
 }
 
-void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time) {
+void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time, Observe observe) {
   // The policy, the snapshot and the alarms belong to the loop's thread;
   // other threads hand their results over with EventLoop::post.
   if (deps_.loop != nullptr && !deps_.loop->is_loop_thread()) abort_off_loop_thread("Daemon::evaluate", "the event loop's");
@@ -305,26 +340,38 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
 
   // Observe: a partial refresh or a full observation.
   bool full = true;
-  if (!observe_for_decision(now, full)) return;
+  if (!observe_for_decision(now, observe, full)) return;
   if (full) sync_tracked_memcgs();  // the pod set changes only with a full observation
   if (m) publish_observation(*m, last_, full);
-  // Before deciding: a victim the kubelet restarted is the same eviction, not
-  // a reason to choose another.
-  executor_.kill_restarted(now);
 
-  // Decide: the engine, on fresh reads.
-  if (disk_reclaim_.take_finished()) policy_.disk_reclaim_finished(now);
+  // What came of earlier actions: the policy's inputs.
+  PolicyInputs in;
+  in.disk_reclaim_finished = disk_reclaim_.take_finished();
+  in.api_answers = take_api_answers();
+  probe_victims(now, in);
+
+  // Decide: the engine, on fresh reads; targets the evictor refuses never reach the policy.
   Decisions d = engine_.evaluate(last_, now, policy_.excluded());
-  arm_deadline(d, now);
   stamp_wake(d, source, kernel_time);
   conditions_.publish(d, now);
   if (m) publish_decisions(*m, d);
+  in.refused = executor_.refuse_invalid(d.candidates);
 
   // Act: the policy's actions, checkpointed first so that a restart resumes a
   // kill or an API eviction instead of choosing a second victim.
-  auto actions = policy_.step(now, last_, d, exited_victims());
+  auto actions = policy_.step(now, last_, d, in);
+  const bool started = std::any_of(actions.begin(), actions.end(),
+                                   [](const PolicyAction& a) { return a.kind == PolicyAction::Kind::Start; });
+  if (started) crash_point("decision");
   if (!actions.empty()) maybe_checkpoint(now);
+  if (started) crash_point("checkpoint");
   executor_.execute(actions, now);
+  if (!started && std::any_of(policy_.state().in_flight.begin(), policy_.state().in_flight.end(), [](const auto& f) {
+        return f.phase == InFlightEviction::Phase::Terminating && !f.killed;
+      })) {
+    crash_point("grace");
+  }
+  arm_deadline(d, now);
 
   // Publish the per-pod series, then re-arm the kernel alarms for what is now.
   if (m && full) publish_pods(*m, last_, alarms_.tracked(), alarms_.tracked_scopes(), deps_.alarms);
@@ -355,19 +402,15 @@ void Daemon::stamp_wake(Decisions& d, std::string_view source, std::optional<Tim
   }
 }
 
-std::vector<std::string> Daemon::exited_victims() {
-  std::vector<std::string> exited;
-  for (const auto& f : policy_.state().in_flight) {
-    if (f.phase != InFlightEviction::Phase::Terminating) continue;
-    auto empty = executor_.evictor().is_empty(target_of(f.eviction));
+void Daemon::probe_victims(TimePoint now, PolicyInputs& in) {
+  for (const Eviction& e : policy_.probes(now)) {
+    auto empty = executor_.evictor().is_empty(target_of(e));
     if (!empty) {
-      spdlog::warn("eviction {}: cannot tell whether {} is empty: {}", f.eviction.id, f.eviction.cgroup_path,
-                   empty.error().message);
-    } else if (*empty) {
-      exited.push_back(f.eviction.uid);
+      spdlog::warn("eviction {}: cannot tell whether {} is empty: {}", e.id, e.cgroup_path, empty.error().message);
+    } else {
+      (*empty ? in.exited : in.running).push_back(e.uid);
     }
   }
-  return exited;
 }
 
 void Daemon::start_disk_reclaim() {

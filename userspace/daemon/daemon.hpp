@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,15 +77,18 @@ class Daemon final : public ReactorHandler {
   /// period ended (Reactor::wake_at): evaluate now rather than at the next
   /// safety-net tick.
   void on_deadline(TimePoint now) override;
-  /// When the next soft grace period ends (what wake_at was given); nullopt: none pending.
-  std::optional<TimePoint> next_deadline() const { return next_deadline_; }
+  /// What an evaluation may re-read, by what woke it: a kernel event, a
+  /// safety-net tick, a deadline or an API answer may decide on a partial
+  /// refresh of the last snapshot when that is enough (docs/observation.md,
+  /// "Freshness of a decision"); the poll mode, progress ticks, start-up and
+  /// tests observe in full.
+  enum class Observe : uint8_t { Full, PartialOk };
 
-  /// One cycle: full observation, engine, actions, checkpoint.
-  /// `kernel_time`: the event's kernel timestamp (detection latency).
-  void evaluate(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time);
-  /// evaluate(), deciding on a partial refresh of the last snapshot when that
-  /// is enough (docs/observation.md, "Freshness of a decision").
-  void evaluate_partial_ok(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time);
+  /// One cycle: observation, engine, actions, checkpoint. `source`: what woke
+  /// it (metrics, messages); `kernel_time`: the event's kernel timestamp
+  /// (detection latency).
+  void evaluate(TimePoint now, std::string_view source, std::optional<TimePoint> kernel_time,
+                Observe observe = Observe::Full);
 
   /// Re-reads the configuration (SIGHUP). Returns false when rejected.
   bool reload();
@@ -94,9 +98,7 @@ class Daemon final : public ReactorHandler {
 
   /// The daemon's own counters (exported into DaemonDeps::metrics when set).
   const DaemonStats& stats() const { return stats_; }
-  const Checkpointer& checkpointer() const { return checkpointer_; }
   const Config& config() const { return config_; }
-  const Engine& engine() const { return engine_; }
   const EvictionPolicy& policy() const { return policy_; }
   /// The last snapshot (for the demo's display).
   const NodeSnapshot& last_snapshot() const { return last_; }
@@ -124,7 +126,7 @@ class Daemon final : public ReactorHandler {
   /// Brings last_ up to date for a decision: a partial refresh
   /// (daemon/decision_view.hpp) for an event between full observations,
   /// else a full observation. False when nothing could be observed.
-  bool observe_for_decision(TimePoint now, bool& full);
+  bool observe_for_decision(TimePoint now, Observe observe, bool& full);
   /// Tracks kubepods, the tiers and the pods of last_ (untracks pods that left).
   void sync_tracked_memcgs();
   void arm_deadline(const Decisions& d, TimePoint now);
@@ -132,8 +134,11 @@ class Daemon final : public ReactorHandler {
   void report_kernel_oom_kill(const PressureEvent& ev);
   /// Detection latency of the event that woke this decision, stamped on its candidates.
   void stamp_wake(Decisions& d, std::string_view source, std::optional<TimePoint> kernel_time);
-  /// The uids of in-flight victims with no process left (the policy's input).
-  std::vector<std::string> exited_victims();
+  /// Which victims the policy asked about are empty or running (its inputs).
+  void probe_victims(TimePoint now, PolicyInputs& in);
+  /// The reporter's answers since the last evaluation (its worker thread fills them).
+  std::vector<ApiAnswer> take_api_answers();
+  void on_api_answer(const std::string& id, ApiAnswer::Result result);
   void start_disk_reclaim();
   /// Calls DaemonDeps::on_busy_changed when busy() differs from what it was last told.
   void report_busy();
@@ -154,9 +159,10 @@ class Daemon final : public ReactorHandler {
   ArmedAlarms alarms_;
   EvictionExecutor executor_;
   std::optional<TimePoint> next_deadline_;  // armed with Reactor::wake_at
-  bool partial_refresh_ok_ = false;  // the evaluation under way (event, safety-net tick, deadline) may decide on a partial refresh
   std::optional<TimePoint> last_full_observation_;  // when last_ was last observed in full
   bool reported_busy_ = false;  // what on_busy_changed was last told
+  std::mutex api_answers_mu_;
+  std::vector<ApiAnswer> api_answers_;  // from the reporter's worker, taken by evaluate()
   // The policy holds disk evictions until the next evaluation after it ended.
   DiskReclaimRunner disk_reclaim_;
 };

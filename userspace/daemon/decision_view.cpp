@@ -67,7 +67,7 @@ Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapsho
   std::vector<Pod*> eligible;
   eligible.reserve(pods.size());
   for (Pod& p : pods) {
-    if (!never_evicted(p, config) && !contains(excluded, p.uid)) eligible.push_back(&p);
+    if (!never_evicted_for(p, kMem, config) && !contains(excluded, p.uid)) eligible.push_back(&p);
   }
 
   // A seed: the head by the values in hand, read in full. Pods that could not

@@ -27,8 +27,6 @@ EventTriage triage_events(std::span<const PressureEvent> events, bool busy,
     switch (ev.type) {
       case EventType::OomVictim:
       case EventType::MemoryEventOomKill: t.oom_kills.push_back(&ev); break;
-      case EventType::RingBufferOverflow: t.ring_buffer_dropped += static_cast<uint64_t>(std::max<int64_t>(ev.value, 0)); break;
-      case EventType::Resync: ++t.resyncs; break;
       case EventType::ThresholdUp: t.fired_watches.push_back(ev.watch_id); break;
       case EventType::PidAlarmUp:
       case EventType::PidAlarmDown: t.pid_alarms.push_back(&ev); break;

@@ -30,8 +30,6 @@ struct EventTriage {
   std::vector<const PressureEvent*> oom_kills;   // OomVictim, MemoryEventOomKill
   std::vector<const PressureEvent*> pid_alarms;  // PidAlarmUp/Down
   std::vector<uint64_t> fired_watches;           // ThresholdUp watch ids
-  uint64_t ring_buffer_dropped = 0;              // records the BPF side could not reserve
-  uint64_t resyncs = 0;                          // re-reads after lost records
 };
 
 /// `busy`: an eviction is in flight (then every lifecycle event counts: the

@@ -1,5 +1,7 @@
 #include "daemon/eviction_executor.hpp"
 
+#include "daemon/crash_point.hpp"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -27,9 +29,32 @@ EvictionTarget target_of(const Eviction& e) {
 
 std::string pod_label(const std::string& ns, const std::string& name, const std::string& uid) {
   if (name.empty()) return "pod " + uid;
-  return ns + "/" + name + " (" + uid + ")";
+  return fmt::format("pod {}/{} ({})", ns, name, uid);
 }
 
+std::string eviction_start_line(const Eviction& e, bool dry_run) {
+  return fmt::format("{}eviction {}: {} qos={} signal={} observed={:.0f} threshold={:.0f} ({}) grace={}s cgroup={}: "
+                     "{} Why: {}",
+                     dry_run ? "[dry-run] " : "", e.id, pod_label(e.namespace_, e.name, e.uid), name(e.qos),
+                     eviction_reason(e), e.observed, e.threshold_value,
+                     e.kind == ThresholdKind::Hard ? "hard" : "soft", e.grace_period_seconds, e.cgroup_path,
+                     k8s::eviction_message(e), explain_choice(e));
+}
+
+
+std::vector<std::string> EvictionExecutor::refuse_invalid(std::vector<Eviction>& candidates) {
+  std::vector<std::string> refused;
+  std::erase_if(candidates, [&](const Eviction& e) {
+    auto valid = evictor().validate(target_of(e));
+    if (valid) return false;
+    ++stats_->refused_targets;
+    if (metrics_) metrics_->local_kill(false);
+    spdlog::error("eviction of {} refused: {}", pod_label(e.namespace_, e.name, e.uid), valid.error().message);
+    refused.push_back(e.uid);
+    return true;
+  });
+  return refused;
+}
 
 Evictor& EvictionExecutor::evictor() {
   if (config_->dry_run && dry_evictor_ != nullptr) return *dry_evictor_;
@@ -49,15 +74,15 @@ void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoi
       case K::Escalate:
         spdlog::warn("eviction {}: hard threshold {} met while {} is within its soft grace period: killing it now",
                      e.id, name(a.trigger), who);
-        kill_now(e, "escalation", now);
+        kill_now(e, "escalation");
         break;
       case K::GraceEndKill:
         spdlog::info("eviction {}: grace period over, killing what is left of {}", e.id, who);
-        kill_now(e, "grace end", now);
+        kill_now(e, "grace end");
         break;
       case K::StragglerKill:
         spdlog::info("eviction {}: {} still has processes after the kill, killing again", e.id, who);
-        kill_now(e, "straggler", now);
+        kill_now(e, "straggler");
         break;
       case K::Exited: {
         if (!a.killed_before) ++stats_->victim_exited_early;
@@ -94,52 +119,66 @@ void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoi
       case K::DiskReclaim:
         if (start_disk_reclaim_) start_disk_reclaim_();
         break;
+      case K::Terminate: {
+        spdlog::info("eviction {}: resumed after a restart, sending {} its SIGTERM", e.id, who);
+        auto r = evictor().terminate(target_of(e));
+        if (!r) spdlog::warn("eviction {}: SIGTERM failed: {}", e.id, r.error().message);
+        crash_point("signal");
+        break;
+      }
+      case K::ReportApi:
+        if (reporter_ == nullptr) break;  // the policy sends only with a reporter
+        spdlog::info("eviction {}: API eviction of {} handed to the reporter", e.id, who);
+        reporter_->report_eviction(e);
+        crash_point("api-queued");
+        break;
+      case K::ApiConfirmed: {
+        using R = ApiAnswer::Result;
+        if (a.api_result == R::GaveUp) {
+          spdlog::error("eviction {}: the API eviction of {} failed for good; the kubelet may restart its containers",
+                        e.id, who);
+        } else {
+          spdlog::info("eviction {}: API eviction of {} {}", e.id, who,
+                       a.api_result == R::Landed ? "accepted" : "not needed (gone, recreated or terminating)");
+        }
+        break;
+      }
+      case K::ApiUnsent:
+        spdlog::warn("eviction {}: API eviction of {} not sent: Kubernetes reporting is off now (dry run or no "
+                     "kubernetes section)",
+                     e.id, who);
+        break;
+      case K::RestartKill:
+        spdlog::warn("eviction {}: {} has processes again {:.1f}s after its kill (the kubelet restarted a container "
+                     "before the API eviction reached it): killing them",
+                     e.id, who, seconds(a.since_kill));
+        ++stats_->restarted_victim_kills;
+        kill_now(e, "restarted");
+        break;
     }
   }
 }
 
-void EvictionExecutor::start(const PolicyAction& a, TimePoint now) {
+void EvictionExecutor::start(const PolicyAction& a, TimePoint /*now*/) {
   const Eviction& e = a.eviction;
   const EvictionTarget target = target_of(e);
-  auto valid = evictor().validate(target);
-  if (!valid) {
-    policy_->refused(e.uid);
-    ++stats_->refused_targets;
-    if (metrics_) metrics_->local_kill(false);
-    spdlog::error("eviction {} of {} refused: {}", e.id, pod_label(e.namespace_, e.name, e.uid),
-                  valid.error().message);
-    return;
-  }
   const bool dry = config_->dry_run;
-  spdlog::info("{}eviction {}: pod {} qos={} signal={} observed={:.0f} threshold={:.0f} ({}) grace={}s cgroup={}: "
-               "{} Why: {}",
-               dry ? "[dry-run] " : "", e.id, pod_label(e.namespace_, e.name, e.uid), name(e.qos), eviction_reason(e),
-               e.observed, e.threshold_value, e.kind == ThresholdKind::Hard ? "hard" : "soft", e.grace_period_seconds,
-               e.cgroup_path, k8s::eviction_message(e), explain_choice(e));
+  spdlog::info("{}", eviction_start_line(e, dry));
   if (metrics_) metrics_->eviction(eviction_reason(e), e.qos, e.kind, e.namespace_, e.name, e.uid);
-  const bool report = a.report && reporter_ != nullptr;
-  if (report && !dry && !e.static_pod) reported_.push_back(e.uid);
   if (e.grace_period_seconds == 0) {
-    kill_now(e, "hard", now);  // relief in milliseconds first, then tell the API
-    if (report) reporter_->report_eviction(e);
-  } else if (a.delegate && report) {
-    // The kubelet terminates the pod with its grace period; the policy kills
-    // locally only if it is still running at grace + margin.
-    reporter_->report_eviction(e);
-  } else {
+    kill_now(e, "hard");  // relief in milliseconds first; the API eviction (a ReportApi) follows
+  } else if (!a.delegate) {
+    // Delegated: the kubelet terminates the pod with its grace period; the
+    // policy kills locally only if it is still running at grace + margin.
     auto r = evictor().terminate(target);
     if (!r) spdlog::warn("eviction {}: SIGTERM failed: {}", e.id, r.error().message);
-    if (report) reporter_->report_eviction(e);  // static pod: the Event only
+    crash_point("signal");
   }
 }
 
-void EvictionExecutor::kill_now(const Eviction& e, const char* why, TimePoint now) {
+void EvictionExecutor::kill_now(const Eviction& e, const char* why) {
   auto r = evictor().kill(target_of(e));
   ++stats_->sigkills;
-  if (auto it = std::find(reported_.begin(), reported_.end(), e.uid); it != reported_.end()) {
-    reported_.erase(it);
-    awaiting_api_.push_back({e, now, now + std::chrono::seconds(1)});
-  }
   if (!r) {
     if (metrics_) metrics_->local_kill(false);
     spdlog::error("eviction {}: kill ({}) failed: {}", e.id, why, r.error().message);
@@ -150,38 +189,7 @@ void EvictionExecutor::kill_now(const Eviction& e, const char* why, TimePoint no
     spdlog::warn("eviction {}: {} process(es) not signalled (pid 1, the daemon, kernel threads)", e.id,
                  r->skipped_unsafe);
   }
-}
-
-void EvictionExecutor::kill_restarted(TimePoint now) {
-  if (reported_.empty() && awaiting_api_.empty()) return;
-  // The policy keeps its victims while the node still shows them (in flight,
-  // then done with): outside that, the pod is gone.
-  const std::vector<std::string> kept = policy_->excluded();
-  auto gone = [&](const std::string& uid) { return std::find(kept.begin(), kept.end(), uid) == kept.end(); };
-  // Reported but never killed here (delegated to the API, which terminates
-  // them with their grace): forgotten once gone.
-  std::erase_if(reported_, gone);
-  std::erase_if(awaiting_api_,
-                [&](const AwaitingApi& w) { return gone(w.eviction.uid) || now - w.killed_at > kRestartWatch; });
-  for (auto& w : awaiting_api_) {
-    if (now < w.next_check) continue;
-    w.next_check = now + std::chrono::seconds(1);
-    // Done with only: while the policy drives the eviction, its own straggler
-    // kills apply.
-    const auto& done = policy_->state().evicted;
-    if (std::find(done.begin(), done.end(), w.eviction.uid) == done.end()) continue;
-    auto empty = evictor().is_empty(target_of(w.eviction));
-    if (!empty || *empty) continue;
-    // In flight again: its lane waits for this memory rather than choosing
-    // a second victim for it (a busy lane: checked again next second).
-    if (!policy_->reopen(now, w.eviction)) continue;
-    const Eviction& e = w.eviction;
-    spdlog::warn("eviction {}: {} has processes again {:.1f}s after its kill (the kubelet restarted a container "
-                 "before the API eviction reached it): killing them",
-                 e.id, pod_label(e.namespace_, e.name, e.uid), seconds(now - w.killed_at));
-    ++stats_->restarted_victim_kills;
-    kill_now(e, "restarted", now);
-  }
+  crash_point("kill");
 }
 
 }  // namespace pressured

@@ -21,9 +21,16 @@ class Reporter;
 
 /// The evictor's narrow view of one Eviction: the cgroup and the grace period.
 EvictionTarget target_of(const Eviction& e);
-/// "ns/name (uid)", or "pod <uid>" without metadata.
+/// "pod ns/name (uid)", or "pod <uid>" without metadata.
 std::string pod_label(const std::string& ns, const std::string& name, const std::string& uid);
+/// The info line that starts an eviction: who, why, the observed value and
+/// the threshold, the grace period and the choice's explanation.
+std::string eviction_start_line(const Eviction& e, bool dry_run);
 
+/// One way: actions in, effects out (signals, API reports, logs, metrics,
+/// counters). It holds no state of an eviction and never calls the policy
+/// back; what came of an action reaches the policy as an input of its next
+/// step() (the daemon gathers them: victims' emptiness, the reporter's answers).
 class EvictionExecutor {
  public:
   struct Deps {
@@ -32,40 +39,26 @@ class EvictionExecutor {
     Metrics* metrics = nullptr;           // optional
     DaemonStats* stats = nullptr;         // required
     const DaemonConfig* config = nullptr;  // required; read at each action (reloads apply at once)
-    EvictionPolicy* policy = nullptr;     // required: told about refused targets
     std::function<void()> start_disk_reclaim;
   };
   explicit EvictionExecutor(Deps deps)
       : evictor_(deps.evictor), reporter_(deps.reporter), metrics_(deps.metrics), stats_(deps.stats),
-        config_(deps.config), policy_(deps.policy), start_disk_reclaim_(std::move(deps.start_disk_reclaim)) {}
+        config_(deps.config), start_disk_reclaim_(std::move(deps.start_disk_reclaim)) {}
+
+  /// Removes from `candidates` the ones the evictor refuses (outside the pods
+  /// root), logging and counting each, and returns their uids: the policy
+  /// never starts what would be taken back.
+  std::vector<std::string> refuse_invalid(std::vector<Eviction>& candidates);
 
   void execute(const std::vector<PolicyAction>& actions, TimePoint now);
 
-  /// A pod killed here and evicted through the API stays on the node until
-  /// the API eviction reaches the kubelet, which meanwhile starts its killed
-  /// containers again (restartPolicy): memory taken back, and a second victim
-  /// chosen for it. Each such pod, while the policy still keeps it as a
-  /// victim (until the node no longer shows it; at most kRestartWatch after
-  /// its kill, checked at most once a second), is killed again when it has
-  /// processes and the policy is done with it, its eviction back in flight
-  /// (EvictionPolicy::reopen). Call before deciding.
-  void kill_restarted(TimePoint now);
-  static constexpr Duration kRestartWatch = std::chrono::minutes(5);
   /// The evictor in use: the dry-run recorder when daemon.dryRun is on and one is set.
   Evictor& evictor();
   void set_dry_run_evictor(Evictor* recorder) { dry_evictor_ = recorder; }
 
  private:
   void start(const PolicyAction& a, TimePoint now);
-  void kill_now(const Eviction& e, const char* why, TimePoint now);
-
-  struct AwaitingApi {
-    Eviction eviction;
-    TimePoint killed_at{};
-    TimePoint next_check{};
-  };
-  std::vector<std::string> reported_;     // uids evicted through the API, not yet killed here
-  std::vector<AwaitingApi> awaiting_api_;  // killed here, evicted through the API, maybe still on the node
+  void kill_now(const Eviction& e, const char* why);
 
   Evictor* evictor_;
   Evictor* dry_evictor_ = nullptr;
@@ -73,7 +66,6 @@ class EvictionExecutor {
   Metrics* metrics_;
   DaemonStats* stats_;
   const DaemonConfig* config_;
-  EvictionPolicy* policy_;
   std::function<void()> start_disk_reclaim_;
 };
 

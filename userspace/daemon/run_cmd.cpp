@@ -128,6 +128,9 @@ int run_daemon(const ConfigOptions& options) {
   // triggers, the safety-net timer), are attached. /readyz also waits for the
   // first observation (Metrics::observation_completed, from the daemon loop).
   metrics.set_events_attached(true);
+  // Until the pod source delivers, no pod has metadata and none would be
+  // evicted: the pod must show NotReady rather than a node silently unprotected.
+  if (metadata) metrics.require_pod_source([metadata] { return metadata->stats().last_success.has_value(); });
   for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
     auto p = static_cast<BpfProgram>(i);
     metrics.bpf_attach(name(p), name(static_cast<AttachKind>(event_stats.attach[i].load())),

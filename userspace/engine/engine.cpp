@@ -82,6 +82,15 @@ bool never_evicted(const Pod& pod, const EvictionConfig& config) {
          (pod.daemonset && config.daemonset_pods == DaemonSetPolicy::Never);
 }
 
+bool never_evicted_for(const Pod& pod, StarvedResource resource, const EvictionConfig& config) {
+  if (never_evicted(pod, config)) return true;
+  switch (resource) {
+    case StarvedResource::Memory: return pod.memory_spec_unparsable;
+    case StarvedResource::EphemeralStorage: return pod.storage_spec_unparsable;
+    default: return false;  // no request or limit of inodes or pids to know
+  }
+}
+
 uint64_t pod_usage(const Pod& pod, StarvedResource resource) {
   switch (resource) {
     case StarvedResource::Memory: return pod.usage.memory_working_set_bytes;
@@ -126,7 +135,7 @@ std::vector<const Pod*> rank_pods(const std::vector<Pod>& pods, StarvedResource 
   std::vector<std::pair<RankKeys, const Pod*>> keyed;
   keyed.reserve(pods.size());
   for (const Pod& p : pods) {
-    if (never_evicted(p, config) || contains(terminating, p.uid)) continue;
+    if (never_evicted_for(p, resource, config) || contains(terminating, p.uid)) continue;
     keyed.emplace_back(rank_keys(p, resource, config), &p);
   }
   std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
@@ -372,7 +381,10 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     for (const Pod& p : snapshot.pods) {
       // Not walked yet: nothing to judge (the cheapest test first: this
       // pass runs at every evaluation, pressure or not).
-      if (!p.ephemeral_storage || never_evicted(p, config_) || contains(excluded, p.uid)) continue;
+      if (!p.ephemeral_storage || never_evicted_for(p, StarvedResource::EphemeralStorage, config_) ||
+          contains(excluded, p.uid)) {
+        continue;
+      }
       auto v = local_storage_violation(p, options);
       if (!v) continue;
       Eviction e = eviction_of(p);
@@ -405,7 +417,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     const Pod* second = nullptr;
     RankKeys best_key{}, second_key{};
     for (const Pod& p : snapshot.pods) {
-      if (never_evicted(p, config_)) continue;
+      if (never_evicted_for(p, resource, config_)) continue;
       const RankKeys k = rank_keys(p, t.signal, snapshot.containerfs_layout, config_);
       if (second && !evict_before(k, p.uid, second_key, second->uid)) continue;
       if (contains(excluded, p.uid)) continue;

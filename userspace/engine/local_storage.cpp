@@ -52,7 +52,9 @@ std::string_view name(LocalStorageRule rule) {
 std::optional<LocalStorageViolation> local_storage_violation(const Pod& pod, const LocalStorageOptions& options) {
   // No spec, no limits; no walk, no usage (the kubelet skips pods without
   // stats); critical pods the kubelet refuses to evict.
-  if (!pod.metadata_known || pod.metadata_unavailable || !pod.ephemeral_storage) return std::nullopt;
+  if (!pod.metadata_known || pod.metadata_unavailable || pod.storage_spec_unparsable || !pod.ephemeral_storage) {
+    return std::nullopt;
+  }
   if (pod.critical || pod.static_pod) return std::nullopt;
   const EphemeralStorageBreakdown& b = *pod.ephemeral_storage;
   const LocalStorageSpec& spec = pod.local_storage;

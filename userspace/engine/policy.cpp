@@ -1,5 +1,6 @@
 // The eviction policy state machine. Pure: no I/O, no clock, no logging; the
-// daemon and `simulate` execute and log the actions it returns. Semantics:
+// daemon and `simulate` execute and log the actions it returns, and hand
+// what came of them to the next step(). Semantics:
 // include/pressured/policy.hpp and docs/daemon.md.
 
 #include "pressured/policy.hpp"
@@ -71,6 +72,20 @@ std::string_view name(PolicyAction::Kind kind) {
     case K::Expired: return "expired";
     case K::Deferred: return "deferred";
     case K::DiskReclaim: return "diskReclaim";
+    case K::Terminate: return "terminate";
+    case K::ReportApi: return "reportApi";
+    case K::ApiConfirmed: return "apiConfirmed";
+    case K::ApiUnsent: return "apiUnsent";
+    case K::RestartKill: return "restartKill";
+  }
+  return "?";
+}
+
+std::string_view name(ApiState state) {
+  switch (state) {
+    case ApiState::Pending: return "pending";
+    case ApiState::Sent: return "sent";
+    case ApiState::Confirmed: return "confirmed";
   }
   return "?";
 }
@@ -94,6 +109,11 @@ std::vector<std::string> EvictionPolicy::excluded() const {
   return out;
 }
 
+bool EvictionPolicy::in_flight_uid(const std::string& uid) const {
+  return std::any_of(state_.in_flight.begin(), state_.in_flight.end(),
+                     [&](const auto& f) { return f.eviction.uid == uid; });
+}
+
 const InFlightEviction* EvictionPolicy::in_flight(Lane lane) const {
   for (const auto& f : state_.in_flight) {
     if (lane_or_memory(f.eviction.signal) == lane) return &f;
@@ -108,35 +128,40 @@ std::optional<TimePoint> EvictionPolicy::next_deadline() const {
                                                                           : f.phase_deadline;
     if (!next || at < *next) next = at;
   }
+  for (const auto& r : state_.api) {
+    if (!watched(r, r.next_check)) continue;
+    if (!next || r.next_check < *next) next = r.next_check;
+  }
   return next;
+}
+
+bool EvictionPolicy::watched(const ApiEviction& r, TimePoint at) const {
+  // Killed here, done with (not in flight: its own straggler kills apply
+  // then), still observed, and within the watch.
+  return r.killed_at && contains(state_.evicted, r.eviction.uid) && at - *r.killed_at <= config_.restart_watch;
+}
+
+std::vector<Eviction> EvictionPolicy::probes(TimePoint now) const {
+  std::vector<Eviction> out;
+  for (const auto& f : state_.in_flight) {
+    if (f.phase == InFlightEviction::Phase::Terminating) out.push_back(f.eviction);
+  }
+  for (const auto& r : state_.api) {
+    if (watched(r, now) && now >= r.next_check) out.push_back(r.eviction);
+  }
+  return out;
 }
 
 void EvictionPolicy::restore(PolicyState state) {
   state_ = std::move(state);
-  check_expiry_ = true;
+  restored_ = true;
 }
 
-void EvictionPolicy::refused(const std::string& uid) {
-  auto& v = state_.in_flight;
-  auto it = std::find_if(v.begin(), v.end(), [&](const auto& f) { return f.eviction.uid == uid; });
-  if (it == v.end()) return;
-  v.erase(it);
-  if (!contains(state_.evicted, uid)) state_.evicted.push_back(uid);
-}
-
-bool EvictionPolicy::reopen(TimePoint now, const Eviction& eviction) {
-  if (!contains(state_.evicted, eviction.uid) || in_flight(lane_or_memory(eviction.signal)) != nullptr) return false;
-  std::erase(state_.evicted, eviction.uid);
-  InFlightEviction f;
-  f.eviction = eviction;
-  kill(f, now);
-  state_.in_flight.push_back(std::move(f));
-  return true;
-}
-
-void EvictionPolicy::disk_reclaim_finished(TimePoint now) {
-  state_.disk_reclaim_running = false;
-  state_.disk_reclaim_done_at = now;
+ApiEviction* EvictionPolicy::api_record(const std::string& uid) {
+  for (auto& r : state_.api) {
+    if (r.eviction.uid == uid) return &r;
+  }
+  return nullptr;
 }
 
 void EvictionPolicy::kill(InFlightEviction& f, TimePoint now) {
@@ -144,6 +169,12 @@ void EvictionPolicy::kill(InFlightEviction& f, TimePoint now) {
   if (!f.killed) f.phase_deadline = now + config_.kill_timeout;
   f.killed = true;
   f.kill_at = now + config_.rekill_interval;
+  // A pod killed here stays on the node until its API eviction reaches the
+  // kubelet, which meanwhile restarts its containers: watched from the first kill.
+  if (ApiEviction* r = api_record(f.eviction.uid); r != nullptr && !r->killed_at && !f.eviction.static_pod) {
+    r->killed_at = now;
+    r->next_check = now + config_.restart_check_interval;
+  }
 }
 
 void EvictionPolicy::finish(std::size_t index, const NodeSnapshot& snapshot) {
@@ -155,38 +186,157 @@ void EvictionPolicy::finish(std::size_t index, const NodeSnapshot& snapshot) {
   }
 }
 
-std::vector<PolicyAction> EvictionPolicy::step(TimePoint now, const NodeSnapshot& snapshot,
-                                               const Decisions& decisions, const std::vector<std::string>& exited) {
-  std::vector<PolicyAction> out;
-  if (check_expiry_) {
+void EvictionPolicy::resume(TimePoint now, const NodeSnapshot& snapshot, std::vector<PolicyAction>& out) {
+  using K = PolicyAction::Kind;
+  for (std::size_t i = 0; i < state_.in_flight.size();) {
+    InFlightEviction& f = state_.in_flight[i];
+    // The deadlines still to come follow the configuration now in force: a
+    // margin or timeout changed meanwhile applies to the resumed eviction.
+    if (f.phase == InFlightEviction::Phase::Terminating && !f.killed) {
+      f.kill_at = f.eviction.decided_at + std::chrono::seconds(f.eviction.grace_period_seconds) +
+                  (f.api ? config_.soft_kill_margin : Duration::zero());
+      f.phase_deadline = f.kill_at;
+    }
     // A record whose current phase ended more than a whole kill and release
     // cycle ago belongs to another era (the daemon was down): resuming it
     // would act on a situation nobody observed.
-    check_expiry_ = false;
     const Duration slack = config_.kill_timeout + config_.release_wait_timeout;
-    for (std::size_t i = 0; i < state_.in_flight.size();) {
-      const auto& f = state_.in_flight[i];
-      if (now > f.phase_deadline + slack && now > f.kill_at + slack) {
+    if (now > f.phase_deadline + slack && now > f.kill_at + slack) {
+      PolicyAction a;
+      a.kind = K::Expired;
+      a.eviction = f.eviction;
+      out.push_back(std::move(a));
+      finish(i, snapshot);
+      continue;
+    }
+    if (f.phase == InFlightEviction::Phase::Terminating) {
+      if (f.killed) {
+        // A kill ordered before the restart may never have gone out (the
+        // checkpoint is written first): sent again at once if the victim
+        // still has processes (progress() tells an empty one from a running one).
+        f.kill_at = now;
+      } else if (!f.api && now < f.kill_at && find_pod(snapshot, f.eviction.uid) != nullptr) {
+        // Likewise its SIGTERM, while its grace lasts: sent at least once (a
+        // process that already has it is told again, which changes nothing
+        // for it); past the grace, the kill comes at once.
         PolicyAction a;
-        a.kind = PolicyAction::Kind::Expired;
+        a.kind = K::Terminate;
         a.eviction = f.eviction;
         out.push_back(std::move(a));
-        finish(i, snapshot);
-        continue;
       }
-      // A kill ordered before the restart may never have gone out (the
-      // checkpoint is written first): send it again now, once.
-      if (f.phase == InFlightEviction::Phase::Terminating && f.killed) state_.in_flight[i].kill_at = now;
-      ++i;
     }
+    ++i;
+  }
+  // An API eviction handed to the previous process's reporter may have been
+  // lost with its queue: sent once more (the reporter skips a pod already
+  // terminating, and the Event's name is the eviction's: no second Event).
+  for (auto& r : state_.api) {
+    if (r.state == ApiState::Sent) r.state = ApiState::Pending;
+  }
+}
+
+void EvictionPolicy::take_answers(const std::vector<ApiAnswer>& answers, std::vector<PolicyAction>& out) {
+  using R = ApiAnswer::Result;
+  for (const auto& answer : answers) {
+    auto it = std::find_if(state_.api.begin(), state_.api.end(),
+                           [&](const ApiEviction& r) { return r.eviction.id == answer.id; });
+    if (it == state_.api.end() || it->state != ApiState::Sent) continue;  // answered before a restart, or twice
+    if (answer.result == R::Dropped) {
+      it->state = ApiState::Pending;  // dispatch() hands it over again
+      continue;
+    }
+    it->state = ApiState::Confirmed;
+    PolicyAction a;
+    a.kind = PolicyAction::Kind::ApiConfirmed;
+    a.eviction = it->eviction;
+    a.api_result = answer.result;
+    out.push_back(std::move(a));
+  }
+}
+
+void EvictionPolicy::dispatch(std::vector<PolicyAction>& out) {
+  for (std::size_t i = 0; i < state_.api.size();) {
+    ApiEviction& r = state_.api[i];
+    if (r.state != ApiState::Pending) {
+      ++i;
+      continue;
+    }
+    PolicyAction a;
+    a.eviction = r.eviction;
+    if (!config_.api || config_.dry_run) {
+      // Restored under a configuration without reporting.
+      a.kind = PolicyAction::Kind::ApiUnsent;
+      out.push_back(std::move(a));
+      state_.api.erase(state_.api.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    a.kind = PolicyAction::Kind::ReportApi;
+    out.push_back(std::move(a));
+    r.state = ApiState::Sent;
+    ++i;
+  }
+}
+
+std::vector<PolicyAction> EvictionPolicy::step(TimePoint now, const NodeSnapshot& snapshot,
+                                               const Decisions& decisions, const std::vector<std::string>& exited) {
+  PolicyInputs in;
+  in.exited = exited;
+  return step(now, snapshot, decisions, in);
+}
+
+std::vector<PolicyAction> EvictionPolicy::step(TimePoint now, const NodeSnapshot& snapshot,
+                                               const Decisions& decisions, const PolicyInputs& inputs) {
+  std::vector<PolicyAction> out;
+  if (restored_) {
+    restored_ = false;
+    resume(now, snapshot, out);
+  }
+  if (inputs.disk_reclaim_finished) {
+    state_.disk_reclaim_running = false;
+    state_.disk_reclaim_done_at = now;
+  }
+  take_answers(inputs.api_answers, out);
+  for (const auto& uid : inputs.refused) {
+    if (!contains(state_.evicted, uid)) state_.evicted.push_back(uid);
   }
   // Victims no longer observed are gone for good.
   std::erase_if(state_.evicted, [&](const std::string& uid) { return find_pod(snapshot, uid) == nullptr; });
-  progress(now, snapshot, exited, out);
+  progress(now, snapshot, inputs.exited, out);
+  watch_restarts(now, snapshot, inputs.running, out);
   escalate(now, decisions, out);
   if (!decisions.conditions[static_cast<std::size_t>(Condition::DiskPressure)]) state_.disk_reclaim_done_at.reset();
-  decide(now, decisions, out);
+  decide(now, decisions, inputs.refused, out);
+  dispatch(out);
   return out;
+}
+
+void EvictionPolicy::watch_restarts(TimePoint now, const NodeSnapshot& snapshot, const std::vector<std::string>& running,
+                                    std::vector<PolicyAction>& out) {
+  // Done with: confirmed by the API, its local eviction over, and either
+  // never killed here, gone from the node, or past the watch. Unconfirmed
+  // ones wait for their answer.
+  std::erase_if(state_.api, [&](const ApiEviction& r) {
+    if (r.state != ApiState::Confirmed || in_flight_uid(r.eviction.uid)) return false;
+    return !r.killed_at || !contains(state_.evicted, r.eviction.uid) || now - *r.killed_at > config_.restart_watch;
+  });
+  for (auto& r : state_.api) {
+    if (!watched(r, now) || now < r.next_check) continue;
+    r.next_check = now + config_.restart_check_interval;
+    if (!contains(running, r.eviction.uid) || find_pod(snapshot, r.eviction.uid) == nullptr) continue;
+    // In flight again, killed: its lane waits for this memory rather than
+    // choosing a second victim for it (a busy lane: checked again next time).
+    if (in_flight(lane_or_memory(r.eviction.signal)) != nullptr) continue;
+    std::erase(state_.evicted, r.eviction.uid);
+    InFlightEviction f;
+    f.eviction = r.eviction;
+    kill(f, now);
+    PolicyAction a;
+    a.kind = PolicyAction::Kind::RestartKill;
+    a.eviction = f.eviction;
+    a.since_kill = now - *r.killed_at;
+    state_.in_flight.push_back(std::move(f));
+    out.push_back(std::move(a));
+  }
 }
 
 void EvictionPolicy::progress(TimePoint now, const NodeSnapshot& snapshot, const std::vector<std::string>& exited,
@@ -257,11 +407,12 @@ void EvictionPolicy::escalate(TimePoint now, const Decisions& decisions, std::ve
   }
 }
 
-void EvictionPolicy::decide(TimePoint now, const Decisions& decisions, std::vector<PolicyAction>& out) {
+void EvictionPolicy::decide(TimePoint now, const Decisions& decisions, const std::vector<std::string>& refused,
+                            std::vector<PolicyAction>& out) {
   using K = PolicyAction::Kind;
   for (const Eviction& c : decisions.candidates) {
     const auto lane = lane_of(c.signal);
-    if (!lane) continue;
+    if (!lane || contains(refused, c.uid)) continue;
     PolicyAction a;
     a.eviction = c;
     const bool victim_elsewhere = std::any_of(state_.in_flight.begin(), state_.in_flight.end(),
@@ -311,6 +462,16 @@ void EvictionPolicy::decide(TimePoint now, const Decisions& decisions, std::vect
     a.eviction = f.eviction;
     a.report = report;
     a.delegate = f.api;
+    if (report) {
+      ApiEviction r;
+      r.eviction = f.eviction;
+      if (f.killed && !c.static_pod) {
+        r.killed_at = now;
+        r.next_check = now + config_.restart_check_interval;
+      }
+      std::erase_if(state_.api, [&](const ApiEviction& old) { return old.eviction.uid == c.uid; });
+      state_.api.push_back(std::move(r));
+    }
     state_.in_flight.push_back(std::move(f));
     out.push_back(std::move(a));
   }

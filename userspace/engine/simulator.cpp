@@ -5,6 +5,7 @@
 #include <ostream>
 #include <set>
 #include <tuple>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -467,7 +468,10 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
       }
     } else {
       using K = PolicyAction::Kind;
-      for (const auto& a : policy_->step(now, snapshot_, d, exited_)) {
+      PolicyInputs in;
+      in.exited = exited_;
+      in.disk_reclaim_finished = std::exchange(disk_reclaim_done_, false);
+      for (const auto& a : policy_->step(now, snapshot_, d, in)) {
         const Eviction& e = a.eviction;
         switch (a.kind) {
           case K::Start: out.push_back(evict_line(e)); break;
@@ -498,11 +502,17 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
             o["kind"] = "diskReclaim";
             o["signal"] = std::string(name(e.signal));
             out.push_back(o.dump());
-            // The command is not run here: it counts as done at once, so the
-            // disk eviction comes at the next tick if the pressure remains.
-            policy_->disk_reclaim_finished(now);
+            // The command is not run here: it counts as done by the next
+            // tick, where the disk eviction comes if the pressure remains.
+            disk_reclaim_done_ = true;
             break;
           }
+          // Kubernetes reporting (off in a simulation) and restarts (none here).
+          case K::Terminate:
+          case K::ReportApi:
+          case K::ApiConfirmed:
+          case K::ApiUnsent:
+          case K::RestartKill: break;
           case K::Exited:
           case K::Released:
           case K::ReleaseTimeout:

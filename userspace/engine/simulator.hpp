@@ -50,6 +50,7 @@ class Simulator {
   std::optional<EvictionPolicy> policy_;
   std::vector<std::string> evicted_;  // engine-only: decided pods, left out until podDeleted
   std::vector<std::string> exited_;   // policy: pods with no process left (podExited)
+  bool disk_reclaim_done_ = false;     // policy: the DiskReclaim of the last tick counts as done
   NodeSnapshot snapshot_;
   std::map<std::string, SimPod> pods_;  // by uid
   std::vector<std::string> pod_order_;  // uids in arrival order: the snapshot's pod order

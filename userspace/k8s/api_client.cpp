@@ -110,9 +110,8 @@ Result<ApiServer> load_kubeconfig(const std::string& path) {
 
 ApiClient::ApiClient(ApiServer server, Duration timeout) : server_(std::move(server)), timeout_(timeout) {}
 
-Result<HttpResponse> ApiClient::perform(const std::string& method, const std::string& path, const std::string& body,
-                                        const std::string& content_type, Duration total_timeout,
-                                        const std::function<bool(std::string_view)>* on_data) const {
+HttpRequest ApiClient::make_request(const std::string& method, const std::string& path, const std::string& body,
+                                    const std::string& content_type, Duration total_timeout) const {
   HttpRequest req;
   req.method = method;
   req.url = server_.server + path;
@@ -127,18 +126,26 @@ Result<HttpResponse> ApiClient::perform(const std::string& method, const std::st
   req.tls = TlsOptions{server_.ca_file,          server_.ca_data,          server_.client_cert_file,
                        server_.client_key_file,  server_.client_cert_data, server_.client_key_data,
                        server_.insecure_skip_verify};
-  req.on_data = on_data;
-  return http_request(req);
+  return req;
 }
 
 Result<HttpResponse> ApiClient::request(const std::string& method, const std::string& path, const std::string& body,
                                         const std::string& content_type) const {
-  return perform(method, path, body, content_type, timeout_, nullptr);
+  return http_request(make_request(method, path, body, content_type, timeout_));
 }
 
 Result<HttpResponse> ApiClient::stream(const std::string& path, Duration total_timeout,
                                        const std::function<bool(std::string_view)>& on_data) const {
-  return perform("GET", path, {}, {}, total_timeout, &on_data);
+  HttpRequest req = make_request("GET", path, {}, {}, total_timeout);
+  req.on_data = &on_data;
+  return http_request(req);
+}
+
+Result<HttpResponse> ApiClient::get_large(const std::string& path, std::size_t max_body_bytes) const {
+  HttpRequest req = make_request("GET", path, {}, {}, timeout_);
+  req.max_body_bytes = max_body_bytes;
+  req.accept_encoding = true;
+  return http_request(req);
 }
 
 long retry_after_ms(const HttpResponse& r) {

@@ -49,12 +49,15 @@ class ApiClient {
   /// `on_data` is not an error.
   Result<HttpResponse> stream(const std::string& path, Duration total_timeout,
                               const std::function<bool(std::string_view)>& on_data) const;
+  /// A GET of a large answer (a LIST page): compressed when the server
+  /// offers it, the decoded body bounded by `max_body_bytes` (an over-long
+  /// body is an Error, see HttpRequest::max_body_bytes).
+  Result<HttpResponse> get_large(const std::string& path, std::size_t max_body_bytes) const;
   const ApiServer& server() const { return server_; }
 
  private:
-  Result<HttpResponse> perform(const std::string& method, const std::string& path, const std::string& body,
-                               const std::string& content_type, Duration total_timeout,
-                               const std::function<bool(std::string_view)>* on_data) const;
+  HttpRequest make_request(const std::string& method, const std::string& path, const std::string& body,
+                           const std::string& content_type, Duration total_timeout) const;
   ApiServer server_;
   Duration timeout_;
 };

@@ -205,8 +205,8 @@ Result<HttpResponse> http_request(const HttpRequest& req) {
   api.slist_free_all(hdrs);
   api.easy_cleanup(c);
   if (rc != CURLE_OK && !((rc == CURLE_WRITE_ERROR || rc == CURLE_ABORTED_BY_CALLBACK) && sink.aborted)) {
-    return Error{rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : EIO,
-                 req.method + " " + req.url + ": " + describe_curl_error(rc, errbuf, sink)};
+    const int code = sink.too_long ? EFBIG : rc == CURLE_OPERATION_TIMEDOUT ? ETIMEDOUT : EIO;
+    return Error{code, req.method + " " + req.url + ": " + describe_curl_error(rc, errbuf, sink)};
   }
   return resp;
 }

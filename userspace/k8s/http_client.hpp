@@ -51,9 +51,9 @@ struct HttpRequest {
   const std::function<bool(std::string_view)>* on_data = nullptr;
 };
 
-/// Sends one request. Network and TLS errors, timeouts (ETIMEDOUT) and an
-/// over-long body are Errors naming the method and URL; HTTP errors are
-/// responses (the caller decides on 4xx/5xx).
+/// Sends one request. Network and TLS errors (EIO), timeouts (ETIMEDOUT) and
+/// an over-long body (EFBIG) are Errors naming the method and URL; HTTP
+/// errors are responses (the caller decides on 4xx/5xx).
 Result<HttpResponse> http_request(const HttpRequest& request);
 
 }  // namespace pressured::k8s

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log.hpp"
+#include "k8s/bounded_json.hpp"
 
 namespace pressured::k8s {
 
@@ -199,7 +200,7 @@ std::optional<json> updated_taints(const json& current, const std::string& prefi
     for (const auto& t : current) {
       std::size_t own = kConditionCount;
       for (std::size_t i = 0; i < kConditionCount; ++i) {
-        if (t.is_object() && t.value("key", "") == keys[i] && t.value("effect", "") == "NoSchedule") own = i;
+        if (string_member(t, "key") == keys[i] && string_member(t, "effect") == "NoSchedule") own = i;
       }
       if (own == kConditionCount) {
         out.push_back(t);  // someone else's: untouched
@@ -264,6 +265,7 @@ void Reporter::stop() {
 }
 
 void Reporter::push(Task t) {
+  std::vector<std::string> dropped_evictions;
   {
     std::lock_guard lk(mu_);
     if (t.kind == Task::Kind::Conditions) {
@@ -284,7 +286,23 @@ void Reporter::push(Task t) {
     };
     while (queue_.size() >= opts_.queue_capacity) {
       auto drop = first_other();
-      queue_.erase(drop != queue_.end() ? drop : queue_.begin());
+      if (drop == queue_.end()) drop = queue_.begin();
+      // Either half of an eviction dropped: answered "dropped" once the
+      // other half is done with, so that the whole is sent again.
+      if (drop->kind == Task::Kind::Evict && drop->event_follows) {
+        event_dropped_.insert(drop->eviction.id);  // its Event, when done, reports it
+        awaiting_event_[drop->eviction.id] = EvictionResult::Dropped;
+      } else if (drop->kind == Task::Kind::Evict) {
+        dropped_evictions.push_back(drop->eviction.id);
+      } else if (drop->kind == Task::Kind::Event) {
+        if (auto it = awaiting_event_.find(drop->eviction.id); it != awaiting_event_.end()) {
+          awaiting_event_.erase(it);
+          dropped_evictions.push_back(drop->eviction.id);
+        } else {
+          event_dropped_.insert(drop->eviction.id);  // its Eviction, when done, reports it
+        }
+      }
+      queue_.erase(drop);
       if (stats_.dropped++ == 0) {
         spdlog::warn("k8s: API queue full ({}), dropping the oldest requests (counted)", opts_.queue_capacity);
       }
@@ -296,16 +314,34 @@ void Reporter::push(Task t) {
     }
   }
   cv_.notify_all();
+  for (const auto& id : dropped_evictions) eviction_done(id, EvictionResult::Dropped);
+}
+
+void Reporter::set_eviction_hook(std::function<void(const std::string&, EvictionResult)> hook) {
+  std::lock_guard lk(eviction_hook_mu_);
+  eviction_hook_ = std::move(hook);
+}
+
+void Reporter::eviction_done(const std::string& id, EvictionResult result) {
+  std::lock_guard lk(eviction_hook_mu_);
+  if (eviction_hook_) eviction_hook_(id, result);
 }
 
 void Reporter::report_eviction(const Eviction& e) {
+  const bool event = !e.name.empty() && !e.namespace_.empty();
   if (e.static_pod) {
     ++stats_.refused_static;
     spdlog::info("k8s: pod {}/{} is static/mirror: not evicted through the API", e.namespace_, e.name);
+    if (event) {
+      std::lock_guard lk(mu_);
+      awaiting_event_[e.id] = EvictionResult::NotNeeded;
+    } else {
+      eviction_done(e.id, EvictionResult::NotNeeded);
+    }
   } else {
-    push(Task{Task::Kind::Evict, e, {}, {}});
+    push(Task{Task::Kind::Evict, e, {}, {}, event});
   }
-  if (!e.name.empty() && !e.namespace_.empty()) push(Task{Task::Kind::Event, e, {}, {}});
+  if (event) push(Task{Task::Kind::Event, e, {}, {}});
 }
 
 void Reporter::report_conditions(const std::array<bool, kConditionCount>& status,
@@ -376,73 +412,19 @@ std::optional<HttpResponse> Reporter::with_retries(ApiAction action, const std::
 void Reporter::execute(const Task& t) {
   switch (t.kind) {
     case Task::Kind::Evict: {
-      const auto& e = t.eviction;
-      std::string what = "eviction of " + e.namespace_ + "/" + e.name;
-      // Read the pod first: a pod already gone or recreated under the same
-      // name needs no eviction at all, and API servers before 1.22 retry a
-      // failed uid precondition inside the Eviction for ~10 s before they
-      // answer 409 (longer than the request timeout). The precondition still
-      // guards the race between this read and the eviction.
-      auto current = with_retries(ApiAction::ListPods, "get pod " + e.namespace_ + "/" + e.name,
-                                  [&] { return client_.request("GET", pod_path(e)); });
-      if (current && current->status == 404) {
-        ++stats_.pods_not_found;
-        return;
-      }
-      if (current && current->status == 200 && !e.uid.empty()) {
-        json pod = json::parse(current->body, nullptr, false);
-        std::string uid = pod.is_object() && pod.contains("metadata") ? pod["metadata"].value("uid", "") : "";
-        if (!uid.empty() && uid != e.uid) {
-          ++stats_.uid_conflicts;
-          spdlog::info("k8s: {}: the pod now has uid {} (recreated), not {}: not evicted", what, uid, e.uid);
-          return;
+      const EvictionResult r = evict(t.eviction);
+      bool answer_now = !t.event_follows;
+      EvictionResult answer = r;
+      if (t.event_follows) {
+        std::lock_guard lk(mu_);
+        if (event_dropped_.erase(t.eviction.id) != 0) {
+          answer_now = true;
+          answer = EvictionResult::Dropped;
+        } else {
+          awaiting_event_[t.eviction.id] = r;
         }
       }
-      auto evict = [&] {
-        return client_.request("POST", pod_path(e) + "/eviction",
-                               eviction_body(e, eviction_v1beta1_ ? "policy/v1beta1" : "policy/v1"));
-      };
-      auto r = with_retries(ApiAction::Eviction, what, evict, /*retry_429_500=*/false);
-      if (r && !eviction_v1beta1_ && eviction_version_not_served(*r)) {
-        // Kubernetes < 1.22 serves policy/v1beta1 only; remembered for the
-        // daemon's lifetime (a server is not downgraded under a running node).
-        eviction_v1beta1_ = true;
-        spdlog::warn("k8s: the API server does not serve policy/v1 Eviction; using policy/v1beta1");
-        r = with_retries(ApiAction::Eviction, what, evict, /*retry_429_500=*/false);
-      }
-      if (!r) {
-        return;
-      }
-      if (eviction_v1beta1_) ++stats_.eviction_v1beta1;
-      if (r->status == 200 || r->status == 201) return;  // counted in pressured_kubernetes_api_requests_total
-      if (r->status == 404) {
-        ++stats_.pods_not_found;
-        return;
-      }
-      if (r->status == 409) {
-        ++stats_.uid_conflicts;
-        return;
-      }
-      if (r->status != 429 && r->status != 500) {
-        ++stats_.failures;
-        spdlog::error("k8s: {}: HTTP {}: {}", what, r->status, printable_excerpt(r->body));
-        return;
-      }
-      // Refused (a disruption budget, or an error): node pressure does not
-      // wait for budgets, as the kubelet does not. DELETE with the same grace.
-      ++stats_.evictions_refused;
-      spdlog::info("k8s: {} refused with HTTP {}: falling back to DELETE", what, r->status);
-      auto d = with_retries(ApiAction::Delete, "delete of " + e.namespace_ + "/" + e.name,
-                            [&] { return client_.request("DELETE", pod_path(e), delete_body(e)); });
-      if (!d || d->status == 200 || d->status == 202) {
-        // given up (counted by with_retries) or accepted (counted as an API request)
-      } else if (d->status == 404) {
-        ++stats_.pods_not_found;
-      } else if (d->status == 409) {
-        ++stats_.uid_conflicts;
-      } else {
-        ++stats_.failures;
-      }
+      if (answer_now) eviction_done(t.eviction.id, answer);
       return;
     }
     case Task::Kind::Event: {
@@ -458,6 +440,18 @@ void Reporter::execute(const Task& t) {
       } else if (r && r->status != 200 && r->status != 201) {
         ++stats_.failures;
       }
+      // The Eviction's answer waited for its Event (a failed Event is
+      // counted above; what matters for the pod is the Eviction's).
+      std::optional<EvictionResult> done;
+      {
+        std::lock_guard lk(mu_);
+        if (auto it = awaiting_event_.find(e.id); it != awaiting_event_.end()) {
+          done = it->second;
+          awaiting_event_.erase(it);
+        }
+        event_dropped_.erase(e.id);
+      }
+      if (done) eviction_done(e.id, *done);
       return;
     }
     case Task::Kind::Conditions: {
@@ -480,6 +474,89 @@ void Reporter::execute(const Task& t) {
   }
 }
 
+EvictionResult Reporter::evict(const Eviction& e) {
+  using R = EvictionResult;
+  std::string what = "eviction of " + e.namespace_ + "/" + e.name;
+  // Read the pod first: a pod already gone or recreated under the same
+  // name needs no eviction at all, and API servers before 1.22 retry a
+  // failed uid precondition inside the Eviction for ~10 s before they
+  // answer 409 (longer than the request timeout). The precondition still
+  // guards the race between this read and the eviction.
+  auto current = with_retries(ApiAction::ListPods, "get pod " + e.namespace_ + "/" + e.name,
+                              [&] { return client_.request("GET", pod_path(e)); });
+  if (current && current->status == 404) {
+    ++stats_.pods_not_found;
+    return R::NotNeeded;
+  }
+  if (current && current->status == 200 && !e.uid.empty()) {
+    // Whatever the answer's shape, a uid that is not a string is no uid:
+    // the eviction's own uid precondition still guards it.
+    auto pod = parse_bounded_json(current->body);
+    const json* meta = pod ? member(*pod, "metadata") : nullptr;
+    std::string uid = meta != nullptr ? string_member(*meta, "uid").value_or("") : "";
+    if (!pod) spdlog::warn("k8s: {}: GET pod: {}", what, pod.error().message);
+    if (!uid.empty() && uid != e.uid) {
+      ++stats_.uid_conflicts;
+      spdlog::info("k8s: {}: the pod now has uid {} (recreated), not {}: not evicted", what, uid, e.uid);
+      return R::NotNeeded;
+    }
+    // Already terminating: evicted by the run before a restart (whose answer
+    // was lost with it), or deleted by someone else. A second Eviction would
+    // change nothing but be counted twice.
+    const json* deleting = meta != nullptr ? member(*meta, "deletionTimestamp") : nullptr;
+    if (deleting != nullptr && !deleting->is_null()) {
+      spdlog::info("k8s: {}: the pod is already terminating: not evicted again", what);
+      return R::NotNeeded;
+    }
+  }
+  auto evict = [&] {
+    return client_.request("POST", pod_path(e) + "/eviction",
+                           eviction_body(e, eviction_v1beta1_ ? "policy/v1beta1" : "policy/v1"));
+  };
+  auto r = with_retries(ApiAction::Eviction, what, evict, /*retry_429_500=*/false);
+  if (r && !eviction_v1beta1_ && eviction_version_not_served(*r)) {
+    // Kubernetes < 1.22 serves policy/v1beta1 only; remembered for the
+    // daemon's lifetime (a server is not downgraded under a running node).
+    eviction_v1beta1_ = true;
+    spdlog::warn("k8s: the API server does not serve policy/v1 Eviction; using policy/v1beta1");
+    r = with_retries(ApiAction::Eviction, what, evict, /*retry_429_500=*/false);
+  }
+  if (!r) return R::GaveUp;
+  if (eviction_v1beta1_) ++stats_.eviction_v1beta1;
+  if (r->status == 200 || r->status == 201) return R::Landed;  // counted in pressured_kubernetes_api_requests_total
+  if (r->status == 404) {
+    ++stats_.pods_not_found;
+    return R::NotNeeded;
+  }
+  if (r->status == 409) {
+    ++stats_.uid_conflicts;
+    return R::NotNeeded;
+  }
+  if (r->status != 429 && r->status != 500) {
+    ++stats_.failures;
+    spdlog::error("k8s: {}: HTTP {}: {}", what, r->status, printable_excerpt(r->body));
+    return R::GaveUp;
+  }
+  // Refused (a disruption budget, or an error): node pressure does not
+  // wait for budgets, as the kubelet does not. DELETE with the same grace.
+  ++stats_.evictions_refused;
+  spdlog::info("k8s: {} refused with HTTP {}: falling back to DELETE", what, r->status);
+  auto d = with_retries(ApiAction::Delete, "delete of " + e.namespace_ + "/" + e.name,
+                        [&] { return client_.request("DELETE", pod_path(e), delete_body(e)); });
+  if (!d) return R::GaveUp;  // counted by with_retries
+  if (d->status == 200 || d->status == 202) return R::Landed;  // counted as an API request
+  if (d->status == 404) {
+    ++stats_.pods_not_found;
+    return R::NotNeeded;
+  }
+  if (d->status == 409) {
+    ++stats_.uid_conflicts;
+    return R::NotNeeded;
+  }
+  ++stats_.failures;
+  return R::GaveUp;
+}
+
 void Reporter::sync_taints(const std::array<bool, kConditionCount>& status) {
   const std::string path = "/api/v1/nodes/" + opts_.node_name;
   // Read-modify-write on the Node's resourceVersion: a taint someone else
@@ -498,16 +575,20 @@ void Reporter::sync_taints(const std::array<bool, kConditionCount>& status) {
       spdlog::error("k8s: node taints: GET {}: HTTP {}: {}", path, g->status, printable_excerpt(g->body));
       return;
     }
-    json node = json::parse(g->body, nullptr, false);
-    if (node.is_discarded() || !node.contains("metadata")) {
+    auto node = parse_bounded_json(g->body);
+    const json* meta = node ? member(*node, "metadata") : nullptr;
+    const json* rv = meta != nullptr ? member(*meta, "resourceVersion") : nullptr;
+    if (meta == nullptr || !meta->is_object() || (rv != nullptr && !rv->is_string())) {
       ++stats_.failures;
-      spdlog::error("k8s: node taints: GET {}: not a Node", path);
+      spdlog::error("k8s: node taints: GET {}: not a Node{}", path,
+                    node ? std::string() : ": " + node.error().message);
       return;
     }
-    json current = node.contains("spec") && node["spec"].contains("taints") ? node["spec"]["taints"] : json::array();
-    auto next = updated_taints(current, opts_.taint_key_prefix, status, rfc3339_now());
+    const json* spec = member(*node, "spec");
+    const json* taints = spec != nullptr ? member(*spec, "taints") : nullptr;
+    auto next = updated_taints(taints != nullptr ? *taints : json::array(), opts_.taint_key_prefix, status, rfc3339_now());
     if (!next) return;
-    json patch{{"metadata", {{"resourceVersion", node["metadata"].value("resourceVersion", "")}}},
+    json patch{{"metadata", {{"resourceVersion", rv != nullptr ? rv->get<std::string>() : std::string()}}},
                {"spec", {{"taints", *next}}}};
     auto p = with_retries(ApiAction::NodeStatus, "taint node " + opts_.node_name, [&] {
       return client_.request("PATCH", path, patch.dump(), "application/merge-patch+json");

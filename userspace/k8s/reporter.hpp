@@ -13,10 +13,13 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <set>
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -114,6 +117,14 @@ std::optional<nlohmann::json> updated_taints(const nlohmann::json& current, cons
 /// Now, as RFC 3339 UTC with seconds.
 std::string rfc3339_now();
 
+/// What became of an API eviction (Reporter::set_eviction_hook).
+enum class EvictionResult {
+  Landed,     // the API accepted the Eviction, or its DELETE fallback
+  NotNeeded,  // the pod is gone, is another pod now, is already terminating, or is static (Event only)
+  GaveUp,     // the retry budget spent, or an answer that cannot be acted on
+  Dropped,    // never sent: the queue was full
+};
+
 class Reporter {
  public:
   explicit Reporter(ApiClient client, ReporterOptions options);
@@ -147,6 +158,13 @@ class Reporter {
   /// Optional hook called once per HTTP attempt with its outcome (tests
   /// record the sequence). Set before start().
   void set_outcome_hook(std::function<void(ApiAction, ApiOutcome)> hook) { hook_ = std::move(hook); }
+  /// Called once per report_eviction() with what became of the Eviction (by
+  /// Eviction::id), once its Event was sent too (a daemon that hears
+  /// "done" must be able to forget both), on the worker thread (on the
+  /// caller's for a full queue); not for evictions still queued at stop().
+  /// The daemon turns these into inputs of its eviction policy.
+  /// Thread-safe; an empty function removes it.
+  void set_eviction_hook(std::function<void(const std::string& id, EvictionResult)> hook);
 
  private:
   struct Task {
@@ -154,10 +172,13 @@ class Reporter {
     Eviction eviction;
     std::array<bool, kConditionCount> status{};
     std::array<bool, kConditionCount> flipped{};
+    bool event_follows = false;  // Evict: its Event is queued behind it (the answer waits for it)
   };
   void push(Task t);
   void run();
   void execute(const Task& t);
+  EvictionResult evict(const Eviction& e);
+  void eviction_done(const std::string& id, EvictionResult result);
   // Retries `call` on network errors, 429 and 5xx (honouring Retry-After)
   // until it returns a final response or the budget is spent.
   std::optional<HttpResponse> with_retries(ApiAction action, const std::string& what,
@@ -172,6 +193,11 @@ class Reporter {
   StatsExport stats_export_;  // after stats_: released first
   Metrics* metrics_ = nullptr;
   std::function<void(ApiAction, ApiOutcome)> hook_;
+  std::mutex eviction_hook_mu_;
+  std::function<void(const std::string&, EvictionResult)> eviction_hook_;
+  // By eviction id: what became of an Eviction whose Event is still to be sent.
+  std::map<std::string, EvictionResult> awaiting_event_;  // under mu_
+  std::set<std::string> event_dropped_;  // under mu_: one half of an eviction was dropped
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;

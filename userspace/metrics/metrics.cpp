@@ -254,6 +254,7 @@ struct Metrics::Impl {
   Family<Gauge>* build_info = nullptr;
   Family<Gauge>* start_time = nullptr;
   Family<Gauge>* ready_gauge = nullptr;
+  Family<Gauge>* pod_source_synced = nullptr;
   Family<Gauge>* signal_value = nullptr;
   Family<Gauge>* signal_capacity = nullptr;
   Family<Gauge>* signal_threshold = nullptr;
@@ -334,6 +335,7 @@ struct Metrics::Impl {
 
   Counter* observations_c = nullptr;
   Gauge* ready_g = nullptr;
+  Gauge* pod_source_synced_g = nullptr;
   Gauge* config_last_ok_g = nullptr;
 
   std::atomic<bool> events_attached{false};
@@ -375,7 +377,18 @@ struct Metrics::Impl {
     }
   }
 
-  void update_ready() { ready_g->Set(events_attached.load() && observed_once.load() ? 1 : 0); }
+  // The pod metadata source's first delivery (require_pod_source); none: nothing to wait for.
+  std::mutex pod_source_mu;
+  std::function<bool()> pod_source_delivered;
+  bool pod_source_ok() {
+    std::lock_guard lock(pod_source_mu);
+    return !pod_source_delivered || pod_source_delivered();
+  }
+  bool ready() { return events_attached.load() && observed_once.load() && pod_source_ok(); }
+  void update_ready() {
+    pod_source_synced_g->Set(pod_source_ok() ? 1 : 0);
+    ready_g->Set(ready() ? 1 : 0);
+  }
 
   // Called with mu held; nullopt: every signal.
   void resolve_thresholds(std::optional<Signal> s) {
@@ -400,7 +413,11 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
                           "Always 1; labels carry the version and build type of the running pressured.");
   m.start_time = &m.gauge("pressured_start_time_seconds", "Unix time the daemon's metrics were created (start).");
   m.ready_gauge = &m.gauge("pressured_ready",
-                           "1 when events are attached (BPF or fallback) and the first observation is done, else 0.");
+                           "1 when events are attached (BPF or fallback), the first observation is done and the pod "
+                           "source delivered its first pod list, else 0.");
+  m.pod_source_synced = &m.gauge("pressured_pod_source_synced",
+                                 "1 once the pod metadata source delivered a pod list (or none is configured); 0: no "
+                                 "pod has metadata yet, so the ranking evicts none (docs/operations.md).");
   m.signal_value = &m.gauge("pressured_signal_value",
                             "Observed value of an eviction signal, in its unit (available bytes/inodes/pids, or "
                             "PSI stall percent).");
@@ -471,6 +488,8 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.start_time->Add({}).Set(unix_now());
   m.ready_g = &m.ready_gauge->Add({});
   m.ready_g->Set(0);
+  m.pod_source_synced_g = &m.pod_source_synced->Add({});
+  m.pod_source_synced_g->Set(1);
   m.observations_c = &m.observations->Add({});
   m.config_last_ok_g = &m.config_last_ok->Add({});
   m.config_last_ok_g->Set(1);
@@ -853,7 +872,15 @@ void Metrics::set_events_attached(bool attached) {
   impl_->update_ready();
 }
 
-bool Metrics::ready() const { return impl_->events_attached.load() && impl_->observed_once.load(); }
+bool Metrics::ready() const { return impl_->ready(); }
+
+void Metrics::require_pod_source(std::function<bool()> delivered) {
+  {
+    std::lock_guard lock(impl_->pod_source_mu);
+    impl_->pod_source_delivered = std::move(delivered);
+  }
+  impl_->update_ready();
+}
 
 void Metrics::heartbeat() { impl_->last_heartbeat_ns = steady_ns(); }
 
@@ -870,6 +897,7 @@ std::string Metrics::render() const {
     hooks = impl_->render_hooks;
   }
   for (const auto& h : hooks) h();
+  impl_->update_ready();  // the pod source delivers on its own thread
   impl_->exports->sync_all();
   return prometheus::TextSerializer().Serialize(impl_->registry->Collect());
 }

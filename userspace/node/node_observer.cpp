@@ -1,5 +1,6 @@
 // NodeObserver over the kernel's files: signals per docs/observation.md and
 // every pod's usage, read through kept-open fds.
+#include <dirent.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -613,9 +614,11 @@ class KernelNodeObserver final : public NodeObserver {
     return {};
   }
 
-  // Link counts of the directories pods live in (kubepods and its QoS
-  // tiers): a directory's count is 2 + its subdirectories on cgroupfs (kernfs)
-  // as on tmpfs/ext4, so a pod cgroup created or removed moves it. 0 when absent.
+  // The entries of the directories pods live in (kubepods and its QoS
+  // tiers), by name and inode number, hashed in any order: a pod cgroup
+  // created, removed or recreated changes them. A link count alone (2 + the
+  // subdirectories) missed one pod removed and another created in the same
+  // tier. One getdents per directory; 0 when absent.
   using QosStamps = std::array<uint64_t, 3>;
   QosStamps qos_dir_stamps() const {
     QosStamps out{};
@@ -624,15 +627,44 @@ class KernelNodeObserver final : public NodeObserver {
       if (i == out.size()) break;
       const std::string dir =
           q.rel.empty() ? layout_.kubepods_memory_path : layout_.kubepods_memory_path + "/" + q.rel;
-      struct stat st {};
-      out[i++] = ::stat(dir.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_nlink) : 0;
+      out[i++] = directory_stamp(dir);
     }
     return out;
   }
 
+  static uint64_t mix(uint64_t x) {  // splitmix64's finalizer
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+  }
+
+  static uint64_t directory_stamp(const std::string& dir) {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return 0;
+    uint64_t stamp = 1;  // present, even when empty
+    while (const struct dirent* e = ::readdir(d)) {
+      const uint64_t name = std::hash<std::string_view>{}(std::string_view(e->d_name));
+      stamp += mix(name ^ mix(static_cast<uint64_t>(e->d_ino)));
+    }
+    ::closedir(d);
+    return stamp;
+  }
+
+  // Mirror pods by the config hash their static pod's cgroup is named
+  // after; rebuilt only when the source publishes a new map.
+  void index_mirrors(const std::shared_ptr<const PodMetadataMap>& meta) {
+    if (meta == indexed_meta_) return;
+    indexed_meta_ = meta;
+    mirror_index_.clear();
+    if (!meta) return;
+    for (const auto& [uid, md] : *meta) {
+      if (!md.mirror_of.empty()) mirror_index_.emplace(md.mirror_of, &md);
+    }
+  }
+
   void observe_pods(TimePoint now, std::vector<Pod>& out) {
     ++gen_;
-    // Taken before the scan: a pod cgroup created during it moves a count
+    // Taken before the scan: a pod cgroup created during it changes a stamp
     // and the next incremental read (refresh_memory_usage) refuses.
     qos_stamps_ = qos_dir_stamps();
     qos_stamps_taken_ = true;
@@ -669,9 +701,11 @@ class KernelNodeObserver final : public NodeObserver {
       source_failing = !st.last_success.has_value() || !st.last_error.empty();
       failing_why = st.last_error.empty() ? "no answer yet" : st.last_error;
     }
+    index_mirrors(meta);
     std::unordered_set<std::string> seen_uids;
-    uint64_t without_meta = 0, unevictable = 0;
+    uint64_t without_meta = 0, unevictable = 0, unevictable_failing = 0;
     bool new_unknown = false;
+    std::unordered_map<std::string, TimePoint> unknown_since;
     out.reserve(dirs.size());
     for (const auto& d : dirs) {
       auto it = pods_.find(d.memory_path);
@@ -701,17 +735,25 @@ class KernelNodeObserver final : public NodeObserver {
       } else {
         p.usage_observed_at = now;
       }
-      seen_uids.insert(p.uid);
       if (meta) {
-        auto m = meta->find(p.uid);
-        if (m != meta->end() && m->second.unparsable) {
-          p.name = m->second.name;
-          p.namespace_ = m->second.namespace_;
+        // By the pod's own uid first: a mirror annotation (which a pod's
+        // author may write) never takes a cgroup whose uid the source lists.
+        const PodMetadata* found = nullptr;
+        if (auto m = meta->find(p.uid); m != meta->end()) {
+          found = &m->second;
+        } else if (auto mi = mirror_index_.find(p.uid); mi != mirror_index_.end()) {
+          found = mi->second;
+        }
+        if (found != nullptr) seen_uids.insert(found->uid);
+        if (found != nullptr && found->unparsable) {
+          p.name = found->name;
+          p.namespace_ = found->namespace_;
           p.metadata_unavailable = true;
           ++unevictable;
+          ++unevictable_failing;
           ++without_meta;
-        } else if (m != meta->end()) {
-          const PodMetadata& md = m->second;
+        } else if (found != nullptr) {
+          const PodMetadata& md = *found;
           p.name = md.name;
           p.namespace_ = md.namespace_;
           p.priority = md.priority;
@@ -722,19 +764,37 @@ class KernelNodeObserver final : public NodeObserver {
           p.requests = md.requests;
           p.limits = md.limits;
           p.local_storage = md.local_storage;
+          p.memory_spec_unparsable = md.memory_spec_unparsable;
+          p.storage_spec_unparsable = md.storage_spec_unparsable;
           p.metadata_known = true;
         } else {
+          // Not (yet) listed while the source answers: a pod the source lags
+          // (a watch behind by up to its timeout), or a static pod whose
+          // mirror the API server does not have. The kubelet never evicts
+          // what it cannot classify as non-critical, and neither does
+          // pressured: unevictable until the source describes it.
           ++without_meta;
+          p.metadata_unavailable = true;
+          ++unevictable;
+          if (source_failing) ++unevictable_failing;
           if (!known_unknown_.count(p.uid)) new_unknown = true;
-          if (source_failing) {
-            p.metadata_unavailable = true;
-            ++unevictable;
+          auto since = unknown_since_.find(p.uid);
+          const TimePoint first = since == unknown_since_.end() ? now : since->second;
+          unknown_since.emplace(p.uid, first);
+          if (!source_failing && now - first >= kMetadataLagWarning && !warned_unknown_.count(p.uid)) {
+            warned_unknown_.insert(p.uid);
+            spdlog::warn("pod {} (cgroup {}) has had no metadata from {} for {}s while the source answers: it is "
+                         "never evicted until the source lists it (a static pod without a mirror pod, or a "
+                         "source that misses pods)",
+                         p.uid, p.cgroup_path, metadata_->describe(),
+                         std::chrono::duration_cast<std::chrono::seconds>(now - first).count());
           }
         }
       } else if (metadata_ && source_failing) {
         ++without_meta;
         p.metadata_unavailable = true;
         ++unevictable;
+        ++unevictable_failing;
       }
       if (storage_) {
         if (auto du = storage_->lookup(p.uid)) {
@@ -750,16 +810,23 @@ class KernelNodeObserver final : public NodeObserver {
       if (it->second.seen_gen != gen_) it = pods_.erase(it);
       else ++it;
     }
+    unknown_since_ = std::move(unknown_since);
+    for (auto it = warned_unknown_.begin(); it != warned_unknown_.end();) {
+      if (unknown_since_.count(*it)) ++it;
+      else it = warned_unknown_.erase(it);
+    }
     counters_.pods_without_metadata = without_meta;
     counters_.pods_unevictable_without_metadata = unevictable;
-    if (unevictable > 0 && !protecting_) {
+    // Logged on each change of the source's health; pods merely not listed
+    // yet are counted, and logged only when that lasts (above).
+    if (unevictable_failing > 0 && !protecting_) {
       spdlog::error("pod metadata unavailable ({}): {} pods known only from cgroups are never evicted until the "
                     "source answers; eviction can only pick pods with metadata",
-                    source_failing ? failing_why : "unparsable pods in the answer", unevictable);
-    } else if (unevictable == 0 && protecting_) {
-      spdlog::info("pod metadata available again: every pod can be ranked for eviction");
+                    source_failing ? failing_why : "unparsable pods in the answer", unevictable_failing);
+    } else if (unevictable_failing == 0 && protecting_) {
+      spdlog::info("pod metadata available again: every pod it lists can be ranked for eviction");
     }
-    protecting_ = unevictable > 0;
+    protecting_ = unevictable_failing > 0;
     uint64_t orphans = 0;
     if (meta) {
       for (const auto& [uid, md] : *meta) {
@@ -801,6 +868,13 @@ class KernelNodeObserver final : public NodeObserver {
   std::array<std::optional<SignalObservation>, kSignalCount> last_good_{};
   std::unordered_map<std::string, PodState> pods_;
   std::unordered_set<std::string> known_unknown_;
+  // A pod without metadata this long while the source answers is more than
+  // a lagging watch (its timeout plus the stall grace: 70 s by default).
+  static constexpr Duration kMetadataLagWarning = std::chrono::minutes(2);
+  std::unordered_map<std::string, TimePoint> unknown_since_;  // pods without metadata: first seen so
+  std::unordered_set<std::string> warned_unknown_;
+  std::shared_ptr<const PodMetadataMap> indexed_meta_;
+  std::unordered_map<std::string, const PodMetadata*> mirror_index_;  // by kubernetes.io/config.mirror
   uint64_t gen_ = 0;
   QosStamps qos_stamps_{};
   bool qos_stamps_taken_ = false;

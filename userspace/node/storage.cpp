@@ -69,54 +69,37 @@ struct WalkBudget {
   }
 };
 
-constexpr std::size_t kMaxDepth = 128;
+// One directory of the walk: its inode (to check the way back up), the
+// subdirectories still to enter, and the entry directly below the root it
+// belongs to (an index into `children`; kNoChild when none is kept).
+struct WalkFrame {
+  ino_t ino = 0;
+  std::vector<std::pair<std::string, std::size_t>> pending;
+  std::size_t child = 0;
+};
+constexpr std::size_t kNoChild = static_cast<std::size_t>(-1);
 
-// Adds the usage of the tree at `root` (a directory) to `out`. Hard links are
-// counted once per walk via `seen` (only for nlink > 1). With `children`, the
-// usage of each entry directly below `root` (with its subtree) is added to
-// the entry of that name as well (an emptyDir volume, a container's logs).
-// Returns 0, or the errno when `root` itself cannot be opened (ENOENT:
-// nothing to count).
-int walk_tree(const std::string& root, PodDiskUsage& out, WalkBudget& budget, std::set<std::pair<dev_t, ino_t>>& seen,
-              std::vector<NamedStorageUsage>* children = nullptr) {
-  kernel::Fd rfd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!rfd) {
-    int err = errno;
-    if (err != ENOENT) ++budget.errors;
-    return err;
-  }
-  struct stat rst {};
-  if (::fstat(rfd.get(), &rst) != 0) {
-    int err = errno;
+// Counts the entries of the directory open at `dir` into `out` (and the
+// frame's child), and queues its subdirectories on the same device in
+// `frame.pending`. False when the budget ran out.
+bool read_directory(int dir, dev_t dev, bool is_root, WalkFrame& frame, PodDiskUsage& out, WalkBudget& budget,
+                    std::set<std::pair<dev_t, ino_t>>& seen, std::vector<NamedStorageUsage>* children) {
+  kernel::Fd copy(::fcntl(dir, F_DUPFD_CLOEXEC, 0));
+  DIR* d = copy ? ::fdopendir(copy.get()) : nullptr;
+  if (d == nullptr) {
     ++budget.errors;
-    return err;
+    return true;
   }
-  const dev_t dev = rst.st_dev;
-  out.bytes += static_cast<uint64_t>(rst.st_blocks) * 512;
-  out.inodes += 1;
-  DIR* top = ::fdopendir(rfd.get());
-  if (top == nullptr) {
-    int err = errno;
-    ++budget.errors;
-    return err;
-  }
-  (void)rfd.release();  // the DIR owns it now (closedir)
-  std::vector<DIR*> stack{top};
-  while (!stack.empty()) {
-    DIR* d = stack.back();
-    struct dirent* e = ::readdir(d);
-    if (e == nullptr) {
-      ::closedir(d);
-      stack.pop_back();
-      continue;
-    }
+  (void)copy.release();  // the DIR owns it now (closedir)
+  bool within = true;
+  while (struct dirent* e = ::readdir(d)) {
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
     if (!budget.tick()) {
-      out.complete = false;
+      within = false;
       break;
     }
     struct stat st {};
-    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (::fstatat(dir, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
       ++budget.errors;
       continue;
     }
@@ -127,39 +110,95 @@ int walk_tree(const std::string& root, PodDiskUsage& out, WalkBudget& budget, st
       if (seen.count({st.st_dev, st.st_ino})) continue;
     }
     if (!budget.spend()) {
-      out.complete = false;
+      within = false;
       break;
     }
     if (st.st_nlink > 1 && !S_ISDIR(st.st_mode)) seen.emplace(st.st_dev, st.st_ino);
-    out.bytes += static_cast<uint64_t>(st.st_blocks) * 512;
+    const auto bytes = static_cast<uint64_t>(st.st_blocks) * 512;
+    out.bytes += bytes;
     out.inodes += 1;
+    std::size_t child = frame.child;
     if (children != nullptr) {
-      // The stack holds only the root while its own entries are read; deeper
-      // entries belong to the root's entry last opened.
-      if (stack.size() == 1) children->push_back(NamedStorageUsage{e->d_name, 0, 0});
-      children->back().bytes += static_cast<uint64_t>(st.st_blocks) * 512;
-      children->back().inodes += 1;
+      if (is_root) {
+        children->push_back(NamedStorageUsage{e->d_name, 0, 0});
+        child = children->size() - 1;
+      }
+      (*children)[child].bytes += bytes;
+      (*children)[child].inodes += 1;
     }
-    if (S_ISDIR(st.st_mode)) {
-      if (stack.size() >= kMaxDepth) {
-        out.complete = false;
-        continue;
-      }
-      kernel::Fd fd(::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!fd) {
-        ++budget.errors;
-        continue;
-      }
-      DIR* sub = ::fdopendir(fd.get());
-      if (sub == nullptr) {
-        ++budget.errors;
-        continue;
-      }
-      (void)fd.release();  // the DIR owns it now (closedir)
-      stack.push_back(sub);
-    }
+    if (S_ISDIR(st.st_mode)) frame.pending.emplace_back(e->d_name, child);
   }
-  for (DIR* d : stack) ::closedir(d);
+  ::closedir(d);
+  return within;
+}
+
+// Adds the usage of the tree at `root` (a directory) to `out`, however deep:
+// the walk holds one directory open at a time (plus its listing while it is
+// read), enters a subdirectory by openat() and comes back by "..", checked
+// to be the directory it came from, so the only bound is the walk's budget
+// (every directory costs an entry). A directory moved away while the walk is
+// inside it ends the walk of this tree: the usage is then a lower bound
+// (complete = false) and an error is counted. Hard links are counted once
+// per walk via `seen` (only for nlink > 1). With `children`, the usage of
+// each entry directly below `root` (with its subtree) is added to the entry
+// of that name as well (an emptyDir volume, a container's logs).
+// Returns 0, or the errno when `root` itself cannot be opened (ENOENT:
+// nothing to count).
+int walk_tree(const std::string& root, PodDiskUsage& out, WalkBudget& budget, std::set<std::pair<dev_t, ino_t>>& seen,
+              std::vector<NamedStorageUsage>* children = nullptr) {
+  kernel::Fd cur(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!cur) {
+    int err = errno;
+    if (err != ENOENT) ++budget.errors;
+    return err;
+  }
+  struct stat rst {};
+  if (::fstat(cur.get(), &rst) != 0) {
+    int err = errno;
+    ++budget.errors;
+    return err;
+  }
+  const dev_t dev = rst.st_dev;
+  out.bytes += static_cast<uint64_t>(rst.st_blocks) * 512;
+  out.inodes += 1;
+  std::vector<WalkFrame> stack;
+  stack.push_back(WalkFrame{rst.st_ino, {}, kNoChild});
+  bool unread = true;  // the top frame's entries are still to be read
+  while (!stack.empty()) {
+    WalkFrame& f = stack.back();
+    if (unread) {
+      unread = false;
+      if (!read_directory(cur.get(), dev, stack.size() == 1, f, out, budget, seen, children)) {
+        out.complete = false;
+        break;
+      }
+    }
+    if (!f.pending.empty()) {
+      auto [name, child] = std::move(f.pending.back());
+      f.pending.pop_back();
+      kernel::Fd sub(::openat(cur.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      struct stat st {};
+      if (!sub || ::fstat(sub.get(), &st) != 0) {
+        ++budget.errors;  // removed or replaced since it was listed
+        continue;
+      }
+      if (st.st_dev != dev) continue;  // mounted over since it was listed
+      stack.push_back(WalkFrame{st.st_ino, {}, child});
+      cur = std::move(sub);
+      unread = true;
+      continue;
+    }
+    stack.pop_back();
+    if (stack.empty()) break;
+    kernel::Fd up(::openat(cur.get(), "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat ust {};
+    if (!up || ::fstat(up.get(), &ust) != 0 || ust.st_dev != dev || ust.st_ino != stack.back().ino) {
+      ++budget.errors;  // moved while walked: ".." is no longer where the walk came from
+      out.complete = false;
+      break;
+    }
+    cur = std::move(up);
+  }
   return 0;
 }
 

@@ -2,12 +2,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "common/log.hpp"
+#include "k8s/bounded_json.hpp"
 #include "pods/pod_json.hpp"
 
 namespace pressured::pods {
@@ -30,14 +34,49 @@ std::string url_encode(const std::string& s) {
   return out;
 }
 
-TimePoint steady_now() {
-  return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch()));
-}
+const MonotonicClock kMonotonic;
+
+TimePoint steady_now() { return kMonotonic.now(); }
+
+// A hostile server's `continue` tokens end somewhere: more pages than this
+// (at one pod a page, every pod of the largest nodes many times over) is an error.
+constexpr int kMaxListPages = 20000;
+
+std::string compact(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+class ClientPodApi final : public PodApi {
+ public:
+  ClientPodApi(const k8s::ApiServer& server, Duration timeout) : client_(server, timeout) {}
+  Result<k8s::HttpResponse> list(const std::string& path, std::size_t max_body_bytes) override {
+    return client_.get_large(path, max_body_bytes);
+  }
+  Result<k8s::HttpResponse> watch(const std::string& path, Duration total_timeout,
+                                  const std::function<bool(std::string_view)>& on_data) override {
+    return client_.stream(path, total_timeout, on_data);
+  }
+
+ private:
+  k8s::ApiClient client_;
+};
 
 }  // namespace
 
+std::shared_ptr<PodApi> make_pod_api(const k8s::ApiServer& server, Duration request_timeout) {
+  return std::make_shared<ClientPodApi>(server, request_timeout);
+}
+
+struct ApiServerPodSource::ListPages {
+  PodMetadataMap map;
+  std::string resource_version;
+  uint64_t skipped = 0;
+};
+
 ApiServerPodSource::ApiServerPodSource(ApiServerSourceOptions options)
-    : opts_(std::move(options)), map_(std::make_shared<const PodMetadataMap>()) {}
+    : opts_(std::move(options)),
+      api_(opts_.api ? opts_.api : make_pod_api(opts_.server, opts_.request_timeout)),
+      backoff_(opts_.initial_backoff),
+      jitter_(opts_.jitter_seed != 0 ? opts_.jitter_seed : std::random_device{}()),
+      map_(std::make_shared<const PodMetadataMap>()) {}
 
 ApiServerPodSource::~ApiServerPodSource() { stop(); }
 
@@ -75,9 +114,31 @@ void ApiServerPodSource::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+TimePoint ApiServerPodSource::now() const { return (opts_.clock != nullptr ? opts_.clock : &kMonotonic)->now(); }
+
 bool ApiServerPodSource::sleep_interruptible(Duration d) {
+  if (opts_.sleep) return opts_.sleep(d) && !stopping_;
   std::unique_lock lk(mu_);
   return !cv_.wait_for(lk, d, [this] { return stopping_.load(); });
+}
+
+bool ApiServerPodSource::pause() {
+  // client-go's ExponentialBackoffManager: the base restarts after a quiet
+  // backoff_reset, doubles up to the cap, and each wait adds up to 100 %.
+  const TimePoint t = now();
+  if (last_backoff_ && t - *last_backoff_ > opts_.backoff_reset) backoff_ = opts_.initial_backoff;
+  last_backoff_ = t;
+  const Duration base = backoff_;
+  backoff_ = std::min(backoff_ * 2, opts_.max_backoff);
+  const double jitter = std::uniform_real_distribution<double>(0.0, 1.0)(jitter_);
+  return sleep_interruptible(base + std::chrono::duration_cast<Duration>(base * jitter));
+}
+
+void ApiServerPodSource::gone_seen() {
+  // The next LIST reads etcd, not the watch cache: the cache may be as old as
+  // the resourceVersion that just expired (client-go does the same).
+  std::lock_guard fetch(list_mu_);
+  relist_after_gone_ = true;
 }
 
 void ApiServerPodSource::publish(PodMetadataMap map, bool from_list) {
@@ -95,114 +156,223 @@ void ApiServerPodSource::failed(const std::string& what) {
   std::lock_guard lk(mu_);
   ++stats_.refresh_failures;
   if (stats_.last_error != what) {
-    spdlog::warn("pod metadata ({}): {}; keeping the previous {} pods", describe(), what, stats_.pods);
+    if (!stats_.last_success) {
+      // Nothing delivered yet: no pod has metadata, so none is evicted by
+      // the engine's ranking and /readyz fails (docs/operations.md).
+      spdlog::error("pod metadata ({}): no pod list yet: {}; pods without metadata are not evicted and /readyz "
+                    "fails until a LIST succeeds",
+                    describe(), what);
+    } else {
+      spdlog::warn("pod metadata ({}): {}; keeping the previous {} pods", describe(), what, stats_.pods);
+    }
   }
   stats_.last_error = what;
 }
 
+Result<void> ApiServerPodSource::list_pages(bool from_cache, ListPages& out) {
+  const std::string base = "/api/v1/pods?fieldSelector=" + url_encode("spec.nodeName=" + opts_.node_name);
+  std::size_t limit = std::max<std::size_t>(opts_.page_size, 1);
+  std::string cont;
+  for (int pages = 0;; ++pages) {
+    if (pages >= kMaxListPages) return Error{EPROTO, fmt::format("LIST pods: more than {} pages", kMaxListPages)};
+    // resourceVersion=0: served from the API server's watch cache, as the
+    // kubelet's own informer does (a quorum read of every pod per node would
+    // not scale); the cache ignores `limit` and answers in one page. Without
+    // it (after a 410, or an answer too large for one page) the LIST is a
+    // consistent read from etcd, paged; a continuation carries its snapshot.
+    std::string path = base + "&limit=" + std::to_string(limit);
+    if (!cont.empty()) {
+      path += "&continue=" + url_encode(cont);
+    } else if (from_cache) {
+      path += "&resourceVersion=0";
+    }
+    auto r = api_->list(path, opts_.max_page_bytes);
+    if (!r) {
+      if (r.error().code == EFBIG && !from_cache && limit > 1) {
+        limit = std::max<std::size_t>(limit / 2, 1);
+        continue;
+      }
+      return Error{r.error().code, r.error().message};
+    }
+    if (r->status == 410 && !cont.empty()) {
+      return Error{ESTALE, "LIST pods: the continuation expired (410) before the last page; listing again"};
+    }
+    if (r->status != 200) {
+      return Error{EIO, fmt::format("LIST pods: HTTP {} {}", r->status, printable_excerpt(r->body, 300))};
+    }
+    auto doc = k8s::parse_bounded_json(r->body);
+    r->body = std::string();  // the page's DOM is enough from here
+    if (!doc) return Error{EPROTO, "LIST pods: " + doc.error().message};
+    if (!doc->is_object()) return Error{EPROTO, "LIST pods: the answer is not an object"};
+    const json* meta = k8s::member(*doc, "metadata");
+    if (meta == nullptr || !meta->is_object()) return Error{EPROTO, "LIST pods: the answer has no metadata object"};
+    const json* rv = k8s::member(*meta, "resourceVersion");
+    if (rv != nullptr && !rv->is_string()) return Error{EPROTO, "LIST pods: metadata.resourceVersion is not a string"};
+    const json* next = k8s::member(*meta, "continue");
+    if (next != nullptr && !next->is_string()) return Error{EPROTO, "LIST pods: metadata.continue is not a string"};
+    const json* items = k8s::member(*doc, "items");
+    if (items != nullptr && !items->is_array() && !items->is_null()) {
+      return Error{EPROTO, "LIST pods: items is not a list"};
+    }
+    ++counters_.list_pages;
+    // A paged LIST is one snapshot: every page carries its resourceVersion.
+    if (out.resource_version.empty() && rv != nullptr) out.resource_version = rv->get<std::string>();
+    if (items != nullptr && items->is_array()) {
+      for (const auto& item : *items) {
+        auto parsed = parse_pod_documents(compact(item), DocumentFormat::Json);
+        if (!parsed) {
+          ++out.skipped;
+          continue;
+        }
+        out.skipped += parsed->skipped;
+        for (auto& p : parsed->pods) {
+          std::string uid = p.uid;
+          out.map[uid] = std::move(p);
+        }
+      }
+    }
+    cont = next != nullptr ? next->get<std::string>() : std::string();
+    if (cont.empty()) return {};
+  }
+}
+
 Result<void> ApiServerPodSource::list() {
   std::lock_guard fetch(list_mu_);
-  k8s::ApiClient client(opts_.server, opts_.request_timeout);
-  // resourceVersion=0: served from the API server's watch cache, as the
-  // kubelet's own informer does; a quorum read of every pod in the cluster
-  // per node would not scale.
-  std::string path = "/api/v1/pods?resourceVersion=0&fieldSelector=" + url_encode("spec.nodeName=" + opts_.node_name);
-  auto r = client.request("GET", path);
-  std::string err;
+  ListPages got;
+  const bool from_cache = !relist_after_gone_ && !cache_too_large_;
+  auto r = list_pages(from_cache, got);
+  if (!r && from_cache && r.error().code == EFBIG) {
+    // The watch cache answers in one page: a node whose pods are over the
+    // page bound is listed from etcd, in pages, from now on.
+    spdlog::info("pod metadata ({}): this node's pod list is over {} bytes in one answer; listing from etcd in "
+                 "pages of {} pods from now on",
+                 describe(), opts_.max_page_bytes, opts_.page_size);
+    cache_too_large_ = true;
+    got = ListPages{};
+    r = list_pages(false, got);
+  }
   if (!r) {
-    err = r.error().message;
-  } else if (r->status != 200) {
-    err = "LIST pods: HTTP " + std::to_string(r->status) + " " + printable_excerpt(r->body, 300);
-  } else {
-    json doc = json::parse(r->body, nullptr, false);
-    auto parsed = parse_pod_documents(r->body, DocumentFormat::Json);
-    if (doc.is_discarded() || !parsed) {
-      err = "LIST pods: " + (parsed ? std::string("not JSON") : parsed.error().message);
+    failed(r.error().message);
+    return r.error();
+  }
+  if (got.resource_version.empty()) {
+    failed("LIST pods: the answer has no metadata.resourceVersion to watch from");
+    return Error{EPROTO, "LIST pods: no resourceVersion"};
+  }
+  {
+    std::lock_guard lk(mu_);
+    resource_version_ = got.resource_version;
+    stats_.skipped_objects = got.skipped;
+  }
+  relist_after_gone_ = false;
+  ++counters_.lists;
+  publish(std::move(got.map), true);
+  return {};
+}
+
+bool ApiServerPodSource::watch_line(std::string_view line, PodMetadataMap& map, bool& changed, bool& gone,
+                                    std::string& parse_error) {
+  auto ev = k8s::parse_bounded_json(line);
+  if (!ev) {
+    parse_error = "watch: " + ev.error().message + ": " + printable_excerpt(line, 200);
+    return false;
+  }
+  auto type = k8s::string_member(*ev, "type");
+  const json* obj = k8s::member(*ev, "object");
+  if (!type || obj == nullptr || !obj->is_object()) {
+    parse_error = "watch: not a watch event: " + printable_excerpt(line, 200);
+    return false;
+  }
+  if (*type == "ERROR") {
+    // A Status: 410 Gone (resourceVersion too old) means relist.
+    if (k8s::int_member(*obj, "code") == 410) {
+      gone = true;
     } else {
-      PodMetadataMap map;
-      for (auto& p : parsed->pods) {
+      parse_error = "watch: ERROR " + printable_excerpt(compact(*obj), 300);
+    }
+    return false;
+  }
+  std::string rv;
+  if (const json* meta = k8s::member(*obj, "metadata"); meta != nullptr) {
+    const json* v = k8s::member(*meta, "resourceVersion");
+    if (!meta->is_object() || (v != nullptr && !v->is_string())) {
+      parse_error = "watch: " + *type + " event with a malformed metadata.resourceVersion";
+      return false;
+    }
+    if (v != nullptr) rv = v->get<std::string>();
+  }
+  if (*type == "BOOKMARK") {
+    ++counters_.bookmarks;
+  } else if (*type == "ADDED" || *type == "MODIFIED" || *type == "DELETED") {
+    auto parsed = parse_pod_documents(compact(*obj), DocumentFormat::Json);
+    if (!parsed) {
+      parse_error = "watch: " + parsed.error().message;
+      return false;
+    }
+    for (auto& p : parsed->pods) {
+      if (*type == "DELETED") {
+        map.erase(p.uid);
+      } else {
         std::string uid = p.uid;
         map[uid] = std::move(p);
       }
-      {
-        std::lock_guard lk(mu_);
-        resource_version_ = doc["metadata"].value("resourceVersion", "");
-        stats_.skipped_objects = parsed->skipped;
-      }
-      ++counters_.lists;
-      publish(std::move(map), true);
-      return {};
     }
+    ++counters_.events;
+    changed = true;
   }
-  failed(err);
-  return Error{EIO, err};
+  if (!rv.empty()) {
+    std::lock_guard lk(mu_);
+    resource_version_ = rv;
+  }
+  return true;
 }
 
 ApiServerPodSource::WatchEnd ApiServerPodSource::watch() {
-  k8s::ApiClient client(opts_.server, opts_.request_timeout);
   auto secs = std::chrono::duration_cast<std::chrono::seconds>(opts_.watch_timeout).count();
   std::string path = "/api/v1/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(secs) +
                      "&resourceVersion=" + url_encode(resource_version()) +
                      "&fieldSelector=" + url_encode("spec.nodeName=" + opts_.node_name);
   ++counters_.watches;
+  const TimePoint started = now();
   PodMetadataMap map = *current();
-  std::string line_buf;
+  // Bytes of an unfinished line; `scanned` of them are known to hold no
+  // newline, so each chunk is searched once, however long the line grows.
+  std::string pending;
+  std::size_t scanned = 0;
+  bool received = false;
   bool gone = false;
   std::string parse_error;
   auto on_data = [&](std::string_view chunk) {
     if (stopping_) return false;
-    line_buf.append(chunk);
+    if (chunk.empty()) return true;
+    received = true;
+    pending.append(chunk);
     bool changed = false;
-    std::size_t nl;
-    while ((nl = line_buf.find('\n')) != std::string::npos) {
-      std::string line = line_buf.substr(0, nl);
-      line_buf.erase(0, nl + 1);
+    std::size_t begin = 0;
+    bool ok = true;
+    for (std::size_t nl; ok && (nl = pending.find('\n', scanned)) != std::string::npos; begin = scanned = nl + 1) {
+      std::string_view line(pending.data() + begin, nl - begin);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       if (line.empty()) continue;
-      json ev = json::parse(line, nullptr, false);
-      if (ev.is_discarded() || !ev.contains("type") || !ev.contains("object")) {
-        parse_error = "watch: not a watch event: " + line.substr(0, 200);
-        return false;
+      if (line.size() > opts_.max_event_bytes) {
+        parse_error = fmt::format("watch: an event over {} bytes", opts_.max_event_bytes);
+        ok = false;
+        break;
       }
-      std::string type = ev["type"].get<std::string>();
-      const json& obj = ev["object"];
-      if (type == "ERROR") {
-        // A Status: 410 Gone (resourceVersion too old) means relist.
-        if (obj.value("code", 0) == 410) {
-          gone = true;
-        } else {
-          parse_error = "watch: ERROR " + obj.dump().substr(0, 300);
-        }
-        return false;
-      }
-      std::string rv = obj.contains("metadata") ? obj["metadata"].value("resourceVersion", "") : "";
-      if (type == "BOOKMARK") {
-        ++counters_.bookmarks;
-      } else if (type == "ADDED" || type == "MODIFIED" || type == "DELETED") {
-        auto parsed = parse_pod_documents(obj.dump(), DocumentFormat::Json);
-        if (!parsed) {
-          parse_error = "watch: " + parsed.error().message;
-          return false;
-        }
-        for (auto& p : parsed->pods) {
-          if (type == "DELETED") {
-            map.erase(p.uid);
-          } else {
-            std::string uid = p.uid;
-            map[uid] = std::move(p);
-          }
-        }
-        ++counters_.events;
-        changed = true;
-      }
-      if (!rv.empty()) {
-        std::lock_guard lk(mu_);
-        resource_version_ = rv;
+      ok = watch_line(line, map, changed, gone, parse_error);
+    }
+    if (ok) {
+      pending.erase(0, begin);
+      scanned = pending.size();
+      if (pending.size() > opts_.max_event_bytes) {
+        parse_error = fmt::format("watch: an event over {} bytes", opts_.max_event_bytes);
+        ok = false;
       }
     }
     if (changed) publish(map, false);
-    return true;
+    return ok;
   };
-  auto r = client.stream(path, opts_.watch_timeout + opts_.stall_grace, on_data);
+  auto r = api_->watch(path, opts_.watch_timeout + opts_.stall_grace, on_data);
   if (stopping_) return WatchEnd::Stopped;
   if (gone) return WatchEnd::Gone;
   if (!parse_error.empty()) {
@@ -222,41 +392,43 @@ ApiServerPodSource::WatchEnd ApiServerPodSource::watch() {
   }
   if (r->status == 410) return WatchEnd::Gone;
   if (r->status != 200) {
-    failed("WATCH pods: HTTP " + std::to_string(r->status) + " " + printable_excerpt(r->body, 300));
+    failed(fmt::format("WATCH pods: HTTP {} {}", r->status, printable_excerpt(r->body, 300)));
     return WatchEnd::Failed;
+  }
+  if (!received && now() - started < opts_.short_watch) {
+    ++counters_.short_watches;
+    return WatchEnd::Short;
   }
   return WatchEnd::Expired;
 }
 
 void ApiServerPodSource::run() {
-  Duration backoff = opts_.initial_backoff;
   bool need_list = resource_version().empty();
   while (!stopping_) {
     if (need_list) {
       if (!list()) {
-        if (!sleep_interruptible(backoff)) return;
-        backoff = std::min(backoff * 2, opts_.max_backoff);
+        if (!pause()) return;
         continue;
       }
       need_list = false;
-      backoff = opts_.initial_backoff;
     }
-    auto before = counters_.events + counters_.bookmarks;
     switch (watch()) {
       case WatchEnd::Stopped: return;
-      case WatchEnd::Expired: backoff = opts_.initial_backoff; break;  // the normal end: watch again from the RV
+      case WatchEnd::Expired: break;  // the normal end: watch again from the RV
       case WatchEnd::Gone:
         ++counters_.relists_gone;
         spdlog::info("pod metadata ({}): resourceVersion {} expired (410), relisting", describe(), resource_version());
+        gone_seen();
         need_list = true;
+        if (!pause()) return;
+        break;
+      case WatchEnd::Short:
+        spdlog::debug("pod metadata ({}): the watch ended at once, backing off", describe());
+        if (!pause()) return;
         break;
       case WatchEnd::Stalled:
       case WatchEnd::Failed:
-        // Progress before the failure resets the backoff; a server that is
-        // down is retried at most every max_backoff.
-        if (counters_.events + counters_.bookmarks != before) backoff = opts_.initial_backoff;
-        if (!sleep_interruptible(backoff)) return;
-        backoff = std::min(backoff * 2, opts_.max_backoff);
+        if (!pause()) return;
         break;
     }
   }

@@ -6,8 +6,12 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
+#include <memory>
 #include <mutex>
+#include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "k8s/api_client.hpp"
@@ -15,17 +19,56 @@
 
 namespace pressured::pods {
 
+/// The two requests the source makes, as it sees them: the API server
+/// client in the daemon (make_pod_api), a stub in tests and the fuzzer.
+class PodApi {
+ public:
+  virtual ~PodApi() = default;
+  /// One LIST page: a GET whose decoded body is bounded by `max_body_bytes`
+  /// (over it: an EFBIG Error), compressed when the server offers it.
+  virtual Result<k8s::HttpResponse> list(const std::string& path, std::size_t max_body_bytes) = 0;
+  /// A watch: the 2xx body goes to `on_data` as it arrives (see
+  /// k8s::ApiClient::stream).
+  virtual Result<k8s::HttpResponse> watch(const std::string& path, Duration total_timeout,
+                                          const std::function<bool(std::string_view)>& on_data) = 0;
+};
+
+/// PodApi over k8s::ApiClient (connecting bounded by `request_timeout`).
+std::shared_ptr<PodApi> make_pod_api(const k8s::ApiServer& server, Duration request_timeout);
+
 struct ApiServerSourceOptions {
   k8s::ApiServer server;
   std::string node_name;
-  Duration request_timeout = std::chrono::seconds(10);  // a LIST, and connecting a watch
+  Duration request_timeout = std::chrono::seconds(10);  // a LIST page, and connecting a watch
   // Server-side timeoutSeconds of one watch. The server ends the watch then
   // (and sends a bookmark before); a watch still open stall_grace later is
   // stalled and is torn down and restarted.
   Duration watch_timeout = std::chrono::seconds(60);
   Duration stall_grace = std::chrono::seconds(10);
-  Duration initial_backoff = std::chrono::milliseconds(200);
+  // Pods per LIST page (client-go's default), and the bound of one page's
+  // decoded body: a page over it is asked again with half the limit, so what
+  // a LIST holds at once is one page, whatever the node's pod count.
+  std::size_t page_size = 500;
+  std::size_t max_page_bytes = 8u << 20;
+  // One watch event (one line) longer than this ends the watch as an error.
+  // The API server stores objects of at most ~1.5 MiB (etcd's request bound).
+  std::size_t max_event_bytes = 8u << 20;
+  // After an error, a 410 Gone or a watch that ended at once (shorter than
+  // short_watch with nothing received): wait between d and 2d (jitter), d
+  // doubling from initial_backoff up to max_backoff; d starts again from
+  // initial_backoff when backoff_reset passed since the last wait. client-go's
+  // reflector uses the same numbers.
+  Duration initial_backoff = std::chrono::milliseconds(800);
   Duration max_backoff = std::chrono::seconds(30);
+  Duration backoff_reset = std::chrono::minutes(2);
+  Duration short_watch = std::chrono::seconds(1);
+  // Seams for tests and the fuzzer. api: null, make_pod_api(server, request_timeout).
+  // clock: null, CLOCK_MONOTONIC. sleep: null, wait interruptibly by stop();
+  // it returns false to end the loop. jitter_seed: 0, random.
+  std::shared_ptr<PodApi> api;
+  const Clock* clock = nullptr;
+  std::function<bool(Duration)> sleep;
+  uint32_t jitter_seed = 0;
 };
 
 /// What the list+watch loop did (pressured/stats.hpp): exported by the daemon
@@ -48,8 +91,14 @@ struct ApiServerSourceOptions {
           "Watches silent past their deadline, torn down and restarted (a stalled connection or server); "     \
           "pod metadata lagged until then.")                                                                   \
   COUNTER(errors, "pressured_pod_source_api_errors_total", "",                                                  \
-          "Failed requests to the API server (network, HTTP status, unparsable answer), each followed by a "   \
-          "backoff; the last good pod map is kept meanwhile.")
+          "Failed requests to the API server (network, HTTP status, unparsable or malformed answer), each "    \
+          "followed by a backoff; the last good pod map is kept meanwhile.")                                   \
+  COUNTER(list_pages, "pressured_pod_source_api_list_pages_total", "",                                          \
+          "LIST pages received (a LIST is paged by `limit`/`continue`; a page over the size bound is asked "   \
+          "again with half the limit).")                                                                       \
+  COUNTER(short_watches, "pressured_pod_source_api_short_watches_total", "",                                    \
+          "Watches that ended at once with nothing received (a server or proxy closing them), each "          \
+          "followed by a backoff.")
 PRESSURED_DECLARE_STATS(ApiServerSourceCounters, PRESSURED_APISERVER_SOURCE_STATS);
 
 class ApiServerPodSource final : public PodMetadataSource {
@@ -74,17 +123,37 @@ class ApiServerPodSource final : public PodMetadataSource {
   /// The resourceVersion the next watch resumes from.
   std::string resource_version() const;
 
- private:
-  enum class WatchEnd { Expired, Gone, Stalled, Failed, Stopped };
+  /// The list+watch loop on the calling thread (start() runs it on the
+  /// source's own); returns at stop() or when the injected sleep says so.
   void run();
+
+ private:
+  enum class WatchEnd { Expired, Short, Gone, Stalled, Failed, Stopped };
+  struct ListPages;
   Result<void> list();
+  Result<void> list_pages(bool from_cache, ListPages& out);
   WatchEnd watch();
+  // One watch line; false ends the watch (gone or parse_error set).
+  bool watch_line(std::string_view line, PodMetadataMap& map, bool& changed, bool& gone, std::string& parse_error);
   void publish(PodMetadataMap map, bool from_list);
   void failed(const std::string& what);
   bool sleep_interruptible(Duration d);
+  bool pause();  // the next backoff; false: stop
+  void gone_seen();
+  TimePoint now() const;
 
   ApiServerSourceOptions opts_;
+  std::shared_ptr<PodApi> api_;
   ApiServerSourceCounters counters_;
+  // The backoff (run()'s thread only).
+  Duration backoff_;
+  std::optional<TimePoint> last_backoff_;
+  std::minstd_rand jitter_;
+  // List from etcd (consistent, paged) rather than the watch cache: once
+  // after a 410, and for good once the cache's one-page answer was over
+  // max_page_bytes. Under list_mu_.
+  bool relist_after_gone_ = false;
+  bool cache_too_large_ = false;
   mutable std::mutex mu_;
   std::shared_ptr<const PodMetadataMap> map_;
   std::string resource_version_;

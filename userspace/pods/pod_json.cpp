@@ -76,7 +76,9 @@ std::optional<double> get_quantity(const json& resources, std::string_view name,
   if (v == nullptr) return std::nullopt;
   if (v->is_number()) return v->get<double>();
   if (!v->is_string()) throw BadDocument{std::string(where) + "." + std::string(name) + ": not a quantity"};
-  auto q = parse_quantity(v->get_ref<const std::string&>());
+  // Saturating: the API server stores quantities past a double (1e309), and
+  // one the API server accepts must never make the pod unreadable.
+  auto q = parse_quantity_saturating(v->get_ref<const std::string&>());
   if (!q) throw BadDocument{std::string(where) + "." + std::string(name) + ": " + q.error().message};
   return *q;
 }
@@ -174,7 +176,7 @@ LocalStorageSpec local_storage_spec(const json& pod, const json& spec, const std
   return ls;
 }
 
-PodMetadata parse_pod(const json& pod) {
+PodMetadata parse_pod(const json& pod, PodTrust trust) {
   PodMetadata m;
   const json* meta = get(pod, "metadata");
   if (meta == nullptr) throw BadDocument{"Pod without metadata"};
@@ -185,9 +187,21 @@ PodMetadata parse_pod(const json& pod) {
   const std::string where = "pod " + (m.name.empty() ? m.uid : m.namespace_ + "/" + m.name);
 
   if (const json* ann = get(*meta, "annotations")) {
-    bool mirror = get(*ann, "kubernetes.io/config.mirror") != nullptr;
-    std::string source = get_string(*ann, "kubernetes.io/config.source");
-    m.static_pod = mirror || (!source.empty() && source != "api");
+    // The mirror annotation holds the static pod's config hash, the uid its
+    // cgroup is named after. A tenant may write it too, but the kubelet never
+    // runs a pod carrying it (it deletes it as an orphaned mirror pod), and
+    // the observer matches a cgroup by its own uid before any mirror.
+    if (const json* mirror = get(*ann, "kubernetes.io/config.mirror")) {
+      m.static_pod = true;
+      m.mirror_of = mirror->is_string() ? mirror->get<std::string>() : std::string();
+    }
+    // config.source is the kubelet's word only in its own copy (it overwrites
+    // it on every pod it runs); in the API server it is whatever the pod's
+    // author wrote.
+    if (trust != PodTrust::ApiServer) {
+      std::string source = get_string(*ann, "kubernetes.io/config.source");
+      m.static_pod = m.static_pod || (!source.empty() && source != "api");
+    }
   }
   if (const json* owners = get(*meta, "ownerReferences"); owners != nullptr && owners->is_array()) {
     for (const auto& o : *owners) {
@@ -199,7 +213,9 @@ PodMetadata parse_pod(const json& pod) {
   const json* spec = get(pod, "spec");
   if (spec == nullptr) spec = &empty;
   std::optional<int64_t> prio = get_int(*spec, "priority", where + ".spec");
-  if (!prio) {
+  // spec.priority is resolved by admission from the class (the kubelet reads
+  // nothing else); only an operator's file may name a class without it.
+  if (!prio && trust == PodTrust::File) {
     std::string pc = get_string(*spec, "priorityClassName");
     if (pc == "system-node-critical") prio = kSystemCriticalPriority + 1000;
     else if (pc == "system-cluster-critical") prio = kSystemCriticalPriority;
@@ -295,13 +311,82 @@ PodMetadata parse_pod(const json& pod) {
   return m;
 }
 
+// A resource field whose value cannot be read, and what it concerns: a
+// memory quantity only the memory signals, an ephemeral-storage one or an
+// emptyDir sizeLimit only the storage signals, a CPU one neither (it only
+// decides the QoS class, which the observer takes from the cgroup).
+struct UnreadableField {
+  json::json_pointer at;
+  std::string why;  // "container c.limits.memory: ..."
+  bool memory = false, storage = false;
+};
+
+// Why the quantity `v` cannot be used; empty when it can.
+std::string quantity_problem(const json& v, bool non_negative) {
+  double d = 0;
+  if (v.is_number()) {
+    d = v.get<double>();
+  } else if (v.is_string()) {
+    auto q = parse_quantity_saturating(v.get_ref<const std::string&>());
+    if (!q) return q.error().message;
+    d = *q;
+  } else {
+    return "not a quantity";
+  }
+  return non_negative && d < 0 ? "must not be negative" : "";
+}
+
+std::vector<UnreadableField> unreadable_fields(const json& pod) {
+  std::vector<UnreadableField> out;
+  const json* spec = get(pod, "spec");
+  if (spec == nullptr) return out;
+  auto check = [&](const json& holder, const json::json_pointer& at, const std::string& where, std::string_view key,
+                   bool memory, bool storage, bool non_negative) {
+    const json* v = get(holder, key);
+    if (v == nullptr) return;
+    std::string problem = quantity_problem(*v, non_negative);
+    if (problem.empty()) return;
+    out.push_back({at / std::string(key), where + "." + std::string(key) + ": " + problem, memory, storage});
+  };
+  for (const char* list : {"containers", "initContainers"}) {
+    const json* cs = get(*spec, list);
+    if (cs == nullptr || !cs->is_array()) continue;
+    for (std::size_t i = 0; i < cs->size(); ++i) {
+      const json* res = get((*cs)[i], "resources");
+      if (res == nullptr) continue;
+      const std::string who = std::string(list[0] == 'i' ? "init container " : "container ") + get_string((*cs)[i], "name");
+      for (const char* kind : {"requests", "limits"}) {
+        const json* q = get(*res, kind);
+        if (q == nullptr) continue;
+        const auto at = json::json_pointer("/spec") / list / i / "resources" / kind;
+        const std::string where = who + "." + kind;
+        check(*q, at, where, "memory", true, false, false);
+        check(*q, at, where, "cpu", false, false, false);
+        check(*q, at, where, "ephemeral-storage", false, true, std::string_view(kind) == "limits");
+      }
+    }
+  }
+  if (const json* oh = get(*spec, "overhead")) {
+    check(*oh, json::json_pointer("/spec/overhead"), "spec.overhead", "memory", true, false, false);
+  }
+  if (const json* vs = get(*spec, "volumes"); vs != nullptr && vs->is_array()) {
+    for (std::size_t i = 0; i < vs->size(); ++i) {
+      if (const json* ed = get((*vs)[i], "emptyDir")) {
+        check(*ed, json::json_pointer("/spec/volumes") / i / "emptyDir", "volume " + get_string((*vs)[i], "name") + ".emptyDir",
+              "sizeLimit", false, true, true);
+      }
+    }
+  }
+  return out;
+}
+
 // Lists of lists are legal but never deep: a bound keeps a hostile answer
 // (items nested 20000 deep) from overflowing the stack.
 constexpr int kMaxListDepth = 8;
 // JSON nesting the parser accepts at all (a Pod is about 10 levels deep).
 constexpr int kMaxJsonDepth = 64;
 
-void collect(const json& doc, ParsedPods& out, int depth = 0) {
+void collect(const json& doc, ParsedPods& out, PodTrust trust, int depth = 0) {
   if (!doc.is_object()) {
     ++out.skipped;
     return;
@@ -312,7 +397,7 @@ void collect(const json& doc, ParsedPods& out, int depth = 0) {
     if (items == nullptr) return;  // an empty list
     if (!items->is_array()) throw BadDocument{kind + ".items is not a list"};
     if (depth >= kMaxListDepth) throw BadDocument{"lists nested deeper than " + std::to_string(kMaxListDepth) + " levels"};
-    for (const auto& it : *items) collect(it, out, depth + 1);
+    for (const auto& it : *items) collect(it, out, trust, depth + 1);
     return;
   }
   if (kind != "Pod" && !(kind.empty() && get(doc, "metadata") && get(doc, "spec"))) {
@@ -323,7 +408,25 @@ void collect(const json& doc, ParsedPods& out, int depth = 0) {
   // readable it is kept, marked unparsable: the observer then treats it as a
   // pod whose metadata is unknown and never evicts it (it might be critical).
   try {
-    PodMetadata m = parse_pod(doc);
+    // A field that cannot be read costs the signals it concerns, not the
+    // pod: it is cut from a copy, the rest is parsed, and the pod is marked
+    // unevictable on those signals only.
+    const std::vector<UnreadableField> bad_fields = unreadable_fields(doc);
+    PodMetadata m;
+    if (bad_fields.empty()) {
+      m = parse_pod(doc, trust);
+    } else {
+      json cut = doc;
+      for (const auto& f : bad_fields) cut.at(f.at.parent_pointer()).erase(f.at.back());
+      m = parse_pod(cut, trust);
+      for (const auto& f : bad_fields) {
+        m.memory_spec_unparsable = m.memory_spec_unparsable || f.memory;
+        m.storage_spec_unparsable = m.storage_spec_unparsable || f.storage;
+        if (out.errors.size() < 10) {
+          out.errors.push_back("pod " + m.namespace_ + "/" + m.name + " " + f.why);
+        }
+      }
+    }
     if (m.uid.empty()) {
       ++out.skipped;
       return;
@@ -346,7 +449,7 @@ void collect(const json& doc, ParsedPods& out, int depth = 0) {
 
 }  // namespace
 
-Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat format) {
+Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat format, PodTrust trust) {
   ParsedPods out;
   if (format == DocumentFormat::Auto) {
     auto first = text.find_first_not_of(" \t\r\n");
@@ -361,9 +464,9 @@ Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat for
       };
       json doc = json::parse(text, bounded);
       if (doc.is_array()) {
-        for (const auto& d : doc) collect(d, out);
+        for (const auto& d : doc) collect(d, out, trust);
       } else {
-        collect(doc, out);
+        collect(doc, out, trust);
       }
     } else {
       // yaml-cpp's LoadAll() never returns on some inputs (a stray ','):
@@ -373,7 +476,7 @@ Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat for
       if (auto g = check_yaml(text, limits); !g) return Error{EINVAL, g.error().message};
       for (const auto& n : YAML::LoadAll(std::string(text))) {
         if (n.IsNull()) continue;
-        collect(yaml_to_json(n), out);
+        collect(yaml_to_json(n), out, trust);
       }
     }
   } catch (const BadDocument& e) {

@@ -18,12 +18,33 @@ struct ParsedPods {
 
 enum class DocumentFormat : uint8_t { Json, Yaml, Auto };
 
+/// Whose copy of a pod a document is, which decides the fields believed.
+/// What makes a pod static or critical must come from someone the pod's
+/// author is not.
+enum class PodTrust : uint8_t {
+  /// The API server's objects: a tenant writes its annotations. Static only
+  /// by the kubelet's mirror annotation (kubernetes.io/config.mirror), the
+  /// priority only from spec.priority (resolved by admission from the class).
+  ApiServer,
+  /// The kubelet's own /pods: it overwrites kubernetes.io/config.source on
+  /// every pod it runs, so "file"/"http" there means static; spec.priority as
+  /// above.
+  Kubelet,
+  /// Files written by the node's operator: all of the above, and a
+  /// priorityClassName of system-*-critical without spec.priority.
+  File,
+};
+
 /// Parses one JSON document, or one or more YAML documents ("---"), each a
 /// Pod, a PodList or a List of Pods. A syntax error fails the whole text; a
 /// Pod that is well-formed but unparsable (a bad quantity, ...) is skipped,
 /// counted, and kept as `unparsable` when its uid is readable. Bounded in
-/// depth and size on every input.
-Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat format = DocumentFormat::Auto);
+/// depth and size on every input. A resource quantity that cannot be read
+/// (malformed; anything the API server accepts reads, saturating) marks only
+/// the signals it concerns (memory_spec_unparsable, storage_spec_unparsable).
+/// `trust` defaults to the least trusting: the API server's.
+Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat format = DocumentFormat::Auto,
+                                       PodTrust trust = PodTrust::ApiServer);
 
 /// The kubelet's system-critical priority (scheduling.SystemCriticalPriority).
 inline constexpr int64_t kSystemCriticalPriority = 2000000000;

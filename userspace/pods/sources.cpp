@@ -38,7 +38,15 @@ class SourceBase : public PodMetadataSource {
     if (!r) {
       ++stats_.refresh_failures;
       if (stats_.last_error != r.error().message) {
-        spdlog::warn("pod metadata ({}): {}; keeping the previous {} pods", describe(), r.error().message, stats_.pods);
+        if (!stats_.last_success) {
+          // Nothing delivered yet: no pod has metadata, none is evicted, /readyz fails.
+          spdlog::error("pod metadata ({}): no pod list yet: {}; pods without metadata are not evicted and /readyz "
+                        "fails until a fetch succeeds",
+                        describe(), r.error().message);
+        } else {
+          spdlog::warn("pod metadata ({}): {}; keeping the previous {} pods", describe(), r.error().message,
+                       stats_.pods);
+        }
       }
       stats_.last_error = r.error().message;
       return r.error();
@@ -127,7 +135,7 @@ class FileSource final : public SourceBase {
       auto fmt = f.ends_with(".json") ? pods::DocumentFormat::Json
                  : (f.ends_with(".yaml") || f.ends_with(".yml")) ? pods::DocumentFormat::Yaml
                                                                    : pods::DocumentFormat::Auto;
-      auto parsed = pods::parse_pod_documents(*text, fmt);
+      auto parsed = pods::parse_pod_documents(*text, fmt, pods::PodTrust::File);
       if (!parsed) return Error{parsed.error().code, f + ": " + parsed.error().message};
       all.skipped += parsed->skipped;
       for (auto& p : parsed->pods) all.pods.push_back(std::move(p));
@@ -171,7 +179,7 @@ class KubeletSource final : public SourceBase {
                             printable_excerpt(resp->body)};
     }
     const std::string& body = resp->body;
-    auto parsed = pods::parse_pod_documents(body, pods::DocumentFormat::Json);
+    auto parsed = pods::parse_pod_documents(body, pods::DocumentFormat::Json, pods::PodTrust::Kubelet);
     if (!parsed) return Error{parsed.error().code, cfg_.kubelet_url + ": " + parsed.error().message};
     return parsed;
   }
