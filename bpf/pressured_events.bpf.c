@@ -251,7 +251,18 @@ static __always_inline void account_tracked(struct mem_cgroup *memcg, __u32 what
 
 /* The reclaim items of enum vm_event_item, by CO-RE (their numbers move
  * between kernels and configs). KHUGEPAGED arrived in 6.2, PROACTIVE later:
- * guarded by existence checks so the object loads where they are missing. */
+ * guarded by existence checks so the object loads where they are missing.
+ * Those two pairs are named through a local flavour of the enum (libbpf
+ * matches "vm_event_item___new" and "X___new" to the kernel's vm_event_item
+ * and X), so the object also compiles against the vmlinux.h of a kernel that
+ * lacks them (the arm64 build's is 6.1's). */
+enum vm_event_item___new {
+	PGSCAN_KHUGEPAGED___new,
+	PGSTEAL_KHUGEPAGED___new,
+	PGSCAN_PROACTIVE___new,
+	PGSTEAL_PROACTIVE___new,
+};
+
 static __always_inline __u32 reclaim_kind(int item)
 {
 	if (item == bpf_core_enum_value(enum vm_event_item, PGSCAN_KSWAPD) ||
@@ -260,16 +271,16 @@ static __always_inline __u32 reclaim_kind(int item)
 	if (item == bpf_core_enum_value(enum vm_event_item, PGSTEAL_KSWAPD) ||
 	    item == bpf_core_enum_value(enum vm_event_item, PGSTEAL_DIRECT))
 		return ACT_STEAL;
-	if (bpf_core_enum_value_exists(enum vm_event_item, PGSCAN_KHUGEPAGED)) {
-		if (item == bpf_core_enum_value(enum vm_event_item, PGSCAN_KHUGEPAGED))
+	if (bpf_core_enum_value_exists(enum vm_event_item___new, PGSCAN_KHUGEPAGED___new)) {
+		if (item == bpf_core_enum_value(enum vm_event_item___new, PGSCAN_KHUGEPAGED___new))
 			return ACT_SCAN;
-		if (item == bpf_core_enum_value(enum vm_event_item, PGSTEAL_KHUGEPAGED))
+		if (item == bpf_core_enum_value(enum vm_event_item___new, PGSTEAL_KHUGEPAGED___new))
 			return ACT_STEAL;
 	}
-	if (bpf_core_enum_value_exists(enum vm_event_item, PGSCAN_PROACTIVE)) {
-		if (item == bpf_core_enum_value(enum vm_event_item, PGSCAN_PROACTIVE))
+	if (bpf_core_enum_value_exists(enum vm_event_item___new, PGSCAN_PROACTIVE___new)) {
+		if (item == bpf_core_enum_value(enum vm_event_item___new, PGSCAN_PROACTIVE___new))
 			return ACT_SCAN;
-		if (item == bpf_core_enum_value(enum vm_event_item, PGSTEAL_PROACTIVE))
+		if (item == bpf_core_enum_value(enum vm_event_item___new, PGSTEAL_PROACTIVE___new))
 			return ACT_STEAL;
 	}
 	return ACT_NONE;

@@ -7,6 +7,17 @@ set(PRESSURED_VMLINUX_H "" CACHE FILEPATH "Use this vmlinux.h instead of generat
 find_program(BPFTOOL bpftool PATHS /usr/sbin /sbin REQUIRED)
 find_program(BPF_CLANG clang REQUIRED)
 
+# The BPF objects are built for the architecture the daemon runs on: the
+# bpf_tracing.h helpers (BPF_KPROBE, PT_REGS_*) read that architecture's
+# registers, and vmlinux.h must describe that architecture's kernel.
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
+  set(PRESSURED_BPF_ARCH arm64)
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  set(PRESSURED_BPF_ARCH x86)
+else()
+  message(FATAL_ERROR "No BPF target for processor ${CMAKE_SYSTEM_PROCESSOR} (x86_64 and aarch64 are known)")
+endif()
+
 set(PRESSURED_BPF_GEN ${CMAKE_BINARY_DIR}/bpf)
 file(MAKE_DIRECTORY ${PRESSURED_BPF_GEN})
 
@@ -16,6 +27,19 @@ file(MAKE_DIRECTORY ${PRESSURED_BPF_GEN})
 if(PRESSURED_VMLINUX_H)
   set(PRESSURED_VMLINUX ${PRESSURED_VMLINUX_H})
   set(PRESSURED_VMLINUX_DEP ${PRESSURED_VMLINUX})
+elseif(CMAKE_CROSSCOMPILING AND PRESSURED_BPF_ARCH STREQUAL "arm64")
+  # This machine's BTF describes another architecture: take an arm64 kernel's
+  # (scripts/vmlinux-btf arm64 extracts it from Debian's arm64 cloud kernel).
+  set(PRESSURED_VMLINUX ${PRESSURED_BPF_GEN}/vmlinux.h)
+  add_custom_command(OUTPUT ${PRESSURED_VMLINUX}
+    COMMAND ${CMAKE_SOURCE_DIR}/scripts/vmlinux-btf arm64 ${PRESSURED_BPF_GEN}/vmlinux.btf
+    COMMAND ${BPFTOOL} btf dump file ${PRESSURED_BPF_GEN}/vmlinux.btf format c > ${PRESSURED_VMLINUX}
+    DEPENDS ${CMAKE_SOURCE_DIR}/scripts/vmlinux-btf
+    COMMENT "Generating vmlinux.h from Debian's arm64 cloud kernel's BTF")
+  add_custom_target(pressured_vmlinux_h DEPENDS ${PRESSURED_VMLINUX})
+  set(PRESSURED_VMLINUX_DEP pressured_vmlinux_h)
+elseif(CMAKE_CROSSCOMPILING)
+  message(FATAL_ERROR "Cross-compiling for ${PRESSURED_BPF_ARCH}: set PRESSURED_VMLINUX_H to a vmlinux.h of a ${PRESSURED_BPF_ARCH} kernel")
 elseif(EXISTS /sys/kernel/btf/vmlinux)
   set(PRESSURED_VMLINUX ${PRESSURED_BPF_GEN}/vmlinux.h)
   add_custom_command(OUTPUT ${PRESSURED_VMLINUX}
@@ -37,7 +61,7 @@ function(bpf_object name src)
   set(skel ${PRESSURED_BPF_GEN}/${name}.skel.h)
   get_filename_component(vmlinux_dir ${PRESSURED_VMLINUX} DIRECTORY)
   add_custom_command(OUTPUT ${obj}
-    COMMAND ${BPF_CLANG} -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_x86
+    COMMAND ${BPF_CLANG} -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_${PRESSURED_BPF_ARCH}
             -Wall -Werror -Wno-unused-function
             # The object (its BTF and DWARF) is embedded in the binary: no
             # clone or build directory path in it, so builds are reproducible.

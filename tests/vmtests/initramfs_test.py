@@ -10,7 +10,8 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "vmtests"))
-from harness import image  # noqa: E402
+from harness import common, image  # noqa: E402
+import subprocess  # noqa: E402
 
 # Any dynamic host executable stands in for pressured: the check looks at the path it is staged at.
 STAND_IN = shutil.which("du") or "/usr/bin/du"
@@ -62,6 +63,62 @@ class Initramfs(unittest.TestCase):
         with self.assertRaises(image.HarnessError) as e:
             image.check_initramfs(self.stage, needs_of=[STAND_IN])
         self.assertIn(f"libc.so.6 (needed by {STAND_IN})", str(e.exception))
+
+
+
+CROSS_CC = "aarch64-linux-gnu-gcc"
+
+
+class CrossInitramfs(unittest.TestCase):
+    """--arch arm64: a cross-built binary's libraries come from the sysroot, found through its
+    interpreter and NEEDED entries (ldd cannot run it), and go to their paths inside the sysroot.
+    A tiny sysroot is built here with the cross compiler (scripts/setup installs it)."""
+
+    def setUp(self):
+        if shutil.which(CROSS_CC) is None:
+            self.fail(f"{CROSS_CC} is missing (scripts/setup installs gcc-aarch64-linux-gnu)")
+        self.dir = tempfile.TemporaryDirectory()
+        self.root = os.path.join(self.dir.name, "sysroot")
+        self.stage = os.path.join(self.dir.name, "stage")
+        lib, ulib = os.path.join(self.root, "lib", "aarch64-linux-gnu"), os.path.join(self.root, "usr", "lib",
+                                                                                      "aarch64-linux-gnu")
+        for d in (lib, ulib, self.stage):
+            os.makedirs(d)
+        src = os.path.join(self.dir.name, "x.c")
+        with open(src, "w") as f:
+            f.write("int x(void) { return 1; }\n")
+        cc = [CROSS_CC, "-nostdlib", "-fPIC", "-Wl,--no-as-needed", "-o"]
+        subprocess.run(cc + [os.path.join(lib, "libb.so.1"), "-shared", "-Wl,-soname,libb.so.1", src], check=True)
+        subprocess.run(cc + [os.path.join(ulib, "liba.so.1"), "-shared", "-Wl,-soname,liba.so.1", src,
+                             os.path.join(lib, "libb.so.1")], check=True)
+        self.exe = os.path.join(self.dir.name, "exe")
+        subprocess.run(cc + [self.exe, "-Wl,--dynamic-linker=/lib/ld-linux-aarch64.so.1", "-Wl,-e,x", src,
+                             os.path.join(ulib, "liba.so.1")], check=True)
+        with open(os.path.join(self.root, "lib", "ld-linux-aarch64.so.1"), "wb") as f:
+            f.write(b"not an ELF file: the loader's own closure is empty")
+        self.saved = (common.ARCH, common.ARCHES["arm64"]["sysroot"])
+        common.ARCH, common.ARCHES["arm64"]["sysroot"] = "arm64", self.root
+
+    def tearDown(self):
+        common.ARCH, common.ARCHES["arm64"]["sysroot"] = self.saved
+        self.dir.cleanup()
+
+    def test_the_needed_closure_comes_from_the_sysroot(self):
+        libs = sorted(os.path.relpath(p, self.root) for p in image.ldd_libs(self.exe))
+        self.assertEqual(libs, ["lib/aarch64-linux-gnu/libb.so.1", "lib/ld-linux-aarch64.so.1",
+                                "usr/lib/aarch64-linux-gnu/liba.so.1"])
+        image.copy_with_libs(self.stage, self.exe, "/usr/bin/tool")
+        for guest in ("/usr/lib/aarch64-linux-gnu/liba.so.1", "/lib/aarch64-linux-gnu/libb.so.1",
+                      "/lib/ld-linux-aarch64.so.1"):
+            self.assertTrue(os.path.exists(self.stage + guest), guest)
+        self.assertFalse(os.path.exists(self.stage + self.root), "a library kept its host (sysroot) path")
+        image.check_initramfs(self.stage)
+
+    def test_a_library_missing_from_the_sysroot_is_named(self):
+        os.unlink(os.path.join(self.root, "lib", "aarch64-linux-gnu", "libb.so.1"))
+        with self.assertRaises(image.HarnessError) as e:
+            image.ldd_libs(self.exe)
+        self.assertIn("libb.so.1 (needed by", str(e.exception))
 
 
 if __name__ == "__main__":

@@ -138,7 +138,10 @@ class KernelBpfFeatures final : public BpfFeatures {
  public:
   KernelBpfFeatures() {
     bpf::MuteLibbpf mute;
-    Fd map(bpf_map_create(BPF_MAP_TYPE_RINGBUF, nullptr, 0, 0, 4096, nullptr));
+    // A ring buffer's size is a multiple of the page size: 4 KiB on x86-64,
+    // up to 64 KiB on arm64 kernels built with larger pages.
+    const auto page = static_cast<__u32>(::sysconf(_SC_PAGESIZE));
+    Fd map(bpf_map_create(BPF_MAP_TYPE_RINGBUF, nullptr, 0, 0, page, nullptr));
     if (map) {
       bpf_ok_ = true;
     } else {
@@ -293,10 +296,20 @@ class KernelBpfFeatures final : public BpfFeatures {
                     .attach_btf_id = static_cast<__u32>(id));
         Fd prog(bpf_prog_load(BPF_PROG_TYPE_TRACING, nullptr, "GPL", kReturnZero, 2, &opts));
         if (prog.get() < 0) return (reason = errno_text("load", errno), false);
-        // An fentry probe stops at the load. Attaching and closing a trampoline patches kernel text
-        // twice (text_poke_bp waits for an IPI on every CPU); under QEMU TCG that wait has hung a
-        // guest CPU for minutes. The real attach reports its own failure (BpfEventSource).
-        if (!tp) return true;
+        if (!tp) {
+#if defined(__aarch64__)
+          // arm64 attaches fentry to a kernel function through ftrace direct calls, which arm64
+          // kernels have from 6.4 on (DYNAMIC_FTRACE_WITH_DIRECT_CALLS): before, the program loads
+          // and only the attach is refused. Attach here, so the chain falls to the kprobe instead
+          // of leaving the program off; arm64 patches its text without x86's cross-CPU wait.
+          Fd link(bpf_raw_tracepoint_open(nullptr, prog.get()));
+          if (link.get() < 0) return (reason = errno_text("attach", errno), false);
+#endif
+          // On x86 an fentry probe stops at the load. Attaching and closing a trampoline patches
+          // kernel text twice (text_poke_bp waits for an IPI on every CPU); under QEMU TCG that wait
+          // has hung a guest CPU for minutes. The real attach reports its own failure (BpfEventSource).
+          return true;
+        }
         Fd link(bpf_raw_tracepoint_open(nullptr, prog.get()));
         if (link.get() < 0) return (reason = errno_text("attach", errno), false);
         return true;

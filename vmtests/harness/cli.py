@@ -46,6 +46,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scenario", action="append", choices=SCENARIO_ORDER, help="scenario to run (repeatable)")
     ap.add_argument("--contender", action="append", choices=CONTENDER_ORDER, help="contender (repeatable)")
+    ap.add_argument("--arch", choices=sorted(common.ARCHES), default="amd64",
+                    help="the guest's architecture: amd64 (this machine's builds) or arm64 (cross-built against "
+                         "scripts/sysroot, Debian's arm64 cloud kernel under qemu-system-aarch64, TCG; --gtest "
+                         "only, with --scenario for the scenarios in the same boot)")
     ap.add_argument("--kernel", help="5.10, 6.1 or 6.12 (the newest Debian cloud kernel package of that series, "
                                      "via scripts/apt-extra, cached in PRESSURED_KERNEL_CACHE), or a vmlinuz path; "
                                      "default 6.1")
@@ -68,14 +72,24 @@ def main():
                     help="build this GoogleTest binary (no sanitizers) and run it in the guest as root with "
                          "PRESSURED_REQUIRE_PRIVILEGED=1 and PRESSURED_REQUIRE_CGROUP_V2=1; e.g. test_events")
     ap.add_argument("--gtest-filter", help="--gtest_filter in the guest (default for test_events: GTEST_DEFAULT_FILTER)")
-    ap.add_argument("--gtest-timeout", type=int, default=240,
-                    help="seconds the gtest binary may run in the guest before it is killed (default 240)")
+    ap.add_argument("--gtest-timeout", type=int, default=None,
+                    help="seconds the gtest binary may run in the guest before it is killed (default 240; "
+                         "480 for --arch arm64, whose guest is emulated instruction by instruction)")
     ap.add_argument("--node-cgroup", choices=["v1", "v2"], default="v1",
                     help="cgroup mode of the real-kubelet contenders' guest (default v1: kubelet 1.20's "
                          "eviction signals need it; the other contenders always run on v2)")
     ap.add_argument("--node-memory", type=int, default=common.NODE_MEM_MIB, metavar="MIB",
                     help=f"RAM of the real-kubelet contenders' guest (default {common.NODE_MEM_MIB}; the others get 1024)")
     args = ap.parse_args()
+    common.ARCH = args.arch
+    if args.gtest_timeout is None:
+        args.gtest_timeout = 240 if args.arch == "amd64" else 480
+    if args.arch != "amd64":
+        if not args.gtest:
+            die(f"--arch {args.arch} runs --gtest (e.g. --gtest test_events --scenario fast-spike): the contender "
+                f"suite, fixtures and the real node are amd64 only", 2)
+        if args.kernels or args.pressured:
+            die(f"--arch {args.arch}: --kernels and --pressured are amd64 only (one arm64 kernel: 6.1)", 2)
     common.NODE_CGROUP = args.node_cgroup
     if not 768 <= args.node_memory <= 8192:
         die(f"--node-memory: {args.node_memory} MiB is outside 768-8192", 2)
@@ -102,7 +116,8 @@ def main():
     rc = 0
     for k in kernels:
         series = k if k in KERNEL_SERIES else None
-        common.KTAG = "" if series in (None, DEFAULT_KERNEL) else "-" + series
+        common.KTAG = ("" if series in (None, DEFAULT_KERNEL) else "-" + series) + (
+            "" if args.arch == "amd64" else "-" + args.arch)
         if len(kernels) > 1:
             stem, ext = os.path.splitext(base_results)
             args.results = f"{stem}-{series}{ext or '.json'}"

@@ -13,6 +13,36 @@ BIN_DIR = os.path.join(OUT, "bin")
 PRESSURED_BUILD = os.path.join(OUT, "pressured-build")
 GTEST_BUILD = os.path.join(OUT, "gtest-build")
 
+# The guest's architecture (--arch). amd64 guests run this machine's own
+# builds; arm64 guests run cross-built binaries (cmake/toolchain-aarch64.cmake)
+# whose libraries come from the arm64 sysroot (scripts/sysroot), under
+# qemu-system-aarch64 (TCG only: there is no arm64 KVM on an x86 host).
+ARCH = "amd64"
+ARCHES = {
+    "amd64": {"qemu": "qemu-system-x86_64", "machine": [], "console": "ttyS0", "triplet": "x86_64-linux-gnu",
+              "cc": "gcc", "strip": "strip", "sysroot": None, "toolchain": None, "ldconfig_tag": "x86-64",
+              "tcg_cpu": "max"},
+    "arm64": {"qemu": "qemu-system-aarch64", "machine": ["-M", "virt"], "console": "ttyAMA0",
+              "triplet": "aarch64-linux-gnu", "cc": "aarch64-linux-gnu-gcc", "strip": "aarch64-linux-gnu-strip",
+              "sysroot": os.path.join(ROOT, "build", "sysroot-arm64"),
+              "toolchain": os.path.join(ROOT, "cmake", "toolchain-aarch64.cmake"), "ldconfig_tag": None,
+              # QEMU's own pointer-authentication algorithm: the architected one
+              # (QARMA) costs TCG a large share of its time on every call and return.
+              "tcg_cpu": "max,pauth-impdef=on"},
+}
+
+
+def arch():
+    """The settings of the guest's architecture (ARCHES[ARCH])."""
+    return ARCHES[ARCH]
+
+
+def arch_dir(path):
+    """`path` for amd64, `path`-arm64 for another architecture (builds and binaries of two
+    architectures never share a directory)."""
+    return path if ARCH == "amd64" else f"{path}-{ARCH}"
+
+
 # The real node's cgroup mode (--node-cgroup). v1 by default: kubelet 1.20's
 # cAdvisor has no working set for the cgroup v2 root, so on a pure v2 guest its
 # summary reports the node's working set as 0 and its memory.available never

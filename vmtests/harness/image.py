@@ -7,13 +7,14 @@ import shutil
 import subprocess
 
 from . import common
-from .common import BIN_DIR, HarnessError, OUT, PRESSURED_BUILD, ROOT, VMT, log, run
+from .common import HarnessError, OUT, PRESSURED_BUILD, ROOT, VMT, arch, arch_dir, log, run
 from .kernel import GUEST_MODULES, resolve_modules
 
 
 def need_tools():
-    missing = [t for t in ("qemu-system-x86_64", "busybox", "cpio", "gcc", "mkfs.ext4", "dpkg-deb", "apt-get")
-               if shutil.which(t) is None]
+    tools = ("busybox", "cpio", "gcc", "mkfs.ext4", "dpkg-deb", "apt-get", "readelf", arch()["qemu"], arch()["cc"],
+             arch()["strip"])
+    missing = [t for t in dict.fromkeys(tools) if shutil.which(t) is None]
     if missing:
         setup = os.path.join(ROOT, "scripts", "setup")
         log(f"missing tools {missing}: running {setup}")
@@ -21,23 +22,44 @@ def need_tools():
         missing = [t for t in missing if shutil.which(t) is None]
     if missing:
         raise EnvironmentError(f"required tools not found: {', '.join(missing)} (run scripts/setup)")
-    if not os.path.exists("/usr/bin/busybox") or ldd_libs("/usr/bin/busybox"):
-        raise EnvironmentError("/usr/bin/busybox is missing or not static: install busybox-static")
+    if arch()["sysroot"]:
+        ensure_sysroot()
+    if not os.path.exists(guest_busybox()) or ldd_libs(guest_busybox()):
+        raise EnvironmentError(f"{guest_busybox()} is missing or not static: install busybox-static"
+                               f"{'' if common.ARCH == 'amd64' else ' (scripts/sysroot ' + common.ARCH + ')'}")
 
+
+def guest_busybox():
+    """The guest's shell: this machine's busybox-static, or the one in the guest architecture's sysroot."""
+    return os.path.join(arch()["sysroot"], "bin", "busybox") if arch()["sysroot"] else "/usr/bin/busybox"
+
+
+def ensure_sysroot():
+    """Builds (or checks) the guest architecture's sysroot with scripts/sysroot."""
+    r = subprocess.run([os.path.join(ROOT, "scripts", "sysroot"), common.ARCH], capture_output=True, text=True,
+                       timeout=1800)
+    if r.returncode != 0:
+        raise EnvironmentError(f"scripts/sysroot {common.ARCH} failed: {(r.stderr.strip().splitlines() or ['?'])[-1]}")
+
+
+def bin_dir():
+    return arch_dir(common.BIN_DIR)
 
 def build_workloads():
-    os.makedirs(BIN_DIR, exist_ok=True)
+    out_dir = bin_dir()
+    os.makedirs(out_dir, exist_ok=True)
+    cc = [arch()["cc"]] + ([f"--sysroot={arch()['sysroot']}"] if arch()["sysroot"] else [])
     srcs = sorted(glob.glob(os.path.join(VMT, "workloads", "*.c")))
     hdrs = glob.glob(os.path.join(VMT, "workloads", "*.h"))
     newest_hdr = max([os.path.getmtime(h) for h in hdrs] or [0])
     for src in srcs:
         name = os.path.splitext(os.path.basename(src))[0]
-        dst = os.path.join(BIN_DIR, name)
+        dst = os.path.join(out_dir, name)
         if os.path.exists(dst) and os.path.getmtime(dst) >= max(os.path.getmtime(src), newest_hdr):
             continue
-        log(f"building workload {name} (gcc -static)")
-        run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", dst, src])
-    return [os.path.join(BIN_DIR, os.path.splitext(os.path.basename(s))[0]) for s in srcs]
+        log(f"building workload {name} ({cc[0]} -static)")
+        run(cc + ["-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", dst, src])
+    return [os.path.join(out_dir, os.path.splitext(os.path.basename(s))[0]) for s in srcs]
 
 
 def build_pressured(explicit):
@@ -92,6 +114,10 @@ def build_pressured(explicit):
 
 
 def ldd_libs(exe):
+    """Host paths of the shared libraries `exe` loads: ldd for this machine's binaries; for a
+    cross-built binary, its NEEDED closure looked up in the sysroot (ldd cannot run it)."""
+    if arch()["sysroot"]:
+        return sysroot_libs(exe)
     r = subprocess.run(["ldd", exe], capture_output=True, text=True)
     out = r.stdout + r.stderr
     if "not a dynamic executable" in out or "statically linked" in out:
@@ -102,6 +128,43 @@ def ldd_libs(exe):
         if m:
             libs.append(m.group(1))
     return libs
+
+
+def sysroot_libs(exe):
+    """The interpreter and NEEDED closure of a cross-built ELF file, as paths in the sysroot (the guest
+    path is the part after the sysroot). Raises HarnessError naming a library the sysroot lacks."""
+    root = arch()["sysroot"]
+    libs, todo, seen = [], [exe], set()
+    while todo:
+        path = todo.pop()
+        interp, needed = elf_dynamic(path)
+        names = ([interp] if interp else []) + needed
+        for name in names:
+            if name in seen:
+                continue
+            seen.add(name)
+            if name.startswith("/"):
+                found = root + name if os.path.exists(root + name) else None
+            else:
+                found = next((os.path.join(root, d, name) for d in guest_lib_dirs()
+                              if os.path.exists(os.path.join(root, d, name))), None)
+            if not found:
+                raise HarnessError(f"{name} (needed by {path}) is not in the sysroot {root} "
+                                   f"(scripts/sysroot {common.ARCH} --force?)")
+            libs.append(found)
+            todo.append(os.path.realpath(found))
+    return libs
+
+
+def guest_paths(lib):
+    """Where a library (a host path from ldd_libs) goes in the guest: its path and its real path,
+    both relative to the sysroot for a cross-built guest."""
+    root = arch()["sysroot"]
+    paths = {lib, os.path.realpath(lib)}
+    if root:
+        real_root = os.path.realpath(root)
+        paths = {p[len(root):] if p.startswith(root + "/") else p[len(real_root):] for p in paths}
+    return paths
 
 
 # Where the code's dlopen() calls live: the sonames are read from there, so the
@@ -134,34 +197,39 @@ def dlopened_sonames(src=DLOPEN_SOURCES):
 
 def resolve_soname(soname):
     """The host path of a soname as the dynamic loader finds it (ldconfig's cache), or None."""
+    if arch()["sysroot"]:
+        return next((os.path.join(arch()["sysroot"], d, soname) for d in guest_lib_dirs()
+                     if os.path.exists(os.path.join(arch()["sysroot"], d, soname))), None)
     r = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True)
     for line in r.stdout.splitlines():
         m = re.match(r"\s*(\S+) \(([^)]*)\) => (\S+)", line)
-        if m and m.group(1) == soname and "x86-64" in m.group(2):
+        if m and m.group(1) == soname and arch()["ldconfig_tag"] in m.group(2):
             return m.group(3)
     return None
 
 
-_DLOPEN_LIBS = None
+_DLOPEN_LIBS = {}
 
 
 def dlopen_libs():
     """Host paths of the libraries pressured dlopens, each with its own ldd closure."""
-    global _DLOPEN_LIBS
-    if _DLOPEN_LIBS is None:
+    if common.ARCH not in _DLOPEN_LIBS:
         libs = []
         for soname in dlopened_sonames():
             path = resolve_soname(soname)
             if path is None:
                 raise HarnessError(f"{soname} (pressured dlopens it; see {os.path.relpath(DLOPEN_SOURCES, ROOT)}) "
-                                   f"is not installed on the host, so the guest cannot get it (scripts/setup)")
+                                   f"is not installed on the host{'' if common.ARCH == 'amd64' else ' sysroot'}, "
+                                   f"so the guest cannot get it (scripts/setup)")
             libs += [path] + [l for l in ldd_libs(path) if l not in libs]
-        _DLOPEN_LIBS = libs
-    return list(_DLOPEN_LIBS)
+        _DLOPEN_LIBS[common.ARCH] = libs
+    return list(_DLOPEN_LIBS[common.ARCH])
 
 
-# Where the guest's dynamic loader looks (Debian's glibc, no ld.so.cache in the initramfs).
-GUEST_LIB_DIRS = ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib", "usr/lib")
+def guest_lib_dirs():
+    """Where the guest's dynamic loader looks (Debian's glibc, no ld.so.cache in the initramfs)."""
+    t = arch()["triplet"]
+    return (f"lib/{t}", f"usr/lib/{t}", "lib", "usr/lib")
 
 
 def elf_dynamic(path):
@@ -180,7 +248,7 @@ def check_initramfs(stage, needs_of=()):
     missing = []
 
     def find(soname):
-        return any(os.path.exists(os.path.join(stage, d, soname)) for d in GUEST_LIB_DIRS)
+        return any(os.path.exists(os.path.join(stage, d, soname)) for d in guest_lib_dirs())
 
     def check(label, path):
         interp, needed = elf_dynamic(path)
@@ -223,12 +291,12 @@ def pressured_run_ready(exe):
 def copy_with_libs(stage, exe, dest, extra=()):
     os.makedirs(os.path.dirname(stage + dest), exist_ok=True)
     # Debug info stays on the host: the initramfs lives in the guest's RAM.
-    if subprocess.run(["strip", "--strip-debug", "-o", stage + dest, exe]).returncode != 0:
+    if subprocess.run([arch()["strip"], "--strip-debug", "-o", stage + dest, exe]).returncode != 0:
         shutil.copy2(exe, stage + dest)
     os.chmod(stage + dest, 0o755)
     for lib in ldd_libs(exe) + list(extra):
         real = os.path.realpath(lib)
-        for path in {lib, real}:
+        for path in guest_paths(lib):
             d = stage + path
             os.makedirs(os.path.dirname(d), exist_ok=True)
             if not os.path.exists(d):
@@ -242,7 +310,7 @@ def build_initramfs(mods_dir, conf, binaries, tag="guest", modules=None):
     for d in ("bin", "sbin", "etc", "proc", "sys", "dev", "tmp", "run", "vmt/bin", "lib/modules", "usr/bin",
               "scratch", "root", "var/lib", "etc/oomd"):
         os.makedirs(os.path.join(stage, d), exist_ok=True)
-    shutil.copy2("/usr/bin/busybox", os.path.join(stage, "bin", "busybox"))
+    shutil.copy2(guest_busybox(), os.path.join(stage, "bin", "busybox"))
     os.symlink("busybox", os.path.join(stage, "bin", "sh"))
     shutil.copy2(os.path.join(VMT, "guest", "init"), os.path.join(stage, "init"))
     os.chmod(os.path.join(stage, "init"), 0o755)
@@ -265,7 +333,7 @@ def build_initramfs(mods_dir, conf, binaries, tag="guest", modules=None):
         copy_with_libs(stage, exe, dest)
     for exe in binaries.get("node_libs_of", []):
         for lib in ldd_libs(exe):
-            for path in {lib, os.path.realpath(lib)}:
+            for path in guest_paths(lib):
                 d = stage + path
                 os.makedirs(os.path.dirname(d), exist_ok=True)
                 if not os.path.exists(d):

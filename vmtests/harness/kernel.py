@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 
+from . import common
 from .common import ROOT, log, run
 
 
@@ -18,6 +19,19 @@ KERNEL_SERIES = {
 }
 KERNEL_ORDER = list(KERNEL_SERIES)
 DEFAULT_KERNEL = "6.1"
+
+# arm64 guests (--arch arm64): what `linux-image-cloud-arm64` of bookworm
+# depends on. Downloaded as PKG:arm64 (scripts/apt-extra knows arm64); the
+# cache directory is the package name, which carries the architecture.
+KERNEL_SERIES_BY_ARCH = {
+    "amd64": KERNEL_SERIES,
+    "arm64": {"6.1": r"linux-image-6\.1\.0-(\d+)-cloud-arm64(-unsigned)?"},           # bookworm(-security)
+}
+
+
+def series_patterns():
+    """The kernel series of the guest's architecture (common.ARCH)."""
+    return KERNEL_SERIES_BY_ARCH[common.ARCH]
 
 # Extracted kernel packages outlive the clone (a fresh clone on the same machine
 # does not download them again): PRESSURED_KERNEL_CACHE, else
@@ -35,7 +49,7 @@ def kernel_version_key(name):
 
 def kernel_candidates(series):
     """Package names of a series that apt (scripts/apt-extra) knows, newest first."""
-    pattern = KERNEL_SERIES[series]
+    pattern = series_patterns()[series]
     r = subprocess.run([APT_EXTRA, "cache", "search", "--names-only", "^" + pattern.split("(")[0]],
                        capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
@@ -64,7 +78,8 @@ def fetch_kernel(pkg):
     os.makedirs(tmp)
     try:
         log(f"downloading kernel package {pkg} (scripts/apt-extra; cache {KERNEL_CACHE})")
-        r = subprocess.run([APT_EXTRA, "download", pkg], cwd=tmp, capture_output=True, text=True, timeout=900)
+        qualified = pkg if common.ARCH == "amd64" else f"{pkg}:{common.ARCH}"
+        r = subprocess.run([APT_EXTRA, "download", qualified], cwd=tmp, capture_output=True, text=True, timeout=900)
         debs = glob.glob(os.path.join(tmp, f"{pkg}_*.deb"))
         if r.returncode != 0 or not debs:
             err = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
@@ -91,7 +106,7 @@ def find_series_kernel(series):
     try:
         cands = kernel_candidates(series)
     except (EnvironmentError, subprocess.TimeoutExpired) as e:
-        cached = sorted((d for d in os.listdir(KERNEL_CACHE) if re.fullmatch(KERNEL_SERIES[series], d)),
+        cached = sorted((d for d in os.listdir(KERNEL_CACHE) if re.fullmatch(series_patterns()[series], d)),
                         key=kernel_version_key, reverse=True) if os.path.isdir(KERNEL_CACHE) else []
         for pkg in cached:
             k = cached_kernel(pkg)
@@ -100,7 +115,7 @@ def find_series_kernel(series):
                 return k + (pkg,)
         raise
     if not cands:
-        raise EnvironmentError(f"apt knows no {series} cloud kernel package matching {KERNEL_SERIES[series]} "
+        raise EnvironmentError(f"apt knows no {series} cloud kernel package matching {series_patterns()[series]} "
                                f"(scripts/apt-extra update?)")
     for pkg in cands:
         k = cached_kernel(pkg) or fetch_kernel(pkg)
@@ -113,11 +128,12 @@ def find_kernel(explicit):
     """Returns (vmlinuz, modules_dir or None, version, series or None). `explicit`: a series
     (5.10, 6.1, 6.12: the newest Debian cloud package of it), a vmlinuz path, or None (6.1)."""
     explicit = explicit or DEFAULT_KERNEL
-    if explicit in KERNEL_SERIES:
+    if explicit in series_patterns():
         vmlinuz, mods, version, pkg = find_series_kernel(explicit)
         return vmlinuz, mods, version, explicit
     if not os.path.isfile(explicit):
-        raise EnvironmentError(f"--kernel {explicit}: neither a series ({', '.join(KERNEL_ORDER)}) nor a file")
+        raise EnvironmentError(f"--kernel {explicit}: neither a series of {common.ARCH} "
+                               f"({', '.join(series_patterns())}) nor a file")
     mods = None
     m = re.search(r"vmlinuz-(.+)$", explicit)
     version = m.group(1) if m else "custom"

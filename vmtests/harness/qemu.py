@@ -5,18 +5,18 @@ import signal
 import subprocess
 import time
 
-from .common import OUT, RUNNING_CONTROL_PLANES, RUNNING_QEMU, log
+from . import common
+from .common import OUT, RUNNING_CONTROL_PLANES, RUNNING_QEMU, arch, log
 
 
 def qemu_cmd(vmlinuz, initrd, disk, accel, mem=1024, smp=2, append_extra="", extra_args=()):
     # VMT_KERNEL_APPEND: extra kernel parameters for debugging (e.g. "loglevel=7").
     extra = " ".join(x for x in (append_extra, os.environ.get("VMT_KERNEL_APPEND", "")) if x)
-    append = f"console=ttyS0 panic=-1 quiet loglevel=1 rdinit=/init mitigations=off {extra}".strip()
-    cmd = ["qemu-system-x86_64", "-accel", accel, "-m", str(mem), "-smp", str(smp), "-nographic", "-no-reboot",
-           "-kernel", vmlinuz, "-initrd", initrd, "-append", append, "-nic", "none"]
+    append = f"console={arch()['console']} panic=-1 quiet loglevel=1 rdinit=/init mitigations=off {extra}".strip()
+    cmd = [arch()["qemu"], *arch()["machine"], "-accel", accel, "-m", str(mem), "-smp", str(smp), "-nographic",
+           "-no-reboot", "-kernel", vmlinuz, "-initrd", initrd, "-append", append, "-nic", "none"]
     if accel == "tcg":
-        cmd[3:3] = []
-        cmd += ["-cpu", "max"]
+        cmd += ["-cpu", arch()["tcg_cpu"]]
     else:
         cmd += ["-cpu", "host"]
     if disk:
@@ -107,6 +107,11 @@ def boot(cmd, logpath, timeout, on_line=None, stop_marker="@@VMT DONE"):
 
 
 def choose_accel(requested, vmlinuz, initrd):
+    if common.ARCH != "amd64":
+        # Another architecture than this machine's: only QEMU's emulation runs it.
+        if requested == "kvm":
+            raise EnvironmentError(f"--accel kvm: a {common.ARCH} guest cannot use KVM on this machine")
+        return "tcg"
     if requested in ("tcg", "kvm"):
         return requested
     probe_file = os.path.join(OUT, "kvm-probe.txt")
