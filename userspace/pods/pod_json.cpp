@@ -265,16 +265,22 @@ PodResources kubelet_requests(const json& spec, const std::string& where) {
   const json* pod_lim = pod_res != nullptr ? get(*pod_res, "limits") : nullptr;
   const bool pod_level = any_pod_level_resource(pod_req) || any_pod_level_resource(pod_lim);
 
-  std::optional<double> req_mem = pod_level ? std::nullopt : containers_mem;
-  std::optional<double> req_eph = pod_level ? std::nullopt : containers_eph;
+  // Plain doubles, not optionals: GCC 12 at -O3 sees optionals assigned
+  // across these branches as maybe-uninitialized (a false positive).
+  double memory = pod_level ? 0.0 : containers_mem.value_or(0);
+  double ephemeral = pod_level ? 0.0 : containers_eph.value_or(0);
   std::optional<double> pod_mem;
   if (pod_req != nullptr) pod_mem = get_quantity(*pod_req, "memory", where + ".spec.resources.requests");
-  if (!pod_mem && pod_lim != nullptr && pod_lim->is_object() && !pod_lim->empty()) {
-    pod_mem = containers_mem ? containers_mem : get_quantity(*pod_lim, "memory", where + ".spec.resources.limits");
+  if (pod_mem) {
+    memory = *pod_mem;
+  } else if (pod_lim != nullptr && pod_lim->is_object() && !pod_lim->empty()) {
+    if (containers_mem) {
+      memory = *containers_mem;
+    } else if (auto lim = get_quantity(*pod_lim, "memory", where + ".spec.resources.limits")) {
+      memory = *lim;
+    }
   }
-  if (pod_mem) req_mem = pod_mem;
 
-  double memory = req_mem.value_or(0), ephemeral = req_eph.value_or(0);
   if (const json* oh = get(spec, "overhead")) {
     const auto oh_mem = get_quantity(*oh, "memory", where + ".spec.overhead");
     const auto oh_eph = get_quantity(*oh, "ephemeral-storage", where + ".spec.overhead");
