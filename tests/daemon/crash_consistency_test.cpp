@@ -142,7 +142,7 @@ class FakeApi {
   pid_t kill_on_eviction_ = 0;
 };
 
-enum class Kind { Soft, Hard, SoftLocal };  // SoftLocal: a pod without metadata, SIGTERM here, no API
+enum class Kind { Soft, Hard, SoftLocal };  // SoftLocal: no pod source, SIGTERM here, no API
 
 struct Case {
   Kind kind;
@@ -239,10 +239,15 @@ class Node {
                                   "--config",       dir_ + "/config.yaml",
                                   "--cgroup-root",  "/" + fs::path(mem_.path()).filename().string(),
                                   "--cgroup-driver", "cgroupfs",
-                                  "--pod-file",     dir_ + "/pods.json",
                                   "--metrics-listen", "127.0.0.1:0",
                                   "--state-file",   dir_ + "/state.json",
                                   "--safety-net-interval", "100ms"};
+    // SoftLocal runs without a pod source: pods are ranked from their cgroups
+    // alone and evicted here with their SIGTERM (with a source, a pod it does
+    // not list is never evicted).
+    if (kind_ != Kind::SoftLocal) {
+      argv.insert(argv.end(), {"--pod-file", dir_ + "/pods.json"});
+    }
     const std::string log = dir_ + "/daemon.log";
     running_before_ = running_lines();
     pid_ = ::fork();
@@ -344,8 +349,7 @@ class Node {
              R"("},"spec":{"terminationGracePeriodSeconds":2,"containers":[{"name":"c","resources":)" + res +
              R"(}]},"status":{"phase":"Running","qosClass":")" + qos + R"("}})";
     };
-    // A pod without metadata is not reported: evicted here only, with its SIGTERM.
-    if (kind_ != Kind::SoftLocal) items += pod("victim", kVictimUid, "BestEffort", "{}") + ",";
+    items += pod("victim", kVictimUid, "BestEffort", "{}") + ",";
     items += pod("bystander", kBystanderUid, "Burstable", R"({"requests":{"memory":"64Mi"}})");
     std::ofstream(dir_ + "/pods.json") << R"({"apiVersion":"v1","kind":"PodList","items":[)" << items << "]}";
     std::ofstream(dir_ + "/kubeconfig") << "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
