@@ -27,14 +27,8 @@ import sys
 import tempfile
 
 import yaml
-
-
-def skip_or_fail(what):
-    if os.environ.get("PRESSURED_REQUIRE_PRIVILEGED") == "1" or os.geteuid() == 0:
-        print(f"FAIL: required for this test but missing: {what}", flush=True)
-        sys.exit(1)
-    print(f"SKIPPED, missing: {what}", flush=True)
-    sys.exit(77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import skip_or_fail  # noqa: E402
 
 
 def kubectl_120(src):
@@ -172,10 +166,10 @@ def main():
     args = ap.parse_args()
     src = os.path.abspath(args.source_dir)
     if not shutil.which("promtool"):
-        skip_or_fail("promtool (Debian package prometheus; scripts/setup)")
+        skip_or_fail("promtool (Debian package prometheus; scripts/setup)", fail_as_root=True)
     k120 = kubectl_120(src)
     if not k120:
-        skip_or_fail("kubectl 1.20: run scripts/build-control-plane")
+        skip_or_fail("kubectl 1.20: run scripts/build-control-plane", fail_as_root=True)
     errors = []
     r = subprocess.run([sys.executable, os.path.join(src, "deploy/monitoring/generate.py"), "--check"],
                        capture_output=True, text=True)

@@ -32,23 +32,13 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from harness import log, skip_or_fail  # noqa: E402
 
 MAX_COMPRESSED = 30 * 2**20
 SHELLS = {"sh", "bash", "dash", "ash", "busybox", "zsh", "ksh", "mksh", "rbash", "csh", "tcsh", "perl", "python3"}
 HOST_FILES = {"etc/hostname", "etc/resolv.conf", "etc/hosts", "etc/apt", "var/lib/apt", "var/cache/apt",
               "etc/fstab", "etc/machine-id"}
-
-
-def log(msg):
-    print(f"[image_test] {msg}", flush=True)
-
-
-def skip_or_fail(what):
-    if os.environ.get("PRESSURED_REQUIRE_PRIVILEGED") == "1" or os.geteuid() == 0:
-        print(f"FAIL: required for this test but missing: {what}", flush=True)
-        sys.exit(1)
-    print(f"SKIPPED, missing: {what}", flush=True)
-    sys.exit(77)
 
 
 def load_image_module(src):
@@ -230,7 +220,7 @@ def main():
     src = os.path.abspath(args.source_dir)
     for tool in ("mmdebstrap", "umoci", "skopeo"):
         if not shutil.which(tool):
-            skip_or_fail(f"{tool} (scripts/setup installs it)")
+            skip_or_fail(f"{tool} (scripts/setup installs it)", fail_as_root=True)
     img = load_image_module(src)
     errors = []
     work = os.path.abspath(args.work)
