@@ -359,21 +359,13 @@ class ControlPlane:
         if not etcd:
             raise EnvironmentError("etcd is missing (Debian package etcd-server; scripts/setup)")
         d = self.dir
-        sh = ("set -e; exec >openssl.log 2>&1\n"
-              "openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj /CN=vmtests-ca\n"
-              f"printf 'subjectAltName=IP:127.0.0.1,IP:{GUEST_API_ADDR}\\nextendedKeyUsage=serverAuth\\n' >server.ext\n"
-              "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=kube-apiserver\n"
-              "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 "
-              "-extfile server.ext\n"
-              "printf 'extendedKeyUsage=clientAuth\\n' >client.ext\n"
-              # The node and the guest's tools use a system:masters identity: this is a
-              # throwaway cluster, and the kubelet's Node authorizer is not under test.
-              "openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr -subj /O=system:masters/CN=admin\n"
-              "openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out admin.crt -days 2 "
-              "-extfile client.ext\n"
-              "openssl genrsa -out sa.key 2048\nopenssl rsa -in sa.key -pubout -out sa.pub\n")
-        if subprocess.run(["bash", "-c", sh], cwd=d).returncode != 0:
-            raise EnvironmentError("generating certificates failed: " + self._tail("openssl.log"))
+        # The cluster's PKI comes from the one script the k8s tier uses too. The node and the
+        # guest's tools use its system:masters identity: this is a throwaway cluster, and the
+        # kubelet's Node authorizer is not under test.
+        r = subprocess.run([os.path.join(ROOT, "scripts", "cluster-pki"), d, "--ca-name", "vmtests-ca",
+                            "--san", f"IP:{GUEST_API_ADDR}"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise EnvironmentError("generating certificates failed: " + r.stderr[-2500:])
         ep, pp = free_port(), free_port()
         client, peer = f"http://127.0.0.1:{ep}", f"http://127.0.0.1:{pp}"
         self._spawn([etcd, "--name=vmt", f"--data-dir={d}/etcd", f"--listen-client-urls={client}",
