@@ -161,13 +161,24 @@ uint64_t SandboxNode::oom_kills() const {
     auto ev = kernel::parse_memory_events(read_file(kubepods() + "/memory.events"));
     return ev ? ev->oom_kill : 0;
   }
-  // v1 memory.oom_control: "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n".
-  auto fields = kernel::parse_flat_keyed(read_file(kubepods() + "/memory.oom_control"));
-  if (!fields) return 0;
-  for (const auto& [key, value] : *fields) {
-    if (key == "oom_kill") return value;
+  // v1 memory.oom_control: "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n". v1 counts
+  // an OOM kill only in the victim task's own memcg (v2 propagates it to the
+  // ancestors): a kill at the kubepods limit shows in the pod's cgroup, so the
+  // counters of the whole tree are summed.
+  uint64_t total = 0;
+  std::error_code ec;
+  auto add = [&](const std::string& dir) {
+    auto fields = kernel::parse_flat_keyed(read_file(dir + "/memory.oom_control"));
+    if (!fields) return;
+    for (const auto& [key, value] : *fields) {
+      if (key == "oom_kill") total += value;
+    }
+  };
+  add(kubepods());
+  for (fs::recursive_directory_iterator it(kubepods(), ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory(ec)) add(it->path().string());
   }
-  return 0;
+  return total;
 }
 
 void SandboxNode::reap() {

@@ -49,7 +49,8 @@ class SandboxNode {
   std::size_t processes(const SandboxPod& pod) const;
   /// Current usage of a cgroup below the root (memory.usage_in_bytes / memory.current).
   uint64_t usage(const std::string& rel) const;
-  /// Kernel OOM kills counted in kubepods (v1 memory.oom_control, v2 memory.events).
+  /// Kernel OOM kills of tasks below kubepods (v2 memory.events of kubepods; v1
+  /// memory.oom_control summed over its tree, as v1 counts a kill in the victim's memcg).
   uint64_t oom_kills() const;
   /// Reaps exited children (non-blocking).
   void reap();
