@@ -138,14 +138,31 @@ class HostNode {
     return false;
   }
 
+  // Kernel OOM kills below kubepods. v2's memory.events of kubepods counts its
+  // whole tree; v1 counts a kill only in the victim task's own memcg (a pod's
+  // cgroup, even when the kubepods limit was hit), so v1 sums the tree.
   uint64_t oom_kills() const {
-    std::istringstream in(sb_.read("kubepods", v2() ? "memory.events" : "memory.oom_control"));
-    std::string k;
-    uint64_t v;
-    while (in >> k >> v) {
-      if (k == "oom_kill") return v;
+    auto count = [](const std::string& text) -> uint64_t {
+      std::istringstream in(text);
+      std::string k;
+      uint64_t v;
+      while (in >> k >> v) {
+        if (k == "oom_kill") return v;
+      }
+      return 0;
+    };
+    if (v2()) return count(sb_.read("kubepods", "memory.events"));
+    uint64_t total = count(sb_.read("kubepods", "memory.oom_control"));
+    std::error_code ec;
+    for (std::filesystem::recursive_directory_iterator it(sb_.path("kubepods"), ec), end; !ec && it != end;
+         it.increment(ec)) {
+      if (!it->is_directory(ec)) continue;
+      std::ifstream f(it->path() / "memory.oom_control");
+      std::stringstream text;
+      text << f.rdbuf();
+      total += count(text.str());
     }
-    return 0;
+    return total;
   }
 
   void write_config(const std::string& yaml) {
