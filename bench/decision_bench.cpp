@@ -47,6 +47,7 @@
 #include "daemon/daemon.hpp"
 #include "daemon/decision_view.hpp"
 #include "bpf/bpf_events.hpp"
+#include "kernel/hot_file.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/evictor.hpp"
 #include "pressured/observer.hpp"
@@ -368,6 +369,7 @@ int main(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   spdlog::set_level(spdlog::level::warn);
+  pressured::kernel::HotFile::size_for_process();  // as pressured's main does: 1000 pods keep thousands of files open
   std::printf("event -> decision, %d decisions per row, microseconds (thread CPU time and wall clock); load average %.2f\n\n",
               iterations, load_average());
   std::printf("| tree     |  pods | scenario | path        | CPU p50 us | CPU p99 us | wall p50 us | wall p99 us | wall max us | pods read in full | note |\n");
