@@ -114,9 +114,12 @@ Result<void> PodUsageReader::refresh_pod(Pod& pod, TimePoint now) {
     if (is_gone(r.error().code) && cgroup::dir_inode(st.cg.memory_path) == 0) {
       ++counters_.vanished_pods;
       pods_.erase(it);
-    } else {
-      ++counters_.stale_pod_reads;
+      return Error{ENOENT, "pod cgroup " + pod.cgroup_path + " is gone: " + r.error().message};
     }
+    ++counters_.stale_pod_reads;
+    // ENOENT says the cgroup is gone; a file missing from a cgroup that
+    // exists is a failed read.
+    if (is_gone(r.error().code)) return Error{EIO, r.error().message};
     return r;
   }
   pod.stale = false;
