@@ -5,7 +5,7 @@ DaemonSetApply (the default run; etcd and kube-apiserver only): the test overlay
 vmtests/deploy/ applied with kubectl 1.20's `apply -k` is accepted by the 1.20
 apiserver with validation on, stored as written (the overlay's address and paths), its
 ServiceAccount may evict pods and nothing broader, and `kubectl delete -k` removes the
-DaemonSet and the cluster-wide RBAC.
+DaemonSet and the cluster-wide RBAC; deploy/uninstall/ is accepted too.
 
 DaemonSetControllers (vm-daemonset only: -DPRESSURED_VM_DAEMONSET_TEST=ON, since it
 needs kube-controller-manager and kube-scheduler, `scripts/build-control-plane
@@ -109,6 +109,15 @@ class DaemonSetApply(ControlPlaneCase):
              lambda: self.kc("-n", "pressured", "get", "daemonset", "pressured", ok=False).returncode != 0, timeout=60)
         for kind in ("clusterrole", "clusterrolebinding"):
             self.assertNotEqual(self.kc("get", kind, "pressured", ok=False).returncode, 0, f"{kind} pressured left")
+
+    def test_uninstall_accepted(self):
+        # deploy/uninstall/ (docs/operations.md, "Uninstall") passes the 1.20 apiserver's validation too.
+        uninstall = os.path.join(ROOT, "deploy", "uninstall")
+        self.kc("apply", "-k", uninstall)
+        ds = json.loads(self.kc("-n", "pressured-uninstall", "get", "daemonset", "pressured-uninstall", "-o",
+                                "json").stdout)
+        self.assertEqual([c["args"][0] for c in ds["spec"]["template"]["spec"]["initContainers"]], ["uninstall"])
+        self.kc("delete", "-k", uninstall, "--wait=false")
 
 
 class DaemonSetControllers(ControlPlaneCase):
