@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -98,9 +99,9 @@ std::string eviction_message(const Eviction& e) {
     m += "Threshold quantity: " + quantity(r, e.threshold_value) + ", available: " + quantity(r, e.observed) + ". ";
   }
   if (names_offender(e)) {
-    m += "Pod " + (e.name.empty() ? e.uid : e.name) + " was using " + quantity(r, static_cast<double>(e.keys.usage)) +
-         ", request is " + quantity(r, static_cast<double>(e.keys.request)) + ", has larger consumption of " + res +
-         ". ";
+    m += fmt::format("Pod {} was using {}, request is {}, has larger consumption of {}. ",
+                     e.name.empty() ? e.uid : e.name, quantity(r, static_cast<double>(e.keys.usage)),
+                     quantity(r, static_cast<double>(e.keys.request)), res);
   }
   // pressured's own facts.
   if (!e.local_storage_rule.empty()) {
