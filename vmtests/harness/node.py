@@ -201,6 +201,9 @@ def pressured_image_archive():
             raise EnvironmentError("scripts/image failed: " + (r.stderr.strip() or r.stdout.strip())[-800:])
     with open(meta) as f:
         info = json.load(f)
+    # A multi-architecture build (scripts/image --arch all) records its index and, under
+    # "platforms", each image: the guest is x86-64, and its containerd imports that one.
+    info = info.get("platforms", {}).get("amd64", info)
     archive = info.get("archive", "")
     if not os.path.isfile(archive):
         raise EnvironmentError(f"{meta} names the archive {archive!r}, which does not exist: run scripts/image")
