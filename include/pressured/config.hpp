@@ -197,9 +197,16 @@ struct DaemonConfig {
 /// The node's own KubeletConfiguration as the source of the eviction settings
 /// (`kubelet:` section, --kubelet-config), so pressured and the kubelet cannot
 /// drift apart; per-signal offsets put pressured's thresholds above them.
+/// What a missing KubeletConfiguration file means (kubelet.ifMissing): an
+/// error (a path given by hand is expected to exist), or the kubelet's
+/// defaults (a DaemonSet spans nodes with and without the file; a kubelet
+/// without one runs with its defaults unless flags say otherwise).
+enum class KubeletConfigMissing : uint8_t { Error, KubeletDefaults };
+
 struct KubeletConfigSource {
   std::string config_path;                    // empty: not used
   std::map<Signal, ThresholdValue> offsets;   // added to the kubelet's thresholds
+  KubeletConfigMissing if_missing = KubeletConfigMissing::Error;
 };
 
 struct Config {
