@@ -277,7 +277,7 @@ int run_daemon(const ConfigOptions& options) {
   if (config.daemon.dry_run) spdlog::warn("dry run: decisions are logged and exported, nothing is killed");
 
   daemon.evaluate(MonotonicClock().now(), "startup", std::nullopt);
-  metrics.resync("startup");
+  event_stats.startup_resyncs.fetch_add(1, std::memory_order_relaxed);
   spdlog::info("pressured running: {} thresholds, {} pods, bpf {}, started in {:.1f} ms",
                config.eviction.thresholds.size(), daemon.last_snapshot().pods.size(),
                (*reactor)->bpf_active() ? "active" : "inactive (" + event_stats.bpf_status() + ")",
