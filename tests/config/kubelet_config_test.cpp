@@ -154,9 +154,17 @@ TEST(KubeletConfig, OffsetFlagRaisesTheKubeletsThresholds) {
   EXPECT_HAS(flag_error("memory.available=-5Mi"), "is negative");
   EXPECT_HAS(flag_error("memory.pressure.some.avg10=5"), "is not a signal of the kubelet's configuration");
   EXPECT_HAS(flag_error("memory.available=1%"), "are not of one kind");
-  EXPECT_HAS(flag_error("pid.available=100"),
-             "kubelet.thresholdOffset.pid.available (--kubelet-threshold-offset): the kubelet's configuration " +
-                 k.path + " has no pid.available threshold to raise");
+  {
+    // An offset for a signal the kubelet has no threshold of raises nothing: a warning.
+    ConfigOptions g = f;
+    g.kubelet_threshold_offset = "memory.available=50Mi,pid.available=100";
+    std::vector<std::string> w;
+    auto r = parse_config_yaml("", g, &w);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_HAS(w[0], "kubelet.thresholdOffset.pid.available (--kubelet-threshold-offset): raises nothing: the "
+                     "kubelet's configuration " + k.path + " has no pid.available threshold");
+  }
   ConfigOptions no_file;
   no_file.kubelet_threshold_offset = "memory.available=50Mi";
   EXPECT_HAS(error("", no_file), "kubelet.thresholdOffset (--kubelet-threshold-offset): needs kubelet.configPath");
@@ -198,6 +206,13 @@ TEST(KubeletConfig, ErrorsNameTheFileAndTheField) {
   const std::string use = "kubelet: {configPath: " + k.path + "}\n";
   EXPECT_HAS(error(use + "evictionHard: {memory.available: 1Gi}\n"),
              "evictionHard: is taken from the kubelet's configuration");
+  EXPECT_HAS(error(use + "evictionHard: {memory.pressure.full.avg10: 40, pid.available: 5%}\n"),
+             "only PSI thresholds stay in pressured's file");
+  // PSI thresholds are pressured's own: they stay beside the kubelet's.
+  Config psi = load(use + "evictionHard: {memory.pressure.full.avg10: 40}\n");
+  ASSERT_NE(find(psi, Signal::MemoryPressureFullAvg10, ThresholdKind::Hard), nullptr);
+  EXPECT_DOUBLE_EQ(find(psi, Signal::MemoryAvailable, ThresholdKind::Hard)->value.quantity, 500 * kMi);
+  EXPECT_HAS(describe_sources(psi), "evictionHard.memory.pressure.full.avg10: 40  <- configuration text");
   EXPECT_HAS(error("kubelet: {thresholdOffset: {memory.available: 50Mi}}\n"), "needs kubelet.configPath");
   EXPECT_HAS(error("kubelet: {configPath: " + k.path + ", thresholdOffset: {memory.available: 1%}}\n"),
              "are not of one kind");

@@ -1047,11 +1047,27 @@ Result<ThresholdValue> add_offset(const ThresholdValue& t, const ThresholdValue&
 Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>& own_keys, Ctx& ctx) {
   const std::string& path = cfg.kubelet.config_path;
   const std::string via = ctx.where("kubelet.configPath", "kubelet.configPath");
-  for (const auto& [k, n] : own_keys) {
-    if (is_kubelet_eviction_key(k)) {
-      return field_error(ctx.where(k, k), "is taken from the kubelet's configuration " + path + " (" + via +
-                                              "); remove it here (kubelet.thresholdOffset raises thresholds)");
+  // PSI thresholds are pressured's own (the kubelet has no such signal):
+  // they stay in pressured's file beside the kubelet's settings.
+  auto psi_only = [](const Node& n) {
+    if (!n.IsMap()) return false;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      auto sig = parse_signal(it->first.as<std::string>());
+      if (!sig || !info(*sig).is_psi) return false;
     }
+    return true;
+  };
+  for (const auto& [k, n] : own_keys) {
+    const bool thresholds = k == "evictionHard" || k == "evictionSoft" || k == "evictionSoftGracePeriod";
+    if (is_kubelet_eviction_key(k) && !(thresholds && psi_only(n))) {
+      return field_error(ctx.where(k, k), "is taken from the kubelet's configuration " + path + " (" + via +
+                                              "); remove it here (kubelet.thresholdOffset raises thresholds; "
+                                              "only PSI thresholds stay in pressured's file)");
+    }
+  }
+  std::vector<Threshold> own_psi;
+  for (const auto& t : cfg.eviction.thresholds) {
+    if (info(t.signal).is_psi) own_psi.push_back(t);
   }
   // A node without the file (kubelet.ifMissing: kubeletDefaults): its
   // kubelet runs with the defaults unless its flags say otherwise, which
@@ -1109,13 +1125,15 @@ Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>
   const std::string from = "kubelet configuration " + path;
   const bool offset_flag = ctx.origin.count("kubelet.thresholdOffset") != 0;
   const std::string offset_via = offset_flag ? ctx.origin.at("kubelet.thresholdOffset") : "kubelet.thresholdOffset";
-  // An offset must raise something: one for a signal the kubelet has no
-  // threshold of is a mistake (a typo, or the wrong node's file).
+  // An offset for a signal the kubelet has no threshold of raises nothing:
+  // said, not refused (one DaemonSet's offsets serve nodes whose kubelets
+  // set different thresholds).
   for (const auto& [sig, off] : cfg.kubelet.offsets) {
     if (std::none_of(ev.thresholds.begin(), ev.thresholds.end(), [&](const Threshold& t) { return t.signal == sig; })) {
-      return field_error(ctx.where("kubelet.thresholdOffset", "kubelet.thresholdOffset." + std::string(name(sig))),
-                         "the kubelet's configuration " + path + (missing ? " (absent: its defaults)" : "") +
-                             " has no " + std::string(name(sig)) + " threshold to raise");
+      ctx.warnings.push_back(ctx.where("kubelet.thresholdOffset", "kubelet.thresholdOffset." + std::string(name(sig))) +
+                             ": raises nothing: the kubelet's configuration " + path +
+                             (missing ? " (absent: its defaults)" : "") + " has no " + std::string(name(sig)) +
+                             " threshold");
     }
   }
   for (auto& t : ev.thresholds) {
@@ -1137,6 +1155,7 @@ Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>
     if (k != "evictionHard" && k != "evictionSoft") cfg.sources[k] = from;
   }
   for (const auto& w : kctx.warnings) ctx.warnings.push_back(path + ": " + w);
+  ev.thresholds.insert(ev.thresholds.end(), own_psi.begin(), own_psi.end());
   cfg.eviction = std::move(ev);
   return {};
 }
@@ -1557,6 +1576,17 @@ Node dump_node(const Config& c, bool kubelet_owned) {
   }
   if (!kubelet_owned && !c.kubelet.config_path.empty()) {
     for (const char* k : kKubeletEvictionKeys) root.remove(k);
+    // pressured's own PSI thresholds stay (apply_kubelet_config keeps them).
+    for (const auto& t : ev.thresholds) {
+      if (!info(t.signal).is_psi) continue;
+      const std::string sig(name(t.signal));
+      if (t.kind == ThresholdKind::Hard) {
+        root["evictionHard"][sig] = format_threshold_value(t.value);
+      } else {
+        root["evictionSoft"][sig] = format_threshold_value(t.value);
+        root["evictionSoftGracePeriod"][sig] = format_duration(t.grace_period);
+      }
+    }
   }
   return root;
 }
