@@ -229,7 +229,10 @@ int run_daemon(const ConfigOptions& options) {
   // empty file and one not ending in '...' (possibly cut mid-write).
   deps.reload = [options] {
     auto c = reload_config(options);
-    if (c) log_kubelet_thresholds(*c);
+    if (!c) return c;
+    // The defaults taken at start, so that a reload compares like with like.
+    if (c->kubernetes.node_name.empty()) c->kubernetes.node_name = hostname();
+    log_kubelet_thresholds(*c);
     return c;
   };
   if (!options.config_path.empty()) {
