@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "kernel/hot_file.hpp"
 #include "pressured/build_info.hpp"
 
 int main(int argc, char** argv) {
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
       pressured::cli::add_run(app),     pressured::cli::add_check_config(app),
       pressured::cli::add_simulate(app), pressured::cli::add_top(app),
       pressured::cli::add_demo(app),     pressured::cli::add_install_seccomp(app),
+      pressured::cli::add_uninstall(app),
   };
 
   try {
@@ -23,6 +25,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Every command that observes keeps files open per pod.
+  pressured::kernel::HotFile::size_for_process();
   for (auto& c : commands) {
     if (c.sub->parsed()) {
       try {
