@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,6 +104,7 @@ struct PodSourceConfig {
   Duration watch_timeout = std::chrono::seconds(60);  // server-side timeoutSeconds of one watch
   std::string kubeconfig;
   std::string node_name;
+  bool operator==(const PodSourceConfig&) const = default;
 };
 
 struct ObserveConfig {
@@ -126,6 +128,7 @@ struct ObserveConfig {
   // Container runtime root: overlay upper dirs (writable layers) below it are
   // counted in pod ephemeral storage; empty: imagefs_path.
   std::string runtime_root;
+  bool operator==(const ObserveConfig&) const = default;
 };
 
 enum class BpfMode : uint8_t { Auto, On, Off };
@@ -153,6 +156,7 @@ struct EventsConfig {
   // 1-99: run the reactor thread SCHED_FIFO at this priority (needs CAP_SYS_NICE; without it the
   // daemon warns and runs SCHED_OTHER); 0: off. On by default: detection p99 < 1 ms on a busy node.
   int reactor_rt_priority = 10;
+  bool operator==(const EventsConfig&) const = default;
 };
 
 struct K8sConfig {
@@ -165,6 +169,7 @@ struct K8sConfig {
   // pressured's matching condition is true (needs `patch nodes`).
   bool taint_nodes = true;
   std::string taint_key_prefix = "pressured.io/";
+  bool operator==(const K8sConfig&) const = default;
 };
 
 struct MetricsConfig {
@@ -173,6 +178,7 @@ struct MetricsConfig {
   // node_exporter-style web configuration (TLS, basic auth, bearer token) for
   // the metrics port; empty: plain HTTP without authentication.
   std::string web_config_file;
+  bool operator==(const MetricsConfig&) const = default;
 };
 
 struct LogConfig {
@@ -197,9 +203,16 @@ struct DaemonConfig {
 /// The node's own KubeletConfiguration as the source of the eviction settings
 /// (`kubelet:` section, --kubelet-config), so pressured and the kubelet cannot
 /// drift apart; per-signal offsets put pressured's thresholds above them.
+/// What a missing KubeletConfiguration file means (kubelet.ifMissing): an
+/// error (a path given by hand is expected to exist), or the kubelet's
+/// defaults (a DaemonSet spans nodes with and without the file; a kubelet
+/// without one runs with its defaults unless flags say otherwise).
+enum class KubeletConfigMissing : uint8_t { Error, KubeletDefaults };
+
 struct KubeletConfigSource {
   std::string config_path;                    // empty: not used
   std::map<Signal, ThresholdValue> offsets;   // added to the kubelet's thresholds
+  KubeletConfigMissing if_missing = KubeletConfigMissing::Error;
 };
 
 struct Config {
@@ -214,6 +227,32 @@ struct Config {
   MetricsConfig metrics;
   LogConfig log;
   DaemonConfig daemon;
+};
+
+/// The configuration in force, held once and read by everything that acts on
+/// it (the daemon, the engine, the eviction policy, the executor): a reload
+/// replaces the whole snapshot, so no part keeps an older copy of a value
+/// and nothing has to be told. Readers that derive something from it (the
+/// engine's threshold order, the policy's deadlines) re-derive it when
+/// generation() moves. A snapshot is immutable: whoever needs one
+/// configuration throughout a piece of work keeps the pointer it took.
+/// Owned by the event loop's thread (replaced on SIGHUP, read by evaluations).
+class LiveConfig {
+ public:
+  explicit LiveConfig(Config config) : current_(std::make_shared<const Config>(std::move(config))) {}
+
+  const Config& get() const { return *current_; }
+  std::shared_ptr<const Config> snapshot() const { return current_; }
+  /// Moves with every replace().
+  uint64_t generation() const { return generation_; }
+  void replace(Config config) {
+    current_ = std::make_shared<const Config>(std::move(config));
+    ++generation_;
+  }
+
+ private:
+  std::shared_ptr<const Config> current_;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace pressured

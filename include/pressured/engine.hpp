@@ -6,6 +6,7 @@
 
 #include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -207,7 +208,12 @@ std::vector<std::size_t> threshold_eviction_order(const std::vector<Threshold>& 
 /// Ranking and decisions per the kubelet's eviction policy, see docs/engine.md.
 class Engine {
  public:
+  /// An engine with a configuration of its own (simulate, top, tests).
   explicit Engine(EvictionConfig config);
+  /// The daemon's: reads the eviction section of the configuration in force;
+  /// a reload (LiveConfig::replace) applies from the next evaluate(), and the
+  /// state of thresholds that are gone is dropped then.
+  explicit Engine(std::shared_ptr<const LiveConfig> config);
 
   /// Evaluates every threshold against `snapshot` at time `now` and returns the
   /// node conditions and the pods it would evict (one per lane), leaving out
@@ -215,10 +221,11 @@ class Engine {
   /// nothing about pods. `now` must not go backwards.
   Decisions evaluate(const NodeSnapshot& snapshot, TimePoint now, const std::vector<std::string>& excluded = {});
 
-  const EvictionConfig& config() const { return config_; }
+  const EvictionConfig& config() const { return live_->get().eviction; }
 
-  /// Replaces the configuration (SIGHUP). State for thresholds that still
-  /// exist (same signal and kind) is kept.
+  /// Gives the engine a configuration of its own in place of the one it
+  /// read (simulate's events). State for thresholds that still exist (same
+  /// signal and kind) is kept.
   void reconfigure(EvictionConfig config);
 
   /// The engine's memory (checkpointed by the daemon); valid until the next
@@ -231,8 +238,11 @@ class Engine {
  private:
   void compute_eviction_order();
   void drop_unconfigured(EngineState& state) const;
+  /// Re-derives what comes from the configuration when it was replaced.
+  void follow();
 
-  EvictionConfig config_;
+  std::shared_ptr<const LiveConfig> live_;
+  uint64_t generation_ = 0;  // of live_ when last derived
   EngineState state_;
   std::vector<std::size_t> eviction_order_;  // threshold indexes, most urgent first
 };

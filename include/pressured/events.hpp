@@ -183,6 +183,12 @@ std::string_view name(AttachKind k);
 /// Latency histogram bucket upper bounds (µs) for kernel event -> handler.
 inline constexpr std::array<uint32_t, 12> kLatencyBucketsUs{10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 100000, 1000000};
 
+/// pressured_resyncs_total has one writer, the reactor's counters: the full
+/// observation at start (counted by `pressured run` once it is done) and the
+/// one after lost ring-buffer events.
+inline constexpr std::string_view kResyncsHelp =
+    "Full resynchronisations from the cgroup files, by reason: startup, or ring_buffer_overflow (events were lost).";
+
 inline constexpr std::string_view kPostedTasksHelp =
     "Work handed to the reactor thread to run after the current dispatch (an evaluation while an eviction is in "
     "flight, a finished disk reclaim), by result: run, or rejected because the bounded queue was full (the work "
@@ -194,8 +200,8 @@ inline constexpr std::string_view kPostedTasksHelp =
 #define PRESSURED_EVENT_STATS(COUNTER, GAUGE)                                                                    \
   COUNTER(ringbuf_drops, "pressured_ring_buffer_dropped_events_total", "",                                      \
           "Events lost because the BPF ring buffer was full (each loss is followed by a resync).")               \
-  COUNTER(resyncs, "pressured_resyncs_total", "reason=ring_buffer_overflow",                                    \
-          "Full resynchronisations from the cgroup files, by reason.")                                          \
+  COUNTER(resyncs, "pressured_resyncs_total", "reason=ring_buffer_overflow", ::pressured::kResyncsHelp)       \
+  COUNTER(startup_resyncs, "pressured_resyncs_total", "reason=startup", ::pressured::kResyncsHelp)              \
   COUNTER(safety_net_ticks, "pressured_safety_net_polls_total", "",                                             \
           "Safety-net polls run (a full observation every events.safetyNetInterval, whatever the events say).") \
   COUNTER(wakeups, "pressured_reactor_wakeups_total", "",                                                       \

@@ -230,12 +230,6 @@ class Metrics {
   // polls are counted by the reactor (EventStats, pressured/events.hpp) and
   // exported with export_stats; missed crossings by the daemon (DaemonStats).
 
-  /// A full resynchronisation from the cgroup files for a reason other than
-  /// lost events ("startup", "reload", ...; the reactor counts
-  /// reason="ring_buffer_overflow" itself).
-  /// -> pressured_resyncs_total {reason}
-  void resync(std::string_view reason);
-
   /// How a BPF program was attached (mode: "tp_btf", "raw_tp", "fentry",
   /// "kprobe", "tracepoint", "off") and why (e.g. "fentry: EPERM"; empty when
   /// the preferred mode worked). Replaces the program's previous series.

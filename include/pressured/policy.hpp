@@ -30,6 +30,7 @@
 // a victim running again is killed again as the same eviction.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,6 +78,9 @@ struct PolicyConfig {
 /// The policy's settings from the daemon's configuration. `api`: a
 /// Kubernetes reporter is in use.
 PolicyConfig policy_config(const DaemonConfig& daemon, bool api);
+/// `base` with the fields the daemon's configuration sets (timeouts, the
+/// soft kill margin, dry run, the disk reclaim command) taken from `daemon`.
+PolicyConfig with_daemon_config(PolicyConfig base, const DaemonConfig& daemon);
 
 /// One eviction the policy is driving.
 struct InFlightEviction {
@@ -181,7 +185,14 @@ std::string_view name(PolicyAction::Kind kind);
 
 class EvictionPolicy {
  public:
+  /// A policy with settings of its own (simulate, tests).
   explicit EvictionPolicy(PolicyConfig config);
+  /// The daemon's: `base` holds what is not configuration (the API in use,
+  /// the id prefix, the watch intervals); the rest is read from the daemon
+  /// section of the configuration in force. A reload (LiveConfig::replace)
+  /// applies from the next step(), to the evictions in flight too: the grace
+  /// ends still to come are re-derived from it, as after a restart.
+  EvictionPolicy(std::shared_ptr<const LiveConfig> config, PolicyConfig base);
 
   /// Uids the engine must leave out of its ranking: victims in flight and
   /// those still observed after their eviction.
@@ -203,7 +214,7 @@ class EvictionPolicy {
   std::vector<PolicyAction> step(TimePoint now, const NodeSnapshot& snapshot, const Decisions& decisions,
                                  const std::vector<std::string>& exited);
 
-  void reconfigure(PolicyConfig config) { config_ = std::move(config); }
+  /// The settings in force (as of the last step() for a daemon's policy).
   const PolicyConfig& config() const { return config_; }
 
   /// The policy's memory (checkpointed). After restore() the next step()
@@ -230,6 +241,11 @@ class EvictionPolicy {
   bool holds_lane(Lane lane, TimePoint now) const;
 
  private:
+  /// Takes a replaced configuration (LiveConfig::generation moved).
+  void follow();
+  /// The local kill of every eviction in flight not killed yet, from its
+  /// decision, its grace period and the margin now configured.
+  void rederive_grace_ends();
   void resume(TimePoint now, const NodeSnapshot& snapshot, std::vector<PolicyAction>& out);
   void take_answers(const std::vector<ApiAnswer>& answers, std::vector<PolicyAction>& out);
   void progress(TimePoint now, const NodeSnapshot& snapshot, const std::vector<std::string>& exited,
@@ -247,6 +263,8 @@ class EvictionPolicy {
   void kill(InFlightEviction& f, TimePoint now);
 
   PolicyConfig config_;
+  std::shared_ptr<const LiveConfig> live_;  // null: config_ is the policy's own
+  uint64_t generation_ = 0;                 // of live_ when config_ was derived
   PolicyState state_;
   bool restored_ = false;  // the next step() resumes a restored state
 };

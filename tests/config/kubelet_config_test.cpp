@@ -119,12 +119,100 @@ TEST(KubeletConfig, FlagAndDefaultsOfTheKubelet) {
   EXPECT_HAS(describe_sources(c), "kubelet.configPath: " + k.path + "  <- flag --kubelet-config");
 }
 
+TEST(KubeletConfig, OffsetFlagRaisesTheKubeletsThresholds) {
+  KubeletFile k;
+  k.write(kKubelet);
+  ConfigOptions f;
+  f.kubelet_config = k.path;
+  f.kubelet_threshold_offset = "memory.available=50Mi, nodefs.available=2%";
+  Config c = load("", f);
+  EXPECT_DOUBLE_EQ(find(c, Signal::MemoryAvailable, ThresholdKind::Hard)->value.quantity, 550 * kMi);
+  EXPECT_DOUBLE_EQ(find(c, Signal::MemoryAvailable, ThresholdKind::Soft)->value.quantity, 1024 * kMi + 50 * kMi)
+      << "an offset raises the soft threshold of its signal too";
+  EXPECT_DOUBLE_EQ(find(c, Signal::NodefsAvailable, ThresholdKind::Hard)->value.percent, 12);
+  const std::string s = describe_sources(c);
+  EXPECT_HAS(s, "evictionHard.memory.available: 550Mi  <- kubelet configuration " + k.path +
+                    " (500Mi) + --kubelet-threshold-offset 50Mi");
+  EXPECT_HAS(s, "kubelet.thresholdOffset: {memory.available: 50Mi, nodefs.available: 2%}  <- flag "
+                "--kubelet-threshold-offset");
+  // The flag replaces the file's offsets.
+  Config both = load("kubelet: {thresholdOffset: {memory.available: 10Mi, nodefs.inodesFree: 1%}}\n", f);
+  EXPECT_DOUBLE_EQ(find(both, Signal::MemoryAvailable, ThresholdKind::Hard)->value.quantity, 550 * kMi);
+  EXPECT_EQ(both.kubelet.offsets.count(Signal::NodefsInodesFree), 0u);
+
+  // Clear errors, each naming the flag.
+  auto flag_error = [&](const std::string& list) {
+    ConfigOptions g = f;
+    g.kubelet_threshold_offset = list;
+    return error("", g);
+  };
+  EXPECT_HAS(flag_error("memory.available:50Mi"),
+             "--kubelet-threshold-offset: 'memory.available:50Mi' is not <signal>=<value>");
+  EXPECT_HAS(flag_error("memory.avail=50Mi"), "unknown signal 'memory.avail'");
+  EXPECT_HAS(flag_error("memory.available=fifty"),
+             "kubelet.thresholdOffset.memory.available (--kubelet-threshold-offset)");
+  EXPECT_HAS(flag_error("memory.available=-5Mi"), "is negative");
+  EXPECT_HAS(flag_error("memory.pressure.some.avg10=5"), "is not a signal of the kubelet's configuration");
+  EXPECT_HAS(flag_error("memory.available=1%"), "are not of one kind");
+  {
+    // An offset for a signal the kubelet has no threshold of raises nothing: a warning.
+    ConfigOptions g = f;
+    g.kubelet_threshold_offset = "memory.available=50Mi,pid.available=100";
+    std::vector<std::string> w;
+    auto r = parse_config_yaml("", g, &w);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    ASSERT_EQ(w.size(), 1u);
+    EXPECT_HAS(w[0], "kubelet.thresholdOffset.pid.available (--kubelet-threshold-offset): raises nothing: the "
+                     "kubelet's configuration " + k.path + " has no pid.available threshold");
+  }
+  ConfigOptions no_file;
+  no_file.kubelet_threshold_offset = "memory.available=50Mi";
+  EXPECT_HAS(error("", no_file), "kubelet.thresholdOffset (--kubelet-threshold-offset): needs kubelet.configPath");
+}
+
+// A DaemonSet spans nodes with and without the kubelet's file: with
+// ifMissing: kubeletDefaults a node without it runs on the kubelet's
+// defaults (plus offsets), says so, and does not fail; by default a
+// missing file stays an error.
+TEST(KubeletConfig, MissingFileTakesTheKubeletsDefaultsWhenAskedTo) {
+  const std::string gone = ::testing::TempDir() + "/pressured-no-kubelet-" + std::to_string(::getpid()) + ".yaml";
+  std::remove(gone.c_str());
+  const std::string yaml = "kubelet: {configPath: " + gone +
+                           ", ifMissing: kubeletDefaults, thresholdOffset: {memory.available: 50Mi, "
+                           "nodefs.available: 1%}}\n";
+  std::vector<std::string> w;
+  auto r = parse_config_yaml(yaml, {}, &w);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_DOUBLE_EQ(find(*r, Signal::MemoryAvailable, ThresholdKind::Hard)->value.quantity, 150 * kMi)
+      << "the kubelet's default 100Mi + 50Mi";
+  EXPECT_DOUBLE_EQ(find(*r, Signal::NodefsAvailable, ThresholdKind::Hard)->value.percent, 11);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_HAS(w[0], gone + " does not exist on this node: taking the kubelet's default eviction settings");
+  EXPECT_HAS(describe_sources(*r), "evictionHard.memory.available: 150Mi  <- the kubelet's default (" + gone +
+                                       " does not exist) (100Mi) + kubelet.thresholdOffset 50Mi");
+  EXPECT_HAS(describe_sources(*r), "kubelet.ifMissing: kubeletDefaults  <- configuration text");
+  EXPECT_HAS(error("kubelet: {configPath: " + gone + "}\n"), gone);
+  EXPECT_HAS(error("kubelet: {configPath: " + gone + ", ifMissing: maybe}\n"), "kubelet.ifMissing");
+  // Present, the file is read as always.
+  KubeletFile k;
+  k.write(kKubelet);
+  Config c = load("kubelet: {configPath: " + k.path + ", ifMissing: kubeletDefaults}\n");
+  EXPECT_DOUBLE_EQ(find(c, Signal::MemoryAvailable, ThresholdKind::Hard)->value.quantity, 500 * kMi);
+}
+
 TEST(KubeletConfig, ErrorsNameTheFileAndTheField) {
   KubeletFile k;
   k.write("evictionHard: {memory.available: 500Mi}\n");
   const std::string use = "kubelet: {configPath: " + k.path + "}\n";
   EXPECT_HAS(error(use + "evictionHard: {memory.available: 1Gi}\n"),
              "evictionHard: is taken from the kubelet's configuration");
+  EXPECT_HAS(error(use + "evictionHard: {memory.pressure.full.avg10: 40, pid.available: 5%}\n"),
+             "only PSI thresholds stay in pressured's file");
+  // PSI thresholds are pressured's own: they stay beside the kubelet's.
+  Config psi = load(use + "evictionHard: {memory.pressure.full.avg10: 40}\n");
+  ASSERT_NE(find(psi, Signal::MemoryPressureFullAvg10, ThresholdKind::Hard), nullptr);
+  EXPECT_DOUBLE_EQ(find(psi, Signal::MemoryAvailable, ThresholdKind::Hard)->value.quantity, 500 * kMi);
+  EXPECT_HAS(describe_sources(psi), "evictionHard.memory.pressure.full.avg10: 40  <- configuration text");
   EXPECT_HAS(error("kubelet: {thresholdOffset: {memory.available: 50Mi}}\n"), "needs kubelet.configPath");
   EXPECT_HAS(error("kubelet: {configPath: " + k.path + ", thresholdOffset: {memory.available: 1%}}\n"),
              "are not of one kind");

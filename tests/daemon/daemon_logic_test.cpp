@@ -274,6 +274,37 @@ TEST(DaemonLogic, ReloadRejectsInvalidConfigAndKeepsTheOld) {
   EXPECT_EQ(r.ev.calls, std::vector<std::string>{"kill be"});
 }
 
+// One configuration in force: a reload swaps the snapshot the daemon, the
+// engine, the policy and the executor all read (none keeps a copy to be
+// re-synced by hand). What the running process was built from (events,
+// observation, API, metrics) stays as it runs until a restart, and the
+// snapshot says so.
+TEST(DaemonLogic, ReloadSwapsTheOneConfigurationEveryPartReads) {
+  Rig r;
+  r.obs.add("be", QosClass::BestEffort, 700 * MiB);  // 324 MiB available
+  Config next = base_config();
+  r.make(base_config(), [&next] { return next; });
+  r.d->evaluate(at(1), "test", std::nullopt);
+  EXPECT_TRUE(r.ev.calls.empty());
+  const Duration safety_net = r.d->config().events.safety_net_interval;
+
+  next.eviction.thresholds = {threshold(ThresholdKind::Hard, 400 * MiB)};  // the engine's
+  next.daemon.dry_run = true;                                              // the policy's and the executor's
+  next.daemon.kill_timeout = 7s;
+  next.events.safety_net_interval = safety_net + 4s;  // needs a restart
+  r.d->on_signal(SIGHUP);
+  EXPECT_EQ(r.scraped("pressured_config_reloads_total", {{"result", "success"}}), 1u);
+  EXPECT_EQ(r.d->config().eviction.thresholds, next.eviction.thresholds);
+  EXPECT_TRUE(r.d->config().daemon.dry_run);
+  EXPECT_EQ(r.d->config().events.safety_net_interval, safety_net) << "the reactor still polls at the old interval";
+
+  r.d->evaluate(at(2), "test", std::nullopt);
+  EXPECT_TRUE(r.ev.calls.empty()) << "the executor reads the dry run now in force";
+  ASSERT_EQ(r.dry.calls().size(), 1u) << "the engine decides on the new threshold";
+  EXPECT_TRUE(r.d->policy().config().dry_run);
+  EXPECT_EQ(r.d->policy().config().kill_timeout, 7s);
+}
+
 TEST(DaemonLogic, RestartRestoresSoftGraceAndTheEvictionInFlight) {
   std::string state = temp_state();
   Config c = base_config(state);

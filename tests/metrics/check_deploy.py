@@ -9,7 +9,9 @@ the fields they use (unknown keys are typos and fail), and for consistency:
     liveness /healthz and readiness /readyz on the port the ConfigMap's
     metrics.listen uses, scrape annotations with that port, every mount has a
     volume, the host paths pressured needs are mounted, the state file and
-    procRoot live on mounts, capabilities drop ALL and add only documented ones;
+    procRoot live on mounts, the kubelet's configuration (kubelet.configPath) on
+    a read-only one, read with kubelet.ifMissing: kubeletDefaults; capabilities
+    drop ALL and add only documented ones;
     host /proc is read only except /proc/pressure (PSI triggers); seccomp is
     the shipped Localhost profile, never Unconfined, installed by an init
     container of the same image (`pressured install-seccomp`) into the
@@ -362,6 +364,17 @@ def check_daemonset(c, ds, config, sa_name, cm_name, operations_md, version=None
             path = config.get("cgroup", {}).get(key, default)
             if not on_mount(path, writable):
                 c.fail(f"{w}: cgroup.{key} {path} is not on a{' writable' if writable else ''} host mount")
+        # The kubelet's own KubeletConfiguration, when the eviction settings come
+        # from it: on a read-only host mount (pressured never writes it), and a
+        # node without it must not stop the pod (kubelet.ifMissing).
+        kubelet = config.get("kubelet") or {}
+        if kubelet.get("configPath"):
+            kpath = kubelet["configPath"]
+            if not on_mount(kpath, writable=False) or on_mount(kpath, writable=True):
+                c.fail(f"{w}: kubelet.configPath {kpath} is not on a read-only host mount")
+            if kubelet.get("ifMissing") != "kubeletDefaults":
+                c.fail(f"{w}: kubelet.ifMissing must be kubeletDefaults: a node without {kpath} would "
+                       f"crash-loop the pod")
         # Host /proc: read only, except /proc/pressure (PSI triggers are writes).
         proc_root = config.get("cgroup", {}).get("procRoot", "/proc")
         if on_mount(proc_root, writable=True):

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <map>
@@ -341,6 +342,8 @@ const EnumNames<BpfMode> kBpfModes{{"auto", BpfMode::Auto}, {"on", BpfMode::On},
 const EnumNames<DaemonSetPolicy> kDaemonSetPolicies{
     {"evictLast", DaemonSetPolicy::EvictLast}, {"normal", DaemonSetPolicy::Normal}, {"never", DaemonSetPolicy::Never}};
 const EnumNames<Ranking> kRankings{{"qosFirst", Ranking::QosFirst}, {"kubelet", Ranking::Kubelet}};
+const EnumNames<KubeletConfigMissing> kKubeletMissing{{"error", KubeletConfigMissing::Error},
+                                                      {"kubeletDefaults", KubeletConfigMissing::KubeletDefaults}};
 
 struct Section {
   std::string name;
@@ -380,7 +383,11 @@ Field<KubeletConfigSource> offsets_field(std::string key) {
             if (!n.IsMap()) return value_error(w, n, "is not a mapping of signal to quantity or percentage");
             for (auto it = n.begin(); it != n.end(); ++it) {
               const std::string sig_name = it->first.as<std::string>();
-              const std::string path = w + "." + sig_name;
+              // "kubelet.thresholdOffset.memory.available", with " (--flag)" after it when a flag set it.
+              const std::size_t flag_at = w.find(" (");
+              const std::string path = flag_at == std::string::npos
+                                           ? w + "." + sig_name
+                                           : w.substr(0, flag_at) + "." + sig_name + w.substr(flag_at);
               auto sig = parse_signal(sig_name);
               if (!sig) return field_error(path, "unknown signal '" + sig_name + "'");
               if (info(*sig).is_psi) return field_error(path, "is not a signal of the kubelet's configuration");
@@ -472,6 +479,7 @@ const std::vector<Section>& sections() {
                                    {
                                        string_field("configPath", &KubeletConfigSource::config_path),
                                        offsets_field("thresholdOffset"),
+                                       enum_field("ifMissing", &KubeletConfigSource::if_missing, kKubeletMissing),
                                    }),
       section<DaemonConfig>("daemon", daemon_of,
                             {
@@ -524,6 +532,10 @@ const FlagSpec kFlags[] = {
      "How long a condition stays true after its last met threshold (Go duration, default 5m)"},
     {"--kubelet-config", &ConfigOptions::kubelet_config, "kubelet", "configPath", FlagSyntax::Scalar,
      "The node's KubeletConfiguration file: take its eviction settings (plus kubelet.thresholdOffset)"},
+    {"--kubelet-threshold-offset", &ConfigOptions::kubelet_threshold_offset, "kubelet", "thresholdOffset",
+     FlagSyntax::AssignList,
+     "Raise the kubelet's thresholds, e.g. \"memory.available=50Mi,nodefs.available=1%\" (replaces "
+     "kubelet.thresholdOffset; needs --kubelet-config)"},
     {"--ranking", &ConfigOptions::ranking, "", "ranking", FlagSyntax::Scalar,
      "qosFirst (default: QoS class first) or kubelet (the kubelet's orders exactly)"},
     {"--cgroup-root", &ConfigOptions::cgroup_root, "cgroup", "cgroupRoot", FlagSyntax::Scalar,
@@ -629,8 +641,19 @@ Result<void> apply_flags(Node& root, const ConfigOptions& o, Ctx& ctx) {
     } else {
       auto list = parse_flag_list(spec, *v);
       if (!list) return list.error();
-      root[spec.key] = *list;
-      ctx.origin[spec.key] = spec.flag;
+      if (spec.section[0] == '\0') {
+        root[spec.key] = *list;
+        ctx.origin[spec.key] = spec.flag;
+      } else {
+        Node sec = root[spec.section];
+        if (sec && !sec.IsMap() && !sec.IsNull()) return Error{EINVAL, std::string(spec.section) + ": is not a mapping"};
+        if (!sec || sec.IsNull()) {
+          root[spec.section] = Node(YAML::NodeType::Map);
+          sec = root[spec.section];
+        }
+        sec[spec.key] = *list;
+        ctx.origin[std::string(spec.section) + "." + spec.key] = spec.flag;
+      }
     }
   }
   // Flags that imply a second setting.
@@ -1024,26 +1047,55 @@ Result<ThresholdValue> add_offset(const ThresholdValue& t, const ThresholdValue&
 Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>& own_keys, Ctx& ctx) {
   const std::string& path = cfg.kubelet.config_path;
   const std::string via = ctx.where("kubelet.configPath", "kubelet.configPath");
+  // PSI thresholds are pressured's own (the kubelet has no such signal):
+  // they stay in pressured's file beside the kubelet's settings.
+  auto psi_only = [](const Node& n) {
+    if (!n.IsMap()) return false;
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      auto sig = parse_signal(it->first.as<std::string>());
+      if (!sig || !info(*sig).is_psi) return false;
+    }
+    return true;
+  };
   for (const auto& [k, n] : own_keys) {
-    if (is_kubelet_eviction_key(k)) {
+    const bool thresholds = k == "evictionHard" || k == "evictionSoft" || k == "evictionSoftGracePeriod";
+    if (is_kubelet_eviction_key(k) && !(thresholds && psi_only(n))) {
       return field_error(ctx.where(k, k), "is taken from the kubelet's configuration " + path + " (" + via +
-                                              "); remove it here (kubelet.thresholdOffset raises thresholds)");
+                                              "); remove it here (kubelet.thresholdOffset raises thresholds; "
+                                              "only PSI thresholds stay in pressured's file)");
     }
   }
-  auto text = read_config_file(path);
-  if (!text) return Error{text.error().code, via + ": " + text.error().message};
-  if (auto g = check_yaml(*text); !g) return Error{EINVAL, path + ": " + g.error().message};
-  Node root;
-  try {
-    root = YAML::Load(*text);
-  } catch (const YAML::Exception& e) {
-    return Error{EINVAL, path + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg};
+  std::vector<Threshold> own_psi;
+  for (const auto& t : cfg.eviction.thresholds) {
+    if (info(t.signal).is_psi) own_psi.push_back(t);
   }
-  if (!root.IsMap()) return Error{EINVAL, path + ": is not a KubeletConfiguration (not a mapping)"};
-  const Node kind = root["kind"], api = root["apiVersion"];
-  if (!kind || !kind.IsScalar() || kind.Scalar() != "KubeletConfiguration" || !api || !api.IsScalar() ||
-      api.Scalar() != "kubelet.config.k8s.io/v1beta1") {
-    return Error{EINVAL, path + ": is not a KubeletConfiguration of apiVersion kubelet.config.k8s.io/v1beta1"};
+  // A node without the file (kubelet.ifMissing: kubeletDefaults): its
+  // kubelet runs with the defaults unless its flags say otherwise, which
+  // pressured cannot see; said at every load (start, each reload).
+  bool missing = false;
+  std::error_code ec;
+  if (cfg.kubelet.if_missing == KubeletConfigMissing::KubeletDefaults && !std::filesystem::exists(path, ec) && !ec) {
+    missing = true;
+    ctx.warnings.push_back(via + ": " + path +
+                           " does not exist on this node: taking the kubelet's default eviction settings "
+                           "(kubelet.ifMissing: kubeletDefaults); a kubelet configured by flags is not seen");
+  }
+  Node root(YAML::NodeType::Map);
+  if (!missing) {
+    auto text = read_config_file(path);
+    if (!text) return Error{text.error().code, via + ": " + text.error().message};
+    if (auto g = check_yaml(*text); !g) return Error{EINVAL, path + ": " + g.error().message};
+    try {
+      root = YAML::Load(*text);
+    } catch (const YAML::Exception& e) {
+      return Error{EINVAL, path + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg};
+    }
+    if (!root.IsMap()) return Error{EINVAL, path + ": is not a KubeletConfiguration (not a mapping)"};
+    const Node kind = root["kind"], api = root["apiVersion"];
+    if (!kind || !kind.IsScalar() || kind.Scalar() != "KubeletConfiguration" || !api || !api.IsScalar() ||
+        api.Scalar() != "kubelet.config.k8s.io/v1beta1") {
+      return Error{EINVAL, path + ": is not a KubeletConfiguration of apiVersion kubelet.config.k8s.io/v1beta1"};
+    }
   }
   std::map<std::string, Node> keys;
   for (auto it = root.begin(); it != root.end(); ++it) {
@@ -1071,17 +1123,30 @@ Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>
   Ctx kctx;
   if (auto r = decode_eviction(keys, ev, kctx); !r) return Error{EINVAL, path + ": " + r.error().message};
   const std::string from = "kubelet configuration " + path;
+  const bool offset_flag = ctx.origin.count("kubelet.thresholdOffset") != 0;
+  const std::string offset_via = offset_flag ? ctx.origin.at("kubelet.thresholdOffset") : "kubelet.thresholdOffset";
+  // An offset for a signal the kubelet has no threshold of raises nothing:
+  // said, not refused (one DaemonSet's offsets serve nodes whose kubelets
+  // set different thresholds).
+  for (const auto& [sig, off] : cfg.kubelet.offsets) {
+    if (std::none_of(ev.thresholds.begin(), ev.thresholds.end(), [&](const Threshold& t) { return t.signal == sig; })) {
+      ctx.warnings.push_back(ctx.where("kubelet.thresholdOffset", "kubelet.thresholdOffset." + std::string(name(sig))) +
+                             ": raises nothing: the kubelet's configuration " + path +
+                             (missing ? " (absent: its defaults)" : "") + " has no " + std::string(name(sig)) +
+                             " threshold");
+    }
+  }
   for (auto& t : ev.thresholds) {
     const std::string where = threshold_path(t);
     auto src = keys.count(t.kind == ThresholdKind::Hard ? "evictionHard" : "evictionSoft") != 0
                    ? from
-                   : "the kubelet's default, as " + path + " leaves it";
+               : missing ? "the kubelet's default (" + path + " does not exist)"
+                         : "the kubelet's default, as " + path + " leaves it";
     if (auto off = cfg.kubelet.offsets.find(t.signal); off != cfg.kubelet.offsets.end()) {
-      auto v = add_offset(t.value, off->second, where + " (" + path + " + kubelet.thresholdOffset." +
+      auto v = add_offset(t.value, off->second, where + " (" + path + " + " + offset_via + " " +
                                                     std::string(name(t.signal)) + ")");
       if (!v) return v.error();
-      src += " (" + format_threshold_value(t.value) + ") + kubelet.thresholdOffset " +
-             format_threshold_value(off->second);
+      src += " (" + format_threshold_value(t.value) + ") + " + offset_via + " " + format_threshold_value(off->second);
       t.value = *v;
     }
     cfg.sources[where] = src;
@@ -1090,6 +1155,7 @@ Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>
     if (k != "evictionHard" && k != "evictionSoft") cfg.sources[k] = from;
   }
   for (const auto& w : kctx.warnings) ctx.warnings.push_back(path + ": " + w);
+  ev.thresholds.insert(ev.thresholds.end(), own_psi.begin(), own_psi.end());
   cfg.eviction = std::move(ev);
   return {};
 }
@@ -1510,6 +1576,17 @@ Node dump_node(const Config& c, bool kubelet_owned) {
   }
   if (!kubelet_owned && !c.kubelet.config_path.empty()) {
     for (const char* k : kKubeletEvictionKeys) root.remove(k);
+    // pressured's own PSI thresholds stay (apply_kubelet_config keeps them).
+    for (const auto& t : ev.thresholds) {
+      if (!info(t.signal).is_psi) continue;
+      const std::string sig(name(t.signal));
+      if (t.kind == ThresholdKind::Hard) {
+        root["evictionHard"][sig] = format_threshold_value(t.value);
+      } else {
+        root["evictionSoft"][sig] = format_threshold_value(t.value);
+        root["evictionSoftGracePeriod"][sig] = format_duration(t.grace_period);
+      }
+    }
   }
   return root;
 }

@@ -36,6 +36,7 @@ struct ConfigOptions {
   std::optional<std::string> soft_eviction_grace_ceiling;    // seconds
   std::optional<std::string> ranking;                        // qosFirst | kubelet
   std::optional<std::string> kubelet_config;                 // the node's KubeletConfiguration file
+  std::optional<std::string> kubelet_threshold_offset;       // "memory.available=50Mi,nodefs.available=1%"
   std::optional<std::string> eviction_pressure_transition_period;  // Go duration
 
   // Observation (cgroup:, pods:).

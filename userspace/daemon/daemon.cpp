@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <utility>
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "cgroup/paths.hpp"
@@ -38,12 +39,13 @@ Daemon::Daemon(Config config, DaemonDeps deps)
         // restart keeps containerfs grace-period timing like any other.
         config.eviction.thresholds =
             with_containerfs_thresholds(std::move(config.eviction.thresholds), deps.containerfs_layout);
-        return std::move(config);
+        return std::make_shared<LiveConfig>(std::move(config));
       }()),
       deps_(std::move(deps)),
-      engine_(config_.eviction),
-      policy_([this] {
-        PolicyConfig p = policy_config(config_.daemon, deps_.reporter != nullptr);
+      engine_(config_),
+      policy_(config_, [this] {
+        PolicyConfig p;
+        p.api = deps_.reporter != nullptr;
         char prefix[24];
         std::snprintf(prefix, sizeof prefix, "%lx", static_cast<unsigned long>(std::time(nullptr)));
         p.id_prefix = prefix;
@@ -58,7 +60,7 @@ Daemon::Daemon(Config config, DaemonDeps deps)
                         },
                   deps_.metrics),
       alarms_(deps_.alarms),
-      executor_({deps_.evictor, deps_.reporter, deps_.metrics, &stats_, &config_.daemon,
+      executor_({deps_.evictor, deps_.reporter, deps_.metrics, &stats_, config_.get(),
                  [this] { start_disk_reclaim(); }}),
       disk_reclaim_(deps_.loop) {
   if (deps_.reporter != nullptr) {
@@ -74,7 +76,7 @@ Daemon::Daemon(Config config, DaemonDeps deps)
   }
   if (deps_.metrics) {
     stats_export_ = export_stats(*deps_.metrics, stats_);
-    deps_.metrics->set_thresholds(config_.eviction);
+    deps_.metrics->set_thresholds(this->config().eviction);
     for (auto k = static_cast<int>(PolicyAction::Kind::Start); k <= static_cast<int>(PolicyAction::Kind::RestartKill);
          ++k) {
       deps_.metrics->policy_action(name(static_cast<PolicyAction::Kind>(k)), 0);
@@ -110,7 +112,7 @@ void Daemon::restore_checkpoint() {
   auto loaded = checkpointer_.load();
   switch (loaded.status) {
     case CheckpointLoad::Missing:
-      spdlog::info("checkpoint {}: none, starting fresh", config_.daemon.state_file);
+      spdlog::info("checkpoint {}: none, starting fresh", config().daemon.state_file);
       return;
     case CheckpointLoad::Corrupt:
       ++stats_.checkpoint_corrupt;
@@ -146,7 +148,7 @@ void Daemon::restore_checkpoint() {
   report_busy();
   ++stats_.checkpoint_restored;
   conditions_.restored();
-  spdlog::info("checkpoint {} restored ({} soft thresholds timing, {} evictions in flight)", config_.daemon.state_file,
+  spdlog::info("checkpoint {} restored ({} soft thresholds timing, {} evictions in flight)", config().daemon.state_file,
                engine_.state().threshold_first_observed.size(), resumed);
 }
 
@@ -155,7 +157,7 @@ void Daemon::save_checkpoint() { checkpointer_.save(engine_.state(), policy_.sta
 void Daemon::maybe_checkpoint(TimePoint now) { checkpointer_.maybe_save(engine_.state(), policy_.state(), now); }
 
 Checkpointer Daemon::make_checkpointer() const {
-  Checkpointer c(config_.daemon.state_file, deps_.boot_id);
+  Checkpointer c(config().daemon.state_file, deps_.boot_id);
   if (Metrics* m = deps_.metrics) c.on_write([m](bool ok) { m->checkpoint_write(ok); });
   return c;
 }
@@ -206,7 +208,7 @@ void Daemon::arm_deadline(const Decisions& d, TimePoint now) {
   for (std::size_t c = 0; c < kConditionCount; ++c) {
     const auto& last = st.condition_last_met[c];
     if (!d.conditions[c] || !last || *last >= now) continue;
-    consider(*last + config_.eviction.pressure_transition_period + std::chrono::milliseconds(1));
+    consider(*last + config().eviction.pressure_transition_period + std::chrono::milliseconds(1));
   }
   // The policy's own: a grace end, a kill or release timeout, a restart check.
   if (auto p = policy_.next_deadline()) consider(*p);
@@ -259,32 +261,45 @@ bool Daemon::reload() {
     return false;
   }
   Config& n = *c;
+  const Config& old = config();
   n.eviction.thresholds = with_containerfs_thresholds(std::move(n.eviction.thresholds), deps_.containerfs_layout);
-  engine_.reconfigure(n.eviction);
-  {
-    PolicyConfig p = policy_config(n.daemon, deps_.reporter != nullptr);
-    p.id_prefix = policy_.config().id_prefix;
-    policy_.reconfigure(std::move(p));
+  // What the running process was built from stays in force until a restart
+  // (observation, event sources, the API connection, the metrics server, the
+  // log format): the snapshot says what is in force, not what the file wishes.
+  std::vector<std::string_view> needs_restart;
+  auto keep = [&](auto& fresh, const auto& running, std::string_view section) {
+    if (!(fresh == running)) needs_restart.push_back(section);
+    fresh = running;
+  };
+  keep(n.observe, old.observe, "cgroup/pods");
+  keep(n.events, old.events, "events");
+  keep(n.kubernetes, old.kubernetes, "kubernetes");
+  keep(n.metrics, old.metrics, "metrics");
+  keep(n.log.format, old.log.format, "log.format");
+  keep(n.daemon.lock_memory, old.daemon.lock_memory, "daemon.lockMemory");
+  if (!needs_restart.empty()) {
+    spdlog::warn("config reload: changes to {} take effect at the next restart; the running values stay",
+                 fmt::join(needs_restart, ", "));
   }
-  if (n.daemon.dry_run != config_.daemon.dry_run) {
+  if (n.daemon.dry_run != old.daemon.dry_run) {
     spdlog::info("reload: dry run {}", n.daemon.dry_run ? "on" : "off");
   }
-  const bool new_state_file = n.daemon.state_file != config_.daemon.state_file;
-  config_.eviction = n.eviction;
-  config_.daemon = n.daemon;
+  const bool new_state_file = n.daemon.state_file != old.daemon.state_file;
+  // One swap: the engine, the policy and the executor read this snapshot
+  // from their next evaluation (the policy re-derives the grace ends of the
+  // evictions in flight from it). `old` is not used after it.
+  config_->replace(std::move(n));
   if (new_state_file) {
     checkpointer_ = make_checkpointer();
     save_checkpoint();  // the new file holds the state from now on
   }
-  config_.log = n.log;
-  auto lvl = spdlog::level::from_str(n.log.level);
-  spdlog::set_level(lvl);
+  spdlog::set_level(spdlog::level::from_str(config().log.level));
   if (deps_.metrics) {
-    deps_.metrics->set_thresholds(config_.eviction);
+    deps_.metrics->set_thresholds(config().eviction);
     deps_.metrics->config_reload(true);
   }
-  spdlog::info("config reloaded: {} thresholds (observe/events/metrics/kubernetes changes need a restart)",
-               config_.eviction.thresholds.size());
+  spdlog::info("config reloaded: {} thresholds (cgroup/pods/events/metrics/kubernetes changes need a restart)",
+               config().eviction.thresholds.size());
   alarms_.clear_watches();  // re-armed with the new thresholds
   arm_watches();
   return true;
@@ -292,7 +307,7 @@ bool Daemon::reload() {
 
 void Daemon::arm_watches() {
   if (deps_.alarms == nullptr || deps_.observer == nullptr) return;
-  alarms_.apply(plan_alarms(config_.eviction.thresholds, last_,
+  alarms_.apply(plan_alarms(config().eviction.thresholds, last_,
                             alarm_reader_.read(deps_.observer->read_memcg_counters(), *deps_.alarms)));
 }
 
@@ -311,7 +326,7 @@ bool Daemon::observe_for_decision(TimePoint now, Observe observe, bool& full) {
   // eviction is in flight"). The poll mode takes a full observation.
   full = true;
   if (observe == Observe::PartialOk && last_full_observation_ &&
-      now - *last_full_observation_ < config_.events.effective_full_observation_interval()) {
+      now - *last_full_observation_ < config().events.effective_full_observation_interval()) {
     InFlightView in_flight;
     for (const auto& f : policy_.state().in_flight) in_flight.victims.push_back(f.eviction.uid);
     for (const Eviction& e : policy_.probes(now)) {
@@ -320,7 +335,7 @@ bool Daemon::observe_for_decision(TimePoint now, Observe observe, bool& full) {
       }
     }
     for (std::size_t l = 0; l < kLaneCount; ++l) in_flight.held[l] = policy_.holds_lane(static_cast<Lane>(l), now);
-    auto r = refresh_for_decision(*deps_.observer, last_, config_.eviction, policy_.excluded(), now, in_flight);
+    auto r = refresh_for_decision(*deps_.observer, last_, config().eviction, policy_.excluded(), now, in_flight);
     if (r) {
       full = false;
       ++stats_.incremental_evaluations;
@@ -423,9 +438,9 @@ void Daemon::probe_victims(TimePoint now, PolicyInputs& in) {
 }
 
 void Daemon::start_disk_reclaim() {
-  const auto& argv = config_.daemon.disk_reclaim_command;
+  const auto& argv = config().daemon.disk_reclaim_command;
   spdlog::info("disk pressure: running the reclaim command '{}' before evicting", argv.empty() ? "" : argv[0]);
-  disk_reclaim_.start(argv, config_.daemon.disk_reclaim_timeout,
+  disk_reclaim_.start(argv, config().daemon.disk_reclaim_timeout,
                       [this] { evaluate(MonotonicClock().now(), "disk_reclaim", std::nullopt); });
 }
 

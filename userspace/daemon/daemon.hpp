@@ -98,7 +98,9 @@ class Daemon final : public ReactorHandler {
 
   /// The daemon's own counters (exported into DaemonDeps::metrics when set).
   const DaemonStats& stats() const { return stats_; }
-  const Config& config() const { return config_; }
+  /// The configuration in force (one snapshot, shared with the engine, the
+  /// policy and the executor; a reload replaces it whole).
+  const Config& config() const { return config_->get(); }
   const EvictionPolicy& policy() const { return policy_; }
   /// The last snapshot (for the demo's display).
   const NodeSnapshot& last_snapshot() const { return last_; }
@@ -143,7 +145,7 @@ class Daemon final : public ReactorHandler {
   /// Calls DaemonDeps::on_busy_changed when busy() differs from what it was last told.
   void report_busy();
 
-  Config config_;
+  std::shared_ptr<LiveConfig> config_;
   DaemonDeps deps_;
   Engine engine_;
   EvictionPolicy policy_;

@@ -57,7 +57,7 @@ std::vector<std::string> EvictionExecutor::refuse_invalid(std::vector<Eviction>&
 }
 
 Evictor& EvictionExecutor::evictor() {
-  if (config_->dry_run && dry_evictor_ != nullptr) return *dry_evictor_;
+  if (daemon_config().dry_run && dry_evictor_ != nullptr) return *dry_evictor_;
   return *evictor_;
 }
 
@@ -103,12 +103,12 @@ void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoi
         break;
       case K::ReleaseTimeout:
         spdlog::warn("eviction {}: {} still holds its usage after {:.1f}s; deciding again", e.id, who,
-                     seconds(config_->release_wait_timeout));
+                     seconds(daemon_config().release_wait_timeout));
         break;
       case K::Stuck:
         spdlog::error("eviction {}: {} still has processes {:.1f}s after the kill (uninterruptible sleep?); "
                       "no longer waiting for it, it stays out of ranking",
-                      e.id, who, seconds(config_->kill_timeout));
+                      e.id, who, seconds(daemon_config().kill_timeout));
         break;
       case K::Expired:
         spdlog::warn("checkpoint: eviction {} of {} is too old to resume, dropped", e.id, who);
@@ -162,7 +162,7 @@ void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoi
 void EvictionExecutor::start(const PolicyAction& a, TimePoint /*now*/) {
   const Eviction& e = a.eviction;
   const EvictionTarget target = target_of(e);
-  const bool dry = config_->dry_run;
+  const bool dry = daemon_config().dry_run;
   spdlog::info("{}", eviction_start_line(e, dry));
   if (metrics_) metrics_->eviction(eviction_reason(e), e.qos, e.kind, e.namespace_, e.name, e.uid);
   if (e.grace_period_seconds == 0) {

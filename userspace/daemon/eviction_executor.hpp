@@ -38,7 +38,7 @@ class EvictionExecutor {
     k8s::Reporter* reporter = nullptr;    // optional
     Metrics* metrics = nullptr;           // optional
     DaemonStats* stats = nullptr;         // required
-    const DaemonConfig* config = nullptr;  // required; read at each action (reloads apply at once)
+    const LiveConfig* config = nullptr;    // required; its daemon section is read at each action
     std::function<void()> start_disk_reclaim;
   };
   explicit EvictionExecutor(Deps deps)
@@ -59,13 +59,14 @@ class EvictionExecutor {
  private:
   void start(const PolicyAction& a, TimePoint now);
   void kill_now(const Eviction& e, const char* why);
+  const DaemonConfig& daemon_config() const { return config_->get().daemon; }
 
   Evictor* evictor_;
   Evictor* dry_evictor_ = nullptr;
   k8s::Reporter* reporter_;
   Metrics* metrics_;
   DaemonStats* stats_;
-  const DaemonConfig* config_;
+  const LiveConfig* config_;
   std::function<void()> start_disk_reclaim_;
 };
 

@@ -43,6 +43,16 @@ std::string hostname() {
   return buf;
 }
 
+// Taken from the kubelet's file, the thresholds say where they came from at
+// start and at every reload: the log shows pressured and the kubelet agree.
+void log_kubelet_thresholds(const Config& config) {
+  if (config.kubelet.config_path.empty()) return;
+  std::istringstream lines(describe_sources(config));
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("#   eviction", 0) == 0) spdlog::info("eviction setting {}", l.substr(4));
+  }
+}
+
 int run_daemon(const ConfigOptions& options) {
   auto cfg = load_config(options);
   if (!cfg) {
@@ -55,6 +65,7 @@ int run_daemon(const ConfigOptions& options) {
     return 2;
   }
   if (config.kubernetes.node_name.empty()) config.kubernetes.node_name = hostname();
+  log_kubelet_thresholds(config);
   auto t0 = MonotonicClock().now();
   if (config.daemon.lock_memory) {
     // MCL_ONFAULT: lock pages as they are touched, not every mapping up front.
@@ -216,7 +227,14 @@ int run_daemon(const ConfigOptions& options) {
   deps.containerfs_layout = containerfs.layout;
   // A reload takes the whole file or nothing: reload_config() refuses an
   // empty file and one not ending in '...' (possibly cut mid-write).
-  deps.reload = [options] { return reload_config(options); };
+  deps.reload = [options] {
+    auto c = reload_config(options);
+    if (!c) return c;
+    // The defaults taken at start, so that a reload compares like with like.
+    if (c->kubernetes.node_name.empty()) c->kubernetes.node_name = hostname();
+    log_kubelet_thresholds(*c);
+    return c;
+  };
   if (!options.config_path.empty()) {
     std::ifstream in(options.config_path);
     std::stringstream text;
@@ -267,7 +285,7 @@ int run_daemon(const ConfigOptions& options) {
   if (config.daemon.dry_run) spdlog::warn("dry run: decisions are logged and exported, nothing is killed");
 
   daemon.evaluate(MonotonicClock().now(), "startup", std::nullopt);
-  metrics.resync("startup");
+  event_stats.startup_resyncs.fetch_add(1, std::memory_order_relaxed);
   spdlog::info("pressured running: {} thresholds, {} pods, bpf {}, started in {:.1f} ms",
                config.eviction.thresholds.size(), daemon.last_snapshot().pods.size(),
                (*reactor)->bpf_active() ? "active" : "inactive (" + event_stats.bpf_status() + ")",

@@ -353,13 +353,37 @@ std::vector<std::size_t> threshold_eviction_order(const std::vector<Threshold>& 
   return order;
 }
 
-Engine::Engine(EvictionConfig config) : config_(std::move(config)) { compute_eviction_order(); }
+namespace {
 
-void Engine::compute_eviction_order() { eviction_order_ = threshold_eviction_order(config_.thresholds); }
+std::shared_ptr<const LiveConfig> own_config(EvictionConfig eviction) {
+  Config c;
+  c.eviction = std::move(eviction);
+  return std::make_shared<const LiveConfig>(std::move(c));
+}
+
+}  // namespace
+
+Engine::Engine(EvictionConfig config) : Engine(own_config(std::move(config))) {}
+
+Engine::Engine(std::shared_ptr<const LiveConfig> config)
+    : live_(std::move(config)), generation_(live_->generation()) {
+  compute_eviction_order();
+}
+
+void Engine::follow() {
+  if (live_->generation() == generation_) return;
+  // State is keyed by signal and kind: it carries over to the thresholds
+  // that still exist.
+  generation_ = live_->generation();
+  drop_unconfigured(state_);
+  compute_eviction_order();
+}
+
+void Engine::compute_eviction_order() { eviction_order_ = threshold_eviction_order(config().thresholds); }
 
 void Engine::drop_unconfigured(EngineState& state) const {
   auto configured = [this](const ThresholdKey& k) {
-    return std::any_of(config_.thresholds.begin(), config_.thresholds.end(),
+    return std::any_of(config().thresholds.begin(), config().thresholds.end(),
                        [&](const Threshold& t) { return t.signal == k.signal && t.kind == k.kind; });
   };
   std::erase_if(state.threshold_first_observed, [&](const auto& e) { return !configured(e.first); });
@@ -367,6 +391,7 @@ void Engine::drop_unconfigured(EngineState& state) const {
 }
 
 std::size_t Engine::restore(EngineState state) {
+  follow();
   const std::size_t before = state.threshold_first_observed.size() + state.threshold_met.size();
   drop_unconfigured(state);
   state_ = std::move(state);
@@ -374,9 +399,8 @@ std::size_t Engine::restore(EngineState state) {
 }
 
 void Engine::reconfigure(EvictionConfig config) {
-  // State is keyed by signal and kind: it carries over to the thresholds
-  // that still exist.
-  config_ = std::move(config);
+  live_ = own_config(std::move(config));
+  generation_ = live_->generation();
   drop_unconfigured(state_);
   compute_eviction_order();
 }
@@ -398,12 +422,14 @@ int lane_index(StarvedResource r) {
 }  // namespace
 
 Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const std::vector<std::string>& excluded) {
+  follow();
+  const EvictionConfig& ec = config();
   Decisions d;
-  d.thresholds.reserve(config_.thresholds.size());
+  d.thresholds.reserve(ec.thresholds.size());
   std::array<bool, kConditionCount> condition_met{};
 
-  for (std::size_t i = 0; i < config_.thresholds.size(); ++i) {
-    const Threshold& t = config_.thresholds[i];
+  for (std::size_t i = 0; i < ec.thresholds.size(); ++i) {
+    const Threshold& t = ec.thresholds[i];
     const SignalInfo& si = info(t.signal);
     const ThresholdKey key{t.signal, t.kind};
     ThresholdStatus st;
@@ -446,7 +472,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     if (condition_met[c]) state_.condition_last_met[c] = now;
     const auto& last = state_.condition_last_met[c];
     const bool status =
-        condition_met[c] || (last && now - *last < config_.pressure_transition_period);
+        condition_met[c] || (last && now - *last < ec.pressure_transition_period);
     if (status != state_.conditions[c]) d.changes.push_back(ConditionChange{static_cast<Condition>(c), status});
     state_.conditions[c] = status;
   }
@@ -456,7 +482,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
   // Local ephemeral-storage limits come first, whatever the node thresholds
   // say (the kubelet's localStorageEviction runs before them): the first pod
   // over one of its own limits is the disk lane's candidate, hard (grace 0).
-  if (config_.local_storage_capacity_isolation) {
+  if (ec.local_storage_capacity_isolation) {
     // A writable layer counts against its container's limit only where it
     // shares nodefs with the logs and emptyDirs (the kubelet: unless the
     // node has a dedicated image filesystem, which holds the layers).
@@ -466,7 +492,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     for (const Pod& p : snapshot.pods) {
       // Not walked yet: nothing to judge (the cheapest test first: this
       // pass runs at every evaluation, pressure or not).
-      if (!p.ephemeral_storage || never_evicted_for(p, StarvedResource::EphemeralStorage, config_) ||
+      if (!p.ephemeral_storage || never_evicted_for(p, StarvedResource::EphemeralStorage, ec) ||
           contains(excluded, p.uid)) {
         continue;
       }
@@ -479,7 +505,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
       e.threshold_value = static_cast<double>(v->limit_bytes);
       e.grace_period_seconds = 0;
       e.usage_at_decision = pod_usage(p, StarvedResource::EphemeralStorage);
-      e.keys = rank_keys(p, StarvedResource::EphemeralStorage, config_);
+      e.keys = rank_keys(p, StarvedResource::EphemeralStorage, ec);
       e.local_storage_rule = std::string(name(v->rule));
       e.local_storage_message = std::move(v->message);
       lane_done[static_cast<std::size_t>(lane_index(StarvedResource::EphemeralStorage))] = true;
@@ -490,7 +516,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
   for (std::size_t i : eviction_order_) {
     const ThresholdStatus& st = d.thresholds[i];
     if (!st.met || !st.grace_elapsed) continue;
-    const Threshold& t = config_.thresholds[i];
+    const Threshold& t = ec.thresholds[i];
     const StarvedResource resource = info(t.signal).resource;
     const int lane = lane_index(resource);
     if (lane < 0) continue;  // condition only, see docs/engine.md
@@ -502,8 +528,8 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     const Pod* second = nullptr;
     RankKeys best_key{}, second_key{};
     for (const Pod& p : snapshot.pods) {
-      if (never_evicted_for(p, resource, config_)) continue;
-      const RankKeys k = rank_keys(p, t.signal, snapshot.containerfs_layout, config_);
+      if (never_evicted_for(p, resource, ec)) continue;
+      const RankKeys k = rank_keys(p, t.signal, snapshot.containerfs_layout, ec);
       if (second && !evict_before(k, p.uid, second_key, second->uid)) continue;
       if (contains(excluded, p.uid)) continue;
       if (!best || evict_before(k, p.uid, best_key, best->uid)) {
@@ -528,7 +554,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     e.kind = t.kind;
     e.observed = st.observed;
     e.threshold_value = st.threshold_value;
-    e.grace_period_seconds = eviction_grace_period(*best, t.kind, config_);
+    e.grace_period_seconds = eviction_grace_period(*best, t.kind, ec);
     e.signal_stale = st.stale;
     e.keys = best_key;
     if (second) e.runner_up = RunnerUp{second->uid, second->name, second->namespace_, second_key};

@@ -90,18 +90,45 @@ std::string_view name(ApiState state) {
   return "?";
 }
 
-PolicyConfig policy_config(const DaemonConfig& daemon, bool api) {
-  PolicyConfig p;
+PolicyConfig with_daemon_config(PolicyConfig p, const DaemonConfig& daemon) {
   p.release_wait_timeout = daemon.release_wait_timeout;
   p.kill_timeout = daemon.kill_timeout;
   p.soft_kill_margin = daemon.soft_kill_margin;
   p.dry_run = daemon.dry_run;
   p.disk_reclaim = !daemon.disk_reclaim_command.empty();
-  p.api = api;
   return p;
 }
 
+PolicyConfig policy_config(const DaemonConfig& daemon, bool api) {
+  PolicyConfig p;
+  p.api = api;
+  return with_daemon_config(std::move(p), daemon);
+}
+
 EvictionPolicy::EvictionPolicy(PolicyConfig config) : config_(std::move(config)) {}
+
+EvictionPolicy::EvictionPolicy(std::shared_ptr<const LiveConfig> config, PolicyConfig base)
+    : config_(with_daemon_config(std::move(base), config->get().daemon)),
+      live_(std::move(config)),
+      generation_(live_->generation()) {}
+
+void EvictionPolicy::follow() {
+  if (!live_ || live_->generation() == generation_) return;
+  generation_ = live_->generation();
+  config_ = with_daemon_config(std::move(config_), live_->get().daemon);
+  rederive_grace_ends();
+}
+
+void EvictionPolicy::rederive_grace_ends() {
+  // The deadlines still to come follow the configuration now in force: a
+  // margin changed meanwhile applies to the eviction in flight.
+  for (auto& f : state_.in_flight) {
+    if (f.phase != InFlightEviction::Phase::Terminating || f.killed) continue;
+    f.kill_at = f.eviction.decided_at + std::chrono::seconds(f.eviction.grace_period_seconds) +
+                (f.api ? config_.soft_kill_margin : Duration::zero());
+    f.phase_deadline = f.kill_at;
+  }
+}
 
 std::vector<std::string> EvictionPolicy::excluded() const {
   std::vector<std::string> out = state_.evicted;
@@ -194,15 +221,9 @@ void EvictionPolicy::finish(std::size_t index, const NodeSnapshot& snapshot) {
 
 void EvictionPolicy::resume(TimePoint now, const NodeSnapshot& snapshot, std::vector<PolicyAction>& out) {
   using K = PolicyAction::Kind;
+  rederive_grace_ends();
   for (std::size_t i = 0; i < state_.in_flight.size();) {
     InFlightEviction& f = state_.in_flight[i];
-    // The deadlines still to come follow the configuration now in force: a
-    // margin or timeout changed meanwhile applies to the resumed eviction.
-    if (f.phase == InFlightEviction::Phase::Terminating && !f.killed) {
-      f.kill_at = f.eviction.decided_at + std::chrono::seconds(f.eviction.grace_period_seconds) +
-                  (f.api ? config_.soft_kill_margin : Duration::zero());
-      f.phase_deadline = f.kill_at;
-    }
     // A record whose current phase ended more than a whole kill and release
     // cycle ago belongs to another era (the daemon was down): resuming it
     // would act on a situation nobody observed.
@@ -293,6 +314,7 @@ std::vector<PolicyAction> EvictionPolicy::step(TimePoint now, const NodeSnapshot
 std::vector<PolicyAction> EvictionPolicy::step(TimePoint now, const NodeSnapshot& snapshot,
                                                const Decisions& decisions, const PolicyInputs& inputs) {
   std::vector<PolicyAction> out;
+  follow();
   if (restored_) {
     restored_ = false;
     resume(now, snapshot, out);
@@ -391,10 +413,10 @@ void EvictionPolicy::progress(TimePoint now, const NodeSnapshot& snapshot, const
 }
 
 void EvictionPolicy::escalate(TimePoint now, const Decisions& decisions, std::vector<PolicyAction>& out) {
-  // The kubelet re-kills a soft victim with grace 0 once a hard threshold is
-  // met (TestHardEvictPodThatHasBeenSoftEvictedOnceHardThresholdReached,
-  // kubernetes#123872): it is already chosen, and its memory is the fastest
-  // relief.
+  // A soft victim is killed at once when a hard threshold of its lane is
+  // met: it is already chosen, and its memory is the fastest relief. The
+  // kubelet waits instead (kubernetes#123872, open; docs/engine.md lists the
+  // divergence).
   for (auto& f : state_.in_flight) {
     if (f.phase != InFlightEviction::Phase::Terminating || f.killed || f.eviction.kind != ThresholdKind::Soft) continue;
     const Lane lane = lane_or_memory(f.eviction.signal);

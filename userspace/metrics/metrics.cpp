@@ -271,7 +271,6 @@ struct Metrics::Impl {
   Family<Counter>* oom_kills = nullptr;
   Family<Histogram>* detection_latency = nullptr;
   Family<Histogram>* reactor_latency = nullptr;
-  Family<Counter>* resyncs = nullptr;
   Family<Gauge>* bpf_info = nullptr;
   Family<Counter>* stale_reads = nullptr;
   Family<Counter>* bpf_load_refusals = nullptr;
@@ -447,7 +446,6 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.reactor_latency = &m.histogram("pressured_reactor_dispatch_latency_seconds",
                                    "Time from a kernel event's timestamp to the reactor handing it to the daemon, "
                                    "for every event.");
-  m.resyncs = &m.counter("pressured_resyncs_total", "Full resynchronisations from the cgroup files, by reason.");
   m.bpf_info = &m.gauge("pressured_bpf_program_info", "Always 1; how each BPF program is attached and why.");
   m.stale_reads = &m.counter("pressured_stale_reads_total", "Reads that failed and fell back to the last good value.");
   m.bpf_load_refusals = &m.counter("pressured_bpf_load_refusals_total",
@@ -740,11 +738,6 @@ StatsExport Metrics::export_counters(std::span<const ExternalStat> stats) {
 void Metrics::on_render(std::function<void()> hook) {
   std::lock_guard lock(impl_->hooks_mu);
   impl_->render_hooks.push_back(std::move(hook));
-}
-
-void Metrics::resync(std::string_view reason) {
-  auto& m = *impl_;
-  m.counter_for(*m.resyncs, {{"reason", token(reason)}}).Increment();
 }
 
 void Metrics::bpf_attach(std::string_view program, std::string_view mode, std::string_view reason) {

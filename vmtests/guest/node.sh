@@ -436,12 +436,15 @@ vmt_ds_json() {
 }
 
 # vmt_ds_config: the overlay's ConfigMap patch: deploy/configmap.yaml with its
-# eviction thresholds replaced by the scenario's acting ones (vmt_thresholds), the
-# same pressured+kubelet gets on its command line; every other key stays the base's.
+# eviction settings (the kubelet's file and offsets, the PSI threshold) replaced by
+# the scenario's acting thresholds (vmt_thresholds), the ones pressured+kubelet takes
+# from the guest kubelet's file plus its offset (the guest kubelet's file is not at
+# the path the DaemonSet mounts); every other key stays the base's.
 vmt_ds_config() {
   awk -v hard="$ACT_MI" -v soft="$ACT_SOFT_MI" -v grace="$SOFT_GRACE" -v mr="$MIN_RECLAIM_MI" \
       -v pg="$MAX_POD_GRACE" -v tr="$TRANSITION" -v pid="$PID_HARD" '
-    /^    evictionHard:/ {
+    /^    # The eviction settings are the node/ { skip = 1; next }
+    /^    kubelet:/ {
       skip = 1
       print "    # vmtests: the scenario'"'"'s thresholds (vmtests/guest/node.sh, vmt_ds_config)"
       print "    evictionHard:"

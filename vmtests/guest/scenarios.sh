@@ -347,16 +347,23 @@ vmt_contender_start() {
       local podsrc="--pod-file $PODS_JSON"
       [ "$VMT_CONTENDER" = pressured+kubelet ] && podsrc=
       set -- pressured run --cgroup-driver "$DRIVER" --kubepods-name "$KUBEPODS" $podsrc \
-        --eviction-hard "$hard" --eviction-pressure-transition-period "$TRANSITION" \
-        --eviction-max-pod-grace-period "$MAX_POD_GRACE" --state-file /var/lib/pressured/state.json \
-        --metrics-listen 127.0.0.1:9847 --log-level debug
-      if [ "$SOFT_MI" -gt 0 ]; then
-        set -- "$@" --eviction-soft "memory.available<${ACT_SOFT_MI}Mi" --eviction-soft-grace-period "memory.available=$SOFT_GRACE"
+        --state-file /var/lib/pressured/state.json --metrics-listen 127.0.0.1:9847 --log-level debug
+      if [ "$VMT_CONTENDER" = pressured+kubelet ]; then
+        # Beside the kubelet, its documented deployment: the eviction settings
+        # from the kubelet's own file (vmt_kubelet_start wrote it), memory
+        # thresholds PRESSURED_MARGIN_MI above (the ACT_* of vmt_thresholds);
+        # pods from the API, evictions through the API.
+        set -- "$@" --kubelet-config /etc/kubernetes/kubelet.yaml \
+          --kubelet-threshold-offset "memory.available=${PRESSURED_MARGIN_MI:-50}Mi" \
+          --pod-source apiserver --kubeconfig $KCFG --node-name $NODE_NAME
+      else
+        set -- "$@" --eviction-hard "$hard" --eviction-pressure-transition-period "$TRANSITION" \
+          --eviction-max-pod-grace-period "$MAX_POD_GRACE"
+        if [ "$SOFT_MI" -gt 0 ]; then
+          set -- "$@" --eviction-soft "memory.available<${ACT_SOFT_MI}Mi" --eviction-soft-grace-period "memory.available=$SOFT_GRACE"
+        fi
+        [ "$MIN_RECLAIM_MI" -gt 0 ] && set -- "$@" --eviction-minimum-reclaim "memory.available=${MIN_RECLAIM_MI}Mi"
       fi
-      [ "$MIN_RECLAIM_MI" -gt 0 ] && set -- "$@" --eviction-minimum-reclaim "memory.available=${MIN_RECLAIM_MI}Mi"
-      # Beside the kubelet: pods from the API, evictions through the API.
-      [ "$VMT_CONTENDER" = pressured+kubelet ] && set -- "$@" --pod-source apiserver --kubeconfig $KCFG \
-        --node-name $NODE_NAME
       case "$VMT_CONTENDER" in
         pressured-poll10s) set -- "$@" --poll-interval 10s --bpf off ;;
         pressured-poll1s) set -- "$@" --poll-interval 1s --bpf off ;;

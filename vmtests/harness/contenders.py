@@ -22,7 +22,8 @@ CONTENDERS = {
     "oomd": "oomd (Debian, v0.5), cgroup v2 ruleset on kubepods",
     "systemd-oomd": "systemd-oomd (needs systemd as PID 1 and D-Bus)",
     "kubelet": "the real kubelet 1.20.2 (containerd + runc, pods through the API), scenario thresholds",
-    "pressured+kubelet": "pressured beside the real kubelet, thresholds above the kubelet's, evicting via the API",
+    "pressured+kubelet": "pressured beside the real kubelet, --kubelet-config on the kubelet's own file with "
+                         "--kubelet-threshold-offset memory.available=50Mi, evicting via the API",
     "daemonset": "pressured as deploy/'s DaemonSet pod (its OCI image, kubectl apply -k) on the real kubelet, "
                  "with controller-manager and scheduler",
 }

@@ -373,7 +373,8 @@ def build_scratch_disk():
 
 
 def pressured_args_ok(help_text):
-    need = ["--poll-interval", "--bpf", "--pod-file", "--eviction-hard", "--cgroup-driver"]
+    need = ["--poll-interval", "--bpf", "--pod-file", "--eviction-hard", "--cgroup-driver", "--kubelet-config",
+            "--kubelet-threshold-offset"]
     return [n for n in need if n not in help_text]
 
 
