@@ -163,6 +163,22 @@ TEST(V2Relief, APodWhosePageCacheMeetsTheThresholdIsNotEvictedAndItsCacheShrinks
   const std::string pod_path = node.sb->path(pod);
   for (int i = 0; i < 600 && stat_key(pod_path, "active_file") < 200 * kMiB; ++i) std::this_thread::sleep_for(100ms);
   const uint64_t active_before = stat_key(pod_path, "active_file");
+  if (active_before < 200 * kMiB && stat_key(pod_path, "inactive_file") >= 200 * kMiB) {
+    // Multi-gen LRU (e.g. Debian's 6.12): read() cache stays in the oldest
+    // generation, reported as inactive_file, which memory.available counts
+    // as free already: there is no false pressure to relieve. Still probe
+    // what the kernel says of "swappiness=0" (one page).
+    CgroupReclaimWriter probe(node.sb->path("kubepods"));
+    auto r = probe.reclaim(pod_path, 4096);
+    std::printf("[ measured ] relief cache: read() cache stays inactive (%.1fMi inactive_file, %.1fMi active); "
+                "one-page reclaim %s, swappiness=0 %s\n",
+                static_cast<double>(stat_key(pod_path, "inactive_file")) / kMiB,
+                static_cast<double>(active_before) / kMiB, r ? "ok" : r.error().message.c_str(),
+                probe.swappiness() == CgroupReclaimWriter::Swappiness::Accepted ? "accepted" : "refused");
+    std::filesystem::remove(file);
+    GTEST_SKIP() << "SKIPPED: this kernel keeps read() page cache inactive (multi-gen LRU): memory.available "
+                    "already counts it free, so no threshold is met by it";
+  }
   ASSERT_GE(active_before, 200 * kMiB) << "the reader's cache did not become active";
 
   // allocatable 384Mi - ~245Mi working set ~ 140Mi available: under 180Mi only
