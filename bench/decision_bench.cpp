@@ -17,6 +17,9 @@
 //               what the daemon does where the kernel allows it.
 //   daemon      Daemon::on_events with one BPF threshold edge (quiet only: the
 //               whole handler, incremental refresh, engine, policy, after-work).
+//   in-flight   the same under pressure while an eviction is in flight (its
+//               victim killed and still running): the decision re-reads the
+//               signals and the victim; the held memory lane needs no ranking.
 // Scenarios: quiet (the memory.available threshold is not met: "nothing to
 // do"), pressure (it is met: a victim is chosen, fresh). Prints a table (p50,
 // p99, max in microseconds; pods read in full per decision).
@@ -47,6 +50,7 @@
 #include "daemon/daemon.hpp"
 #include "daemon/decision_view.hpp"
 #include "bpf/bpf_events.hpp"
+#include "kernel/hot_file.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/evictor.hpp"
 #include "pressured/observer.hpp"
@@ -195,6 +199,16 @@ struct Timer {
   }
 };
 
+// Kills nothing: the victim keeps its processes, so its eviction stays in
+// flight (terminating, killed) for the whole row.
+class StubbornEvictor final : public Evictor {
+ public:
+  Result<void> validate(const EvictionTarget&) const override { return {}; }
+  Result<KillReport> terminate(const EvictionTarget&) override { return KillReport{}; }
+  Result<KillReport> kill(const EvictionTarget&) override { return KillReport{}; }
+  Result<bool> is_empty(const EvictionTarget&) const override { return false; }
+};
+
 // The daemon's batched page-counter reader (BPF cgroup iterator), loaded once;
 // null (with the reason printed once) where it cannot be.
 std::shared_ptr<PageCounterReader> page_counter_reader() {
@@ -293,6 +307,38 @@ void run_tree(const std::string& kind, int pods, int iterations) {
       row(kind, pods, scenario, batch ? "incr-batch" : "incremental", summarize(us, cpu, read), note);
       if (batch) o.set_page_counter_reader(nullptr);
     }
+    // in-flight: the whole event handler while the victim it chose is being
+    // killed (it keeps a process: terminating until kill_timeout), under
+    // the same pressure.
+    if (pressure) {
+      Config c;
+      c.eviction = ec;
+      StubbornEvictor evictor;
+      DaemonDeps deps;
+      deps.observer = &o;
+      deps.evictor = &evictor;
+      Daemon daemon(c, deps);
+      now += std::chrono::microseconds(10);
+      daemon.on_tick(now, true);  // the safety net's full observation: the eviction starts
+      note.clear();
+      if (!daemon.busy()) note = "NO EVICTION IN FLIGHT";
+      PressureEvent ev;
+      ev.source = EventSource::Bpf;
+      ev.type = EventType::ThresholdUp;
+      std::vector<double> us, cpu;
+      const uint64_t full_before = daemon.stats().full_observations.load();
+      for (int i = 0; i < iterations && !g_stop; ++i) {
+        now += std::chrono::microseconds(10);
+        Timer t0;
+        daemon.on_events(std::span<const PressureEvent>(&ev, 1), now);
+        t0.stop(us, cpu);
+      }
+      const auto& st = daemon.stats();
+      if (!daemon.busy()) note = "EVICTION ENDED: " + note;
+      note += std::to_string(st.incremental_evaluations.load()) + " partial, " +
+              std::to_string(st.full_observations.load() - full_before) + " full observations in flight";
+      row(kind, pods, scenario, "in-flight", summarize(us, cpu, 0), note);
+    }
     // daemon: the whole event handler (quiet: no eviction state to reset).
     if (!pressure) {
       Config c;
@@ -368,6 +414,7 @@ int main(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   spdlog::set_level(spdlog::level::warn);
+  pressured::kernel::HotFile::size_for_process();  // as pressured's main does: 1000 pods keep thousands of files open
   std::printf("event -> decision, %d decisions per row, microseconds (thread CPU time and wall clock); load average %.2f\n\n",
               iterations, load_average());
   std::printf("| tree     |  pods | scenario | path        | CPU p50 us | CPU p99 us | wall p50 us | wall p99 us | wall max us | pods read in full | note |\n");

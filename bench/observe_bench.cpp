@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include "../tests/fakes/fake_node.hpp"
+#include "kernel/hot_file.hpp"
 #include "pressured/observer.hpp"
 
 namespace {
@@ -118,4 +119,12 @@ BENCHMARK(BM_FullObservation_Host)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  // As pressured's main does: a 1000-pod tree keeps thousands of files open.
+  pressured::kernel::HotFile::size_for_process();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

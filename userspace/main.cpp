@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "kernel/hot_file.hpp"
 #include "pressured/build_info.hpp"
 
 int main(int argc, char** argv) {
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Every command that observes keeps files open per pod.
+  pressured::kernel::HotFile::size_for_process();
   for (auto& c : commands) {
     if (c.sub->parsed()) {
       try {

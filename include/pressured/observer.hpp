@@ -388,7 +388,7 @@ class NodeObserver {
 
   /// Re-reads one pod's usage (and v2 events/pressure) in place, by
   /// pod.cgroup_path/uid. Error, with pod.stale set, when the pod's cgroup is
-  /// gone or unreadable.
+  /// gone (ENOENT, and only then) or unreadable (another code).
   virtual Result<void> refresh_pod(Pod& pod, TimePoint now) = 0;
 
   /// For a decision between full observations: re-reads the page-counter

@@ -221,6 +221,13 @@ class EvictionPolicy {
   /// The earliest deadline of any phase or restart check (for the loop's
   /// timer); nullopt: none.
   std::optional<TimePoint> next_deadline() const;
+  /// True when `lane`'s eviction stays in flight through a step() at `now`
+  /// whatever that step observes: it is terminating and not due to be
+  /// declared stuck (an exit only moves it to Releasing), and no restored
+  /// state waits to be resumed. Every candidate of such a lane is deferred,
+  /// so a decision needs none of its ranking (docs/observation.md,
+  /// "Decisions while an eviction is in flight").
+  bool holds_lane(Lane lane, TimePoint now) const;
 
  private:
   void resume(TimePoint now, const NodeSnapshot& snapshot, std::vector<PolicyAction>& out);

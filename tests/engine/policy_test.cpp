@@ -307,6 +307,31 @@ TEST(Policy, AVictimThatNeverEmptiesIsStuckAndStopsBlocking) {
   EXPECT_EQ(std::find(ex.begin(), ex.end(), "dstate"), ex.end());
 }
 
+// A lane is held only while no step can end its eviction: terminating and
+// not due to be declared stuck. Releasing (the step may release it and
+// decide the next victim) or stuck-due, the lane's ranking is needed.
+TEST(Policy, ALaneIsHeldWhileNoStepCanEndItsEviction) {
+  PolicyConfig pc;
+  pc.kill_timeout = 5s;
+  World w(config({hard(Signal::MemoryAvailable, qty(200 * kMi))}), pc);
+  w.snap.add(pod("v", QosClass::BestEffort, 900 * kMi)).add(pod("next", QosClass::BestEffort, 50 * kMi));
+  w.settle(kGi);
+  EXPECT_FALSE(w.policy.holds_lane(Lane::Memory, at(0))) << "nothing in flight";
+  ASSERT_EQ(kinds(w.step(0)), std::vector<K>{K::Start});
+  EXPECT_TRUE(w.policy.holds_lane(Lane::Memory, at(1)));
+  EXPECT_FALSE(w.policy.holds_lane(Lane::Disk, at(1)));
+  EXPECT_FALSE(w.policy.holds_lane(Lane::Memory, at(5))) << "killed 5 s ago: the next step declares it stuck";
+  w.exited = {"v"};
+  EXPECT_EQ(kinds(w.step(1)).front(), K::Exited);
+  EXPECT_FALSE(w.policy.holds_lane(Lane::Memory, at(1.1))) << "releasing: the next step may end it";
+  // Restored: the first step resumes (and may expire) it, so not held before.
+  EvictionPolicy restored(pc);
+  PolicyState st = w.policy.state();
+  st.in_flight.front().phase = InFlightEviction::Phase::Terminating;
+  restored.restore(st);
+  EXPECT_FALSE(restored.holds_lane(Lane::Memory, at(1.1)));
+}
+
 TEST(Policy, EveryPhaseHasADeadline) {
   World w = issue_node();
   w.step(0);

@@ -312,13 +312,22 @@ bool Daemon::observe_for_decision(TimePoint now, Observe observe, bool& full) {
   // An event or a safety-net tick between full observations (at most
   // events.fullObservationInterval apart) re-reads only what the decision
   // uses: the fresh-read guarantee is the same, and an idle node then costs
-  // a few signal reads a tick instead of a walk over every pod. Evictions in
-  // flight (the policy watches the victim's usage and exit) and the poll
-  // mode take a full observation.
+  // a few signal reads a tick instead of a walk over every pod. While an
+  // eviction is in flight that includes its victim, and a lane the policy
+  // holds needs no ranking (docs/observation.md, "Decisions while an
+  // eviction is in flight"). The poll mode takes a full observation.
   full = true;
-  if (observe == Observe::PartialOk && last_full_observation_ && !busy() &&
+  if (observe == Observe::PartialOk && last_full_observation_ &&
       now - *last_full_observation_ < config_.events.effective_full_observation_interval()) {
-    auto r = refresh_for_decision(*deps_.observer, last_, config_.eviction, policy_.excluded(), now);
+    InFlightView in_flight;
+    for (const auto& f : policy_.state().in_flight) in_flight.victims.push_back(f.eviction.uid);
+    for (const Eviction& e : policy_.probes(now)) {
+      if (std::find(in_flight.victims.begin(), in_flight.victims.end(), e.uid) == in_flight.victims.end()) {
+        in_flight.victims.push_back(e.uid);
+      }
+    }
+    for (std::size_t l = 0; l < kLaneCount; ++l) in_flight.held[l] = policy_.holds_lane(static_cast<Lane>(l), now);
+    auto r = refresh_for_decision(*deps_.observer, last_, config_.eviction, policy_.excluded(), now, in_flight);
     if (r) {
       full = false;
       ++stats_.incremental_evaluations;

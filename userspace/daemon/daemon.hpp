@@ -86,8 +86,8 @@ class Daemon final : public ReactorHandler {
   /// What an evaluation may re-read, by what woke it: a kernel event, a
   /// safety-net tick, a deadline or an API answer may decide on a partial
   /// refresh of the last snapshot when that is enough (docs/observation.md,
-  /// "Freshness of a decision"); the poll mode, progress ticks, start-up and
-  /// tests observe in full.
+  /// "Freshness of a decision"), and so may a progress tick while an
+  /// eviction is in flight; the poll mode, start-up and tests observe in full.
   enum class Observe : uint8_t { Full, PartialOk };
 
   /// One cycle: observation, engine, actions, checkpoint. `source`: what woke

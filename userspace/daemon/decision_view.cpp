@@ -29,7 +29,7 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 
 Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapshot& snapshot,
                                              const EvictionConfig& config, const std::vector<std::string>& excluded,
-                                             TimePoint now) {
+                                             TimePoint now, const InFlightView& in_flight) {
   DecisionRefresh out;
   std::array<bool, kSignalCount> read{};
   for (const auto& t : config.thresholds) {
@@ -48,11 +48,27 @@ Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapsho
   }
   snapshot.taken_at = now;
 
+  // The victims the policy looks at: gone (as a full observation would not
+  // list them), or read in full (usage for the release, presence for the
+  // restart watch). Before any pointer into snapshot.pods is taken.
+  for (const std::string& uid : in_flight.victims) {
+    auto it = std::find_if(snapshot.pods.begin(), snapshot.pods.end(), [&](const Pod& p) { return p.uid == uid; });
+    if (it == snapshot.pods.end()) continue;  // not observed: the full observation did not list it either
+    ++out.victims_refreshed;
+    if (auto r = observer.refresh_pod(*it, now); !r) {
+      if (r.error().code != ENOENT) return r.error();
+      snapshot.pods.erase(it);
+      ++out.victims_gone;
+    }
+  }
+
   for (const auto& t : config.thresholds) {
     const auto& obs = snapshot.signal(t.signal);
     if (!obs || !may_be_met(t, *obs)) continue;
     const StarvedResource r = info(t.signal).resource;
     if (r == StarvedResource::None) continue;  // a condition only: no victim needed
+    // A lane the policy holds defers every candidate: no ranking needed.
+    if (auto lane = lane_of(t.signal); lane && in_flight.held[static_cast<std::size_t>(*lane)]) continue;
     if (r != StarvedResource::Memory) {
       // Disk and PID rankings use usage this view does not bound.
       return Error{EAGAIN, std::string(name(t.signal)) + " may be met: its ranking needs a full observation"};

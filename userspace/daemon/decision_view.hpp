@@ -6,12 +6,14 @@
 // between full observations; anything it cannot vouch for sends the caller to
 // a full observation.
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
 
 #include "pressured/config.hpp"
 #include "pressured/observer.hpp"
+#include "pressured/policy.hpp"
 #include "pressured/result.hpp"
 #include "pressured/snapshot.hpp"
 
@@ -23,6 +25,19 @@ struct DecisionRefresh {
   bool ranking_needed = false;     // a memory-lane threshold may be met
   std::size_t pods_bounded = 0;    // pods whose page-counter usage was read
   std::size_t pods_refreshed = 0;  // pods read in full (usage + memory.stat ...) to settle the head
+  std::size_t victims_refreshed = 0;  // victims the policy watches, read in full
+  std::size_t victims_gone = 0;       // of them, cgroups gone: left out of the snapshot
+};
+
+/// What the policy has in flight, for a decision while an eviction is.
+struct InFlightView {
+  /// Pods the policy's next step looks at (victims in flight, whatever
+  /// their phase, and victims whose restart check is due): read in full.
+  std::vector<std::string> victims;
+  /// Lanes whose eviction stays in flight through the step
+  /// (EvictionPolicy::holds_lane): their candidates are all deferred, so
+  /// their rankings are not needed, only their signals.
+  std::array<bool, kLaneCount> held{};
 };
 
 /// Most pods read in full to settle the memory ranking's head before giving
@@ -40,12 +55,16 @@ inline constexpr std::size_t kMaxHeadRefreshes = 32;
 ///    bound first, until the best fully read pod ranks before every other
 ///    pod's bound: that pod is the ranking's head on fresh reads. Pods not
 ///    read in full keep min(last working set, fresh bound).
+///  - while evictions are in flight (`in_flight`): each victim the policy
+///    looks at is read in full, and one whose cgroup is gone is removed
+///    from the snapshot, as a full observation would not list it; a lane
+///    the policy holds needs no ranking, so its thresholds send nowhere.
 /// Errors mean "observe fully instead": a signal or pod read failed, the pod
-/// set changed, a threshold of another lane (disk, pids) may be met, or the
-/// head stayed uncertain after kMaxHeadRefreshes pods. The snapshot may then
-/// be partly updated; the caller replaces it.
+/// set changed, a threshold of another lane (disk, pids) not held may be
+/// met, or the head stayed uncertain after kMaxHeadRefreshes pods. The
+/// snapshot may then be partly updated; the caller replaces it.
 Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapshot& snapshot,
                                              const EvictionConfig& config, const std::vector<std::string>& excluded,
-                                             TimePoint now);
+                                             TimePoint now, const InFlightView& in_flight = {});
 
 }  // namespace pressured

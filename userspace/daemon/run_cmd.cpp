@@ -248,7 +248,12 @@ int run_daemon(const ConfigOptions& options) {
       **reactor, std::chrono::milliseconds(50), systemd_watchdog_interval(),
       ProgressTimer::Hooks{
           .busy = [&daemon_ptr] { return daemon_ptr->busy(); },
-          .progress = [&daemon_ptr] { daemon_ptr->evaluate(MonotonicClock().now(), "progress", std::nullopt); },
+          // The victims are re-read on a partial refresh too (docs/observation.md,
+          // "Decisions while an eviction is in flight"): a tick need not read every pod.
+          .progress =
+              [&daemon_ptr] {
+                daemon_ptr->evaluate(MonotonicClock().now(), "progress", std::nullopt, Daemon::Observe::PartialOk);
+              },
           .feed_watchdog = [] { ::sd_notify(0, "WATCHDOG=1"); },
       });
   ProgressTimer* progress_timer = progress.get();

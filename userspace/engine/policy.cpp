@@ -135,6 +135,12 @@ std::optional<TimePoint> EvictionPolicy::next_deadline() const {
   return next;
 }
 
+bool EvictionPolicy::holds_lane(Lane lane, TimePoint now) const {
+  const InFlightEviction* f = in_flight(lane);
+  if (f == nullptr || restored_ || f->phase != InFlightEviction::Phase::Terminating) return false;
+  return !(f->killed && now >= f->phase_deadline);
+}
+
 bool EvictionPolicy::watched(const ApiEviction& r, TimePoint at) const {
   // Killed here, done with (not in flight: its own straggler kills apply
   // then), still observed, and within the watch.

@@ -1,6 +1,7 @@
 #include "kernel/hot_file.hpp"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <cerrno>
@@ -49,6 +50,19 @@ void HotFile::reset(std::string path) {
 uint64_t HotFile::transient_reads() { return g_transient_reads.load(std::memory_order_relaxed); }
 void HotFile::set_kept_fd_budget(uint64_t budget) { g_kept_fd_budget.store(budget, std::memory_order_relaxed); }
 uint64_t HotFile::kept_fds() { return g_kept_fds.load(std::memory_order_relaxed); }
+
+void HotFile::size_for_process() {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) (void)::getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (rl.rlim_cur == RLIM_INFINITY) return;
+  const uint64_t limit = rl.rlim_cur;
+  const uint64_t reserve = limit / 4 > 256 ? limit / 4 : 256;
+  set_kept_fd_budget(limit > reserve ? limit - reserve : 0);
+}
 
 Result<std::string_view> HotFile::read(std::string& buf) {
   // Over the budget, or out of fds anyway (other code holds them): read this

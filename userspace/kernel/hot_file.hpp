@@ -47,6 +47,14 @@ class HotFile {
   /// Fds HotFiles keep open now.
   static uint64_t kept_fds();
 
+  /// Sets the process up for many kept files (up to six per pod): lifts the
+  /// soft RLIMIT_NOFILE to the hard one and sets the kept-fd budget to it
+  /// minus a quarter (at least 256) left for what must never fail for want
+  /// of an fd (listing pod cgroups, a read over the budget, sockets, BPF
+  /// objects, pidfds). Called once where the process is set up (main, a
+  /// benchmark's main), never by a library.
+  static void size_for_process();
+
  private:
   std::string path_;
   Fd fd_;

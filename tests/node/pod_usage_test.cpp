@@ -1,0 +1,151 @@
+// The observer's per-pod usage part (node/pod_usage.hpp) on its own: a
+// listing read in full, pods that vanish or fail (stale, last usage), the
+// page counters for decisions, and the storage walker's cache merged.
+#include "node/pod_usage.hpp"
+
+#include <algorithm>
+#include <iterator>
+
+#include <gtest/gtest.h>
+
+#include "fakes/fake_node.hpp"
+
+namespace pressured {
+namespace {
+
+using testing::FakeNode;
+using testing::FakePodMemory;
+constexpr uint64_t MiB = 1ULL << 20;
+TimePoint t(int s) { return TimePoint(std::chrono::seconds(s)); }
+
+class CachedStorage final : public PodStorageSource {
+ public:
+  void walk_now(TimePoint) override {}
+  std::optional<PodDiskUsage> lookup(const std::string& uid) const override {
+    if (uid != "a") return std::nullopt;
+    PodDiskUsage u;
+    u.bytes = 42 * MiB;
+    u.inodes = 7;
+    u.measured_at = t(1);
+    return u;
+  }
+  void start(Duration, const Clock&) override {}
+  void stop() override {}
+  PodStorageStats stats() const override { return {}; }
+};
+
+struct Usage {
+  FakeNode fake{CgroupVersion::V1, CgroupDriver::Cgroupfs};
+  CgroupLayout layout;
+  ObserverCounters counters;
+  std::unique_ptr<node::PodUsageReader> usage;
+  Usage() {
+    auto l = detect_layout(fake.config());
+    if (!l) throw std::runtime_error(l.error().message);
+    layout = *l;
+    usage = std::make_unique<node::PodUsageReader>(layout, std::make_shared<CachedStorage>(), counters);
+  }
+  std::vector<cgroup::PodDir> listing() {
+    auto dirs = cgroup::scan_pods(layout);
+    std::sort(dirs.begin(), dirs.end(), [](const auto& x, const auto& y) { return x.memory_path < y.memory_path; });
+    return dirs;
+  }
+};
+
+FakePodMemory mem(uint64_t usage_mib, uint64_t inactive_mib) {
+  return FakePodMemory{usage_mib * MiB, (usage_mib - inactive_mib) * MiB, inactive_mib * MiB, inactive_mib * MiB, 0};
+}
+
+const Pod* find(const std::vector<Pod>& pods, const std::string& uid) {
+  for (const auto& p : pods) {
+    if (p.uid == uid) return &p;
+  }
+  return nullptr;
+}
+
+TEST(PodUsage, ReadsEveryListedPodAndMergesTheStorageCache) {
+  Usage u;
+  u.fake.add_pod("a", QosClass::BestEffort, mem(100, 30));
+  u.fake.add_pod("b", QosClass::Burstable, mem(50, 10));
+  std::vector<Pod> pods;
+  u.usage->read_listed(u.listing(), t(2), pods);
+  ASSERT_EQ(pods.size(), 2u);
+  const Pod* a = find(pods, "a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->memory_usage_bytes, 100 * MiB);
+  EXPECT_EQ(a->usage.memory_working_set_bytes, 70 * MiB);
+  EXPECT_EQ(a->usage_observed_at, t(2));
+  EXPECT_NE(a->cgroup_id, 0u);
+  EXPECT_EQ(a->usage.ephemeral_storage_bytes, 42 * MiB);
+  EXPECT_EQ(a->usage.inodes, 7u);
+  EXPECT_EQ(find(pods, "b")->usage.ephemeral_storage_bytes, 0u);
+  EXPECT_EQ(u.usage->tracked().size(), 2u);
+}
+
+TEST(PodUsage, APodGoneBeforeItsReadIsLeftOutAndAFailingOneIsStale) {
+  Usage u;
+  u.fake.add_pod("a", QosClass::BestEffort, mem(100, 30));
+  u.fake.add_pod("b", QosClass::BestEffort, mem(50, 10));
+  u.fake.add_pod("c", QosClass::BestEffort, mem(20, 10));
+  auto dirs = u.listing();
+  // b is new to this reader (no kept-open file that would still read it).
+  std::vector<cgroup::PodDir> known;
+  std::copy_if(dirs.begin(), dirs.end(), std::back_inserter(known), [](const auto& d) { return d.uid != "b"; });
+  std::vector<Pod> first;
+  u.usage->read_listed(known, t(1), first);
+  ASSERT_EQ(first.size(), 2u);
+  u.fake.remove_pod("b", QosClass::BestEffort);  // between the listing and the read
+  testing::write_text(u.fake.pod_dir("c", QosClass::BestEffort) + "/memory.stat", "cache 1");  // truncated
+  std::vector<Pod> second;
+  u.usage->read_listed(dirs, t(2), second);
+  EXPECT_EQ(find(second, "b"), nullptr);
+  EXPECT_EQ(u.counters.vanished_pods.load(), 1u);
+  const Pod* c = find(second, "c");
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(c->stale);
+  EXPECT_EQ(c->usage.memory_working_set_bytes, 10 * MiB) << "its last good usage";
+  EXPECT_EQ(u.counters.stale_pod_reads.load(), 1u);
+}
+
+TEST(PodUsage, RefreshesOnePodAndReopensARecreatedCgroup) {
+  Usage u;
+  u.fake.add_pod("a", QosClass::BestEffort, mem(100, 30));
+  std::vector<Pod> pods;
+  u.usage->read_listed(u.listing(), t(1), pods);
+  Pod a = pods.at(0);
+  const uint64_t old_id = a.cgroup_id;
+  u.fake.remove_pod("a", QosClass::BestEffort);
+  u.fake.add_pod("a", QosClass::BestEffort, mem(300, 30));
+  ASSERT_TRUE(u.usage->refresh_pod(a, t(2)));
+  EXPECT_EQ(a.memory_usage_bytes, 300 * MiB);
+  EXPECT_EQ(a.usage.memory_working_set_bytes, 270 * MiB);
+  EXPECT_NE(a.cgroup_id, old_id);
+  EXPECT_EQ(u.counters.reopened_cgroups.load(), 1u);
+  u.fake.remove_pod("a", QosClass::BestEffort);
+  auto r = u.usage->refresh_pod(a, t(3));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ENOENT);
+  EXPECT_TRUE(a.stale);
+}
+
+TEST(PodUsage, PageCountersAreReadFreshAndAGoneCgroupIsStale) {
+  Usage u;
+  u.fake.add_pod("a", QosClass::BestEffort, mem(100, 30));
+  u.fake.add_pod("b", QosClass::BestEffort, mem(50, 10));
+  std::vector<Pod> pods;
+  u.usage->read_listed(u.listing(), t(1), pods);
+  u.fake.write_memcg(u.fake.pod_dir("a", QosClass::BestEffort), mem(400, 30));
+  std::vector<Pod*> ptrs{&pods[0], &pods[1]};
+  ASSERT_TRUE(u.usage->refresh_memory_usage(ptrs));
+  EXPECT_EQ(find(pods, "a")->memory_usage_bytes, 400 * MiB);
+  EXPECT_EQ(find(pods, "a")->usage.memory_working_set_bytes, 70 * MiB) << "only the page counter is read";
+  Pod stranger = pods[0];
+  stranger.uid = "x";
+  stranger.cgroup_path = u.fake.pod_dir("x", QosClass::BestEffort);
+  auto r = u.usage->refresh_memory_usage({&stranger});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ESTALE) << "a pod the last listing did not have";
+}
+
+}  // namespace
+}  // namespace pressured
