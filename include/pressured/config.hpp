@@ -219,6 +219,11 @@ struct ReliefConfig {
   // the rest of the grace period).
   Duration timeout = std::chrono::seconds(5);
   double low_yield_percent = 25;
+  // The least one run asks for (up to the candidates' page cache). The
+  // kubelet's minimum reclaim is 0 by default, so shortfall + minimum reclaim
+  // can be a few pages: the node then sits at the threshold's edge and a run
+  // starts at every re-read. Asking for a margin lifts it clear in one run.
+  uint64_t minimum_ask_bytes = 64ull << 20;
 };
 
 /// The node's own KubeletConfiguration as the source of the eviction settings

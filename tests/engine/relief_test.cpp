@@ -111,6 +111,33 @@ TEST(ReliefStage, HardThresholdMetByActiveCacheAsksForShortfallPlusMinimumReclai
   EXPECT_TRUE(h.stage.backoff().empty()) << "cgroups that gave back most are not backing off";
 }
 
+TEST(ReliefStage, ASmallShortfallAsksForTheMinimumAskCappedByTheCache) {
+  // No minimum reclaim (the kubelet's default): 1Mi short.
+  Harness h(config({hard(Signal::MemoryAvailable, qty(500 * kMi))}));
+  Snap s;
+  s.mem(499 * kMi).add(cache_pod("a", QosClass::BestEffort, 300 * kMiB, 200 * kMiB, 10 * kMiB));
+  auto st = h.step(10, s);
+  ASSERT_TRUE(st.start);
+  EXPECT_EQ(st.start->shortfall_bytes, 1 * kMiB);
+  EXPECT_EQ(st.start->asked_bytes, 64 * kMiB) << "not one page-sized run per re-read";
+
+  // A pod with less cache than the floor is asked for what it holds.
+  Harness small(config({hard(Signal::MemoryAvailable, qty(500 * kMi))}));
+  Snap t;
+  t.mem(499 * kMi).add(cache_pod("a", QosClass::BestEffort, 100 * kMiB, 20 * kMiB, 4 * kMiB));
+  st = small.step(10, t);
+  ASSERT_TRUE(st.start);
+  EXPECT_EQ(st.start->asked_bytes, 24 * kMiB);
+
+  // minimumAsk 0: exactly the shortfall.
+  ReliefConfig rc = relief_config();
+  rc.minimum_ask_bytes = 0;
+  Harness exact(config({hard(Signal::MemoryAvailable, qty(500 * kMi))}), rc);
+  st = exact.step(10, s);
+  ASSERT_TRUE(st.start);
+  EXPECT_EQ(st.start->asked_bytes, 1 * kMiB);
+}
+
 TEST(ReliefStage, HardThresholdIsNeverHeldPastItsBudget) {
   Harness h(config({hard(Signal::MemoryAvailable, qty(500 * kMi))}));
   Snap s;

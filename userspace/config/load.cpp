@@ -500,6 +500,7 @@ const std::vector<Section>& sections() {
                                 duration_field("backoff", &ReliefConfig::backoff),
                                 duration_field("timeout", &ReliefConfig::timeout),
                                 number_field("lowYieldPercent", &ReliefConfig::low_yield_percent),
+                                count_field("minimumAsk", &ReliefConfig::minimum_ask_bytes),
                             }),
   };
   return kSections;

@@ -179,7 +179,10 @@ ReliefStep ReliefStage::step(TimePoint now, const NodeSnapshot& snapshot, Decisi
         req.signal = met->threshold.signal;
         req.kind = met->threshold.kind;
         req.shortfall_bytes = static_cast<uint64_t>(std::max(0.0, shortfall));
-        req.targets = split_reclaim(static_cast<uint64_t>(need), std::move(cgroups));
+        // At least minimumAsk, so a shortfall of a few pages is not one run
+        // per re-read; the split caps it at what the cgroups hold.
+        const uint64_t ask = std::max(static_cast<uint64_t>(need), config_.minimum_ask_bytes);
+        req.targets = split_reclaim(ask, std::move(cgroups));
         for (const auto& t : req.targets) req.asked_bytes += t.bytes;
         req.decided_at = now;
         req.hold_until = *window_end;
