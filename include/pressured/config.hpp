@@ -194,6 +194,27 @@ struct DaemonConfig {
   bool lock_memory = true;
 };
 
+/// Relief: before a memory eviction, ask the kernel to reclaim the page cache
+/// the pods' cgroups hold (cgroup v2 memory.reclaim), re-read, and evict only
+/// if the node is still short (docs/engine.md, "Relief before eviction").
+struct ReliefConfig {
+  // On where the kernel has memory.reclaim (v2, 5.19+); elsewhere the stage
+  // is off whatever this says, and says so once.
+  bool enabled = true;
+  // The longest a hard memory threshold's eviction waits for reclaim,
+  // counted from when the threshold was first met; 0: no reclaim for hard
+  // thresholds. Small: a hard threshold is the last line before the
+  // kernel's OOM killer.
+  Duration hard_threshold_budget = std::chrono::milliseconds(250);
+  // A cgroup that gave back little (under low_yield_percent of what it was
+  // asked) is not asked again for this long.
+  Duration backoff = std::chrono::minutes(5);
+  // The longest one reclaim run may write for (soft thresholds: also at most
+  // the rest of the grace period).
+  Duration timeout = std::chrono::seconds(5);
+  double low_yield_percent = 25;
+};
+
 /// The node's own KubeletConfiguration as the source of the eviction settings
 /// (`kubelet:` section, --kubelet-config), so pressured and the kubelet cannot
 /// drift apart; per-signal offsets put pressured's thresholds above them.
@@ -214,6 +235,7 @@ struct Config {
   MetricsConfig metrics;
   LogConfig log;
   DaemonConfig daemon;
+  ReliefConfig relief;
 };
 
 }  // namespace pressured

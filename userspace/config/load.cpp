@@ -369,6 +369,7 @@ MetricsConfig& metrics_of(Config& c) { return c.metrics; }
 LogConfig& log_of(Config& c) { return c.log; }
 DaemonConfig& daemon_of(Config& c) { return c.daemon; }
 KubeletConfigSource& kubelet_of(Config& c) { return c.kubelet; }
+ReliefConfig& relief_of(Config& c) { return c.relief; }
 
 // kubelet.thresholdOffset: signal -> quantity or percentage added to the
 // kubelet's threshold for that signal.
@@ -483,6 +484,14 @@ const std::vector<Section>& sections() {
                                 duration_field("softKillMargin", &DaemonConfig::soft_kill_margin),
                                 duration_field("killTimeout", &DaemonConfig::kill_timeout),
                                 bool_field("lockMemory", &DaemonConfig::lock_memory),
+                            }),
+      section<ReliefConfig>("relief", relief_of,
+                            {
+                                bool_field("enabled", &ReliefConfig::enabled),
+                                duration_field("hardThresholdBudget", &ReliefConfig::hard_threshold_budget),
+                                duration_field("backoff", &ReliefConfig::backoff),
+                                duration_field("timeout", &ReliefConfig::timeout),
+                                number_field("lowYieldPercent", &ReliefConfig::low_yield_percent),
                             }),
   };
   return kSections;
@@ -1464,6 +1473,29 @@ Result<void> validate_config(const Config& c) {
   if (c.daemon.kill_timeout < std::chrono::seconds(1)) {
     return invalid("daemon.killTimeout", format_duration(c.daemon.kill_timeout),
                    "is under 1s (a victim needs time to die before it counts as stuck)");
+  }
+
+  const ReliefConfig& rl = c.relief;
+  if (rl.hard_threshold_budget.count() < 0) {
+    return invalid("relief.hardThresholdBudget", format_duration(rl.hard_threshold_budget),
+                   "is negative (0 disables reclaim on hard thresholds)");
+  }
+  if (rl.hard_threshold_budget > std::chrono::seconds(2)) {
+    return invalid("relief.hardThresholdBudget", format_duration(rl.hard_threshold_budget),
+                   "is over 2s: a hard threshold is the last line before the kernel's OOM killer and must not wait "
+                   "that long (a few hundred ms at most; 0 disables reclaim on hard thresholds)");
+  }
+  if (rl.backoff < std::chrono::seconds(1)) {
+    return invalid("relief.backoff", format_duration(rl.backoff),
+                   "is under 1s (a cgroup that gave back little would be asked again at once)");
+  }
+  if (auto r = require_positive(rl.timeout, "relief.timeout"); !r) return r;
+  if (rl.timeout > std::chrono::minutes(5)) {
+    return invalid("relief.timeout", format_duration(rl.timeout),
+                   "is over 5m (one reclaim run must end well before the next decision)");
+  }
+  if (!(rl.low_yield_percent >= 0 && rl.low_yield_percent <= 100)) {
+    return invalid("relief.lowYieldPercent", format_quantity(rl.low_yield_percent), "is not between 0 and 100");
   }
   return {};
 }
