@@ -46,9 +46,10 @@ def relief_probe(exe):
 def run_suite(args, vmlinuz, mods, version):
     scenarios = args.scenario or (SMOKE_SCENARIOS if args.smoke else SCENARIO_ORDER)
     contenders = args.contender or (["pressured"] if args.smoke else CONTENDER_ORDER)
+    named = bool(args.contender)
     scenarios = [s for s in SCENARIO_ORDER if s in scenarios]
     for c in contenders:
-        left_out = [s for s in scenarios if s not in scenarios_for(c, scenarios)]
+        left_out = [s for s in scenarios if s not in scenarios_for(c, scenarios, named)]
         if left_out:
             log(f"{c}: not run on {', '.join(left_out)} (scenarios_for: a scenario or contender of its own)")
     binaries = {"workloads": build_workloads()}
@@ -85,7 +86,7 @@ def run_suite(args, vmlinuz, mods, version):
     todo = []
     per_contender = {}
     for c in contenders:
-        mine = scenarios_for(c, scenarios)
+        mine = scenarios_for(c, scenarios, named)
         if not mine:
             continue
         if c.startswith("pressured") and pressured_reason:
@@ -103,7 +104,7 @@ def run_suite(args, vmlinuz, mods, version):
     # share a node, so one cannot disturb the other's scenario.
     import concurrent.futures
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futs = {c: pool.submit(run_contender, c, scenarios_for(c, scenarios), (vmlinuz, mods, version), accel,
+        futs = {c: pool.submit(run_contender, c, scenarios_for(c, scenarios, named), (vmlinuz, mods, version), accel,
                                binaries, args.timeout, args.smp) for c in todo}
         flavours = None
         for c, fut in futs.items():
