@@ -75,6 +75,17 @@ struct RunnerUp {
   bool operator==(const RunnerUp&) const = default;
 };
 
+/// Reclaim tried before an eviction (relief, include/pressured/relief.hpp):
+/// what it asked for and what came back, for the eviction's messages and its
+/// "why" record.
+struct ReliefSummary {
+  uint64_t id = 0;
+  uint64_t asked_bytes = 0;
+  uint64_t reclaimed_bytes = 0;
+  double seconds = 0;
+  bool operator==(const ReliefSummary&) const = default;
+};
+
 /// One pod to evict, and why. The engine fills in who and why; the policy
 /// numbers and times it when it starts the eviction. The same value goes to
 /// the evictor (EvictionTarget is built from it), the API reporter, the
@@ -112,6 +123,9 @@ struct Eviction {
   // `threshold_value` the limit. Empty for node-threshold evictions.
   std::string local_storage_rule;
   std::string local_storage_message;
+  // Set when reclaim was tried for this threshold crossing and the node
+  // stayed short (docs/engine.md, "Relief before eviction").
+  std::optional<ReliefSummary> relief;
   bool operator==(const Eviction&) const = default;
 };
 

@@ -39,6 +39,8 @@ struct PodUsage {
   uint64_t memory_working_set_bytes = 0;  // usage - inactive_file
   uint64_t memory_rss_bytes = 0;
   uint64_t memory_cache_bytes = 0;
+  uint64_t memory_active_file_bytes = 0;    // memory.stat active_file (v1 total_active_file)
+  uint64_t memory_inactive_file_bytes = 0;  // memory.stat inactive_file (v1 total_inactive_file)
   uint64_t ephemeral_storage_bytes = 0;   // logs + emptyDir + writable layers
   uint64_t inodes = 0;
   uint64_t pids = 0;

@@ -521,6 +521,8 @@ class KernelNodeObserver final : public NodeObserver {
     usage.memory_working_set_bytes = node::working_set(*u, ms->inactive_file);
     usage.memory_rss_bytes = ms->anon;
     usage.memory_cache_bytes = ms->file;
+    usage.memory_active_file_bytes = ms->active_file;
+    usage.memory_inactive_file_bytes = ms->inactive_file;
     pod.memory_usage_bytes = *u;
     if (full || !st.limit_read) {
       auto t = st.limit.read(buf_);
