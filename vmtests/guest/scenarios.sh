@@ -523,6 +523,9 @@ vmt_end() {
   kill -TERM $SAMPLER_PID 2>/dev/null
   wait $SAMPLER_PID 2>/dev/null
   [ -n "$VMT_NODE" ] && vmt_node_settle
+  # pressured's reclaim stage: what it asked and got back over the scenario.
+  local reclaim='{}'
+  case "$VMT_CONTENDER" in pressured|pressured-*) reclaim=$(vmt_reclaim_metrics) ;; esac
   vmt_contender_stop
   local pods_json="" name pid st qos podcg ooms
   [ -n "$VMT_NODE" ] && { vmt_node_watch_stop; vmt_node_snapshot; vmt_node_events; }
@@ -552,9 +555,9 @@ vmt_end() {
   [ -n "$sampler_json" ] || sampler_json=null
   local deploy=null
   [ "$VMT_CONTENDER" = daemonset ] && deploy=$(vmt_ds_json)
-  printf '@@VMT RESULT {"scenario":"%s","contender":"%s","driver":"%s","cgroup":"%s","contender_started":%s,"contender_alive_at_end":%s,"contender_rc":%s,"cpu_ms":%s,"cpu_start_ms":%s,"duration_ms":%s,"pods":[%s],"extra":%s,"sampler":%s,"deploy":%s}\n' \
+  printf '@@VMT RESULT {"scenario":"%s","contender":"%s","driver":"%s","cgroup":"%s","contender_started":%s,"contender_alive_at_end":%s,"contender_rc":%s,"cpu_ms":%s,"cpu_start_ms":%s,"duration_ms":%s,"pods":[%s],"extra":%s,"sampler":%s,"deploy":%s,"reclaim":%s}\n' \
     "$SCEN" "$VMT_CONTENDER" "$DRIVER" "${VMT_CGROUP:-v2}" "$CONTENDER_STARTED" "$CONTENDER_ALIVE" "$CONTENDER_RC" \
-    $((CONTENDER_TICKS * 1000 / CLK_TCK)) $((CONTENDER_START_TICKS * 1000 / CLK_TCK)) $(($(vmt_ms) - SCEN_T0)) "${pods_json#,}" "$extra" "$sampler_json" "${deploy:-null}"
+    $((CONTENDER_TICKS * 1000 / CLK_TCK)) $((CONTENDER_START_TICKS * 1000 / CLK_TCK)) $(($(vmt_ms) - SCEN_T0)) "${pods_json#,}" "$extra" "$sampler_json" "${deploy:-null}" "$reclaim"
   # The BPF flavour of each program, once per boot (vmtests/run records it).
   if [ -z "$VMT_BPF_REPORTED" ] && [ "$VMT_CONTENDER" = pressured ]; then
     VMT_BPF_REPORTED=1

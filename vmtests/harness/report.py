@@ -123,6 +123,17 @@ def markdown_report(path):
                       f"{fmt(m.get(f'phase{n}_oom_kills'))} | {fmt(m.get(f'phase{n}_min_available_mib'))} | "
                       f"{cells[0]} | {cells[1]} |")
                 n += 1
+    reclaim_rows = [r for r in doc["results"] if r.get("metrics", {}).get("reclaim")]
+    if reclaim_rows:
+        print()
+        print("pressured's reclaim stage over each scenario (its `pressured_reclaim_*` samples at the end, summed "
+              "over their labels):")
+        print()
+        print("| scenario | contender | pressured_reclaim_* |")
+        print("|---|---|---|")
+        for r in reclaim_rows:
+            text = ", ".join(f"{k[len('pressured_reclaim_'):]} {v:g}" for k, v in sorted(r["metrics"]["reclaim"].items()))
+            print(f"| {r['scenario']} | {r['contender']} | {text} |")
     if doc.get("relief"):
         print()
         print("The reclaim stage's effective settings (`pressured check-config` with `relief: {enabled: true}`):")

@@ -159,6 +159,7 @@ def judge(r):
                                            else None)),
                     **node_facts,
                     **phase_facts,
+                    **({"reclaim": r["reclaim"]} if r.get("reclaim") else {}),
                     **({"deploy": r.get("deploy")} if r["contender"] == "daemonset" else {}),
                     "cpu_ms": r.get("cpu_ms"),
                     "cpu_after_start_ms": (r["cpu_ms"] - r["cpu_start_ms"]) if r.get("cpu_start_ms") is not None
