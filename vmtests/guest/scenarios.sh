@@ -499,7 +499,7 @@ vmt_begin() {
   pods="${pods#,}"
   [ -n "$NEUTRAL_PID" ] && pods="$pods,neutral=$CG/system.slice/neutral"
   sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' vmt-sampler $CG/system.slice/sampler \
-    sampler --signal $2 --threshold $3 --out /tmp/sampler.json --interval-ms 10 --duration 240 --pods "$pods" ${4:+--threshold2 $4} &
+    sampler --signal $2 --threshold $3 --out /tmp/sampler.json --interval-ms 10 --duration ${SAMPLER_DURATION:-240} --pods "$pods" ${4:+--threshold2 $4} &
   SAMPLER_PID=$!
   SCEN_T0=$(vmt_ms)
 }
@@ -841,16 +841,18 @@ scenario_soft_then_spike() {
 }
 
 # vmt_wait_active_file NAME MIB TIMEOUT_S BELOW_MIB: waits until the pod's
-# active file pages reach MIB (a reader's range read twice), or the node's
+# active file pages reach MIB (a reader's range read twice), the node's
 # memory.available is under BELOW_MIB (a reclaim stage may take the cache back
-# as soon as it grows); bounded.
+# as soon as it grows), or the pod has no process left (evicted on the way);
+# bounded by the guest clock (a loaded TCG guest takes far longer than the
+# sleeps for each round).
 vmt_wait_active_file() {
-  local podcg=$(vmt_pod_field $1 4) want=$(($2 * 1048576)) i=0
-  while [ $i -lt $(($3 * 5)) ]; do
+  local podcg=$(vmt_pod_field $1 4) want=$(($2 * 1048576)) end=$(($(vmt_ms) + $3 * 1000))
+  while [ $(vmt_ms) -lt $end ]; do
     [ "$(vmt_cg_stat $podcg active_file)" -ge $want ] && return 0
     [ $(avail_mib) -lt $4 ] && return 0
+    vmt_cg_populated $podcg || { vmt_mark STEP "active-page-cache: pod $1 has no process left"; return 1; }
     sleep 0.2
-    i=$((i + 1))
   done
   vmt_mark WARN "pod $1: active file pages did not reach $2 MiB in $3 s"
   return 1
@@ -896,7 +898,8 @@ scenario_active_page_cache() {
     vmt_mark WARN "active-page-cache: $a MiB available: reader parts $r1 + $r2 MiB out of range"
     [ $r1 -lt 64 ] && r1=64
   fi
-  vmt_begin active-page-cache memory $((ACT_SOFT_MI * 1048576)) $((ACT_MI * 1048576))
+  # Two phases of waits bounded by the guest clock: up to 60 + 60 + 30 s, then 60 s.
+  SAMPLER_DURATION=400 vmt_begin active-page-cache memory $((ACT_SOFT_MI * 1048576)) $((ACT_MI * 1048576))
   # Re-reading at 64 MiB/s keeps each page hot (touched every few seconds) at a
   # CPU cost a TCG guest can carry beside the daemon; bounded by --duration.
   vmt_pod_run burstable-reader-1 cachereader --file /scratch/big.dat --offset-mib 0 --mib $r1 --passes 1000 \

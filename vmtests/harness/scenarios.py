@@ -73,7 +73,7 @@ PHASE_EXPECT = {
 # Guest seconds each scenario may take at most (TCG), for the boot timeout.
 BUDGET_S = {"fast-spike": 90, "slow-leak": 150, "ranking": 150, "min-reclaim": 160, "oscillation": 90,
             "page-cache": 150, "pid-pressure": 100, "restart": 120, "soft-then-spike": 120,
-            "active-page-cache": 300}
+            "active-page-cache": 420}
 
 
 def judge(r):
