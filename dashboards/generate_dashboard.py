@@ -249,6 +249,44 @@ def dashboard():
             "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}}]}]))
     y += 8
 
+    p.append(row("Relief (reclaim before memory evictions)", y)); y += 1
+    p.append(timeseries(
+        "Relief runs by outcome",
+        [target(f'sum by (outcome) (increase(pressured_reclaim_runs_total{{{SEL}}}[$__rate_interval]))',
+                "{{outcome}}", "A"),
+         target(f'sum by (reason) (increase(pressured_reclaim_skipped_total{{{SEL}}}[$__rate_interval]))',
+                "skipped: {{reason}}", "B")],
+        0, y, w=9, stack=True,
+        description="Each run asks memory.reclaim for page cache before a memory eviction: avoided (the node was "
+                    "no longer short on the re-read), still_short (evicted as usual), failed, dry_run. Skipped: "
+                    "crossings that evicted without reclaim (not_covered: anonymous pressure)."))
+    p.append(timeseries(
+        "Relief: asked and given back",
+        [target(f'sum by (node) (rate(pressured_reclaim_asked_bytes_total{{{SEL}}}[$__rate_interval]))',
+                "{{node}} asked", "A"),
+         target(f'sum by (node) (rate(pressured_reclaim_reclaimed_bytes_total{{{SEL}}}[$__rate_interval]))',
+                "{{node}} given back", "B")],
+        9, y, w=9, unit="Bps"))
+    p.append(stat(
+        "Relief available",
+        [target(f'min(pressured_reclaim_available{{{SEL}}})', "")],
+        18, y, w=6, h=4,
+        mappings=[{"type": "value", "options": {"0": {"text": "off (v1 / no memory.reclaim / disabled)"},
+                                                "1": {"text": "on"}}}],
+        description="0 on a node where the stage is off: cgroup v1, a kernel before 5.19, or relief.enabled false."))
+    p.append(stat(
+        "Cgroups backing off",
+        [target(f'sum(pressured_reclaim_backoff_cgroups{{{SEL}}})', "")],
+        18, y + 4, w=6, h=4,
+        description="Pod cgroups that gave back little and are not asked again for relief.backoff."))
+    y += 8
+    p.append(timeseries("Relief run duration",
+                        quantiles("pressured_reclaim_duration_seconds"),
+                        0, y, w=24, unit="s",
+                        description="How long each run's memory.reclaim writes took (a hard threshold waits at most "
+                                    "relief.hardThresholdBudget whatever this says)."))
+    y += 8
+
     p.append(row("Reclaim and thrashing (BPF, tracked cgroups)", y)); y += 1
     p.append(timeseries(
         "Reclaim in kubepods and QoS tiers",

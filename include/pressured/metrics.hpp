@@ -225,6 +225,11 @@ class Metrics {
   void reactor_dispatch_latency(const std::vector<double>& bounds_seconds, const std::vector<uint64_t>& bucket_totals,
                                 double sum_seconds);
 
+  /// A relief run (memory.reclaim before a memory eviction) ended; what it
+  /// asked and got back are counted by the relief driver's stats.
+  /// -> pressured_reclaim_duration_seconds (histogram, 10 us..10 s)
+  void reclaim_duration(double seconds);
+
   // Events received, ring-buffer losses, resyncs after them and safety-net
   // polls are counted by the reactor (EventStats, pressured/events.hpp) and
   // exported with export_stats; missed crossings by the daemon (DaemonStats).

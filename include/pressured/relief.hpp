@@ -80,6 +80,8 @@ struct ReliefRecord {
   uint64_t reclaimed_bytes = 0;
   Duration took{};
   std::size_t cgroups = 0;
+  std::size_t errors = 0;  // cgroups whose write failed
+  std::string first_error;
   bool dry_run = false;
   bool failed = false;     // every write failed
   bool timed_out = false;  // stopped at its budget

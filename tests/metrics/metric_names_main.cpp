@@ -12,6 +12,7 @@
 #include "pressured/events.hpp"
 #include "pressured/metrics.hpp"
 #include "pressured/observer.hpp"
+#include "relief/relief_stats.hpp"
 
 int main() {
   pressured::MetricsOptions options;
@@ -24,6 +25,7 @@ int main() {
   const pressured::pods::ApiServerSourceCounters pod_source;
   const pressured::MetricsServerCounters server;
   const pressured::PodStorageCounters storage;
+  const pressured::ReliefStats relief;
   const auto events_export = pressured::export_stats(metrics, events);
   const auto observer_export = pressured::export_stats(metrics, observer);
   const auto daemon_export = pressured::export_stats(metrics, daemon);
@@ -31,6 +33,7 @@ int main() {
   const auto pod_source_export = pressured::export_stats(metrics, pod_source);
   const auto server_export = pressured::export_stats(metrics, server);
   const auto storage_export = pressured::export_stats(metrics, storage);
+  const auto relief_export = pressured::export_stats(metrics, relief);
   for (const auto& name : metrics.metric_names()) std::cout << name << '\n';
   return 0;
 }

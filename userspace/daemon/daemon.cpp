@@ -60,7 +60,11 @@ Daemon::Daemon(Config config, DaemonDeps deps)
       alarms_(deps_.alarms),
       executor_({deps_.evictor, deps_.reporter, deps_.metrics, &stats_, &config_.daemon,
                  [this] { start_disk_reclaim(); }}),
-      disk_reclaim_(deps_.loop) {
+      disk_reclaim_(deps_.loop),
+      relief_(config_.relief, config_.daemon.dry_run, deps_.reclaim, deps_.reclaim_unavailable, deps_.metrics,
+              deps_.loop,
+              // The run's end is an event: decide again on a full re-read.
+              [this] { evaluate(MonotonicClock().now(), "relief", std::nullopt); }) {
   if (deps_.reporter != nullptr) {
     // The worker thread's answers reach the policy as inputs of its next step.
     deps_.reporter->set_eviction_hook([this](const std::string& id, k8s::EvictionResult r) {
@@ -210,6 +214,7 @@ void Daemon::arm_deadline(const Decisions& d, TimePoint now) {
   }
   // The policy's own: a grace end, a kill or release timeout, a restart check.
   if (auto p = policy_.next_deadline()) consider(*p);
+  if (auto r = relief_.deadline()) consider(*r);  // the end of a relief hold
   if (next == next_deadline_) return;
   next_deadline_ = next;
   deps_.loop->wake_at(next);
@@ -272,6 +277,8 @@ bool Daemon::reload() {
   const bool new_state_file = n.daemon.state_file != config_.daemon.state_file;
   config_.eviction = n.eviction;
   config_.daemon = n.daemon;
+  config_.relief = n.relief;
+  relief_.reconfigure(n.relief, n.daemon.dry_run);
   if (new_state_file) {
     checkpointer_ = make_checkpointer();
     save_checkpoint();  // the new file holds the state from now on
@@ -355,6 +362,8 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   stamp_wake(d, source, kernel_time);
   conditions_.publish(d, now);
   if (m) publish_decisions(*m, d);
+  // Relief: memory candidates may wait (within their budget) for reclaim.
+  relief_.step(now, last_, d, config_.eviction, policy_.excluded(), policy_.in_flight(Lane::Memory) != nullptr);
   in.refused = executor_.refuse_invalid(d.candidates);
 
   // Act: the policy's actions, checkpointed first so that a restart resumes a

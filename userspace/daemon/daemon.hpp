@@ -24,6 +24,7 @@
 #include "daemon/condition_publisher.hpp"
 #include "daemon/disk_reclaim.hpp"
 #include "daemon/eviction_executor.hpp"
+#include "daemon/relief_driver.hpp"
 #include "pressured/config.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/events.hpp"
@@ -54,6 +55,11 @@ struct DaemonDeps {
   std::function<Result<Config>()> reload;
   /// Called for SIGTERM/SIGINT (default: loop->stop()).
   std::function<void()> on_stop;
+  /// Relief (reclaim before memory evictions): the memory.reclaim writer;
+  /// null when the kernel cannot (cgroup v1, no memory.reclaim), which
+  /// `reclaim_unavailable` says in words for the log.
+  ReclaimWriter* reclaim = nullptr;
+  std::string reclaim_unavailable = "not configured";
   /// Called when busy() changes (an eviction started or the last one ended,
   /// also by a restored checkpoint): the progress ticks run only while busy.
   std::function<void(bool busy)> on_busy_changed;
@@ -100,6 +106,7 @@ class Daemon final : public ReactorHandler {
   const DaemonStats& stats() const { return stats_; }
   const Config& config() const { return config_; }
   const EvictionPolicy& policy() const { return policy_; }
+  const ReliefDriver& relief() const { return relief_; }
   /// The last snapshot (for the demo's display).
   const NodeSnapshot& last_snapshot() const { return last_; }
   /// The last decisions (for the demo's display).
@@ -165,6 +172,8 @@ class Daemon final : public ReactorHandler {
   std::vector<ApiAnswer> api_answers_;  // from the reporter's worker, taken by evaluate()
   // The policy holds disk evictions until the next evaluation after it ended.
   DiskReclaimRunner disk_reclaim_;
+  // Last: its worker thread posts to the loop and is joined first.
+  ReliefDriver relief_;
 };
 
 }  // namespace pressured

@@ -38,7 +38,11 @@ std::string eviction_start_line(const Eviction& e, bool dry_run) {
                      dry_run ? "[dry-run] " : "", e.id, pod_label(e.namespace_, e.name, e.uid), name(e.qos),
                      eviction_reason(e), e.observed, e.threshold_value,
                      e.kind == ThresholdKind::Hard ? "hard" : "soft", e.grace_period_seconds, e.cgroup_path,
-                     k8s::eviction_message(e), explain_choice(e));
+                     k8s::eviction_message(e), explain_choice(e)) +
+         (e.relief ? fmt::format(" Reclaim first: relief {} asked {:.1f}Mi, got back {:.1f}Mi in {:.1f} ms; still short.",
+                                 e.relief->id, static_cast<double>(e.relief->asked_bytes) / (1 << 20),
+                                 static_cast<double>(e.relief->reclaimed_bytes) / (1 << 20), e.relief->seconds * 1e3)
+                   : std::string());
 }
 
 

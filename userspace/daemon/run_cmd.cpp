@@ -26,6 +26,7 @@
 #include "k8s/reporter.hpp"
 #include "node/containerfs_layout.hpp"
 #include "pressured/metrics.hpp"
+#include "relief/cgroup_reclaim.hpp"
 
 namespace pressured::cli {
 
@@ -205,7 +206,20 @@ int run_daemon(const ConfigOptions& options) {
   CgroupEvictor real_evictor(eo);
   RecordingEvictor dry_evictor;
 
+  // Relief needs cgroup v2's memory.reclaim (Linux 5.19+): probed once here.
+  std::unique_ptr<CgroupReclaimWriter> reclaim_writer;
+  std::string reclaim_unavailable;
+  if (!layout->memory_on_v2) {
+    reclaim_unavailable = "cgroup v1 (memory.reclaim is cgroup v2 only; force_empty and limit changes are never used)";
+  } else if (!memory_reclaim_available(layout->kubepods_memory_path)) {
+    reclaim_unavailable = "no memory.reclaim in " + layout->kubepods_memory_path + " (Linux before 5.19)";
+  } else {
+    reclaim_writer = std::make_unique<CgroupReclaimWriter>(layout->kubepods_memory_path);
+  }
+
   DaemonDeps deps;
+  deps.reclaim = reclaim_writer.get();
+  deps.reclaim_unavailable = reclaim_unavailable;
   deps.observer = observer->get();
   deps.evictor = &real_evictor;
   deps.metrics = &metrics;

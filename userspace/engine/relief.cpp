@@ -109,6 +109,10 @@ ReliefStep ReliefStage::step(TimePoint now, const NodeSnapshot& snapshot, Decisi
     r.reclaimed_bytes = finished_->reclaimed_bytes();
     r.took = finished_->took;
     r.cgroups = finished_->targets.size();
+    for (const auto& t : finished_->targets) {
+      if (t.error.empty()) continue;
+      if (r.errors++ == 0) r.first_error = t.error;
+    }
     r.dry_run = finished_run_->dry_run;
     r.failed = finished_->failed();
     r.timed_out = finished_->timed_out;
@@ -147,10 +151,12 @@ ReliefStep ReliefStage::step(TimePoint now, const NodeSnapshot& snapshot, Decisi
   }
 
   if (met != nullptr && window_end && !running_ && !memory_lane_busy) {
+    // The engine keeps a met threshold met until the signal is back above
+    // threshold + minimum reclaim: that is the target, and what is asked.
     const double shortfall = met->threshold_value - met->observed;
     const auto cap = snapshot.signal(met->threshold.signal);
-    const double min_reclaim = met->threshold.min_reclaim.resolve(cap ? cap->capacity : 0);
-    if (shortfall > 0) {
+    const double need = shortfall + std::max(0.0, met->threshold.min_reclaim.resolve(cap ? cap->capacity : 0));
+    if (need > 0) {
       // Candidate pods only (the ranking's own eligibility), under the pods
       // root (the observer finds pods there only), not backing off.
       std::vector<ReliefTarget> cgroups;
@@ -161,19 +167,19 @@ ReliefStep ReliefStage::step(TimePoint now, const NodeSnapshot& snapshot, Decisi
         active += p->usage.memory_active_file_bytes;
       }
       // memory.available counts inactive_file as free already: only the
-      // active page cache can make up the shortfall. When it cannot, the
+      // active page cache can make up the difference. When it cannot, the
       // pressure is not cache: evict without delay.
       if (cgroups.empty()) {
         skip = ReliefSkip::NoCandidate;
-      } else if (static_cast<double>(active) < shortfall) {
+      } else if (static_cast<double>(active) < need) {
         skip = ReliefSkip::NotCovered;
       } else {
         ReliefRequest req;
         req.id = ++sequence_;
         req.signal = met->threshold.signal;
         req.kind = met->threshold.kind;
-        req.shortfall_bytes = static_cast<uint64_t>(shortfall);
-        req.targets = split_reclaim(static_cast<uint64_t>(shortfall + std::max(0.0, min_reclaim)), std::move(cgroups));
+        req.shortfall_bytes = static_cast<uint64_t>(std::max(0.0, shortfall));
+        req.targets = split_reclaim(static_cast<uint64_t>(need), std::move(cgroups));
         for (const auto& t : req.targets) req.asked_bytes += t.bytes;
         req.decided_at = now;
         req.hold_until = *window_end;

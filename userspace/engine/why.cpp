@@ -44,6 +44,15 @@ nlohmann::ordered_json why_json(const Eviction& e, JsonKeys style, bool explanat
     o[runner] = nullptr;
     o[decided] = nullptr;
   }
+  if (e.relief) {
+    // Reclaim was asked first for this crossing and the node stayed short.
+    nlohmann::ordered_json r;
+    r["id"] = e.relief->id;
+    r[key("askedBytes", "asked_bytes", style)] = e.relief->asked_bytes;
+    r[key("reclaimedBytes", "reclaimed_bytes", style)] = e.relief->reclaimed_bytes;
+    r["seconds"] = e.relief->seconds;
+    o["relief"] = r;
+  }
   if (explanation) o["explanation"] = explain_choice(e);
   return o;
 }

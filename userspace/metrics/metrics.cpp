@@ -271,6 +271,7 @@ struct Metrics::Impl {
   Family<Counter>* oom_kills = nullptr;
   Family<Histogram>* detection_latency = nullptr;
   Family<Histogram>* reactor_latency = nullptr;
+  Family<Histogram>* reclaim_duration = nullptr;
   Family<Counter>* resyncs = nullptr;
   Family<Gauge>* bpf_info = nullptr;
   Family<Counter>* stale_reads = nullptr;
@@ -447,6 +448,8 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.reactor_latency = &m.histogram("pressured_reactor_dispatch_latency_seconds",
                                    "Time from a kernel event's timestamp to the reactor handing it to the daemon, "
                                    "for every event.");
+  m.reclaim_duration = &m.histogram("pressured_reclaim_duration_seconds",
+                                    "How long each relief run (memory.reclaim writes before a memory eviction) took.");
   m.resyncs = &m.counter("pressured_resyncs_total", "Full resynchronisations from the cgroup files, by reason.");
   m.bpf_info = &m.gauge("pressured_bpf_program_info", "Always 1; how each BPF program is attached and why.");
   m.stale_reads = &m.counter("pressured_stale_reads_total", "Reads that failed and fell back to the last good value.");
@@ -643,6 +646,11 @@ void Metrics::kernel_oom_kill(std::optional<QosClass> qos) {
 void Metrics::detection_latency(std::string_view source, double seconds) {
   auto& m = *impl_;
   m.histogram_for(*m.detection_latency, {{"source", token(source)}}, detection_buckets()).Observe(seconds);
+}
+
+void Metrics::reclaim_duration(double seconds) {
+  auto& m = *impl_;
+  m.histogram_for(*m.reclaim_duration, {}, detection_buckets()).Observe(seconds);
 }
 
 void Metrics::reactor_dispatch_latency(const std::vector<double>& bounds_seconds,

@@ -20,7 +20,12 @@ GTEST_HELPERS = {"test_events": ["events_alloc"], "test_bpf": ["events_alloc"]}
 GTEST_DEFAULT_FILTER = {
     # v2 event paths; memstall timing (fentry on 6.1); the node-scope watch on the v2 root
     "test_events": "*V2Events*:HostActivity.MemstallsOfAPodAtItsLimit:HostEvents.BpfWatchOnTheHierarchyRootSeesChargesBelowIt",
+    # relief: memory.reclaim on a v2 pod cgroup holding page cache (needs the scratch disk: ext4 page cache)
+    "test_relief": "*V2Relief*",
 }
+# Test binaries whose guest tests need the scratch disk (/scratch, ext4): page cache
+# on tmpfs/ramfs is not reclaimable file cache.
+GTEST_NEEDS_DISK = {"test_relief"}
 
 
 def build_gtest(target, extra=()):
@@ -86,6 +91,8 @@ def run_gtest(args, vmlinuz, mods, version):
     binaries = {"workloads": [], "files": {}}
     conf = {"VMT_MODE": "gtest", "VMT_NO_DISK": "1", "VMT_GTEST": f"/usr/bin/{target}", "VMT_GTEST_FILTER": flt,
             "VMT_GTEST_TIMEOUT": str(args.gtest_timeout)}
+    if target in GTEST_NEEDS_DISK:
+        conf.pop("VMT_NO_DISK")
     # --scenario with --gtest: the same boot then runs those scenarios against
     # pressured (one guest per kernel for both: the boot is most of the cost).
     if scenarios:
@@ -128,7 +135,7 @@ def run_gtest(args, vmlinuz, mods, version):
                     log(f"  unparsable result: {e}")
 
     t1 = time.monotonic()
-    disk = build_scratch_disk() if scenarios else None
+    disk = build_scratch_disk() if scenarios or target in GTEST_NEEDS_DISK else None
     lines, status = boot(qemu_cmd(vmlinuz, initrd, disk, accel, smp=args.smp), logp, timeout, on_line=on_line)
     vm_s = time.monotonic() - t1
     out = [text for kind, text in markers(lines) if kind == "GT"]

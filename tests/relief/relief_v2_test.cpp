@@ -1,0 +1,253 @@
+// Relief on a real cgroup v2 memory controller: the daemon (real observer,
+// engine, relief stage, worker and memory.reclaim writer; a recording
+// evictor) on a sandbox kubepods tree with a memory limit on the sandbox
+// only. Root, a v2 hierarchy with the memory controller and a disk-backed
+// file system for page cache (the VM's v2 guest: vmtests/run --gtest
+// test_relief, which mounts its scratch disk at /scratch). The test host's
+// v2 hierarchy has no memory controller: skipped loudly there.
+//
+// Every workload is a child of this process, bounded in size and time, and
+// lives in the sandbox, which the destructor kills and removes.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "daemon/daemon.hpp"
+#include "fakes/privilege.hpp"
+#include "fakes/sandbox_cgroup.hpp"
+#include "pressured/evictor.hpp"
+#include "pressured/observer.hpp"
+#include "relief/cgroup_reclaim.hpp"
+
+namespace pressured {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr uint64_t kMiB = 1 << 20;
+const std::string kScratch = "/scratch";
+
+uint64_t stat_key(const std::string& cgroup, const std::string& key) {
+  std::ifstream in(cgroup + "/memory.stat");
+  std::string k;
+  uint64_t v = 0;
+  while (in >> k >> v) {
+    if (k == key) return v;
+  }
+  return 0;
+}
+
+// Forks a child that waits until it is in `rel`, then runs `job` and exits.
+pid_t fork_into(testing::SandboxCgroup& sb, const std::string& rel, const std::function<void()>& job) {
+  int go[2];
+  if (::pipe(go) != 0) return -1;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(go[1]);
+    char c = 0;
+    if (::read(go[0], &c, 1) != 1) ::_exit(2);
+    job();
+    ::_exit(0);
+  }
+  ::close(go[0]);
+  const bool moved = pid > 0 && sb.move(rel, pid);
+  const char c = moved ? 1 : 0;
+  (void)::write(go[1], &c, 1);
+  ::close(go[1]);
+  return moved ? pid : -1;
+}
+
+// Writes `mib` MiB to `path`, syncs it, reads it twice (page cache made
+// active, charged to the caller's cgroup), then sleeps (bounded) without
+// touching it again.
+void write_and_reread(const std::string& path, uint64_t mib, int hold_s) {
+  int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) ::_exit(3);
+  std::vector<char> buf(kMiB, 'x');
+  for (uint64_t i = 0; i < mib; ++i) {
+    if (::write(fd, buf.data(), buf.size()) != static_cast<ssize_t>(buf.size())) ::_exit(4);
+  }
+  ::fsync(fd);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint64_t i = 0; i < mib; ++i) {
+      if (::pread(fd, buf.data(), buf.size(), static_cast<off_t>(i * kMiB)) <= 0) ::_exit(5);
+    }
+  }
+  ::close(fd);
+  ::sleep(static_cast<unsigned>(hold_s));
+}
+
+// Grows anonymous memory by `step` MiB every 50 ms up to `max` MiB, then holds (bounded).
+void grow_anon(uint64_t step, uint64_t max, int hold_s) {
+  std::vector<void*> held;
+  for (uint64_t total = 0; total < max; total += step) {
+    void* p = ::mmap(nullptr, step * kMiB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) break;
+    std::memset(p, 1, step * kMiB);
+    held.push_back(p);
+    ::usleep(50 * 1000);
+  }
+  ::sleep(static_cast<unsigned>(hold_s));
+}
+
+struct V2Node {
+  std::string why;  // before mount: filled while mount is initialised
+  std::string mount;
+  std::unique_ptr<testing::SandboxCgroup> sb;
+  std::string state_file;
+
+  explicit V2Node(const std::string& tag) : mount(testing::SandboxCgroup::find_v2_memory_mount(&why)) {
+    if (!mount.empty()) sb = std::make_unique<testing::SandboxCgroup>(mount, tag);
+    state_file = "/tmp/pressured-relief-state-" + std::to_string(::getpid()) + "-" + tag + ".json";
+  }
+  ~V2Node() { std::filesystem::remove(state_file); }
+
+  bool setup(uint64_t limit_mib) {
+    return sb && sb->ok() && sb->make_with("kubepods/burstable/podrelief-cache-0001/c") &&
+           sb->make_with("kubepods/besteffort/podrelief-anon-0002/c") && sb->set_memory_max("kubepods", limit_mib * kMiB);
+  }
+
+  Config config() const {
+    Config c;
+    c.observe.cgroup_mount = mount;
+    c.observe.cgroup_root = sb->path().substr(mount.size());
+    c.observe.kubepods_name = "kubepods";
+    c.observe.driver = CgroupDriver::Cgroupfs;
+    c.daemon.state_file = state_file;
+    c.daemon.lock_memory = false;
+    return c;
+  }
+};
+
+Threshold allocatable(ThresholdKind kind, uint64_t mib, uint64_t min_reclaim_mib, Duration grace = {}) {
+  Threshold t;
+  t.signal = Signal::AllocatableMemoryAvailable;
+  t.kind = kind;
+  t.value = ThresholdValue{ThresholdValue::Kind::Quantity, static_cast<double>(mib * kMiB), 0};
+  t.min_reclaim = ThresholdValue{ThresholdValue::Kind::Quantity, static_cast<double>(min_reclaim_mib * kMiB), 0};
+  t.grace_period = grace;
+  return t;
+}
+
+void require_v2(V2Node& node) {
+  PRESSURED_REQUIRE_ROOT();
+  PRESSURED_REQUIRE(!node.mount.empty(), "a cgroup v2 hierarchy with the memory controller (" + node.why + ")");
+}
+
+TEST(V2Relief, APodWhosePageCacheMeetsTheThresholdIsNotEvictedAndItsCacheShrinks) {
+  V2Node node("relief-cache");
+  require_v2(node);
+  if (HasFatalFailure() || IsSkipped()) return;
+  struct stat st {};
+  PRESSURED_REQUIRE(::stat((kScratch + "/.").c_str(), &st) == 0 && ::access(kScratch.c_str(), W_OK) == 0,
+                    "a disk-backed file system at /scratch (the VM guest's scratch disk)");
+  ASSERT_TRUE(node.setup(384)) << node.sb->error();
+  PRESSURED_REQUIRE(memory_reclaim_available(node.sb->path("kubepods")), "memory.reclaim (Linux 5.19+)");
+
+  const std::string file = kScratch + "/relief-" + std::to_string(::getpid()) + ".dat";
+  const std::string pod = "kubepods/burstable/podrelief-cache-0001";
+  const pid_t reader = fork_into(*node.sb, pod + "/c", [&] { write_and_reread(file, 240, 120); });
+  ASSERT_GT(reader, 0);
+  // Bounded wait until the two passes are done: active cache near the file's size.
+  const std::string pod_path = node.sb->path(pod);
+  for (int i = 0; i < 600 && stat_key(pod_path, "active_file") < 200 * kMiB; ++i) std::this_thread::sleep_for(100ms);
+  const uint64_t active_before = stat_key(pod_path, "active_file");
+  ASSERT_GE(active_before, 200 * kMiB) << "the reader's cache did not become active";
+
+  // allocatable 384Mi - ~245Mi working set ~ 140Mi available: under 180Mi only
+  // because of the active cache. Soft, with a long grace: reclaim uses it.
+  Config c = node.config();
+  c.eviction.thresholds = {allocatable(ThresholdKind::Soft, 180, 40, 120s)};
+  auto obs = make_node_observer(c.observe);
+  ASSERT_TRUE(obs) << obs.error().message;
+  CgroupReclaimWriter writer(node.sb->path("kubepods"));
+  RecordingEvictor evictor;
+  DaemonDeps deps;
+  deps.observer = obs->get();
+  deps.evictor = &evictor;
+  deps.reclaim = &writer;
+  Daemon daemon(c, deps);
+
+  // Evaluate as the loop would (bounded): until a run was judged avoided.
+  bool avoided = false;
+  bool met_at_start = false;
+  for (int i = 0; i < 400 && !avoided; ++i) {
+    daemon.evaluate(MonotonicClock().now(), "test", std::nullopt);
+    if (i == 0) {
+      for (const auto& t : daemon.last_decisions().thresholds) met_at_start = met_at_start || t.met;
+    }
+    avoided = daemon.relief().stats().avoided.load() > 0;
+    std::this_thread::sleep_for(50ms);
+  }
+  std::filesystem::remove(file);
+  const auto s = daemon.relief().stats().values();
+  std::printf("[ measured ] relief cache: active_file %.1fMi -> %.1fMi, asked %.1fMi, got back %.1fMi, runs "
+              "avoided=%llu still_short=%llu failed=%llu, swappiness=0 %s\n",
+              static_cast<double>(active_before) / kMiB, static_cast<double>(stat_key(pod_path, "active_file")) / kMiB,
+              static_cast<double>(s.asked_bytes) / kMiB, static_cast<double>(s.reclaimed_bytes) / kMiB,
+              static_cast<unsigned long long>(s.avoided), static_cast<unsigned long long>(s.still_short),
+              static_cast<unsigned long long>(s.failed),
+              writer.swappiness() == CgroupReclaimWriter::Swappiness::Accepted ? "accepted" : "refused (older kernel)");
+  EXPECT_TRUE(met_at_start) << "the threshold must be met by the page cache to begin with";
+  EXPECT_TRUE(avoided) << "reclaim did not bring the node back above the threshold";
+  EXPECT_EQ(s.available, 1u);
+  EXPECT_GT(s.reclaimed_bytes, 0u);
+  EXPECT_EQ(s.failed, 0u);
+  EXPECT_LT(stat_key(pod_path, "active_file"), active_before) << "the pod's cache did not shrink";
+  EXPECT_TRUE(evictor.calls().empty()) << "the pod was evicted although its cache could be given back";
+  EXPECT_EQ(node.sb->read_key("kubepods", "memory.events", "oom_kill"), 0);
+}
+
+TEST(V2Relief, APodGrowingAnonymousMemoryIsEvictedWithoutWaitingForReclaim) {
+  V2Node node("relief-anon");
+  require_v2(node);
+  if (HasFatalFailure() || IsSkipped()) return;
+  ASSERT_TRUE(node.setup(384)) << node.sb->error();
+  PRESSURED_REQUIRE(memory_reclaim_available(node.sb->path("kubepods")), "memory.reclaim (Linux 5.19+)");
+
+  Config c = node.config();
+  c.eviction.thresholds = {allocatable(ThresholdKind::Hard, 150, 0)};
+  auto obs = make_node_observer(c.observe);
+  ASSERT_TRUE(obs) << obs.error().message;
+  CgroupReclaimWriter writer(node.sb->path("kubepods"));
+  RecordingEvictor evictor;
+  DaemonDeps deps;
+  deps.observer = obs->get();
+  deps.evictor = &evictor;
+  deps.reclaim = &writer;
+  Daemon daemon(c, deps);
+
+  const std::string pod = "kubepods/besteffort/podrelief-anon-0002";
+  const pid_t grower = fork_into(*node.sb, pod + "/c", [] { grow_anon(16, 300, 60); });
+  ASSERT_GT(grower, 0);
+  bool evicted = false;
+  for (int i = 0; i < 1000 && !evicted; ++i) {
+    daemon.evaluate(MonotonicClock().now(), "test", std::nullopt);
+    evicted = !evictor.calls().empty();
+    std::this_thread::sleep_for(20ms);
+  }
+  const auto s = daemon.relief().stats().values();
+  std::printf("[ measured ] relief anon: skipped not_covered=%llu no_candidate=%llu, held=%llu, runs=%llu\n",
+              static_cast<unsigned long long>(s.skip_not_covered), static_cast<unsigned long long>(s.skip_no_candidate),
+              static_cast<unsigned long long>(s.held),
+              static_cast<unsigned long long>(s.avoided + s.still_short + s.failed));
+  ASSERT_TRUE(evicted) << "the grower was never evicted";
+  EXPECT_NE(evictor.calls().front().target.cgroup_path.find("podrelief-anon-0002"), std::string::npos);
+  EXPECT_EQ(s.held, 0u) << "anonymous pressure: the eviction must not wait for reclaim";
+  EXPECT_EQ(s.skip_not_covered + s.skip_no_candidate, 1u) << "the crossing was judged not cache";
+  EXPECT_EQ(node.sb->read_key("kubepods", "memory.events", "oom_kill"), 0);
+}
+
+}  // namespace
+}  // namespace pressured

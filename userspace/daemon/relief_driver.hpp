@@ -1,0 +1,57 @@
+#pragma once
+// The daemon's side of relief (pressured/relief.hpp): runs the pure stage
+// between the engine and the eviction policy, hands its runs to the worker
+// thread, takes the worker's outcome at the next evaluation, and logs and
+// counts every decision. Lives on the event loop's thread.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pressured/events.hpp"
+#include "pressured/metrics.hpp"
+#include "pressured/relief.hpp"
+#include "pressured/stats.hpp"
+#include "relief/reclaim_worker.hpp"
+#include "relief/relief_stats.hpp"
+
+namespace pressured {
+
+class ReliefDriver {
+ public:
+  /// `writer` null: the kernel cannot reclaim (cgroup v1, no memory.reclaim):
+  /// the stage is off, which the log says once and the gauge shows.
+  /// `on_done` runs on the loop when a run ends (an evaluation).
+  ReliefDriver(const ReliefConfig& config, bool dry_run, ReclaimWriter* writer, std::string unavailable_reason,
+               Metrics* metrics, EventLoop* loop, std::function<void()> on_done);
+
+  /// Between the engine and the policy: takes in a finished run, decides,
+  /// starts a run, and removes the memory candidates that wait for it from `d`.
+  void step(TimePoint now, const NodeSnapshot& snapshot, Decisions& d, const EvictionConfig& eviction,
+            const std::vector<std::string>& excluded, bool memory_lane_busy);
+  /// When the current hold ends (the loop evaluates again then).
+  std::optional<TimePoint> deadline() const { return deadline_; }
+  void reconfigure(const ReliefConfig& config, bool dry_run);
+  /// A run is writing (its outcome not yet taken).
+  bool running() const { return stage_.running().has_value(); }
+  const ReliefStats& stats() const { return stats_; }
+  const ReliefStage& stage() const { return stage_; }
+
+ private:
+  void report(const ReliefStep& st);
+
+  ReliefStage stage_;
+  MonotonicClock clock_;
+  std::unique_ptr<ReclaimWorker> worker_;  // null: unavailable
+  Metrics* metrics_;
+  std::optional<TimePoint> deadline_;
+  ReliefStats stats_;
+  StatsExport export_;  // after stats_: released first
+};
+
+/// "relief 3: asked 120.0Mi from 2 pod cgroup(s), got back 118.2Mi in 35 ms: eviction avoided"
+std::string relief_record_line(const ReliefRecord& r);
+
+}  // namespace pressured
