@@ -564,7 +564,10 @@ vmt_end() {
     grep -E "bpf: |BPF unavailable|running on PSI" /tmp/contender.log | grep -vE "libbpf:|debug bpf" |
       sed "s/^/@@VMT BPF /"
   fi
-  # The contender's log, for the console log kept on failure (bounded).
+  # The reclaim stage's lines (its decisions, records and skips), which the tail
+  # below may not reach, then the contender's log, for the console log kept on
+  # failure (both bounded).
+  grep -E "relief" /tmp/contender.log | grep -v " debug " | head -n 80 | sed "s/^/@@VMT LOG $SCEN relief: /"
   grep -v "debug bpf probe" /tmp/contender.log | tail -n 120 | sed "s/^/@@VMT LOG $SCEN: /"
   tail -n 12 $(vmt_wl_logs) 2>/dev/null |
     sed "s/^/@@VMT LOG $SCEN workload: /"
