@@ -182,10 +182,20 @@ class JudgePhases(unittest.TestCase):
         self.assertFalse(none["passed"])
         self.assertTrue(any(f.startswith("phase 1: nobody evicted") for f in none["failures"]), none["failures"])
 
-    def test_a_phase_1_without_the_hard_threshold_is_no_evidence(self):
+    def test_relief_on_may_keep_phase_1_from_the_hard_threshold(self):
         r = judge(apc("pressured-relief", {"burstable-grower"}, {"burstable-grower": 71_000},
-                      [phase(0, 300, soft=(12_000, 14_000, 1)), phase(60_000, 150, hard=(69_000, -1, 1))]))
-        self.assertIn("phase 1 never crossed the hard threshold: no false pressure to relieve", r["failures"])
+                      [phase(0, 300, soft=(12_000, 12_400, 84)), phase(60_000, 150, hard=(69_000, -1, 1))]))
+        self.assertTrue(r["passed"], r["failures"])
+        self.assertEqual(r["metrics"]["phase1_hard_crossings"], 0)
+
+    def test_a_phase_1_without_pressure_is_no_evidence(self):
+        r = judge(apc("pressured-relief", {"burstable-grower"}, {"burstable-grower": 71_000},
+                      [phase(0, 400), phase(60_000, 150, hard=(69_000, -1, 1))]))
+        self.assertIn("phase 1 never crossed the soft threshold: no false pressure to relieve", r["failures"])
+        off = judge(apc("pressured-relief-off", {"burstable-reader-1"}, {"burstable-reader-1": 22_000},
+                        [phase(0, 300, soft=(12_000, -1, 1)), phase(60_000, 150)]))
+        self.assertIn("phase 1 never crossed the hard threshold without the reclaim stage: the scenario made too "
+                      "little pressure", off["failures"])
 
     def test_only_the_relief_pair_runs_active_page_cache(self):
         both = ["fast-spike", "active-page-cache"]

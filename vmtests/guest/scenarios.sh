@@ -420,7 +420,7 @@ vmt_contender_start() {
 # stage on or off, the stage's other settings left at their defaults (what an
 # operator who turns it on gets).
 vmt_relief_config() {
-  printf 'relief:\n  enabled: %s\n' "$1"
+  printf 'relief:\n  enabled: %s\n...\n' "$1"
 }
 
 vmt_oomd_config() {
