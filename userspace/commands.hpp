@@ -19,5 +19,6 @@ Command add_top(CLI::App& app);           // userspace/node
 Command add_run(CLI::App& app);           // userspace/daemon
 Command add_demo(CLI::App& app);          // userspace/daemon
 Command add_install_seccomp(CLI::App& app);  // userspace/daemon
+Command add_uninstall(CLI::App& app);        // userspace/daemon
 
 }  // namespace pressured::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
       pressured::cli::add_run(app),     pressured::cli::add_check_config(app),
       pressured::cli::add_simulate(app), pressured::cli::add_top(app),
       pressured::cli::add_demo(app),     pressured::cli::add_install_seccomp(app),
+      pressured::cli::add_uninstall(app),
   };
 
   try {

@@ -7,7 +7,8 @@
 // with the configuration then in force, it must finish the eviction exactly
 // once: one Eviction in the API, one Event, the bystander untouched, the victim
 // not killed again unless it runs, a v1 freezer cgroup a kill left frozen
-// thawed. Root; every workload is bounded in size and time.
+// thawed. Root; every workload is bounded in size and time, and every wait is
+// bounded: a step that does not end fails and says what it waited for.
 #include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -15,12 +16,16 @@
 #include <fcntl.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -49,6 +54,20 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 held = bytearray(b'\x01') * (mib << 20)
 time.sleep(seconds)
 )";
+
+// Reaps `pid` within `limit`: its wait status, or -1 if it is still there.
+int reap(pid_t pid, std::chrono::milliseconds limit) {
+  for (auto end = std::chrono::steady_clock::now() + limit;;) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+    if (std::chrono::steady_clock::now() >= end) return -1;
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -109,8 +128,12 @@ class FakeApi {
     srv_.Patch(".*", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
     port_ = srv_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { srv_.listen_after_bind(); });
-    for (int i = 0; i < 200 && !srv_.is_running(); ++i) std::this_thread::sleep_for(5ms);
+    // Until it runs, stop() would not stop it (and the destructor would wait forever).
+    for (auto end = std::chrono::steady_clock::now() + 30s; !srv_.is_running() && std::chrono::steady_clock::now() < end;) {
+      std::this_thread::sleep_for(5ms);
+    }
   }
+  bool running() const { return port_ > 0 && srv_.is_running(); }
   ~FakeApi() {
     srv_.stop();
     thread_.join();
@@ -250,20 +273,26 @@ class Node {
     }
     const std::string log = dir_ + "/daemon.log";
     running_before_ = running_lines();
+    // argv and the environment are built before the fork: the child of this
+    // threaded process (the fake API's threads) may only make async-signal-safe
+    // calls until exec; a malloc there can wait forever on a lock one of them
+    // held (the sanitizers' allocator is not fork-safe).
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::string_view(*e).rfind("PRESSURED_CRASH_AT=", 0) != 0) env.emplace_back(*e);
+    }
+    if (!crash_at.empty()) env.push_back("PRESSURED_CRASH_AT=" + crash_at);
+    std::vector<char*> a, e;
+    for (auto& s : argv) a.push_back(s.data());
+    a.push_back(nullptr);
+    for (auto& s : env) e.push_back(s.data());
+    e.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       ::dup2(fd, 2);
       ::dup2(fd, 1);
-      if (crash_at.empty()) {
-        ::unsetenv("PRESSURED_CRASH_AT");
-      } else {
-        ::setenv("PRESSURED_CRASH_AT", crash_at.c_str(), 1);
-      }
-      std::vector<char*> a;
-      for (auto& s : argv) a.push_back(s.data());
-      a.push_back(nullptr);
-      ::execv(a[0], a.data());
+      ::execve(a[0], a.data(), e.data());
       ::_exit(127);
     }
     if (api_kills_it) api_.kill_on_eviction(pid_);
@@ -281,20 +310,16 @@ class Node {
     }
     return false;
   }
-  /// SIGTERM, then the exit status (SIGKILL after 10 s).
+  /// SIGTERM, then the exit status (SIGKILL after 10 s); -1 if it could not be reaped.
   int stop() {
     if (pid_ <= 0) return -1;
     ::kill(pid_, SIGTERM);
-    int status = 0;
-    for (int i = 0; i < 500; ++i) {
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return status;
-      }
-      std::this_thread::sleep_for(20ms);
+    int status = reap(pid_, 10s);
+    if (status == -1) {
+      ::kill(pid_, SIGKILL);
+      status = reap(pid_, 30s);
+      if (status == -1) std::fprintf(stderr, "crash test: daemon %d not reaped 30 s after SIGKILL\n", pid_);
     }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, &status, 0);
     pid_ = -1;
     return status;
   }
@@ -322,6 +347,9 @@ class Node {
     if (at == std::string::npos) return -1;
     const int port = std::atoi(text.c_str() + at + marker.size());
     httplib::Client cli("127.0.0.1", port);
+    cli.set_connection_timeout(10);
+    cli.set_read_timeout(10);
+    cli.set_write_timeout(10);
     auto r = cli.Get("/metrics");
     if (!r || r->status != 200) return -1;
     std::istringstream in(r->body);
@@ -387,18 +415,24 @@ TEST(CrashConsistency, EveryEvictionCompletesExactlyOnceWhereverTheDaemonDies) {
     SCOPED_TRACE(name(c));
     Node node("crash" + std::to_string(n++), c.kind);
     ASSERT_TRUE(node.ok()) << node.error();
-    ASSERT_TRUE(node.setup()) << "victim at " << node.usage_mib(Node::kVictim) << " MiB";
+    ASSERT_TRUE(node.api().running()) << "the fake API server did not start listening within 30 s";
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(node.setup()) << "setup: waited 15 s for the victim's 150 MiB to be charged, at "
+                              << node.usage_mib(Node::kVictim) << " MiB (" << node.error() << ")";
 
     // The first run dies at the point. Its soft kill margin is long: only the
     // configuration of the second run (1 s) lets the resumed eviction end
     // soon (except where the first run must reach the kill itself).
     const bool api_kills = c.point == "api-inflight";
     node.write_config(c.kind == Kind::Hard || c.point == "kill" ? 1s : 300s);
-    ASSERT_TRUE(node.start(api_kills ? "" : c.point, api_kills));
-    ASSERT_TRUE(node.wait_crash(60s)) << "never reached the crash point\n" << node.log();
+    ASSERT_TRUE(node.start(api_kills ? "" : c.point, api_kills)) << "fork: " << std::strerror(errno);
+    ASSERT_TRUE(node.wait_crash(60s)) << "first run: waited 60 s for the daemon to die of SIGKILL at '" << c.point
+                                      << "'\n" << node.log();
+    const double crashed = seconds_since(t0);
 
     if (c.killed_before_crash) {
-      ASSERT_TRUE(node.wait_gone(Node::kVictim, 10s)) << "the kill went out before the crash\n" << node.log();
+      ASSERT_TRUE(node.wait_gone(Node::kVictim, 10s))
+          << "after the crash: waited 10 s for the victim the first run killed to be gone\n" << node.log();
     } else {
       ASSERT_GT(node.procs(Node::kVictim), 0u) << "died before any kill\n" << node.log();
     }
@@ -408,8 +442,11 @@ TEST(CrashConsistency, EveryEvictionCompletesExactlyOnceWhereverTheDaemonDies) {
     if (frozen) node.freeze_victim();
 
     node.write_config(1s);
-    ASSERT_TRUE(node.start("", false));
-    ASSERT_TRUE(node.wait_running(60s)) << node.log();  // the restore and the first decision are behind it
+    ASSERT_TRUE(node.start("", false)) << "fork: " << std::strerror(errno);
+    // The restore and the first decision are behind "pressured running".
+    ASSERT_TRUE(node.wait_running(60s)) << "second run: waited 60 s for 'pressured running' in its log\n"
+                                        << node.log();
+    const double restarted = seconds_since(t0);
     const bool api = c.kind != Kind::SoftLocal;
     bool done = false;
     for (auto end = std::chrono::steady_clock::now() + 60s; !done && std::chrono::steady_clock::now() < end;) {
@@ -417,8 +454,13 @@ TEST(CrashConsistency, EveryEvictionCompletesExactlyOnceWhereverTheDaemonDies) {
              (!api || (node.api().evictions("victim") >= 1 && node.api().events("victim") >= 1));
       if (!done) std::this_thread::sleep_for(50ms);
     }
-    ASSERT_TRUE(done) << "the resumed eviction did not complete: victim procs " << node.procs(Node::kVictim)
-                      << ", API evictions " << node.api().evictions("victim") << "\n" << node.log();
+    ASSERT_TRUE(done) << "second run: waited 60 s for the resumed eviction to complete: victim procs "
+                      << node.procs(Node::kVictim) << ", API evictions " << node.api().evictions("victim")
+                      << ", Events " << node.api().events("victim") << "\n" << node.log();
+    // Where the time of a case went (no bound on it: a loaded machine is slow),
+    // so a slow run can be told from a stuck one.
+    std::printf("[ case     ] %-22s crashed at %.1f s, running again at %.1f s, completed at %.1f s\n",
+                name(c).c_str(), crashed, restarted, seconds_since(t0));
     if (frozen) {
       EXPECT_EQ(node.victim_freezer_state(), "THAWED");
     }
@@ -429,7 +471,8 @@ TEST(CrashConsistency, EveryEvictionCompletesExactlyOnceWhereverTheDaemonDies) {
     } else {
       EXPECT_EQ(kills, 0) << "killed before the crash, empty since: not killed again\n" << node.log();
     }
-    EXPECT_EQ(node.stop(), 0) << node.log();  // its reporter drains: a duplicate would show now
+    // Its reporter drains: a duplicate would show now.
+    EXPECT_EQ(node.stop(), 0) << "second run's exit after SIGTERM (10 s, then SIGKILL)\n" << node.log();
 
     EXPECT_EQ(node.api().evictions("victim"), api ? 1 : 0) << node.log();
     EXPECT_EQ(node.api().events("victim"), api ? 1 : 0) << node.log();

@@ -189,14 +189,17 @@ class HostNode {
     argv.insert(argv.end(), extra.begin(), extra.end());
     std::size_t before = count(log(), "pressured running");
     std::string logfile = dir_ + "/daemon.log";
+    // Built before the fork: until exec the child may only make
+    // async-signal-safe calls (a malloc can wait forever on a lock another
+    // thread held at the fork; the sanitizers' allocator is not fork-safe).
+    std::vector<char*> a;
+    for (auto& s : argv) a.push_back(s.data());
+    a.push_back(nullptr);
     daemon_ = ::fork();
     if (daemon_ == 0) {
       int fd = ::open(logfile.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
       ::dup2(fd, 2);
       ::dup2(fd, 1);
-      std::vector<char*> a;
-      for (auto& s : argv) a.push_back(s.data());
-      a.push_back(nullptr);
       ::execv(a[0], a.data());
       ::_exit(127);
     }

@@ -1,6 +1,7 @@
 #include "fakes/sandbox_cgroup.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -8,6 +9,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <algorithm>
 #include <filesystem>
@@ -27,6 +29,25 @@ bool write_file(const std::string& path, const std::string& value) {
   ssize_t n = ::write(fd, value.data(), value.size());
   ::close(fd);
   return n == static_cast<ssize_t>(value.size());
+}
+
+// Reaps `pid` within `limit`; false if it is still there (then says what it waits in).
+bool reap(pid_t pid, std::chrono::milliseconds limit, const char* what) {
+  for (auto end = std::chrono::steady_clock::now() + limit;;) {
+    const pid_t r = ::waitpid(pid, nullptr, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) return true;
+    if (std::chrono::steady_clock::now() >= end) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat"), wchan("/proc/" + std::to_string(pid) + "/wchan");
+  std::string line, chan;
+  std::getline(stat, line);
+  std::getline(wchan, chan);
+  const auto paren = line.rfind(')');
+  std::fprintf(stderr, "sandbox: %s: child %d not reaped after %lld ms (state %s, waiting in %s); left behind\n", what,
+               static_cast<int>(pid), static_cast<long long>(limit.count()),
+               paren == std::string::npos ? "?" : line.substr(paren + 2, 1).c_str(), chan.empty() ? "?" : chan.c_str());
+  return false;
 }
 
 std::vector<pid_t> procs_of(const std::string& dir) {
@@ -98,36 +119,55 @@ std::string SandboxCgroup::read(const std::string& rel, const std::string& file)
 
 pid_t SandboxCgroup::spawn(const std::string& rel, const std::vector<std::string>& argv) {
   if (argv.empty()) return -1;
-  std::string procs = path(rel) + "/cgroup.procs";
+  // Everything the child needs is made here: between fork() and exec() the
+  // child of a threaded parent may only make async-signal-safe calls. A
+  // malloc there can wait forever on a lock another thread of the parent
+  // held at the fork (the sanitizers' allocator is not fork-safe: a test that
+  // forked while its fake API server started its thread pool hung so).
+  const std::string procs = path(rel) + "/cgroup.procs";
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return -1;
   pid_t pid = ::fork();
   if (pid < 0) return -1;
   if (pid == 0) {
-    // Child: join the cgroup first, then exec; report failure via the pipe.
+    // Child: join the cgroup first ("0" is the writer), then exec; report failure via the pipe.
     ::close(pipefd[0]);
-    std::string me = std::to_string(::getpid());
     int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || ::write(fd, me.data(), me.size()) < 0) {
+    if (fd < 0 || ::write(fd, "0", 1) < 0) {
       char c = 'c';
       (void)!::write(pipefd[1], &c, 1);
       ::_exit(126);
     }
     ::close(fd);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     ::execv(args[0], args.data());
     char c = 'e';
     (void)!::write(pipefd[1], &c, 1);
     ::_exit(127);
   }
   ::close(pipefd[1]);
+  // The pipe closes at the exec (O_CLOEXEC) or carries the failure; bounded.
+  pollfd pfd{pipefd[0], POLLIN, 0};
+  int ready = 0;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+       ready == 0 && std::chrono::steady_clock::now() < end;) {
+    ready = ::poll(&pfd, 1, 1000);
+    if (ready < 0 && errno == EINTR) ready = 0;
+  }
+  if (ready == 0) {
+    ::close(pipefd[0]);
+    ::kill(pid, SIGKILL);
+    reap(pid, std::chrono::seconds(30), "spawn");
+    error_ = "spawn of " + argv[0] + " in " + rel + ": the child neither ran it nor failed within 60 s";
+    return -1;
+  }
   char c;
   ssize_t n = ::read(pipefd[0], &c, 1);
   ::close(pipefd[0]);
   if (n > 0) {
-    ::waitpid(pid, nullptr, 0);
+    reap(pid, std::chrono::seconds(30), "spawn");
     return -1;
   }
   children_.push_back(pid);
@@ -155,9 +195,11 @@ void SandboxCgroup::kill_all() {
     if (!any) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // Bounded: a child that cannot die (frozen, or in the kernel) is named and
+  // left rather than waited for forever.
   for (pid_t c : children_) {
     ::kill(c, SIGKILL);
-    ::waitpid(c, nullptr, 0);
+    reap(c, std::chrono::seconds(30), "kill_all");
   }
   children_.clear();
 }

@@ -39,9 +39,11 @@ class SandboxCgroup {
   /// Reads <root>/<rel>/<file>; empty on error.
   std::string read(const std::string& rel, const std::string& file) const;
   /// Forks, moves the child into <rel>, and execs argv (argv[0] is a path).
-  /// Returns the pid or -1. The child is killed by the destructor if alive.
+  /// Returns the pid or -1 (error() says why when the child neither exec'd
+  /// nor failed within 60 s). The child is killed by the destructor if alive.
   pid_t spawn(const std::string& rel, const std::vector<std::string>& argv);
-  /// Kills every process in the sandbox tree (SIGKILL) and waits for our children.
+  /// Kills every process in the sandbox tree (SIGKILL) and waits for our
+  /// children, 30 s each at most (one that does not die is named on stderr).
   void kill_all();
 
   // ---- cgroup v2 (additive; v1 users are unaffected) ----------------------

@@ -1,12 +1,23 @@
 #!/usr/bin/env python3
-"""The daemonset contender's control plane without a guest (vmtests/harness/node.py,
-ControlPlane(controllers=True)): the test overlay vmtests/deploy/ applied with
-kubectl 1.20's `apply -k` is accepted by the 1.20 apiserver; the DaemonSet controller
+"""The daemonset contender's control plane without a guest (vmtests/harness/node.py).
+
+DaemonSetApply (the default run; etcd and kube-apiserver only): the test overlay
+vmtests/deploy/ applied with kubectl 1.20's `apply -k` is accepted by the 1.20
+apiserver with validation on, stored as written (the overlay's address and paths), its
+ServiceAccount may evict pods and nothing broader, and `kubectl delete -k` removes the
+DaemonSet and the cluster-wide RBAC; deploy/uninstall/ is accepted too.
+
+DaemonSetControllers (vm-daemonset only: -DPRESSURED_VM_DAEMONSET_TEST=ON, since it
+needs kube-controller-manager and kube-scheduler, `scripts/build-control-plane
+--controllers`, ~20 more minutes of build on a fresh machine): the DaemonSet controller
 creates the pod, the scheduler binds it to the node, the token controller issues the
-ServiceAccount token it mounts; `kubectl delete -k` removes it all. The node is an API
-object only (no kubelet runs here), so nothing is started on this host but the
-control plane, on 127.0.0.1, stopped at the end. Skips (77) without the binaries of
-scripts/build-control-plane, unless PRESSURED_REQUIRE_PRIVILEGED=1."""
+ServiceAccount token it mounts; `kubectl delete -k` removes it all.
+
+The node is an API object only (no kubelet runs here), so nothing is started on this host
+but the control plane, on 127.0.0.1, stopped at the end. Skips (77) without the binaries
+of scripts/build-control-plane, unless PRESSURED_REQUIRE_PRIVILEGED=1.
+
+    daemonset_control_plane_test.py DaemonSetApply | DaemonSetControllers"""
 import base64
 import json
 import os
@@ -40,10 +51,12 @@ def poll(what, fn, timeout=180):
     raise AssertionError(f"{what}: not after {timeout} s (last: {last!r})")
 
 
-class DaemonSetControlPlane(unittest.TestCase):
+class ControlPlaneCase(unittest.TestCase):
+    controllers = False
+
     @classmethod
     def setUpClass(cls):
-        cls.cp = node.ControlPlane(controllers=True)
+        cls.cp = node.ControlPlane(controllers=cls.controllers)
         try:
             cls.cp.start()
         except BaseException:
@@ -64,6 +77,51 @@ class DaemonSetControlPlane(unittest.TestCase):
     def pods(self):
         out = self.kc("-n", "pressured", "get", "pods", "-o", "json", ok=False)
         return json.loads(out.stdout)["items"] if out.returncode == 0 else []
+
+
+class DaemonSetApply(ControlPlaneCase):
+    def test_overlay_accepted_as_written_and_deleted(self):
+        overlay = os.path.join(ROOT, "vmtests", "deploy")
+        # kubectl validates against the server's schema (--validate, on by default).
+        self.kc("apply", "-k", overlay)
+        ds = json.loads(self.kc("-n", "pressured", "get", "daemonset", "pressured", "-o", "json").stdout)
+        spec = ds["spec"]["template"]["spec"]
+        env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+        self.assertEqual(env.get("KUBERNETES_SERVICE_HOST"), node.GUEST_API_ADDR)
+        paths = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+        self.assertEqual(paths["kubelet"], "/node/state/kubelet")
+        self.assertEqual(paths["kubelet-seccomp"], "/var/lib/kubelet/seccomp")
+        self.assertEqual([c["name"] for c in spec["initContainers"]], ["install-seccomp"])
+        self.assertEqual(spec["serviceAccountName"], "pressured")
+        # The RBAC as the apiserver authorizes it: what the daemon calls, nothing broader.
+        sa = "system:serviceaccount:pressured:pressured"
+        for args, want in ((["create", "pods", "--subresource=eviction", "-n", "vmtests"], "yes"),
+                           (["watch", "pods", "--all-namespaces"], "yes"),
+                           (["patch", "nodes"], "yes"),
+                           (["get", "secrets", "-n", "vmtests"], "no")):
+            r = self.kc("auth", "can-i", *args, "--as", sa, ok=False)
+            self.assertEqual(r.stdout.strip(), want, f"can-i {' '.join(args)}: {r.stderr}")
+
+        self.kc("delete", "-k", overlay, "--wait=false")
+        # No garbage collector or namespace controller here: the objects themselves go,
+        # their dependents and the namespace's contents would follow with the controllers.
+        poll("the DaemonSet gone",
+             lambda: self.kc("-n", "pressured", "get", "daemonset", "pressured", ok=False).returncode != 0, timeout=60)
+        for kind in ("clusterrole", "clusterrolebinding"):
+            self.assertNotEqual(self.kc("get", kind, "pressured", ok=False).returncode, 0, f"{kind} pressured left")
+
+    def test_uninstall_accepted(self):
+        # deploy/uninstall/ (docs/operations.md, "Uninstall") passes the 1.20 apiserver's validation too.
+        uninstall = os.path.join(ROOT, "deploy", "uninstall")
+        self.kc("apply", "-k", uninstall)
+        ds = json.loads(self.kc("-n", "pressured-uninstall", "get", "daemonset", "pressured-uninstall", "-o",
+                                "json").stdout)
+        self.assertEqual([c["args"][0] for c in ds["spec"]["template"]["spec"]["initContainers"]], ["uninstall"])
+        self.kc("delete", "-k", uninstall, "--wait=false")
+
+
+class DaemonSetControllers(ControlPlaneCase):
+    controllers = True
 
     def test_overlay_pod_made_by_the_daemonset_controller_bound_by_the_scheduler(self):
         # A Node's status may be set on create: allocatable for the scheduler's fit checks.
@@ -108,7 +166,7 @@ class DaemonSetControlPlane(unittest.TestCase):
 
 if __name__ == "__main__":
     try:
-        node.kubernetes_dir()
+        node.kubernetes_dir(controllers=not sys.argv[1:] or any("Controllers" in a for a in sys.argv[1:]))
     except EnvironmentError as e:
         if os.environ.get("PRESSURED_REQUIRE_PRIVILEGED") == "1":
             raise

@@ -53,25 +53,11 @@ def run_contender(contender, scenarios, kernel, accel, binaries, timeout_overrid
     timeout = timeout_override or (60 + sum(BUDGET_S[s] for s in scenarios))
     log(f"{contender}: booting for {', '.join(scenarios)} (hard timeout {timeout}s, console {logp})")
 
-    def on_line(line):
-        for kind, text in markers([line]):
-            if kind in ("SCENARIO", "STEP", "WARN", "ERROR"):
-                log(f"  [{contender}] {kind.lower()}: {text}")
-            elif kind == "RESULT":
-                try:
-                    r = judge(json.loads(text))
-                    m = r["metrics"]
-                    log(f"  [{contender}] result {r['scenario']}: {'PASS' if r['passed'] else 'FAIL'} victims={m['victims']} "
-                        f"oom={m['kernel_oom_kills']} latency={m['latency_ms']}ms cpu={m['cpu_ms']}ms "
-                        f"{'; '.join(r['failures'])}")
-                except (ValueError, KeyError) as e:
-                    log(f"  unparsable result: {e}")
-
     def boot_once(todo):
         conf_n = dict(conf, VMT_SCENARIOS=" ".join(todo))
         initrd_n = initrd if todo == scenarios else build_initramfs(mods, conf_n, binaries, tag=contender)
         return boot(qemu_cmd(vmlinuz, initrd_n, build_scratch_disk(), accel, smp=smp), logp, timeout,
-                    on_line=on_line)
+                    on_line=console_logger(contender))
 
     t0 = time.monotonic()
     results, status, lines = boot_resuming(contender, scenarios, logp, boot_once)
@@ -152,7 +138,9 @@ def boot_resuming(contender, scenarios, logp, boot_once):
     return results + missing_results(results, todo, contender, status, logp), status, all_lines
 
 
-def node_on_line(contender):
+def console_logger(contender):
+    """A boot's on_line: the guest's markers and each judged result on the host's log as
+    they come. The real node's results also say who evicted and when the API saw it."""
     def on_line(line):
         for kind, text in markers([line]):
             if kind in ("SCENARIO", "STEP", "WARN", "ERROR"):
@@ -161,10 +149,11 @@ def node_on_line(contender):
                 try:
                     r = judge(json.loads(text))
                     m = r["metrics"]
+                    by = (f"evicted_by={m.get('evicted_by')} api={m.get('api_gone_latency_ms')}ms "
+                          if contender in NODE_CONTENDERS else "")
                     log(f"  [{contender}] result {r['scenario']}: {'PASS' if r['passed'] else 'FAIL'} "
                         f"victims={m['victims']} oom={m['kernel_oom_kills']} latency={m['latency_ms']}ms "
-                        f"cpu={m['cpu_ms']}ms evicted_by={m.get('evicted_by')} "
-                        f"api={m.get('api_gone_latency_ms')}ms {'; '.join(r['failures'])}")
+                        f"cpu={m['cpu_ms']}ms {by}{'; '.join(r['failures'])}")
                 except (ValueError, KeyError) as e:
                     log(f"  unparsable result: {e}")
     return on_line
@@ -222,7 +211,7 @@ def run_node_contender(contender, scenarios, kernel, accel, binaries, timeout_ov
                 f"(hard timeout {timeout}s, console {logp})")
             return boot(qemu_cmd(vmlinuz, initrd, build_scratch_disk(), accel, mem=common.NODE_MEM_MIB, smp=smp,
                                  extra_args=node.qemu_node_args(node_disk, cp.port)),
-                        logp, timeout, on_line=node_on_line(contender))
+                        logp, timeout, on_line=console_logger(contender))
         finally:
             cp.stop()
             RUNNING_CONTROL_PLANES.discard(cp)

@@ -48,20 +48,26 @@ HOST_TOOLS = ["/usr/bin/du", "/usr/bin/nice"]
 # binaries
 # ---------------------------------------------------------------------------
 
-def kubernetes_dir():
-    """The directory with kubelet, kubectl and the control plane 1.20.2 (scripts/build-control-plane),
-    or raises."""
+def kubernetes_dir(controllers=False):
+    """The directory with kubelet, kubectl and kube-apiserver 1.20.2 (scripts/build-control-plane),
+    and with controllers=True also kube-controller-manager and kube-scheduler (built only with
+    --controllers: the daemonset contender alone needs them), or raises."""
     script = os.path.join(ROOT, "scripts", "build-control-plane")
+    flags = ["--controllers"] if controllers else []
     env_dir = os.environ.get("PRESSURED_K8S_BIN_DIR")
     if env_dir:
         d = env_dir
     else:
-        if subprocess.run([script, "--check"], capture_output=True).returncode != 0:
-            missing = subprocess.run([script, "--check"], capture_output=True, text=True).stderr.strip()
-            raise EnvironmentError("kubernetes 1.20.2 is not built completely: run scripts/build-control-plane "
-                                   f"(cached under ~/.cache/pressured, ~11 min the first time) ({missing})")
-        d = subprocess.run([script, "--print-dir"], capture_output=True, text=True, check=True).stdout.strip()
-    for b in ("kubelet", "kubectl", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        check = subprocess.run([script, *flags, "--check"], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise EnvironmentError(f"kubernetes 1.20.2 is not built completely: run scripts/build-control-plane "
+                                   f"{' '.join(flags)} (cached under ~/.cache/pressured, tens of minutes the first "
+                                   f"time: docs/testing.md) ({check.stderr.strip()})")
+        d = subprocess.run([script, *flags, "--print-dir"], capture_output=True, text=True,
+                           check=True).stdout.strip()
+    need = ["kubelet", "kubectl", "kube-apiserver"] + (["kube-controller-manager", "kube-scheduler"]
+                                                       if controllers else [])
+    for b in need:
         if not os.access(os.path.join(d, b), os.X_OK):
             raise EnvironmentError(f"{os.path.join(d, b)} is missing (scripts/build-control-plane)")
     return d
@@ -201,6 +207,9 @@ def pressured_image_archive():
             raise EnvironmentError("scripts/image failed: " + (r.stderr.strip() or r.stdout.strip())[-800:])
     with open(meta) as f:
         info = json.load(f)
+    # A multi-architecture build (scripts/image --arch all) records its index and, under
+    # "platforms", each image: the guest is x86-64, and its containerd imports that one.
+    info = info.get("platforms", {}).get("amd64", info)
     archive = info.get("archive", "")
     if not os.path.isfile(archive):
         raise EnvironmentError(f"{meta} names the archive {archive!r}, which does not exist: run scripts/image")
@@ -354,7 +363,7 @@ class ControlPlane:
             return ""
 
     def start(self):
-        k8s = kubernetes_dir()
+        k8s = kubernetes_dir(controllers=self.controllers)
         etcd = shutil.which("etcd")
         if not etcd:
             raise EnvironmentError("etcd is missing (Debian package etcd-server; scripts/setup)")
