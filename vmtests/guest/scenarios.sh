@@ -864,7 +864,7 @@ vmt_wait_active_file() {
 # vmt_reclaim_metrics: the daemon's pressured_reclaim_* samples, each name's
 # values summed over its labels, as a JSON object ({} when it has none).
 vmt_reclaim_metrics() {
-  wget -q -T 5 -O - http://127.0.0.1:9847/metrics 2>/dev/null | awk '
+  timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | awk '
     /^pressured_reclaim_/ { n = $1; sub(/\{.*/, "", n); v[n] += $NF }
     END { s = ""; for (n in v) s = s (s ? "," : "") sprintf("\"%s\":%g", n, v[n]); printf "{%s}", s }'
 }
