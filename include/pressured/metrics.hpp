@@ -37,6 +37,7 @@ enum class ApiAction : uint8_t {
   Event,       // POST/PATCH events
   NodeStatus,  // PATCH nodes/status (pressured's conditions)
   ListPods,    // GET pods on this node
+  PodStatus,   // PATCH pods/status (the evicted pod's Failed phase and DisruptionTarget condition)
 };
 
 /// How a Kubernetes API call ended.
@@ -55,7 +56,7 @@ enum class ApiOutcome : uint8_t {
 inline constexpr EnumName<ApiAction> kApiActionNames[] = {
     {ApiAction::Eviction, "eviction"},     {ApiAction::Delete, "delete"},
     {ApiAction::Event, "event"},           {ApiAction::NodeStatus, "node_status"},
-    {ApiAction::ListPods, "list_pods"},
+    {ApiAction::ListPods, "list_pods"},    {ApiAction::PodStatus, "pod_status"},
 };
 inline constexpr EnumName<ApiOutcome> kApiOutcomeNames[] = {
     {ApiOutcome::Success, "success"},

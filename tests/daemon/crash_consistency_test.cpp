@@ -3,9 +3,10 @@
 // memory controller, reporting to a fake API server on 127.0.0.1, and raises
 // SIGKILL on itself at one named point of the eviction's life
 // (PRESSURED_CRASH_AT, userspace/daemon/crash_point.hpp; "api-inflight" is the
-// API server killing it while it answers the Eviction). Restarted each time,
-// with the configuration then in force, it must finish the eviction exactly
-// once: one Eviction in the API, one Event, the bystander untouched, the victim
+// API server killing it while it answers the eviction's status update).
+// Restarted each time, with the configuration then in force, it must finish
+// the eviction exactly once: one record in the API (the pod's status marked
+// Failed), one Event, the bystander untouched, the victim
 // not killed again unless it runs, a v1 freezer cgroup a kill left frozen
 // thawed. Root; every workload is bounded in size and time, and every wait is
 // bounded: a step that does not end fails and says what it waited for.
@@ -77,8 +78,10 @@ std::string slurp(const std::string& path) {
 }
 
 // The API server as far as the reporter uses it: the pods (with their uid,
-// and a deletionTimestamp once evicted), Evictions, DELETEs and Events (a
-// second Event of the same name is a 409, as on a real server).
+// phase Failed once their status recorded the eviction, a deletionTimestamp
+// once evicted through the Eviction API), status updates, Evictions, DELETEs
+// and Events (a second Event of the same name is a 409, as on a real server).
+// Each status update, Eviction or DELETE counts as one eviction.
 class FakeApi {
  public:
   explicit FakeApi(std::map<std::string, std::string> pods) : pods_(std::move(pods)) {
@@ -91,7 +94,20 @@ class FakeApi {
       }
       json meta{{"name", it->first}, {"namespace", "t"}, {"uid", it->second}};
       if (deleting_.count(it->first) != 0) meta["deletionTimestamp"] = "2026-01-01T00:00:00Z";
-      res.set_content(json{{"metadata", meta}}.dump(), "application/json");
+      json status{{"phase", failed_.count(it->first) != 0 ? "Failed" : "Running"}};
+      res.set_content(json{{"metadata", meta}, {"status", status}}.dump(), "application/json");
+    });
+    srv_.Patch(R"(/api/v1/namespaces/t/pods/([^/]+)/status)", [this](const httplib::Request& req, httplib::Response& res) {
+      pid_t victim_of_crash = 0;
+      {
+        std::lock_guard lk(mu_);
+        ++evictions_[req.matches[1]];
+        failed_.insert(req.matches[1]);
+        victim_of_crash = std::exchange(kill_on_eviction_, 0);
+      }
+      // Taken, but the daemon dies before it reads the answer.
+      if (victim_of_crash > 0) ::kill(victim_of_crash, SIGKILL);
+      res.set_content("{}", "application/json");
     });
     srv_.Post(R"(/api/v1/namespaces/t/pods/([^/]+)/eviction)", [this](const httplib::Request& req, httplib::Response& res) {
       pid_t victim_of_crash = 0;
@@ -139,7 +155,8 @@ class FakeApi {
     thread_.join();
   }
   int port() const { return port_; }
-  /// The next Eviction is taken, then `pid` is killed before it hears the answer.
+  /// The next eviction (status update or Eviction) is taken, then `pid` is
+  /// killed before it hears the answer.
   void kill_on_eviction(pid_t pid) {
     std::lock_guard lk(mu_);
     kill_on_eviction_ = pid;
@@ -160,6 +177,7 @@ class FakeApi {
   std::mutex mu_;
   std::map<std::string, std::string> pods_;  // name -> uid
   std::set<std::string> deleting_;
+  std::set<std::string> failed_;
   std::set<std::string> event_names_;
   std::map<std::string, int> evictions_, events_;
   pid_t kill_on_eviction_ = 0;

@@ -1,6 +1,8 @@
 // The daemon with Kubernetes reporting: local kill first for hard thresholds,
-// API eviction with grace (and a local kill only after grace + margin) for
-// soft ones, static pods never through the API. Against a local HTTP server.
+// then the pod's status recorded as the kubelet records its evictions; soft
+// ones recorded at once (the kubelet terminates the pod; a local kill only
+// after grace + margin); static pods never through the API. Against a local
+// HTTP server.
 #include <httplib.h>
 
 #include <mutex>
@@ -121,14 +123,16 @@ struct K8sRig {
   }
 };
 
-TEST(DaemonK8s, HardThresholdKillsLocallyFirstThenEvictsThroughTheApi) {
+TEST(DaemonK8s, HardThresholdKillsLocallyFirstThenRecordsTheEvictionInThePodsStatus) {
   K8sRig r;
   r.make(ThresholdKind::Hard, false);
   r.d->evaluate(at(1), "test", std::nullopt);
   EXPECT_EQ(r.ev.calls, std::vector<std::string>{"kill u-1"}) << "local kill inside the decision itself";
   ASSERT_TRUE(r.rep->drain(5s));
   auto seen = r.api.seen();
-  EXPECT_NE(std::find(seen.begin(), seen.end(), "POST /api/v1/namespaces/shop/pods/web/eviction"), seen.end());
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "PATCH /api/v1/namespaces/shop/pods/web/status"), seen.end());
+  EXPECT_EQ(std::find(seen.begin(), seen.end(), "POST /api/v1/namespaces/shop/pods/web/eviction"), seen.end())
+      << "the pod stays, Failed, as after the kubelet's own eviction";
   EXPECT_NE(std::find(seen.begin(), seen.end(), "POST /api/v1/namespaces/shop/events"), seen.end());
   EXPECT_NE(std::find(seen.begin(), seen.end(), "PATCH /api/v1/nodes/n1/status"), seen.end());
   r.rep->stop();
@@ -177,7 +181,7 @@ TEST(DaemonK8s, AContainerTheKubeletRestartsBeforeTheApiEvictionIsKilledAgain) {
 
   ASSERT_TRUE(r.rep->drain(5s));
   std::size_t evictions = 0;
-  for (const auto& c : r.api.seen()) evictions += c == "POST /api/v1/namespaces/shop/pods/web/eviction";
+  for (const auto& c : r.api.seen()) evictions += c == "PATCH /api/v1/namespaces/shop/pods/web/status";
   EXPECT_EQ(evictions, 1u) << "one eviction, however many kills";
   r.rep->stop();
 }
@@ -186,16 +190,18 @@ TEST(DaemonK8s, SoftThresholdDelegatesToTheApiAndKillsLocallyOnlyAfterGracePlusM
   K8sRig r;
   r.make(ThresholdKind::Soft, false);
   r.d->evaluate(at(0), "test", std::nullopt);
-  r.d->evaluate(at(1.5), "test", std::nullopt);  // soft grace over: API eviction with grace 3 s
+  r.d->evaluate(at(1.5), "test", std::nullopt);  // soft grace over: the pod marked Failed, grace 3 s here
   ASSERT_TRUE(r.rep->drain(5s));
   EXPECT_TRUE(r.ev.calls.empty()) << "the kubelet terminates the pod";
   bool found = false;
   {
     std::lock_guard lk(r.api.mu);
     for (std::size_t i = 0; i < r.api.calls.size(); ++i) {
-      if (r.api.calls[i] == "POST /api/v1/namespaces/shop/pods/web/eviction") {
+      if (r.api.calls[i] == "PATCH /api/v1/namespaces/shop/pods/web/status") {
         auto b = nlohmann::json::parse(r.api.bodies[i]);
-        EXPECT_EQ(b["deleteOptions"]["gracePeriodSeconds"], 3);
+        EXPECT_EQ(b["status"]["phase"], "Failed");
+        EXPECT_EQ(b["status"]["reason"], "Evicted");
+        EXPECT_EQ(b["status"]["conditions"][0]["type"], "DisruptionTarget");
         found = true;
       }
     }

@@ -47,10 +47,14 @@ struct Harness {
   std::shared_ptr<Outcomes> outcomes = std::make_shared<Outcomes>();
 };
 
-Harness make_reporter(const testing::ControlPlane& cp, const std::string& node = "node-a") {
+// mark_failed false: the Eviction API path (the fallback when a server
+// refuses the status update; tests/k8s/eviction_record_k8s_test.cpp has the
+// status path).
+Harness make_reporter(const testing::ControlPlane& cp, const std::string& node = "node-a", bool mark_failed = false) {
   auto id = cp.pressured_identity();
   EXPECT_TRUE(id) << (id ? "" : id.error().message);
   ReporterOptions o;
+  o.mark_failed = mark_failed;
   o.node_name = node;
   o.initial_backoff = 50ms;
   o.taint_nodes = false;
@@ -246,8 +250,8 @@ TEST(K8sEviction, EventIsReadableBackWithTheKubeletStyleMessage) {
   EXPECT_EQ(ev["involvedObject"]["uid"], *uid);
   EXPECT_EQ(ev["source"]["component"], "pressured");
   EXPECT_EQ(ev["message"],
-            "The node was low on resource: memory. Threshold quantity: 256Mi, available: 255Mi. Pod was using 700Mi, "
-            "request is 0, has larger consumption of memory. Evicted by pressured (eviction test-cache) for "
+            "The node was low on resource: memory. Threshold quantity: 256Mi, available: 255Mi. Pod cache was using "
+            "700Mi, request is 0, has larger consumption of memory. Evicted by pressured (eviction test-cache) for "
             "memory.available (hard threshold), woken by psi, decided 2.5 ms after the kernel's event; the only pod "
             "that could be evicted.");
 }

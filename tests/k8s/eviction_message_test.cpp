@@ -2,6 +2,8 @@
 // quantities as the kubelet prints them, then pressured's own facts.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "k8s/reporter.hpp"
 
 namespace pressured::k8s {
@@ -34,11 +36,13 @@ Eviction memory_victim() {
 TEST(EvictionMessage, KubeletWordingThenPressuredsFacts) {
   EXPECT_EQ(eviction_message(memory_victim()),
             "The node was low on resource: memory. Threshold quantity: 256Mi, available: 255Mi. "
-            "Pod was using 1536Mi, request is 512Mi, has larger consumption of memory. "
+            "Pod cache was using 1536Mi, request is 512Mi, has larger consumption of memory. "
             "Evicted by pressured (eviction 6b012f60-1) for memory.available (hard threshold), woken by psi, "
             "decided 3.2 ms after the kernel's event; chosen before shop/web by qos: Burstable before Guaranteed.");
 }
 
+// Within its request the pod is not named, as the kubelet names only the
+// containers over theirs.
 TEST(EvictionMessage, WithinRequestNoKernelEventStaleAndAlone) {
   Eviction e = memory_victim();
   e.kind = ThresholdKind::Soft;
@@ -52,7 +56,6 @@ TEST(EvictionMessage, WithinRequestNoKernelEventStaleAndAlone) {
   e.runner_up.reset();
   EXPECT_EQ(eviction_message(e),
             "The node was low on resource: memory. Threshold quantity: 256Mi, available: 267386881. "
-            "Pod was using 100, request is 0. "
             "Evicted by pressured (eviction 6b012f60-1) for memory.available (soft threshold, stale reading), woken "
             "by poll; the only pod that could be evicted.");
 }
@@ -66,7 +69,7 @@ TEST(EvictionMessage, QuantitiesFollowTheResource) {
   e.keys.request = 0;
   std::string m = eviction_message(e);
   EXPECT_EQ(m.rfind("The node was low on resource: ephemeral-storage. Threshold quantity: 10Gi, available: 3Ti. "
-                    "Pod was using 2Ki, request is 0, has larger consumption of ephemeral-storage. ",
+                    "Pod cache was using 2Ki, request is 0, has larger consumption of ephemeral-storage. ",
                     0),
             0u)
       << m;
@@ -76,9 +79,8 @@ TEST(EvictionMessage, QuantitiesFollowTheResource) {
   e.observed = 100;
   e.keys.usage = 3000;
   m = eviction_message(e);
-  EXPECT_EQ(m.rfind("The node was low on resource: pids. Threshold quantity: 1638, available: 100. Pod was using "
-                    "3000, request is 0, has larger consumption of pids. ",
-                    0),
+  // The kubelet measures no usage against a request for pids (nor inodes).
+  EXPECT_EQ(m.rfind("The node was low on resource: pids. Threshold quantity: 1638, available: 100. Evicted by ", 0),
             0u)
       << m;
 
@@ -87,7 +89,7 @@ TEST(EvictionMessage, QuantitiesFollowTheResource) {
   e.observed = 31.256;
   e.keys.usage = static_cast<uint64_t>(kMi);
   m = eviction_message(e);
-  EXPECT_EQ(m.rfind("The node was low on resource: memory. Threshold: 20%, observed: 31.26%. Pod was using 1Mi", 0), 0u)
+  EXPECT_EQ(m.rfind("The node was low on resource: memory. Threshold: 20%, observed: 31.26%. Pod cache was using 1Mi", 0), 0u)
       << m;
   EXPECT_NE(m.find("for memory.pressure.some.avg10 (hard threshold)"), std::string::npos) << m;
 }
@@ -114,6 +116,62 @@ TEST(EvictionMessage, AnOwnStorageLimitSpeaksOfTheVolumeNotTheNode) {
             "Usage of EmptyDir volume \"cache\" exceeds the limit \"4Mi\". "
             "Evicted by pressured (eviction 6b012f60-1) for emptydirfs.limit (usage 8Mi, limit 4Mi), woken by poll; "
             "over its own local storage limit, before any node threshold.");
+}
+
+TEST(EvictionAnnotations, TheKubeletsKeysWithThePodAsTheOffender) {
+  Eviction e = memory_victim();
+  EXPECT_EQ(eviction_annotations(e), (std::map<std::string, std::string>{{"offending_containers", ""},
+                                                                          {"offending_containers_usage", ""},
+                                                                          {"offending_pod", "cache"},
+                                                                          {"offending_pod_usage", "1536Mi"},
+                                                                          {"starved_resource", "memory"}}));
+  e.keys.over_request = false;
+  EXPECT_EQ(eviction_annotations(e), (std::map<std::string, std::string>{{"offending_containers", ""},
+                                                                          {"offending_containers_usage", ""},
+                                                                          {"starved_resource", "memory"}}));
+  e.signal = Signal::NodefsInodesFree;
+  EXPECT_EQ(eviction_annotations(e).at("starved_resource"), "inodes");
+  e.signal = Signal::PidAvailable;
+  e.keys.over_request = true;
+  EXPECT_EQ(eviction_annotations(e).at("starved_resource"), "pids");
+  EXPECT_EQ(eviction_annotations(e).count("offending_pod"), 0u) << "no usage against a request for pids";
+  e.signal = Signal::NodefsAvailable;
+  e.local_storage_rule = "emptydirfs.limit";
+  EXPECT_TRUE(eviction_annotations(e).empty()) << "none for an own storage limit, as the kubelet's";
+}
+
+TEST(EvictionAnnotations, RideOnTheEventsMetadata) {
+  auto ev = nlohmann::json::parse(event_body(memory_victim(), "node-1", "2026-01-01T00:00:00Z"));
+  EXPECT_EQ(ev["metadata"]["annotations"]["starved_resource"], "memory");
+  EXPECT_EQ(ev["metadata"]["annotations"]["offending_pod_usage"], "1536Mi");
+  EXPECT_EQ(ev["metadata"]["name"], "cache.6b012f60-1");
+}
+
+TEST(PodStatusPatch, FailedEvictedTheMessageAndDisruptionTargetForTheUid) {
+  const Eviction e = memory_victim();
+  auto p = nlohmann::json::parse(pod_status_patch(e, "2026-01-01T00:00:00Z"));
+  EXPECT_EQ(p, (nlohmann::json{{"metadata", {{"uid", "u-cache"}}},
+                               {"status",
+                                {{"phase", "Failed"},
+                                 {"reason", "Evicted"},
+                                 {"message", eviction_message(e)},
+                                 {"conditions",
+                                  nlohmann::json::array({{{"type", "DisruptionTarget"},
+                                                          {"status", "True"},
+                                                          {"reason", "TerminationByKubelet"},
+                                                          {"message", eviction_message(e)},
+                                                          {"lastTransitionTime", "2026-01-01T00:00:00Z"}}})}}}}));
+}
+
+TEST(PodStatusPatch, AnOwnStorageLimitHasNoDisruptionTarget) {
+  Eviction e = memory_victim();
+  e.signal = Signal::NodefsAvailable;
+  e.local_storage_rule = "emptydirfs.limit";
+  e.local_storage_message = "Usage of EmptyDir volume \"cache\" exceeds the limit \"4Mi\". ";
+  auto p = nlohmann::json::parse(pod_status_patch(e, "2026-01-01T00:00:00Z"));
+  EXPECT_EQ(p["status"]["phase"], "Failed");
+  EXPECT_EQ(p["status"]["reason"], "Evicted");
+  EXPECT_FALSE(p["status"].contains("conditions"));
 }
 
 }  // namespace

@@ -136,6 +136,8 @@ ReporterOptions fast_options() {
   // The taint's read-modify-write of the Node is tested against a real
   // kube-apiserver (tests/k8s/node_k8s_test.cpp).
   o.taint_nodes = false;
+  // The Eviction API path; the status path has its own tests below.
+  o.mark_failed = false;
   return o;
 }
 
@@ -252,6 +254,83 @@ TEST(K8sReporter, RefusedEvictionFallsBackToDeleteWithTheSameGracePeriod) {
     EXPECT_EQ(del["preconditions"]["uid"], "1234-uid");
     EXPECT_EQ(scraped(metrics, "pressured_kubernetes_eviction_fallbacks_total"), 1u);
     EXPECT_EQ(api_requests(metrics, "delete", "success"), 1u);
+    r.stop();
+  }
+}
+
+// Fake: a server that refuses the status update (403 as under an RBAC
+// without pods/status, 422) on demand: the Eviction API stops the kubelet
+// restarting the pod instead. A pod recreated since the read (409, or 422 on
+// metadata.uid) is not evicted at all.
+TEST(K8sReporter, RefusedStatusUpdateFallsBackToTheEvictionApi) {
+  struct Case {
+    int status;
+    std::string body;
+    bool falls_back;
+  };
+  for (const auto& c : {Case{403, R"({"reason":"Forbidden"})", true}, Case{422, R"({"reason":"Invalid"})", true},
+                        Case{409, "{}", false},
+                        Case{422, R"({"message":"metadata.uid: Invalid value: field is immutable"})", false}}) {
+    FakeApiServer api;
+    api.script["PATCH /api/v1/namespaces/shop/pods/web/status"] = {c.status};
+    api.bodies["PATCH /api/v1/namespaces/shop/pods/web/status"] = c.body;
+    Metrics metrics(MetricsOptions{.node = "node-1"});
+    ReporterOptions o = fast_options();
+    o.mark_failed = true;
+    Reporter r(ApiClient(api.endpoint(), 2s), o);
+    r.attach_metrics(metrics);
+    std::vector<EvictionResult> results;
+    std::mutex mu;
+    r.set_eviction_hook([&](const std::string&, EvictionResult res) {
+      std::lock_guard lk(mu);
+      results.push_back(res);
+    });
+    r.start();
+    r.report_eviction(victim());
+    ASSERT_TRUE(r.drain(5s));
+    auto seen = api.requests();
+    ASSERT_GE(seen.size(), 2u) << c.status;
+    EXPECT_EQ(seen[0].method, "PATCH");
+    EXPECT_EQ(seen[0].path, "/api/v1/namespaces/shop/pods/web/status");
+    EXPECT_EQ(seen[0].content_type, "application/strategic-merge-patch+json");
+    EXPECT_EQ(json::parse(seen[0].body)["metadata"]["uid"], "1234-uid");
+    if (c.falls_back) {
+      EXPECT_EQ(seen[1].path, "/api/v1/namespaces/shop/pods/web/eviction") << c.status << " " << c.body;
+      EXPECT_EQ(scraped(metrics, "pressured_kubernetes_pod_status_refusals_total"), 1u);
+      EXPECT_EQ(results, std::vector<EvictionResult>{EvictionResult::Landed});
+    } else {
+      EXPECT_EQ(seen[1].path, "/api/v1/namespaces/shop/events") << c.status << " " << c.body;
+      EXPECT_EQ(scraped(metrics, "pressured_kubernetes_evictions_skipped_total", {{"reason", "uid_changed"}}), 1u);
+      EXPECT_EQ(results, std::vector<EvictionResult>{EvictionResult::NotNeeded});
+    }
+    r.stop();
+  }
+}
+
+// Fake: a pod already terminal (the run before a restart recorded it; or it
+// ended on its own): its status is left as it is, nothing else is sent but
+// the Event.
+TEST(K8sReporter, APodAlreadyTerminalKeepsItsStatus) {
+  for (const char* phase : {"Failed", "Succeeded"}) {
+    FakeApiServer api;
+    api.bodies["GET /api/v1/namespaces/shop/pods/web"] =
+        fmt::format(R"({{"metadata":{{"uid":"1234-uid"}},"status":{{"phase":"{}","reason":"Evicted"}}}})", phase);
+    ReporterOptions o = fast_options();
+    o.mark_failed = true;
+    Reporter r(ApiClient(api.endpoint(), 2s), o);
+    std::vector<EvictionResult> results;
+    std::mutex mu;
+    r.set_eviction_hook([&](const std::string&, EvictionResult res) {
+      std::lock_guard lk(mu);
+      results.push_back(res);
+    });
+    r.start();
+    r.report_eviction(victim());
+    ASSERT_TRUE(r.drain(5s));
+    auto seen = api.requests();
+    ASSERT_EQ(seen.size(), 1u) << phase;
+    EXPECT_EQ(seen[0].path, "/api/v1/namespaces/shop/events");
+    EXPECT_EQ(results, std::vector<EvictionResult>{EvictionResult::NotNeeded});
     r.stop();
   }
 }

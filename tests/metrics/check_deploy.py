@@ -52,7 +52,7 @@ NAMESPACE = "pressured"
 EXPECTED_RBAC = {
     ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
     ("", "nodes", "get"), ("", "nodes", "patch"),
-    ("", "pods/eviction", "create"), ("", "pods", "delete"),
+    ("", "pods/status", "patch"), ("", "pods/eviction", "create"), ("", "pods", "delete"),
     ("", "events", "create"), ("", "events", "patch"),
     ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch"),
     ("", "nodes/status", "get"), ("", "nodes/status", "patch"),

@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -55,6 +56,18 @@ std::string pod_path(const Eviction& e) {
   return "/api/v1/namespaces/" + e.namespace_ + "/pods/" + e.name;
 }
 
+// The kubelet names what used more than its request, and only for the
+// resources it measures per container (memory, ephemeral storage); pressured
+// measures the pod, so it names the pod, in the kubelet's sentence for
+// pod-level requests ("Pod %s was using %s, request is %s, has larger
+// consumption of %v. "), only when the pod is over its request as the
+// kubelet's per-container sentence is.
+bool names_offender(const Eviction& e) {
+  const StarvedResource r = info(e.signal).resource;
+  return e.local_storage_rule.empty() && e.keys.over_request &&
+         (r == StarvedResource::Memory || r == StarvedResource::EphemeralStorage);
+}
+
 }  // namespace
 
 std::string rfc3339_now() {
@@ -85,10 +98,10 @@ std::string eviction_message(const Eviction& e) {
   } else {
     m += "Threshold quantity: " + quantity(r, e.threshold_value) + ", available: " + quantity(r, e.observed) + ". ";
   }
-  if (r != StarvedResource::None && e.local_storage_rule.empty()) {
-    m += "Pod was using " + quantity(r, static_cast<double>(e.keys.usage)) + ", request is " +
-         quantity(r, static_cast<double>(e.keys.request));
-    m += e.keys.over_request ? ", has larger consumption of " + res + ". " : ". ";
+  if (names_offender(e)) {
+    m += fmt::format("Pod {} was using {}, request is {}, has larger consumption of {}. ",
+                     e.name.empty() ? e.uid : e.name, quantity(r, static_cast<double>(e.keys.usage)),
+                     quantity(r, static_cast<double>(e.keys.request)), res);
   }
   // pressured's own facts.
   if (!e.local_storage_rule.empty()) {
@@ -110,6 +123,35 @@ std::string eviction_message(const Eviction& e) {
   // stays well under 1 KiB and so does this one.
   if (m.size() > kMaxEventMessage) m = m.substr(0, kMaxEventMessage - 3) + "...";
   return m;
+}
+
+std::map<std::string, std::string> eviction_annotations(const Eviction& e) {
+  // The kubelet passes no annotations for its local-storage-limit evictions.
+  if (!e.local_storage_rule.empty()) return {};
+  std::map<std::string, std::string> a{
+      {"offending_containers", ""}, {"offending_containers_usage", ""}, {"starved_resource", resource_name(e.signal)}};
+  if (names_offender(e)) {
+    a["offending_pod"] = e.name.empty() ? e.uid : e.name;
+    a["offending_pod_usage"] = quantity(info(e.signal).resource, static_cast<double>(e.keys.usage));
+  }
+  return a;
+}
+
+std::string pod_status_patch(const Eviction& e, const std::string& now) {
+  const std::string message = eviction_message(e);
+  json status{{"phase", "Failed"}, {"reason", "Evicted"}, {"message", message}};
+  // The kubelet sets DisruptionTarget for threshold evictions only, not for
+  // an own local-storage limit (eviction_manager.go, synchronize vs
+  // localStorageEviction).
+  if (e.local_storage_rule.empty()) {
+    status["conditions"] = json::array({json{{"type", "DisruptionTarget"},
+                                             {"status", "True"},
+                                             {"reason", "TerminationByKubelet"},
+                                             {"message", message},
+                                             {"lastTransitionTime", now}}});
+  }
+  json j{{"metadata", {{"uid", e.uid}}}, {"status", std::move(status)}};
+  return j.dump();
 }
 
 std::string eviction_body(const Eviction& e, const std::string& api_version) {
@@ -134,13 +176,21 @@ std::string delete_body(const Eviction& e) {
 // stored it but the answer was lost (a timeout on a loaded API server) meets
 // 409 AlreadyExists instead of recording the eviction twice; a resumed
 // eviction keeps its id and so its Event. Without an id: a generated name.
+// The kubelet's annotations (AnnotatedEventf) ride on the Event's metadata.
 json event_metadata(const Eviction& e) {
-  if (e.id.empty()) return {{"generateName", e.name + "."}, {"namespace", e.namespace_}};
-  constexpr std::size_t kMaxName = 253;  // a DNS subdomain
-  std::string pod = e.name.substr(0, kMaxName - std::min(kMaxName - 1, e.id.size() + 1));
-  // A cut name must still end its label with an alphanumeric character.
-  while (!pod.empty() && !std::isalnum(static_cast<unsigned char>(pod.back()))) pod.pop_back();
-  return {{"name", pod + "." + e.id}, {"namespace", e.namespace_}};
+  json meta;
+  if (e.id.empty()) {
+    meta = {{"generateName", e.name + "."}, {"namespace", e.namespace_}};
+  } else {
+    constexpr std::size_t kMaxName = 253;  // a DNS subdomain
+    std::string pod = e.name.substr(0, kMaxName - std::min(kMaxName - 1, e.id.size() + 1));
+    // A cut name must still end its label with an alphanumeric character.
+    while (!pod.empty() && !std::isalnum(static_cast<unsigned char>(pod.back()))) pod.pop_back();
+    meta = {{"name", pod + "." + e.id}, {"namespace", e.namespace_}};
+  }
+  auto annotations = eviction_annotations(e);
+  if (!annotations.empty()) meta["annotations"] = annotations;
+  return meta;
 }
 
 std::string event_body(const Eviction& e, const std::string& node, const std::string& now) {
@@ -508,7 +558,48 @@ EvictionResult Reporter::evict(const Eviction& e) {
       spdlog::info("k8s: {}: the pod is already terminating: not evicted again", what);
       return R::NotNeeded;
     }
+    // Already terminal: recorded by the run before a restart, or ended on
+    // its own meanwhile. Its status stays as it is.
+    const json* status = pod ? member(*pod, "status") : nullptr;
+    const std::string phase = status != nullptr ? string_member(*status, "phase").value_or("") : "";
+    if (opts_.mark_failed && (phase == "Failed" || phase == "Succeeded")) {
+      spdlog::info("k8s: {}: the pod is already {}: its status is left as it is", what, phase);
+      return R::NotNeeded;
+    }
   }
+  if (opts_.mark_failed) {
+    if (auto r = mark_failed(e, what)) return *r;
+  }
+  return evict_through_api(e, what);
+}
+
+std::optional<EvictionResult> Reporter::mark_failed(const Eviction& e, const std::string& what) {
+  using R = EvictionResult;
+  auto r = with_retries(ApiAction::PodStatus, "status of " + e.namespace_ + "/" + e.name, [&] {
+    return client_.request("PATCH", pod_path(e) + "/status", pod_status_patch(e, rfc3339_now()),
+                           "application/strategic-merge-patch+json");
+  });
+  if (!r) return R::GaveUp;  // counted by with_retries
+  if (r->status == 200) return R::Landed;
+  if (r->status == 404) {
+    ++stats_.pods_not_found;
+    return R::NotNeeded;
+  }
+  // The uid in the patch: a pod recreated under the name since the read.
+  if (r->status == 409 || (r->status == 422 && r->body.find("metadata.uid") != std::string::npos)) {
+    ++stats_.uid_conflicts;
+    return R::NotNeeded;
+  }
+  // Refused (RBAC without pods/status, a server that will not take the
+  // status): the Eviction API still stops the kubelet restarting the pod.
+  ++stats_.status_refused;
+  spdlog::warn("k8s: {}: status update refused with HTTP {} ({}): evicting through the Eviction API instead", what,
+               r->status, printable_excerpt(r->body));
+  return std::nullopt;
+}
+
+EvictionResult Reporter::evict_through_api(const Eviction& e, const std::string& what) {
+  using R = EvictionResult;
   auto evict = [&] {
     return client_.request("POST", pod_path(e) + "/eviction",
                            eviction_body(e, eviction_v1beta1_ ? "policy/v1beta1" : "policy/v1"));

@@ -1,7 +1,11 @@
 #pragma once
-// Tells the Kubernetes API what pressured did: evictions (policy/v1 Eviction,
-// policy/v1beta1 on servers that do not serve v1, with the pod's uid as
-// precondition, DELETE fallback on 429/500), an `Evicted` Event on the pod,
+// Tells the Kubernetes API what pressured did: evictions recorded as the
+// kubelet records its own (the pod's status: phase Failed, reason Evicted, the
+// DisruptionTarget condition; the kubelet then stops the pod and does not
+// restart it), or, where the status update is refused, through the Eviction
+// API (policy/v1, policy/v1beta1 on servers that do not serve v1, with the
+// pod's uid as precondition, DELETE fallback on 429/500), an `Evicted` Event
+// with the kubelet's annotations on the pod,
 // pressured's own node conditions, and a NoSchedule taint of its own while a
 // pressure condition is true. All API
 // work runs on one worker thread behind a bounded queue: the API being slow or
@@ -65,7 +69,10 @@ inline constexpr std::string_view kEvictionsSkippedHelp =
           "Static or mirror pods chosen as victims: not evicted through the API (the kubelet would recreate "  \
           "them), killed locally; only their Event is sent.")                                                  \
   COUNTER(eviction_v1beta1, "pressured_kubernetes_evictions_v1beta1_total", "",                                \
-          "API evictions sent as policy/v1beta1, the server not serving policy/v1 (Kubernetes before 1.22).")
+          "API evictions sent as policy/v1beta1, the server not serving policy/v1 (Kubernetes before 1.22).")   \
+  COUNTER(status_refused, "pressured_kubernetes_pod_status_refusals_total", "",                                 \
+          "Evicted pods whose status update (phase Failed, reason Evicted) the API server refused (403: RBAC "  \
+          "without pods/status patch; 422): evicted through the Eviction API instead.")
 PRESSURED_DECLARE_STATS(ReporterStats, PRESSURED_REPORTER_STATS);
 
 struct ReporterOptions {
@@ -80,17 +87,37 @@ struct ReporterOptions {
   // to a node pressured is evicting from.
   bool taint_nodes = true;
   std::string taint_key_prefix = "pressured.io/";
+  // How an eviction reaches the API: true, the pod's status is set to what
+  // the kubelet writes for its own evictions (Failed, Evicted, the message,
+  // DisruptionTarget), falling back to the Eviction API when that is
+  // refused; false, the Eviction API only (the pod is deleted: no record
+  // stays). docs/kubernetes.md, "The eviction record".
+  bool mark_failed = true;
 };
 
 /// Longest eviction message (longer ones are cut, ending in "...").
 inline constexpr std::size_t kMaxEventMessage = 1024;
 /// The message of an eviction's Event and log line: the kubelet's wording
 /// ("The node was low on resource: memory. Threshold quantity: X, available:
-/// Y. Pod was using Z, request is W, has larger consumption of memory.")
+/// Y. Pod NAME was using Z, request is W, has larger consumption of memory.")
 /// with quantities as the kubelet prints them, then pressured's own facts:
 /// the eviction id, signal and threshold kind, what woke the decision, the
 /// detection latency, and why this pod (docs/kubernetes.md). Pure.
 std::string eviction_message(const Eviction& e);
+/// The annotations of an eviction's Event, under the kubelet's keys
+/// (pkg/kubelet/eviction/helpers.go): `starved_resource`,
+/// `offending_containers` and `offending_containers_usage` (empty:
+/// pressured measures pods, not containers), and, for a pod over its
+/// request, `offending_pod` / `offending_pod_usage` (the kubelet's keys for
+/// pod-level accounting). None for an own local-storage limit, as the
+/// kubelet's. Pure.
+std::map<std::string, std::string> eviction_annotations(const Eviction& e);
+/// Strategic-merge patch of pods/status that records an eviction as the
+/// kubelet does: phase Failed, reason Evicted, the message, and the
+/// DisruptionTarget condition (reason TerminationByKubelet; not for an own
+/// local-storage limit, as the kubelet's). The uid in metadata makes the
+/// server refuse it for a pod recreated under the name.
+std::string pod_status_patch(const Eviction& e, const std::string& now_rfc3339);
 /// Body of the Eviction subresource request (policy/v1, or policy/v1beta1
 /// for servers older than 1.22).
 std::string eviction_body(const Eviction& e, const std::string& api_version = "policy/v1");
@@ -119,8 +146,8 @@ std::string rfc3339_now();
 
 /// What became of an API eviction (Reporter::set_eviction_hook).
 enum class EvictionResult {
-  Landed,     // the API accepted the Eviction, or its DELETE fallback
-  NotNeeded,  // the pod is gone, is another pod now, is already terminating, or is static (Event only)
+  Landed,     // the API accepted the status update, the Eviction, or its DELETE fallback
+  NotNeeded,  // the pod is gone, is another pod now, is already terminating or terminal, or is static (Event only)
   GaveUp,     // the retry budget spent, or an answer that cannot be acted on
   Dropped,    // never sent: the queue was full
 };
@@ -178,6 +205,10 @@ class Reporter {
   void run();
   void execute(const Task& t);
   EvictionResult evict(const Eviction& e);
+  // The Eviction API with its DELETE fallback.
+  EvictionResult evict_through_api(const Eviction& e, const std::string& what);
+  // PATCH pods/status; nullopt when refused (the caller falls back).
+  std::optional<EvictionResult> mark_failed(const Eviction& e, const std::string& what);
   void eviction_done(const std::string& id, EvictionResult result);
   // Retries `call` on network errors, 429 and 5xx (honouring Retry-After)
   // until it returns a final response or the budget is spent.

@@ -317,12 +317,28 @@ vmt_node_events() {
   grep -vE " (Scheduled|Pulled|Created|Started|SandboxChanged|Starting|NodeHasSufficientMemory|NodeHasNoDiskPressure|NodeHasSufficientPID|NodeAllocatableEnforced|RegisteredNode|NodeReady) " /tmp/events.txt |
     tail -n 40 | sed "s/^/@@VMT LOG $SCEN events: /"
   grep -E "eviction_manager|evict" $NODE/state/kubelet.log | tail -n 40 | sed "s/^/@@VMT LOG $SCEN kubelet: /"
+  # The record each eviction left (docs/kubernetes.md, "The eviction record"): the
+  # pods' phase, reason, DisruptionTarget and message, the Evicted Events'
+  # annotations; the pods again after the kubelet's status sync (10 s) has had
+  # its say.
+  vmt_node_records now
+  kc get events -A -o go-template='{{range .items}}{{if eq .reason "Evicted"}}{{.involvedObject.name}} src={{.source.component}} {{.metadata.annotations}}{{"\n"}}{{end}}{{end}}' \
+    2>&1 | sed "s/^/@@VMT LOG $SCEN event-annotations: /"
+  sleep 12
+  vmt_node_records later
   # The node's memory as the kubelet's eviction manager sees it (its summary
   # API, from cAdvisor), next to the sampler's own reading of memory.available.
   # The node's systemContainers (kubelet, runtime, pods) come first, the node's own last.
   echo "@@VMT LOG $SCEN kubelet-summary: $(wget -q -O - http://127.0.0.1:10255/stats/summary 2>/dev/null |
     tr -d ' \n' | sed 's/"pods":\[.*//' | grep -oE '"name":"[^"]*"|"memory":\{[^}]*\}' | tr '\n' ' ')"
   echo "@@VMT LOG $SCEN kubelet-summary: sampler memory.available $(avail_mib) MiB"
+}
+
+# vmt_node_records WHEN: each pod's status as `kubectl get pods` and `describe` show it.
+vmt_node_records() {
+  kc -n vmtests get pods -o wide 2>&1 | sed "s/^/@@VMT LOG $SCEN pods-$1: /"
+  kc -n vmtests get pods -o go-template='{{range .items}}{{.metadata.name}} phase={{.status.phase}} reason={{.status.reason}} conditions={{range .status.conditions}}{{.type}}={{.status}}/{{.reason}},{{end}} containers={{range .status.containerStatuses}}{{.restartCount}}:{{if .state.terminated}}terminated/{{.state.terminated.reason}}{{else if .state.running}}running{{else}}waiting{{end}}{{end}} message={{.status.message}}{{"\n"}}{{end}}' \
+    2>&1 | cut -c1-400 | sed "s/^/@@VMT LOG $SCEN status-$1: /"
 }
 
 # vmt_node_watch_start: a watch on the scenario's pods, each change stamped with
