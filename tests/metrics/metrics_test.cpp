@@ -620,6 +620,7 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
   m.api_request(ApiAction::Event, ApiOutcome::Success);
   m.kernel_oom_kill(QosClass::Guaranteed);
   m.detection_latency("bpf", 0.001);
+  m.reclaim_duration(0.02);
   EventStats events;  // the families components export (as pressured_metric_names does)
   ObserverCounters observer;
   DaemonStats daemon;

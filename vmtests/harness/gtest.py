@@ -16,7 +16,7 @@ from .report import fmt, print_flavours, print_table
 
 
 # --gtest: test binaries that can run in the guest, and the helpers each needs there.
-GTEST_HELPERS = {"test_events": ["events_alloc"], "test_bpf": ["events_alloc"]}
+GTEST_HELPERS = {"test_events": ["events_alloc"], "test_bpf": ["events_alloc"], "test_relief": []}
 GTEST_DEFAULT_FILTER = {
     # v2 event paths; memstall timing (fentry on 6.1); the node-scope watch on the v2 root
     "test_events": "*V2Events*:HostActivity.MemstallsOfAPodAtItsLimit:HostEvents.BpfWatchOnTheHierarchyRootSeesChargesBelowIt",

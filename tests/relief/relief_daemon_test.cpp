@@ -1,0 +1,137 @@
+// The daemon with relief and a fake memory.reclaim writer (no kernel): a
+// hard memory candidate waits while reclaim runs and never past the budget,
+// a writer that never answers does not hold the eviction, and a successful
+// run that brings the node back avoids it. Time is synthetic.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "daemon/daemon.hpp"
+#include "fakes/fake_observer.hpp"
+#include "pressured/evictor.hpp"
+
+namespace pressured {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeObserver;
+constexpr uint64_t kMiB = 1 << 20;
+
+// Gives back what it is asked, by shrinking the pod's page cache in the
+// fake observer; or blocks until released.
+class FakeReclaim final : public ReclaimWriter {
+ public:
+  explicit FakeReclaim(FakeObserver& obs) : obs_(obs) {}
+  std::atomic<bool> block{false};
+  std::atomic<int> calls{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool released = false;
+  Result<uint64_t> reclaim(const std::string& path, uint64_t bytes) override {
+    ++calls;
+    std::unique_lock lk(mu);
+    if (block) cv.wait_for(lk, 10s, [&] { return released; });
+    for (auto& p : obs_.pods) {
+      if (p.cgroup_path != path) continue;
+      const uint64_t got = std::min(bytes, p.usage.memory_active_file_bytes);
+      p.usage.memory_active_file_bytes -= got;
+      p.usage.memory_working_set_bytes -= got;
+    }
+    return bytes;
+  }
+  void release() {
+    std::lock_guard lk(mu);
+    released = true;
+    cv.notify_all();
+  }
+
+ private:
+  FakeObserver& obs_;
+};
+
+Config relief_config() {
+  Config c;
+  Threshold t;
+  t.signal = Signal::AllocatableMemoryAvailable;
+  t.kind = ThresholdKind::Hard;
+  t.value = ThresholdValue{ThresholdValue::Kind::Quantity, 200.0 * kMiB, 0};
+  c.eviction.thresholds = {t};
+  c.eviction.pressure_transition_period = 0s;
+  c.daemon.state_file = "/tmp/pressured-relief-daemon-" + std::to_string(::getpid()) + ".json";
+  c.relief.hard_threshold_budget = 250ms;
+  return c;
+}
+
+TimePoint at_ms(int ms) { return TimePoint(std::chrono::milliseconds(ms)); }
+
+// 1 GiB allocatable, one pod with 900Mi working set of which 600Mi active cache: 124Mi available.
+void cache_pod(FakeObserver& obs) {
+  Pod& p = obs.add("cache", QosClass::BestEffort, 900 * kMiB);
+  p.usage.memory_active_file_bytes = 600 * kMiB;
+}
+
+TEST(ReliefDaemon, AHeldEvictionGoesAheadAtTheBudgetWhenReclaimDoesNotAnswer) {
+  FakeObserver obs;
+  cache_pod(obs);
+  FakeReclaim writer(obs);
+  writer.block = true;
+  RecordingEvictor evictor;
+  DaemonDeps deps;
+  deps.observer = &obs;
+  deps.evictor = &evictor;
+  deps.reclaim = &writer;
+  Daemon d(relief_config(), deps);
+  d.evaluate(at_ms(1000), "test", std::nullopt);
+  EXPECT_TRUE(evictor.calls().empty()) << "held for reclaim";
+  EXPECT_TRUE(d.relief().running());
+  d.evaluate(at_ms(1200), "test", std::nullopt);
+  EXPECT_TRUE(evictor.calls().empty()) << "still within the 250ms budget";
+  d.evaluate(at_ms(1250), "test", std::nullopt);
+  ASSERT_FALSE(evictor.calls().empty()) << "the budget is over: evicted whatever the worker does";
+  EXPECT_EQ(evictor.calls().front().step, "kill");
+  writer.release();
+}
+
+TEST(ReliefDaemon, ReclaimThatBringsTheNodeBackAvoidsTheEviction) {
+  FakeObserver obs;
+  cache_pod(obs);
+  FakeReclaim writer(obs);
+  RecordingEvictor evictor;
+  DaemonDeps deps;
+  deps.observer = &obs;
+  deps.evictor = &evictor;
+  deps.reclaim = &writer;
+  Daemon d(relief_config(), deps);
+  d.evaluate(at_ms(1000), "test", std::nullopt);
+  EXPECT_TRUE(d.relief().running());
+  // The worker answers on its thread; the next evaluations take it in (bounded).
+  for (int i = 0; i < 500 && d.relief().stats().avoided.load() == 0; ++i) {
+    std::this_thread::sleep_for(2ms);
+    d.evaluate(at_ms(1001 + i / 100), "test", std::nullopt);
+  }
+  EXPECT_EQ(d.relief().stats().avoided.load(), 1u);
+  EXPECT_GT(writer.calls.load(), 0);
+  EXPECT_TRUE(evictor.calls().empty());
+  d.evaluate(at_ms(2000), "test", std::nullopt);
+  EXPECT_TRUE(evictor.calls().empty()) << "the node is back above the threshold";
+}
+
+TEST(ReliefDaemon, WithoutAWriterTheStageIsOffAndSaysSo) {
+  FakeObserver obs;
+  cache_pod(obs);
+  RecordingEvictor evictor;
+  DaemonDeps deps;
+  deps.observer = &obs;
+  deps.evictor = &evictor;
+  deps.reclaim_unavailable = "cgroup v1";
+  Daemon d(relief_config(), deps);
+  EXPECT_EQ(d.relief().stats().available.load(), 0u);
+  d.evaluate(at_ms(1000), "test", std::nullopt);
+  EXPECT_FALSE(evictor.calls().empty()) << "evicted at once, as without relief";
+}
+
+}  // namespace
+}  // namespace pressured
