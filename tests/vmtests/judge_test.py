@@ -8,7 +8,7 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "vmtests"))
-from harness.scenarios import judge  # noqa: E402
+from harness.scenarios import judge, scenarios_for  # noqa: E402
 
 START_MS = 1_000_000
 
@@ -113,6 +113,98 @@ class JudgeDaemonSet(unittest.TestCase):
         r["deploy"] = dict(GOOD_DEPLOY)
         r["contender_alive_at_end"] = False
         self.assertTrue(any(f.startswith("contender died") for f in judge(r)["failures"]))
+
+
+MIB = 1 << 20
+
+
+def phase(start_ms, min_mib, oom=0, soft=(-1, -1, 0), hard=(-1, -1, 0)):
+    """One sampler phase: soft and hard as (crossed_ms, recovered_ms, crossings)."""
+    def th(mib, t):
+        return {"threshold": mib * MIB, "crossed_ms": t[0], "recovered_ms": t[1], "crossings": t[2],
+                "below_ms": 0, "below_at_start": False, "below_at_end": False}
+    return {"start_ms": start_ms, "min_available": min_mib * MIB, "oom_kills": oom,
+            "thresholds": [th(350, soft), th(200, hard)]}
+
+
+def apc(contender, dead, released, phases):
+    """An active-page-cache result: `dead` pods killed, released at `released` (ms)."""
+    names = ["guaranteed-steady", "burstable-reader-1", "burstable-reader-2", "burstable-grower"]
+    pods = [{"name": n, "qos": "Burstable", "workload": "137" if n in dead else "running", "oom_kills": 0}
+            for n in names]
+    return {"scenario": "active-page-cache", "contender": contender, "contender_started": True,
+            "contender_alive_at_end": True, "pods": pods, "extra": {},
+            "sampler": {"signal": "memory", "start_mono_ns": START_MS * 1_000_000, "crossed_ms": phases[0]["thresholds"][0]["crossed_ms"],
+                        "min_available": min(p["min_available"] for p in phases),
+                        "oom_kill_start": 0, "oom_kill_end": sum(p["oom_kills"] for p in phases),
+                        "pods": {n: {"released_ms": released.get(n, -1), "peak_procs": 1} for n in names},
+                        "phases": phases}}
+
+
+FALSE_PRESSURE = phase(0, 120, soft=(12_000, 14_000, 3), hard=(20_000, 20_900, 2))
+
+
+class JudgePhases(unittest.TestCase):
+    def test_relief_on_evicts_nobody_in_phase_1_and_the_grower_in_phase_2(self):
+        r = judge(apc("pressured-relief", {"burstable-grower"}, {"burstable-grower": 71_000},
+                      [FALSE_PRESSURE, phase(60_000, 150, soft=(64_000, -1, 1), hard=(69_000, -1, 1))]))
+        self.assertTrue(r["passed"], r["failures"])
+        m = r["metrics"]
+        self.assertEqual(m["phase1_victims"], [])
+        self.assertEqual(m["phase2_victims"], ["burstable-grower"])
+        self.assertEqual(m["phase1_hard_crossed_to_recovered_ms"], 900)
+        self.assertEqual(m["phase1_soft_crossed_to_recovered_ms"], 2_000)
+        self.assertEqual(m["phase2_hard_crossed_to_eviction_ms"], 2_000)
+        self.assertEqual(m["phase1_min_available_mib"], 120)
+
+    def test_relief_on_evicting_a_reader_in_phase_1_fails(self):
+        r = judge(apc("pressured-relief", {"burstable-reader-1", "burstable-grower"},
+                      {"burstable-reader-1": 21_000, "burstable-grower": 71_000},
+                      [FALSE_PRESSURE, phase(60_000, 150, hard=(69_000, -1, 1))]))
+        self.assertFalse(r["passed"])
+        self.assertIn("phase 1: evicted burstable-reader-1, expected nobody", r["failures"])
+        self.assertEqual(r["metrics"]["phase1_hard_crossed_to_eviction_ms"], 1_000)
+
+    def test_a_kernel_oom_kill_fails_relief_on(self):
+        r = judge(apc("pressured-relief", {"burstable-grower"}, {"burstable-grower": 71_000},
+                      [FALSE_PRESSURE, phase(60_000, 10, oom=1, hard=(69_000, -1, 1))]))
+        self.assertIn("1 kernel OOM kill(s)", r["failures"])
+        self.assertEqual(r["metrics"]["phase2_oom_kills"], 1)
+
+    def test_relief_off_must_evict_in_phase_1(self):
+        ok = judge(apc("pressured-relief-off", {"burstable-reader-1", "burstable-reader-2", "burstable-grower"},
+                       {"burstable-reader-1": 22_000, "burstable-reader-2": 30_000, "burstable-grower": 40_000},
+                       [FALSE_PRESSURE, phase(60_000, 120)]))
+        self.assertTrue(ok["passed"], ok["failures"])
+        self.assertEqual(ok["metrics"]["phase1_victims"],
+                         ["burstable-reader-1", "burstable-reader-2", "burstable-grower"])
+        none = judge(apc("pressured-relief-off", set(), {}, [FALSE_PRESSURE, phase(60_000, 120)]))
+        self.assertFalse(none["passed"])
+        self.assertTrue(any(f.startswith("phase 1: nobody evicted") for f in none["failures"]), none["failures"])
+
+    def test_relief_on_may_keep_phase_1_from_the_hard_threshold(self):
+        r = judge(apc("pressured-relief", {"burstable-grower"}, {"burstable-grower": 71_000},
+                      [phase(0, 300, soft=(12_000, 12_400, 84)), phase(60_000, 150, hard=(69_000, -1, 1))]))
+        self.assertTrue(r["passed"], r["failures"])
+        self.assertEqual(r["metrics"]["phase1_hard_crossings"], 0)
+
+    def test_a_phase_1_without_pressure_is_no_evidence(self):
+        r = judge(apc("pressured-relief", {"burstable-grower"}, {"burstable-grower": 71_000},
+                      [phase(0, 400), phase(60_000, 150, hard=(69_000, -1, 1))]))
+        self.assertIn("phase 1 never crossed the soft threshold: no false pressure to relieve", r["failures"])
+        off = judge(apc("pressured-relief-off", {"burstable-reader-1"}, {"burstable-reader-1": 22_000},
+                        [phase(0, 300, soft=(12_000, -1, 1)), phase(60_000, 150)]))
+        self.assertIn("phase 1 never crossed the hard threshold without the reclaim stage: the scenario made too "
+                      "little pressure", off["failures"])
+
+    def test_only_the_relief_pair_runs_active_page_cache(self):
+        both = ["fast-spike", "active-page-cache"]
+        self.assertEqual(scenarios_for("pressured", both), ["fast-spike"])
+        self.assertEqual(scenarios_for("pressured", both, named=True), ["fast-spike"])
+        # In a run of every contender the pair runs only its own scenario; named, all it is given.
+        self.assertEqual(scenarios_for("pressured-relief-off", both), ["active-page-cache"])
+        self.assertEqual(scenarios_for("pressured-relief", both), ["active-page-cache"])
+        self.assertEqual(scenarios_for("pressured-relief-off", both, named=True), both)
 
 
 if __name__ == "__main__":

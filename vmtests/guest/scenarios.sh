@@ -364,6 +364,16 @@ vmt_contender_start() {
         fi
         [ "$MIN_RECLAIM_MI" -gt 0 ] && set -- "$@" --eviction-minimum-reclaim "memory.available=${MIN_RECLAIM_MI}Mi"
       fi
+      # The reclaim stage before a memory eviction, on or off. Off is written
+      # out (not left to the default) when this pressured knows the section
+      # (VMT_RELIEF_KEY, probed on the host with check-config); a build
+      # without it has no stage, which is the same decision.
+      case "$VMT_CONTENDER" in
+        pressured-relief) vmt_relief_config true > /tmp/relief.yaml && set -- "$@" --config /tmp/relief.yaml ;;
+        pressured-relief-off)
+          [ -n "$VMT_RELIEF_KEY" ] && vmt_relief_config false > /tmp/relief.yaml && set -- "$@" --config /tmp/relief.yaml
+          ;;
+      esac
       case "$VMT_CONTENDER" in
         pressured-poll10s) set -- "$@" --poll-interval 10s --bpf off ;;
         pressured-poll1s) set -- "$@" --poll-interval 1s --bpf off ;;
@@ -411,6 +421,13 @@ vmt_contender_start() {
   # CPU spent starting up (for pressured: probing and loading BPF), reported apart.
   CONTENDER_START_TICKS=$((CONTENDER_START_TICKS + $(vmt_ticks $CONTENDER_PID)))
   return 0
+}
+
+# vmt_relief_config true|false: pressured's configuration file with the reclaim
+# stage on or off, the stage's other settings left at their defaults (what an
+# operator who turns it on gets).
+vmt_relief_config() {
+  printf 'relief:\n  enabled: %s\n...\n' "$1"
 }
 
 vmt_oomd_config() {
@@ -473,7 +490,8 @@ vmt_contender_stop() {
 
 # --- one scenario run ------------------------------------------------------------
 
-# vmt_begin SCENARIO SAMPLER_SIGNAL SAMPLER_THRESHOLD: starts contender + sampler.
+# vmt_begin SCENARIO SAMPLER_SIGNAL SAMPLER_THRESHOLD [SAMPLER_THRESHOLD2]:
+# starts contender + sampler (which follows a second threshold when given).
 vmt_begin() {
   SCEN=$1
   CONTENDER_TICKS=0
@@ -488,7 +506,7 @@ vmt_begin() {
   pods="${pods#,}"
   [ -n "$NEUTRAL_PID" ] && pods="$pods,neutral=$CG/system.slice/neutral"
   sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' vmt-sampler $CG/system.slice/sampler \
-    sampler --signal $2 --threshold $3 --out /tmp/sampler.json --interval-ms 10 --duration 240 --pods "$pods" &
+    sampler --signal $2 --threshold $3 --out /tmp/sampler.json --interval-ms 10 --duration ${SAMPLER_DURATION:-240} --pods "$pods" ${4:+--threshold2 $4} &
   SAMPLER_PID=$!
   SCEN_T0=$(vmt_ms)
 }
@@ -512,6 +530,9 @@ vmt_end() {
   kill -TERM $SAMPLER_PID 2>/dev/null
   wait $SAMPLER_PID 2>/dev/null
   [ -n "$VMT_NODE" ] && vmt_node_settle
+  # pressured's reclaim stage: what it asked and got back over the scenario.
+  local reclaim='{}'
+  case "$VMT_CONTENDER" in pressured|pressured-*) reclaim=$(vmt_reclaim_metrics) ;; esac
   vmt_contender_stop
   local pods_json="" name pid st qos podcg ooms
   [ -n "$VMT_NODE" ] && { vmt_node_watch_stop; vmt_node_snapshot; vmt_node_events; }
@@ -541,16 +562,19 @@ vmt_end() {
   [ -n "$sampler_json" ] || sampler_json=null
   local deploy=null
   [ "$VMT_CONTENDER" = daemonset ] && deploy=$(vmt_ds_json)
-  printf '@@VMT RESULT {"scenario":"%s","contender":"%s","driver":"%s","cgroup":"%s","contender_started":%s,"contender_alive_at_end":%s,"contender_rc":%s,"cpu_ms":%s,"cpu_start_ms":%s,"duration_ms":%s,"pods":[%s],"extra":%s,"sampler":%s,"deploy":%s}\n' \
+  printf '@@VMT RESULT {"scenario":"%s","contender":"%s","driver":"%s","cgroup":"%s","contender_started":%s,"contender_alive_at_end":%s,"contender_rc":%s,"cpu_ms":%s,"cpu_start_ms":%s,"duration_ms":%s,"pods":[%s],"extra":%s,"sampler":%s,"deploy":%s,"reclaim":%s}\n' \
     "$SCEN" "$VMT_CONTENDER" "$DRIVER" "${VMT_CGROUP:-v2}" "$CONTENDER_STARTED" "$CONTENDER_ALIVE" "$CONTENDER_RC" \
-    $((CONTENDER_TICKS * 1000 / CLK_TCK)) $((CONTENDER_START_TICKS * 1000 / CLK_TCK)) $(($(vmt_ms) - SCEN_T0)) "${pods_json#,}" "$extra" "$sampler_json" "${deploy:-null}"
+    $((CONTENDER_TICKS * 1000 / CLK_TCK)) $((CONTENDER_START_TICKS * 1000 / CLK_TCK)) $(($(vmt_ms) - SCEN_T0)) "${pods_json#,}" "$extra" "$sampler_json" "${deploy:-null}" "$reclaim"
   # The BPF flavour of each program, once per boot (vmtests/run records it).
   if [ -z "$VMT_BPF_REPORTED" ] && [ "$VMT_CONTENDER" = pressured ]; then
     VMT_BPF_REPORTED=1
     grep -E "bpf: |BPF unavailable|running on PSI" /tmp/contender.log | grep -vE "libbpf:|debug bpf" |
       sed "s/^/@@VMT BPF /"
   fi
-  # The contender's log, for the console log kept on failure (bounded).
+  # The reclaim stage's lines (its decisions, records and skips), which the tail
+  # below may not reach, then the contender's log, for the console log kept on
+  # failure (both bounded).
+  grep -E "relief" /tmp/contender.log | grep -v " debug " | head -n 80 | sed "s/^/@@VMT LOG $SCEN relief: /"
   grep -v "debug bpf probe" /tmp/contender.log | tail -n 120 | sed "s/^/@@VMT LOG $SCEN: /"
   tail -n 12 $(vmt_wl_logs) 2>/dev/null |
     sed "s/^/@@VMT LOG $SCEN workload: /"
@@ -826,6 +850,99 @@ scenario_soft_then_spike() {
   vmt_end "{\"stubborn_mib\":$hold,\"spike_mib\":$size,\"avail_before_spike_mib\":$left,\"termination_grace_s\":120}"
 }
 
+# vmt_wait_active_file NAME MIB TIMEOUT_S BELOW_MIB: waits until the pod's
+# active file pages reach MIB (a reader's range read twice), the node's
+# memory.available is under BELOW_MIB (a reclaim stage may take the cache back
+# as soon as it grows), or the pod has no process left (evicted on the way);
+# bounded by the guest clock (a loaded TCG guest takes far longer than the
+# sleeps for each round).
+vmt_wait_active_file() {
+  local podcg=$(vmt_pod_field $1 4) want=$(($2 * 1048576)) end=$(($(vmt_ms) + $3 * 1000))
+  while [ $(vmt_ms) -lt $end ]; do
+    [ "$(vmt_cg_stat $podcg active_file)" -ge $want ] && return 0
+    [ $(avail_mib) -lt $4 ] && return 0
+    vmt_cg_populated $podcg || { vmt_mark STEP "active-page-cache: pod $1 has no process left"; return 1; }
+    sleep 0.2
+  done
+  vmt_mark WARN "pod $1: active file pages did not reach $2 MiB in $3 s"
+  return 1
+}
+
+# vmt_reclaim_metrics: the daemon's pressured_reclaim_* samples, each name's
+# values summed over its labels, as a JSON object ({} when it has none).
+vmt_reclaim_metrics() {
+  timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | awk '
+    /^pressured_reclaim_/ { n = $1; sub(/\{.*/, "", n); v[n] += $NF }
+    END { s = ""; for (n in v) s = s (s ? "," : "") sprintf("\"%s\":%g", n, v[n]); printf "{%s}", s }'
+}
+
+# 10. Active page cache (kubernetes#43916, the kubelet's false pressure): two
+#     pods keep re-reading their parts of a file, each part larger than the
+#     room left above the threshold it crosses, so the kubelet's
+#     memory.available (which counts active file pages as used) falls under
+#     the soft and then the hard threshold while the kernel could give all of
+#     that cache back. Phase 2: one pod's anonymous memory grows past what the
+#     node has, cache included: an eviction is due, or the kernel OOM-kills.
+#     With the reclaim stage on, nobody is evicted in phase 1 and the grower
+#     is in phase 2; with it off, the kubelet's decision evicts in phase 1.
+scenario_active_page_cache() {
+  vmt_tree cgroupfs
+  vmt_thresholds 200 350 10s 0 10s 0 2
+  vmt_pod guaranteed-steady Guaranteed 128 128
+  vmt_pod burstable-reader-1 Burstable 64 0
+  vmt_pod burstable-reader-2 Burstable 64 0
+  vmt_pod burstable-grower Burstable 96 0 0 30
+  vmt_pods_json
+  vmt_pod_run guaranteed-steady memhog --mib 96 --hold 300
+  vmt_pod_run burstable-grower memhog --mib 32 --hold 300
+  vmt_wait_mem guaranteed-steady 96 20
+  vmt_wait_mem burstable-grower 32 20
+  [ -f /scratch/big.dat ] || vmt_mark ERROR "active-page-cache: /scratch/big.dat missing (no scratch disk)"
+  local a=$(avail_mib)
+  # Reader 1's part, once active, leaves the node 60 MiB under the acting soft
+  # threshold (over the hard one); reader 2's takes it 80 MiB under the hard
+  # one. Both parts fit the 1200 MiB file and, all active, the guest's RAM with
+  # free pages to spare: the kernel itself sees no shortage in phase 1.
+  local r1=$((a - ACT_SOFT_MI + 60)) r2=$((ACT_SOFT_MI - 60 - ACT_MI + 80))
+  if [ $r1 -lt 64 ] || [ $((r1 + r2)) -gt 1200 ]; then
+    vmt_mark WARN "active-page-cache: $a MiB available: reader parts $r1 + $r2 MiB out of range"
+    [ $r1 -lt 64 ] && r1=64
+  fi
+  # Two phases of waits bounded by the guest clock: up to 60 + 60 + 30 s, then 60 s.
+  SAMPLER_DURATION=400 vmt_begin active-page-cache memory $((ACT_SOFT_MI * 1048576)) $((ACT_MI * 1048576))
+  # Re-reading at 64 MiB/s keeps each page hot (touched every few seconds) at a
+  # CPU cost a TCG guest can carry beside the daemon; bounded by --duration.
+  vmt_pod_run burstable-reader-1 cachereader --file /scratch/big.dat --offset-mib 0 --mib $r1 --passes 1000 \
+    --rate 64 --duration 150 --hold 300
+  vmt_wait_active_file burstable-reader-1 $((r1 * 3 / 4)) 60 $ACT_SOFT_MI
+  vmt_mark STEP "active-page-cache: reader 1 hot, avail=$(avail_mib)MiB; reader 2 starts"
+  vmt_pod_run burstable-reader-2 cachereader --file /scratch/big.dat --offset-mib $r1 --mib $r2 --passes 1000 \
+    --rate 64 --duration 150 --hold 300
+  vmt_wait_active_file burstable-reader-2 $((r2 * 3 / 4)) 60 $ACT_MI
+  vmt_mark STEP "active-page-cache: reader 2 hot, avail=$(avail_mib)MiB; phase 1 holds 30 s"
+  # Longer than the soft grace period (10 s) and several reclaim rounds.
+  sleep 30
+  local rd1_file=$(($(vmt_cg_stat $(vmt_pod_field burstable-reader-1 4) file) / 1048576))
+  local rd2_file=$(($(vmt_cg_stat $(vmt_pod_field burstable-reader-2 4) file) / 1048576))
+  local m1=$(vmt_reclaim_metrics)
+  # Phase 2: the grower asks for what is free plus all the page cache plus
+  # 100 MiB: no reclaim can cover it.
+  kill -USR1 $SAMPLER_PID
+  local g=0 p2=false
+  if vmt_cg_populated $(vmt_pod_field burstable-grower 4); then
+    g=$(awk '/^(MemFree|Cached):/ { s += $2 } END { printf "%d", s / 1024 + 100 }' /proc/meminfo)
+    p2=true
+    vmt_mark STEP "active-page-cache: phase 2, avail=$(avail_mib)MiB; the grower asks for $g MiB more"
+    vmt_pod_run burstable-grower memhog --mib $g --rate 50 --hold 300
+    vmt_wait_gone burstable-grower 60
+  else
+    vmt_mark STEP "active-page-cache: the grower was evicted in phase 1: no phase 2 growth"
+  fi
+  sleep 3  # anything evicted after the grower is over-eviction
+  local m2=$(vmt_reclaim_metrics)
+  vmt_end "{\"reader_1_mib\":$r1,\"reader_2_mib\":$r2,\"avail_before_mib\":$a,\"grower_mib\":$g,\"phase2_ran\":$p2,\"reader_1_file_mib_end_phase1\":$rd1_file,\"reader_2_file_mib_end_phase1\":$rd2_file,\"reclaim_metrics_phase1\":$m1,\"reclaim_metrics_end\":$m2,\"relief_key\":\"${VMT_RELIEF_KEY:-0}\"}"
+}
+
 vmt_run_scenarios() {
   ip link set lo up 2>/dev/null
   if [ -n "$VMT_NODE" ]; then
@@ -848,6 +965,7 @@ vmt_run_scenarios() {
       pid-pressure) scenario_pid_pressure ;;
       restart) scenario_restart ;;
       soft-then-spike) scenario_soft_then_spike ;;
+      active-page-cache) scenario_active_page_cache ;;
       *) vmt_mark ERROR "unknown scenario $s" ;;
     esac
   done

@@ -18,6 +18,10 @@ CONTENDERS = {
     "pressured": "pressured run, event-driven (BPF + PSI triggers + memory.events)",
     "pressured-poll10s": "pressured run --poll-interval 10s --bpf off (kubelet/cAdvisor-like baseline)",
     "pressured-poll1s": "pressured run --poll-interval 1s --bpf off",
+    "pressured-relief": "pressured run with the reclaim stage before a memory eviction on (relief.enabled: true, "
+                        "its other settings at their defaults)",
+    "pressured-relief-off": "pressured run with the reclaim stage off (relief.enabled: false): the kubelet's "
+                            "decision on the same numbers",
     "earlyoom": "earlyoom (Debian), -m at the same node threshold, kubelet oom_score_adj",
     "oomd": "oomd (Debian, v0.5), cgroup v2 ruleset on kubepods",
     "systemd-oomd": "systemd-oomd (needs systemd as PID 1 and D-Bus)",
@@ -35,7 +39,7 @@ CONTENDER_ORDER = list(CONTENDERS)
 
 # Contenders whose failed verdict fails the run: pressured, and pressured beside the real
 # kubelet (its documented deployment). The others are the comparison (docs/comparison.md).
-STRICT_CONTENDERS = {"pressured", "pressured+kubelet", "daemonset"}
+STRICT_CONTENDERS = {"pressured", "pressured+kubelet", "daemonset", "pressured-relief", "pressured-relief-off"}
 
 
 def run_contender(contender, scenarios, kernel, accel, binaries, timeout_override, smp=2):
@@ -43,7 +47,8 @@ def run_contender(contender, scenarios, kernel, accel, binaries, timeout_overrid
     vmlinuz, mods, version = kernel
     if contender in NODE_CONTENDERS:
         return run_node_contender(contender, scenarios, kernel, accel, binaries, timeout_override, smp)
-    conf = {"VMT_MODE": "scenarios", "VMT_CONTENDER": contender, "VMT_SCENARIOS": " ".join(scenarios)}
+    conf = {"VMT_MODE": "scenarios", "VMT_CONTENDER": contender, "VMT_SCENARIOS": " ".join(scenarios),
+            "VMT_RELIEF_KEY": "1" if binaries.get("relief_key") else ""}
     initrd = build_initramfs(mods, conf, binaries, tag=contender)
     logp = os.path.join(OUT, f"console-{contender}{common.KTAG}.log")
     timeout = timeout_override or (60 + sum(BUDGET_S[s] for s in scenarios))

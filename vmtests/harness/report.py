@@ -98,6 +98,49 @@ def markdown_report(path):
             by = ", ".join(f"{k} {v}" for k, v in sorted(m["evicted_by"].items())) or "none"
             rs = ", ".join(f"{k} {v}" for k, v in m.get("victim_restarts", {}).items()) or "-"
             print(f"| {r['scenario']} | {r['contender']} | {by} | {rs} | {fmt(m.get('api_gone_latency_ms'), ' ms')} |")
+    phase_rows = [r for r in doc["results"] if "phase1_victims" in r.get("metrics", {})]
+    if phase_rows:
+        print()
+        print("Per phase (phase 1: re-read page cache under the soft, then the hard threshold; phase 2: anonymous "
+              "growth): evictions, kernel OOM kills, the node's minimum memory.available, and from each threshold's "
+              "first crossing to the node back over it (relief) or to the first victim's memory released:")
+        print()
+        print("| scenario | contender | phase | evicted | kernel OOM kills | min. available (MiB) | "
+              "soft: crossings, crossed → back over / → eviction | hard: crossings, crossed → back over / → eviction |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in phase_rows:
+            m = r["metrics"]
+            n = 1
+            while f"phase{n}_victims" in m:
+                cells = []
+                for t in ("soft", "hard"):
+                    if f"phase{n}_{t}_crossings" not in m:
+                        cells.append("-")
+                        continue
+                    cells.append(f"{m[f'phase{n}_{t}_crossings']}, {fmt(m.get(f'phase{n}_{t}_crossed_to_recovered_ms'), ' ms')}"
+                                 f" / {fmt(m.get(f'phase{n}_{t}_crossed_to_eviction_ms'), ' ms')}")
+                print(f"| {r['scenario']} | {r['contender']} | {n} | {', '.join(m[f'phase{n}_victims']) or 'nobody'} | "
+                      f"{fmt(m.get(f'phase{n}_oom_kills'))} | {fmt(m.get(f'phase{n}_min_available_mib'))} | "
+                      f"{cells[0]} | {cells[1]} |")
+                n += 1
+    reclaim_rows = [r for r in doc["results"] if r.get("metrics", {}).get("reclaim")]
+    if reclaim_rows:
+        print()
+        print("pressured's reclaim stage over each scenario (its `pressured_reclaim_*` samples at the end, summed "
+              "over their labels):")
+        print()
+        print("| scenario | contender | pressured_reclaim_* |")
+        print("|---|---|---|")
+        for r in reclaim_rows:
+            text = ", ".join(f"{k[len('pressured_reclaim_'):]} {v:g}" for k, v in sorted(r["metrics"]["reclaim"].items()))
+            print(f"| {r['scenario']} | {r['contender']} | {text} |")
+    if doc.get("relief"):
+        print()
+        print("The reclaim stage's effective settings (`pressured check-config` with `relief: {enabled: true}`):")
+        print()
+        print("```yaml")
+        print(doc["relief"])
+        print("```")
     print()
     for r in doc["results"]:
         if r.get("failures") and not r.get("unavailable"):

@@ -16,6 +16,8 @@ SCENARIOS = {
     "pid-pressure": "7. fork growth until pid.available is below threshold",
     "restart": "8. daemon restart under pressure: state restored, no double eviction",
     "soft-then-spike": "9. soft-evicted pod ignores SIGTERM, a second pod spikes: hard must not wait",
+    "active-page-cache": "10. re-read page cache under soft then hard (phase 1), then anonymous growth (phase 2): "
+                         "the reclaim stage on and off",
 }
 SCENARIO_ORDER = list(SCENARIOS)
 SMOKE_SCENARIOS = ["fast-spike", "page-cache"]
@@ -40,9 +42,38 @@ EXPECT = {
 
 RESULT_NAMES = {"min-reclaim": ["min-reclaim", "min-reclaim-200Mi"]}
 
+# Scenarios that only some contenders run: active-page-cache compares pressured's
+# reclaim stage on and off on the same numbers (the kubelet 1.20 cannot be the
+# baseline there: on the pure cgroup v2 guest its memory.available never falls).
+SCENARIO_CONTENDERS = {"active-page-cache": ("pressured-relief", "pressured-relief-off")}
+
+
+# Contenders that run only some scenarios unless named with --contender: in a run of
+# every contender the relief pair is the baseline pair of active-page-cache; elsewhere
+# one of them is the `pressured` contender again (its default has the stage on).
+CONTENDER_SCENARIOS = {"pressured-relief": ("active-page-cache",), "pressured-relief-off": ("active-page-cache",)}
+
+
+def scenarios_for(contender, scenarios, named=False):
+    """The scenarios of `scenarios` that `contender` runs (`named`: it was asked for by name)."""
+    return [s for s in scenarios if contender in SCENARIO_CONTENDERS.get(s, (contender,))
+            and (named or s in CONTENDER_SCENARIOS.get(contender, (s,)))]
+
+
+# Per contender, what active-page-cache expects in each phase: the victims of phase 1
+# (None: at least one, whoever; the kubelet's decision on active page cache) and of
+# phase 2. The relief-off run also checks that the scenario did make false pressure.
+PHASE_EXPECT = {
+    "active-page-cache": {
+        "pressured-relief": {"phase1": [], "phase2": ["burstable-grower"]},
+        "pressured-relief-off": {"phase1": None, "phase2": None, "phase1_hard": True},
+    },
+}
+
 # Guest seconds each scenario may take at most (TCG), for the boot timeout.
 BUDGET_S = {"fast-spike": 90, "slow-leak": 150, "ranking": 150, "min-reclaim": 160, "oscillation": 90,
-            "page-cache": 150, "pid-pressure": 100, "restart": 120, "soft-then-spike": 120}
+            "page-cache": 150, "pid-pressure": 100, "restart": 120, "soft-then-spike": 120,
+            "active-page-cache": 420}
 
 
 def judge(r):
@@ -110,6 +141,13 @@ def judge(r):
         failures.append("fork failed in a pod (pid exhaustion reached)")
     if not samp:
         failures.append("no sampler data")
+    phase_facts = {}
+    phase_exp = PHASE_EXPECT.get(r["scenario"], {}).get(r["contender"])
+    if samp.get("phases") and r["scenario"] in PHASE_EXPECT:
+        phase_facts = judge_phases(r, samp, victims, released, phase_exp, failures)
+        # The phases' expectations replace the scenario's victim list.
+        failures[:] = [f for f in failures if not f.startswith(("wrong victim", "not evicted"))]
+        wrong, missing = [], []
     node_facts = judge_node(r, victims, start_ms, crossed, failures)
     if r["contender"] == "daemonset":
         judge_deploy(r.get("deploy"), failures)
@@ -120,6 +158,8 @@ def judge(r):
                                           (round(samp["min_available"]) if samp.get("min_available") is not None
                                            else None)),
                     **node_facts,
+                    **phase_facts,
+                    **({"reclaim": r["reclaim"]} if r.get("reclaim") else {}),
                     **({"deploy": r.get("deploy")} if r["contender"] == "daemonset" else {}),
                     "cpu_ms": r.get("cpu_ms"),
                     "cpu_after_start_ms": (r["cpu_ms"] - r["cpu_start_ms"]) if r.get("cpu_start_ms") is not None
@@ -127,6 +167,58 @@ def judge(r):
     r["failures"] = failures
     r["passed"] = not failures
     return r
+
+
+def judge_phases(r, samp, victims, released, exp, failures):
+    """A scenario of phases (active-page-cache): the victims of each phase (by when their
+    memory was released, against the sampler's phase starts), each phase's kernel OOM kills
+    and minimum memory.available, and per threshold the time from its first crossing to
+    the node back over it (the reclaim stage's relief) or to the first victim's release."""
+    phases = samp["phases"]
+    starts = [p["start_ms"] for p in phases]
+
+    def phase_of(v):
+        t = released(v)
+        if t is None:
+            return len(phases)  # killed after the sampler stopped: the last phase
+        return max(i + 1 for i, s in enumerate(starts) if s <= t)
+
+    by_phase = {f"phase{i + 1}_victims": [v for v in victims if phase_of(v) == i + 1] for i in range(len(phases))}
+    facts = dict(by_phase)
+    for i, p in enumerate(phases):
+        n = i + 1
+        facts[f"phase{n}_oom_kills"] = p["oom_kills"]
+        facts[f"phase{n}_min_available_mib"] = round(p["min_available"] / 1048576) if p["min_available"] >= 0 else None
+        first_release = min([released(v) for v in by_phase[f"phase{n}_victims"] if released(v) is not None] or [None],
+                            key=lambda x: x or 0)
+        for t in p["thresholds"]:
+            name = "soft" if t is p["thresholds"][0] and len(p["thresholds"]) > 1 else "hard"
+            c, rec = t["crossed_ms"], t["recovered_ms"]
+            facts[f"phase{n}_{name}_crossings"] = t["crossings"]
+            facts[f"phase{n}_{name}_below_ms"] = t["below_ms"]
+            facts[f"phase{n}_{name}_crossed_to_recovered_ms"] = rec - c if c >= 0 and rec >= 0 else None
+            facts[f"phase{n}_{name}_crossed_to_eviction_ms"] = (first_release - c if c >= 0 and first_release
+                                                                is not None and first_release >= c else None)
+    if exp is None:
+        return facts
+    # The pressure itself: phase 1 must take the node under the soft threshold whoever
+    # runs, and, without the reclaim stage, under the hard one too. With the stage on,
+    # reclaim at the soft threshold may keep the node from ever reaching the hard one.
+    p1 = phases[0]
+    if p1["thresholds"][0]["crossed_ms"] < 0:
+        failures.append("phase 1 never crossed the soft threshold: no false pressure to relieve")
+    if exp.get("phase1_hard") and not any(t["crossed_ms"] >= 0 for t in p1["thresholds"][1:]):
+        failures.append("phase 1 never crossed the hard threshold without the reclaim stage: the scenario made "
+                        "too little pressure")
+    for n in range(1, len(phases) + 1):
+        want, got = exp.get(f"phase{n}"), by_phase[f"phase{n}_victims"]
+        if want is None and n == 1 and not got:
+            failures.append("phase 1: nobody evicted (the scenario made no pressure the kubelet would act on)")
+        elif want is not None and got != want:
+            failures.append(f"phase {n}: evicted {', '.join(got) or 'nobody'}, expected {', '.join(want) or 'nobody'}")
+    if len(phases) < 2 and exp.get("phase2"):
+        failures.append("no phase 2 (the grower was gone before it)")
+    return facts
 
 
 def pressured_like(contender):
