@@ -66,7 +66,7 @@ GOOD_DEPLOY = {"applied": True, "ready": True, "ready_ms": 90_000, "pod": "press
                "created_by": "daemonset-controller", "scheduled_by": "default-scheduler", "bpf_attached": 4,
                "cgroups_line": "cgroups: v1 memory at /sys/fs/cgroup/memory, pods root /kubepods, driver cgroupfs",
                "pods_listed": 1, "links_running": "4", "restarts": 0, "audit_seccomp": 0, "deleted": True,
-               "left_processes": 0, "left_links": "0", "left_taints": "", "left_files": ""}
+               "left_processes": 0, "left_links": "0", "left_taints": "", "uninstalled": True, "left_files": ""}
 
 
 class JudgeDaemonSet(unittest.TestCase):
@@ -90,7 +90,9 @@ class JudgeDaemonSet(unittest.TestCase):
                  "restarts": (3, "restarted 3 time(s)"), "deleted": (False, "still there"),
                  "left_processes": (1, "process(es) left"), "left_links": ("2", "2 BPF link(s) left"),
                  "left_taints": ("pressured.io/memory-pressure", "taint(s) left"),
-                 "audit_seccomp": (1, "seccomp audit record")}
+                 "audit_seccomp": (1, "seccomp audit record"),
+                 "uninstalled": (False, "did not roll out"),
+                 "left_files": ("/var/lib/pressured/state.json", "left on the node after the uninstall")}
         for key, (value, why) in cases.items():
             with self.subTest(key=key):
                 r = self.spike(**{key: value})

@@ -607,7 +607,27 @@ vmt_ds_delete() {
   vmt_ds_fact left_links "$(vmt_ds_str $(vmt_ds_links))"
   vmt_ds_fact left_taints "$(vmt_ds_str $(kc get node $NODE_NAME -o 'jsonpath={.spec.taints[*].key}' 2>/dev/null | tr ' ' '\n' | grep pressured))"
   vmt_ds_fact left_conditions "$(vmt_ds_str $(kc get node $NODE_NAME -o 'jsonpath={.status.conditions[*].type}' 2>/dev/null | tr ' ' '\n' | grep -i pressured))"
-  vmt_ds_fact left_files "$(vmt_ds_str $(ls -d /var/lib/pressured/* /var/lib/kubelet/seccomp/profiles/* 2>/dev/null))"
+  vmt_ds_fact files_after_delete "$(vmt_ds_str $(ls -d /var/lib/pressured/* /var/lib/kubelet/seccomp/profiles/* 2>/dev/null))"
   vmt_mark STEP "daemonset: deleted after $(($(vmt_ms) - t0)) ms (gone=$gone)"
+  vmt_ds_uninstall
   DS_PID=
+}
+# vmt_ds_uninstall: the documented uninstall (docs/operations.md) after
+# `kubectl delete -k`, as an operator runs it: deploy/uninstall/ applied, its
+# rollout waited for, deleted; then what is left of pressured's files.
+vmt_ds_uninstall() {
+  local t0=$(vmt_ms) ok=false u=$DS_REPO/deploy/uninstall
+  if kubectl --kubeconfig $KCFG apply -k $u > /tmp/ds-uninstall.log 2>&1 &&
+    kubectl --kubeconfig $KCFG -n pressured-uninstall rollout status daemonset/pressured-uninstall \
+      --timeout=300s >> /tmp/ds-uninstall.log 2>&1; then
+    ok=true
+  fi
+  [ $ok = true ] || { sed 's/^/@@VMT LOG kubectl-uninstall: /' /tmp/ds-uninstall.log; vmt_ds_dump; }
+  kubectl --kubeconfig $KCFG delete -k $u --timeout=300s >> /tmp/ds-uninstall.log 2>&1 ||
+    sed 's/^/@@VMT LOG kubectl-uninstall: /' /tmp/ds-uninstall.log
+  while [ $(($(vmt_ms) - t0)) -lt 300000 ] && kc get namespace pressured-uninstall > /dev/null 2>&1; do sleep 1; done
+  vmt_ds_fact uninstalled $ok
+  vmt_ds_fact uninstall_ms $(($(vmt_ms) - t0))
+  vmt_ds_fact left_files "$(vmt_ds_str $(ls -d /var/lib/pressured/* /var/lib/kubelet/seccomp/profiles/* 2>/dev/null))"
+  vmt_mark STEP "daemonset: uninstalled=$ok after $(($(vmt_ms) - t0)) ms"
 }

@@ -285,9 +285,9 @@ GUEST_REPO = "/vmt/repo"
 
 def deploy_files():
     """{guest path: text} of the kustomize base deploy/ (its top-level files: the
-    kustomization and the manifests it lists) and the test overlay vmtests/deploy/."""
+    kustomization and the manifests it lists), the uninstall deploy/uninstall/ and the test overlay vmtests/deploy/."""
     out = {}
-    for rel in ("deploy", os.path.join("vmtests", "deploy")):
+    for rel in ("deploy", os.path.join("deploy", "uninstall"), os.path.join("vmtests", "deploy")):
         d = os.path.join(ROOT, rel)
         for name in sorted(os.listdir(d)):
             if name.endswith((".yaml", ".yml")) and os.path.isfile(os.path.join(d, name)):

@@ -259,6 +259,8 @@ def judge_deploy(d, failures):
         (d.get("left_processes", 0) == 0, f"{d.get('left_processes')} pressured process(es) left"),
         (d.get("left_links") in ("0", "-"), f"{d.get('left_links')} BPF link(s) left on the node"),
         (not d.get("left_taints"), f"taint(s) left on the node: {d.get('left_taints')}"),
+        (d.get("uninstalled") is True, "the uninstall (deploy/uninstall/) did not roll out"),
+        (not d.get("left_files"), f"file(s) left on the node after the uninstall: {d.get('left_files')}"),
     ]
     if d.get("left_links") == "-":
         failures.append("bpftool missing in the guest: BPF links after the delete not checked")
