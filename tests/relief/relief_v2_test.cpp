@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -140,14 +141,29 @@ Threshold allocatable(ThresholdKind kind, uint64_t mib, uint64_t min_reclaim_mib
   return t;
 }
 
-void require_v2(V2Node& node) {
-  PRESSURED_REQUIRE_ROOT();
-  PRESSURED_REQUIRE(!node.mount.empty(), "a cgroup v2 hierarchy with the memory controller (" + node.why + ")");
+bool v2_required() {
+  const char* v = std::getenv("PRESSURED_REQUIRE_CGROUP_V2");
+  return v != nullptr && std::string(v) == "1";
 }
+
+// A host whose memory controller is on v1 cannot provide these tests (and
+// must not be changed to): they skip loudly there even as root, and the VM's
+// v2 guest runs them (CTest vmtests_relief_v2), where `vmtests/run --gtest`
+// sets PRESSURED_REQUIRE_CGROUP_V2=1 and a missing controller fails.
+#define REQUIRE_V2(node)                                                                                 \
+  do {                                                                                                   \
+    PRESSURED_REQUIRE_ROOT();                                                                            \
+    if ((node).mount.empty()) {                                                                          \
+      if (v2_required()) FAIL() << "required for this test but missing: cgroup v2 memory controller: "  \
+                                << (node).why;                                                           \
+      GTEST_SKIP() << "SKIPPED, missing: cgroup v2 memory controller (" << (node).why                    \
+                   << "); runs in the VM's v2 guest (ctest -R vmtests_relief_v2)";                       \
+    }                                                                                                    \
+  } while (0)
 
 TEST(V2Relief, APodWhosePageCacheMeetsTheThresholdIsNotEvictedAndItsCacheShrinks) {
   V2Node node("relief-cache");
-  require_v2(node);
+  REQUIRE_V2(node);
   if (HasFatalFailure() || IsSkipped()) return;
   struct stat st {};
   PRESSURED_REQUIRE(::stat((kScratch + "/.").c_str(), &st) == 0 && ::access(kScratch.c_str(), W_OK) == 0,
@@ -227,7 +243,7 @@ TEST(V2Relief, APodWhosePageCacheMeetsTheThresholdIsNotEvictedAndItsCacheShrinks
 
 TEST(V2Relief, APodGrowingAnonymousMemoryIsEvictedWithoutWaitingForReclaim) {
   V2Node node("relief-anon");
-  require_v2(node);
+  REQUIRE_V2(node);
   if (HasFatalFailure() || IsSkipped()) return;
   ASSERT_TRUE(node.setup(384)) << node.sb->error();
   PRESSURED_REQUIRE(memory_reclaim_available(node.sb->path("kubepods")), "memory.reclaim (Linux 5.19+)");

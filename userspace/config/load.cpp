@@ -1139,7 +1139,10 @@ Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>
   // said, not refused (one DaemonSet's offsets serve nodes whose kubelets
   // set different thresholds).
   for (const auto& [sig, off] : cfg.kubelet.offsets) {
-    if (std::none_of(ev.thresholds.begin(), ev.thresholds.end(), [&](const Threshold& t) { return t.signal == sig; })) {
+    // A named copy: clang before 16 cannot capture a structured binding.
+    const Signal offset_signal = sig;
+    if (std::none_of(ev.thresholds.begin(), ev.thresholds.end(),
+                     [offset_signal](const Threshold& t) { return t.signal == offset_signal; })) {
       ctx.warnings.push_back(ctx.where("kubelet.thresholdOffset", "kubelet.thresholdOffset." + std::string(name(sig))) +
                              ": raises nothing: the kubelet's configuration " + path +
                              (missing ? " (absent: its defaults)" : "") + " has no " + std::string(name(sig)) +
