@@ -91,6 +91,10 @@ struct CachePodDaemon {
     deps.reclaim = &writer;
     d = std::make_unique<Daemon>(relief_config(), deps);
   }
+  ~CachePodDaemon() {
+    d.reset();
+    std::filesystem::remove(relief_config().daemon.state_file);  // its checkpoint: nothing left in /tmp
+  }
 };
 
 TEST(ReliefDaemon, AHeldEvictionGoesAheadAtTheBudgetWhenReclaimDoesNotAnswer) {
@@ -187,6 +191,7 @@ TEST(ReliefDaemon, WithoutAWriterTheStageIsOffAndSaysSo) {
   EXPECT_EQ(d.relief().stats().available.load(), 0u);
   d.evaluate(at_ms(1000), "test", std::nullopt);
   EXPECT_FALSE(evictor.calls().empty()) << "evicted at once, as without relief";
+  std::filesystem::remove(relief_config().daemon.state_file);
 }
 
 }  // namespace
