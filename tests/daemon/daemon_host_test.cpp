@@ -631,9 +631,12 @@ TEST(DaemonHost, AKernelOomKillWhileTheDaemonIsPausedIsCountedOnce) {
 
   n.signal(SIGSTOP);
   {
-    int fd = ::open(data.c_str(), O_RDONLY);  // out of the page cache: the flood reads (and reclaims) it
+    // Out of the page cache (written back first: dirty pages stay), so that
+    // the flood reads it into its own memcg and reclaims there.
+    int fd = ::open(data.c_str(), O_RDONLY);
     ASSERT_GE(fd, 0);
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ASSERT_EQ(::fdatasync(fd), 0);
+    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
     ::close(fd);
   }
   std::string loop = "end=$(($(date +%s) + 3)); while [ $(date +%s) -lt $end ]; do cat ";
