@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -73,38 +74,40 @@ void cache_pod(FakeObserver& obs) {
   p.usage.memory_active_file_bytes = 600 * kMiB;
 }
 
-TEST(ReliefDaemon, AHeldEvictionGoesAheadAtTheBudgetWhenReclaimDoesNotAnswer) {
+// The daemon over cache_pod's node with the fake writer and a recording evictor.
+struct CachePodDaemon {
   FakeObserver obs;
-  cache_pod(obs);
-  FakeReclaim writer(obs);
-  writer.block = true;
+  FakeReclaim writer{obs};
   RecordingEvictor evictor;
-  DaemonDeps deps;
-  deps.observer = &obs;
-  deps.evictor = &evictor;
-  deps.reclaim = &writer;
-  Daemon d(relief_config(), deps);
+  std::unique_ptr<Daemon> d;  // last: stopped before what it uses
+  CachePodDaemon() {
+    cache_pod(obs);
+    DaemonDeps deps;
+    deps.observer = &obs;
+    deps.evictor = &evictor;
+    deps.reclaim = &writer;
+    d = std::make_unique<Daemon>(relief_config(), deps);
+  }
+};
+
+TEST(ReliefDaemon, AHeldEvictionGoesAheadAtTheBudgetWhenReclaimDoesNotAnswer) {
+  CachePodDaemon r;
+  r.writer.block = true;
+  Daemon& d = *r.d;
   d.evaluate(at_ms(1000), "test", std::nullopt);
-  EXPECT_TRUE(evictor.calls().empty()) << "held for reclaim";
+  EXPECT_TRUE(r.evictor.calls().empty()) << "held for reclaim";
   EXPECT_TRUE(d.relief().running());
   d.evaluate(at_ms(1200), "test", std::nullopt);
-  EXPECT_TRUE(evictor.calls().empty()) << "still within the 250ms budget";
+  EXPECT_TRUE(r.evictor.calls().empty()) << "still within the 250ms budget";
   d.evaluate(at_ms(1250), "test", std::nullopt);
-  ASSERT_FALSE(evictor.calls().empty()) << "the budget is over: evicted whatever the worker does";
-  EXPECT_EQ(evictor.calls().front().step, "kill");
-  writer.release();
+  ASSERT_FALSE(r.evictor.calls().empty()) << "the budget is over: evicted whatever the worker does";
+  EXPECT_EQ(r.evictor.calls().front().step, "kill");
+  r.writer.release();
 }
 
 TEST(ReliefDaemon, ReclaimThatBringsTheNodeBackAvoidsTheEviction) {
-  FakeObserver obs;
-  cache_pod(obs);
-  FakeReclaim writer(obs);
-  RecordingEvictor evictor;
-  DaemonDeps deps;
-  deps.observer = &obs;
-  deps.evictor = &evictor;
-  deps.reclaim = &writer;
-  Daemon d(relief_config(), deps);
+  CachePodDaemon r;
+  Daemon& d = *r.d;
   d.evaluate(at_ms(1000), "test", std::nullopt);
   EXPECT_TRUE(d.relief().running());
   // The worker answers on its thread; the next evaluations take it in (bounded).
@@ -113,10 +116,10 @@ TEST(ReliefDaemon, ReclaimThatBringsTheNodeBackAvoidsTheEviction) {
     d.evaluate(at_ms(1001 + i / 100), "test", std::nullopt);
   }
   EXPECT_EQ(d.relief().stats().avoided.load(), 1u);
-  EXPECT_GT(writer.calls.load(), 0);
-  EXPECT_TRUE(evictor.calls().empty());
+  EXPECT_GT(r.writer.calls.load(), 0);
+  EXPECT_TRUE(r.evictor.calls().empty());
   d.evaluate(at_ms(2000), "test", std::nullopt);
-  EXPECT_TRUE(evictor.calls().empty()) << "the node is back above the threshold";
+  EXPECT_TRUE(r.evictor.calls().empty()) << "the node is back above the threshold";
 }
 
 TEST(ReliefDaemon, WithoutAWriterTheStageIsOffAndSaysSo) {

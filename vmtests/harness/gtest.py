@@ -31,8 +31,9 @@ GTEST_NEEDS_DISK = {"test_relief"}
 def build_gtest(target, extra=()):
     """Builds `target` (and its guest helpers, and `extra` targets such as pressured)
     without sanitizers, with the same vmlinux.h as pressured. Returns {name: path}."""
-    build_dir = arch_dir(GTEST_BUILD)
-    logf = os.path.join(OUT, f"{os.path.basename(build_dir)}.log")
+    shared = common.shared_build_dir()
+    build_dir = shared or arch_dir(GTEST_BUILD)
+    logf = os.path.join(OUT, f"{os.path.basename(arch_dir(GTEST_BUILD))}.log")
     vmlinux_h = os.path.join(OUT, "vmlinux.h")
     # Another architecture: cross-built against its sysroot; its vmlinux.h is
     # the arm64 kernel's (cmake/bpf.cmake, scripts/vmlinux-btf), never this machine's.
@@ -42,7 +43,8 @@ def build_gtest(target, extra=()):
             run(["bpftool", "btf", "dump", "file", "/sys/kernel/btf/vmlinux", "format", "c"], stdout=f)
         os.rename(vmlinux_h + ".tmp", vmlinux_h)
     targets = [target] + GTEST_HELPERS.get(target, []) + list(extra)
-    log(f"building {' '.join(targets)} (RelWithDebInfo, no sanitizers{', cross ' + common.ARCH if cross else ''}) "
+    kind = "the given tree" if shared else "RelWithDebInfo, no sanitizers" + (", cross " + common.ARCH if cross else "")
+    log(f"building {' '.join(targets)} ({kind}) "
         f"in {build_dir} (log: {logf})")
     cfg = ["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
            "-DPRESSURED_SANITIZE=OFF", "-DPRESSURED_STATIC=OFF", "-DPRESSURED_BUILD_TESTS=ON",
@@ -51,8 +53,10 @@ def build_gtest(target, extra=()):
         cfg.append(f"--toolchain={cross}")
     elif os.path.exists(vmlinux_h):
         cfg.append(f"-DPRESSURED_VMLINUX_H={vmlinux_h}")
+    if shared:
+        log("  (PRESSURED_VM_BUILD_DIR: already configured; its vmlinux.h is this machine's BTF too)")
     with open(logf, "w") as lf:
-        ok = subprocess.run(cfg, stdout=lf, stderr=subprocess.STDOUT).returncode == 0 and subprocess.run(
+        ok = (shared or subprocess.run(cfg, stdout=lf, stderr=subprocess.STDOUT).returncode == 0) and subprocess.run(
             ["ninja", "-C", build_dir, "-j2"] + targets, stdout=lf, stderr=subprocess.STDOUT).returncode == 0
     out = {}
     for t in targets:
