@@ -86,7 +86,9 @@ def main():
     vol = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
     check(spec.get("automountServiceAccountToken") is False, "the uninstall pod mounts a ServiceAccount token")
     check({"operator": "Exists"} in spec.get("tolerations", []), "the uninstall pod does not tolerate every taint")
-    check(not spec.get("hostPID") and not spec.get("hostNetwork"), "the uninstall pod shares the node's pids/network")
+    check(not spec.get("hostPID"), "the uninstall pod shares the node's pids")
+    # Like pressured's pod it needs no pod network (CNI), which a node it must clean may lack.
+    check(spec.get("hostNetwork") is True, "the uninstall pod needs the pod network (hostNetwork is not true)")
     containers = spec.get("initContainers", []) + spec["containers"]
     check(len(spec.get("initContainers", [])) == 1, "expected one init container doing the removal")
     for c in containers:

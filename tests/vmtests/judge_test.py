@@ -66,7 +66,9 @@ GOOD_DEPLOY = {"applied": True, "ready": True, "ready_ms": 90_000, "pod": "press
                "created_by": "daemonset-controller", "scheduled_by": "default-scheduler", "bpf_attached": 4,
                "cgroups_line": "cgroups: v1 memory at /sys/fs/cgroup/memory, pods root /kubepods, driver cgroupfs",
                "pods_listed": 1, "links_running": "4", "restarts": 0, "audit_seccomp": 0, "deleted": True,
-               "left_processes": 0, "left_links": "0", "left_taints": "", "uninstalled": True, "left_files": ""}
+               "left_processes": 0, "left_links": "0", "left_taints": "",
+               "files_after_delete": "/var/lib/pressured/state.json /var/lib/kubelet/seccomp/profiles/pressured.json",
+               "uninstalled": True, "left_files": ""}
 
 
 class JudgeDaemonSet(unittest.TestCase):
@@ -92,7 +94,8 @@ class JudgeDaemonSet(unittest.TestCase):
                  "left_taints": ("pressured.io/memory-pressure", "taint(s) left"),
                  "audit_seccomp": (1, "seccomp audit record"),
                  "uninstalled": (False, "did not roll out"),
-                 "left_files": ("/var/lib/pressured/state.json", "left on the node after the uninstall")}
+                 "left_files": ("/var/lib/pressured/state.json", "left on the node after the uninstall"),
+                 "files_after_delete": ("", "the uninstall's check cannot tell")}
         for key, (value, why) in cases.items():
             with self.subTest(key=key):
                 r = self.spike(**{key: value})

@@ -612,17 +612,27 @@ vmt_ds_delete() {
   vmt_ds_uninstall
   DS_PID=
 }
-# vmt_ds_uninstall: the documented uninstall (docs/operations.md) after
-# `kubectl delete -k`, as an operator runs it: deploy/uninstall/ applied, its
-# rollout waited for, deleted; then what is left of pressured's files.
+# vmt_ds_uninstall: the documented uninstall (docs/operations.md, "Uninstall"; the
+# README's Deploy section) after `kubectl delete -k`, as an operator runs it:
+# deploy/uninstall/ applied, its rollout waited for, deleted; then what is left of
+# pressured's files. The commands are the documented ones plus bounds (--timeout).
 vmt_ds_uninstall() {
   local t0=$(vmt_ms) ok=false u=$DS_REPO/deploy/uninstall
+  vmt_mark STEP "daemonset: kubectl apply -k deploy/uninstall/"
   if kubectl --kubeconfig $KCFG apply -k $u > /tmp/ds-uninstall.log 2>&1 &&
-    kubectl --kubeconfig $KCFG -n pressured-uninstall rollout status daemonset/pressured-uninstall \
+    kubectl --kubeconfig $KCFG -n pressured-uninstall rollout status ds/pressured-uninstall \
       --timeout=300s >> /tmp/ds-uninstall.log 2>&1; then
     ok=true
   fi
-  [ $ok = true ] || { sed 's/^/@@VMT LOG kubectl-uninstall: /' /tmp/ds-uninstall.log; vmt_ds_dump; }
+  # What `pressured uninstall` said (its init container's log, as the kubelet wrote it).
+  cat /var/log/pods/pressured-uninstall_pressured-uninstall-*/uninstall/*.log 2>/dev/null > /tmp/ds-uninstall-pod.log
+  sed 's/^/@@VMT LOG daemonset-uninstall-log: /' /tmp/ds-uninstall-pod.log
+  if [ $ok != true ]; then
+    sed 's/^/@@VMT LOG kubectl-uninstall: /' /tmp/ds-uninstall.log
+    kc -n pressured-uninstall describe pods 2>&1 | tail -n 40 | sed 's/^/@@VMT LOG daemonset-uninstall-pod: /'
+    kc get events -n pressured-uninstall 2>&1 | tail -n 20 | sed 's/^/@@VMT LOG daemonset-uninstall-events: /'
+  fi
+  vmt_ds_fact uninstall_log "$(vmt_ds_str "$(grep -oE 'pressured uninstall: [^"]*' /tmp/ds-uninstall-pod.log | tail -n 4)")"
   kubectl --kubeconfig $KCFG delete -k $u --timeout=300s >> /tmp/ds-uninstall.log 2>&1 ||
     sed 's/^/@@VMT LOG kubectl-uninstall: /' /tmp/ds-uninstall.log
   while [ $(($(vmt_ms) - t0)) -lt 300000 ] && kc get namespace pressured-uninstall > /dev/null 2>&1; do sleep 1; done

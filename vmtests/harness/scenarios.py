@@ -242,8 +242,8 @@ def judge_deploy(d, failures):
     """The daemonset contender's deployment facts (vmtests/guest/node.sh, vmt_ds_apply and
     vmt_ds_delete): the pod made by the DaemonSet controller, bound by the scheduler, with a
     ServiceAccount token; Ready; under its seccomp profile; BPF attached, the cgroup layout
-    detected, pods listed from the API server; not restarted; and nothing of it left on the
-    node after `kubectl delete -k`."""
+    detected, pods listed from the API server; not restarted; nothing of it running after
+    `kubectl delete -k`, and none of its files after the uninstall (deploy/uninstall/)."""
     if not d:
         failures.append("no deployment facts from the guest")
         return
@@ -273,6 +273,11 @@ def judge_deploy(d, failures):
         (not d.get("left_taints"), f"taint(s) left on the node: {d.get('left_taints')}"),
         (d.get("uninstalled") is True, "the uninstall (deploy/uninstall/) did not roll out"),
         (not d.get("left_files"), f"file(s) left on the node after the uninstall: {d.get('left_files')}"),
+        # The init container installed the profile, and `kubectl delete -k` leaves it: without it
+        # there the uninstall had nothing to remove, and an empty left_files proves nothing.
+        ("profiles/pressured.json" in str(d.get("files_after_delete") or ""),
+         f"the seccomp profile was not on the node after kubectl delete -k ({d.get('files_after_delete')!r}): "
+         "the uninstall's check cannot tell"),
     ]
     if d.get("left_links") == "-":
         failures.append("bpftool missing in the guest: BPF links after the delete not checked")
