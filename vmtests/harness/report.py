@@ -47,6 +47,25 @@ def print_table(results):
             print(f"  {r['contender']}: {r['retried']}")
 
 
+def record_cells(rec):
+    """The cells of one victim's row in the eviction record table (markdown_report)."""
+    def state(st):
+        if not st:
+            return "-"
+        if st.get("exists") is False:
+            return "object gone"
+        return (f"{st.get('phase')}/{st.get('reason') or '-'}, DisruptionTarget {st.get('disruption_target') or 'none'}"
+                + (", deleting" if st.get("deleting") else ""))
+    ev, synced = rec.get("evicted") or {}, rec.get("synced") or {}
+    kept = "-"
+    if synced.get("exists"):
+        kept = ("kept" if synced.get("message") and synced.get("message") == ev.get("message")
+                else ("none" if not synced.get("message") else "another"))
+    restarts = f"{ev.get('restarts', '-')} → {synced.get('restarts', '-')}"
+    return [state(ev), state(synced), synced.get("kubectl_status") or "-", kept, restarts,
+            str(rec.get("writes_after", "-")), rec.get("kubelet") or "-"]
+
+
 def print_flavours(fl):
     progs = fl.get("programs", {})
     if not progs:
@@ -98,6 +117,19 @@ def markdown_report(path):
             by = ", ".join(f"{k} {v}" for k, v in sorted(m["evicted_by"].items())) or "none"
             rs = ", ".join(f"{k} {v}" for k, v in m.get("victim_restarts", {}).items()) or "-"
             print(f"| {r['scenario']} | {r['contender']} | {by} | {rs} | {fmt(m.get('api_gone_latency_ms'), ' ms')} |")
+    record_rows = [r for r in doc["results"] if r.get("metrics", {}).get("eviction_records")]
+    if record_rows:
+        print()
+        print("The eviction record on the real node: each victim's status as the API first showed it Failed (the "
+              "evictor's write), and again after the kubelet's status sync (`kubectl get pods` STATUS, reason, "
+              "message, the DisruptionTarget condition, restarts; writes: the pod's updates after the record):")
+        print()
+        print("| scenario | contender | pod | recorded | after the kubelet's sync | kubectl STATUS | message | "
+              "restarts | writes | kubelet |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for r in record_rows:
+            for name, rec in r["metrics"]["eviction_records"].items():
+                print("| " + " | ".join([r["scenario"], r["contender"], name] + record_cells(rec)) + " |")
     phase_rows = [r for r in doc["results"] if "phase1_victims" in r.get("metrics", {})]
     if phase_rows:
         print()

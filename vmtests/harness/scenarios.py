@@ -293,7 +293,65 @@ def judge_node(r, victims, start_ms, crossed, failures):
     gone = [p["api_gone_ms"] for p in pods if p["name"] in victims and p.get("api_gone_ms", -1) >= 0]
     if gone and start_ms and crossed is not None and crossed >= 0:
         api_ms = round(min(gone) - start_ms - crossed)
-    return {"evicted_by": by, "victim_restarts": restarts, "api_gone_latency_ms": api_ms}
+    records = {p["name"]: p["record"] for p in pods if p["name"] in victims and "record" in p}
+    if r["contender"] in ("pressured+kubelet", "daemonset"):
+        for p in pods:
+            if p["name"] in records and p["evicted_by"].get("pressured"):
+                failures += judge_record(p["name"], records[p["name"]])
+    return {"evicted_by": by, "victim_restarts": restarts, "api_gone_latency_ms": api_ms,
+            **({"eviction_records": records} if records else {})}
+
+
+# The DisruptionTarget condition the kubelet writes for a node-pressure eviction, which
+# pressured's status update copies (docs/kubernetes.md, "The eviction record").
+DISRUPTION_TARGET = "True/TerminationByKubelet"
+
+# Kubelets whose status sync writes a pod's reason and message away after another
+# component marked it Failed (docs/kubernetes.md, "The eviction record": 1.20 builds its
+# status without them and re-sends its own every 10 s while the API's differs). On these
+# the record keeps phase, condition and Event, and the reason's loss is reported, not
+# failed; on any other kubelet it fails.
+KUBELET_DROPS_REASON = ("v1.20.",)
+
+
+def judge_record(name, rec):
+    """What an operator relies on after pressured evicted `name` beside the real kubelet
+    (vmtests/guest/node.sh, vmt_node_record_json): the API showed the pod Failed with
+    reason Evicted, pressured's message and the kubelet's DisruptionTarget condition; after
+    the kubelet's status sync the object still exists, still Failed with that condition,
+    and the kubelet started none of its containers again; `kubectl get pods` shows it
+    Evicted with the message, except on a kubelet known to drop them
+    (KUBELET_DROPS_REASON). Returns the failures."""
+    ev, synced = rec.get("evicted"), rec.get("synced")
+    if not ev:
+        return [f"{name}: the API never showed it Failed (no eviction record: deleted instead?)"]
+    out = []
+    if ev.get("phase") != "Failed" or ev.get("reason") != "Evicted":
+        out.append(f"{name}: recorded as {ev.get('phase')}/{ev.get('reason') or '-'}, not Failed/Evicted")
+    if "Evicted by pressured" not in (ev.get("message") or ""):
+        out.append(f"{name}: the record's message is not pressured's ({ev.get('message')!r})")
+    if ev.get("disruption_target") != DISRUPTION_TARGET:
+        out.append(f"{name}: the record's DisruptionTarget is {ev.get('disruption_target') or 'missing'!r}, "
+                   f"not {DISRUPTION_TARGET}")
+    if not synced:
+        return out + [f"{name}: no record read after the kubelet's status sync"]
+    if not synced.get("exists"):
+        return out + [f"{name}: the pod object is gone after the kubelet's status sync (its record with it)"]
+    if synced.get("phase") != "Failed":
+        out.append(f"{name}: {synced.get('phase')} after the kubelet's status sync, not Failed")
+    if synced.get("disruption_target") != DISRUPTION_TARGET:
+        out.append(f"{name}: the DisruptionTarget condition is {synced.get('disruption_target') or 'gone'!r} after "
+                   "the kubelet's status sync")
+    if synced.get("restarts", 0) > ev.get("restarts", 0):
+        out.append(f"{name}: the kubelet restarted its containers after the eviction record "
+                   f"({ev.get('restarts', 0)} -> {synced.get('restarts')} restarts)")
+    kept = (synced.get("reason") == "Evicted" and synced.get("message") == ev.get("message")
+            and synced.get("kubectl_status") == "Evicted")
+    if not kept and not str(rec.get("kubelet", "")).startswith(KUBELET_DROPS_REASON):
+        out.append(f"{name}: after the kubelet's status sync kubectl shows {synced.get('kubectl_status')!r}, reason "
+                   f"{synced.get('reason')!r}, message {'kept' if synced.get('message') == ev.get('message') else 'lost'}"
+                   f" (kubelet {rec.get('kubelet') or 'unknown'})")
+    return out
 
 
 def collect_results(lines, scenarios, contender, status, logp):
