@@ -347,19 +347,21 @@ vmt_node_records() {
 # vmt_node_watch_start: a watch on the scenario's pods, each change stamped with
 # vmt_ms, so the verdict can say when the API showed a pod gone (DELETED or
 # phase Failed), the most restarts any of its containers had, and what each write
-# left of the eviction record. One line per event, tab-separated: ms, type, name,
+# left of the eviction record. One line per event, its fields separated by the
+# ASCII unit separator (kubectl puts a watch's output through a tab writer, which
+# turns tabs into spaces): ms, type, name,
 # phase, deleting|-, the containers' restart counts, reason|-, the DisruptionTarget
 # condition (status/reason|-), the message and the condition's message (both
 # Go-quoted, so a line stays one line and each is a JSON string). No
 # --request-timeout: the watch runs until vmt_node_watch_stop.
-VMT_RECORD_TEMPLATE='{{.metadata.name}}{{"\t"}}{{.status.phase}}{{"\t"}}{{if .metadata.deletionTimestamp}}deleting{{else}}-{{end}}{{"\t"}}{{range .status.containerStatuses}}{{.restartCount}} {{end}}{{"\t"}}{{with .status.reason}}{{.}}{{else}}-{{end}}{{"\t"}}{{range .status.conditions}}{{if eq .type "DisruptionTarget"}}{{.status}}/{{.reason}}{{end}}{{end}}{{"\t"}}{{with .status.message}}{{printf "%q" .}}{{else}}""{{end}}{{"\t"}}{{range .status.conditions}}{{if eq .type "DisruptionTarget"}}{{with .message}}{{printf "%q" .}}{{end}}{{end}}{{end}}'
+VMT_RECORD_TEMPLATE='{{.metadata.name}}{{"\x1f"}}{{.status.phase}}{{"\x1f"}}{{if .metadata.deletionTimestamp}}deleting{{else}}-{{end}}{{"\x1f"}}{{range .status.containerStatuses}}{{.restartCount}} {{end}}{{"\x1f"}}{{with .status.reason}}{{.}}{{else}}-{{end}}{{"\x1f"}}{{range .status.conditions}}{{if eq .type "DisruptionTarget"}}{{.status}}/{{.reason}}{{end}}{{end}}{{"\x1f"}}{{with .status.message}}{{printf "%q" .}}{{else}}""{{end}}{{"\x1f"}}{{range .status.conditions}}{{if eq .type "DisruptionTarget"}}{{with .message}}{{printf "%q" .}}{{end}}{{end}}{{end}}'
 vmt_node_watch_start() {
   : > /tmp/podwatch.txt
   rm -f /tmp/podwatch.pid
   (sh -c 'echo $$ > /tmp/podwatch.pid && exec kubectl --kubeconfig "$1" -n vmtests get pods --watch-only \
       --output-watch-events -o go-template="$2"' vmt-watch $KCFG \
-      "{{.type}}{{\"\\t\"}}{{with .object}}$VMT_RECORD_TEMPLATE{{end}}{{\"\\n\"}}" \
-      2>/dev/null | while read -r l; do printf '%s\t%s\n' "$(vmt_ms)" "$l"; done >> /tmp/podwatch.txt) &
+      "{{.type}}{{\"\\x1f\"}}{{with .object}}$VMT_RECORD_TEMPLATE{{end}}{{\"\\n\"}}" \
+      2>/dev/null | while read -r l; do printf '%s\037%s\n' "$(vmt_ms)" "$l"; done >> /tmp/podwatch.txt) &
 }
 
 vmt_node_watch_stop() {
@@ -373,11 +375,11 @@ vmt_node_watch_stop() {
 # record (vmt_node_record_json).
 vmt_node_pod_facts() {
   local gone evicted_at restarts evicted
-  gone=$(awk -F'\t' -v n=$1 '$3 == n && ($2 == "DELETED" || $4 == "Failed") { print $1; exit }' /tmp/podwatch.txt)
+  gone=$(awk -F'\037' -v n=$1 '$3 == n && ($2 == "DELETED" || $4 == "Failed") { print $1; exit }' /tmp/podwatch.txt)
   # Evicted as the API sees it: deletion requested (an API eviction) or phase Failed
   # (the kubelet's own eviction): the order of the contender's choices.
-  evicted_at=$(awk -F'\t' -v n=$1 '$3 == n && ($5 == "deleting" || $4 == "Failed") { print $1; exit }' /tmp/podwatch.txt)
-  restarts=$( (awk -F'\t' -v n=$1 '$3 == n { k = split($6, r, " "); for (i = 1; i <= k; i++) if (r[i] + 0 > m) m = r[i] + 0 }
+  evicted_at=$(awk -F'\037' -v n=$1 '$3 == n && ($5 == "deleting" || $4 == "Failed") { print $1; exit }' /tmp/podwatch.txt)
+  restarts=$( (awk -F'\037' -v n=$1 '$3 == n { k = split($6, r, " "); for (i = 1; i <= k; i++) if (r[i] + 0 > m) m = r[i] + 0 }
       END { print m + 0 }' /tmp/podwatch.txt; awk -v n=$1 '$1 == n { print $4 + 0 }' /tmp/pods-state.txt) | sort -n | tail -n 1)
   evicted=$(awk -v n="Pod/$1" '$1 == n && $2 == "Evicted" {
       split($3, s, "[=/]"); c = $4; sub("^n=", "", c); if (c !~ /^[0-9]+$/) c = 1; cnt[s[2]] += c }
@@ -386,7 +388,7 @@ vmt_node_pod_facts() {
     "${gone:--1}" "${restarts:-0}" "$evicted" "$(vmt_node_record_json $1)"
 }
 
-# VMT_RECORD_AWK: awk functions that turn one record line (tab-separated from
+# VMT_RECORD_AWK: awk functions that turn one record line (fields from
 # the name on: VMT_RECORD_TEMPLATE) into JSON fields. A message is Go-quoted; the
 # escapes JSON lacks (\a \v \xNN, only in a control byte) become "?".
 VMT_RECORD_AWK='
@@ -407,13 +409,13 @@ function rec(o,    k, r, i, m) {
 # {"exists":false}: the object is gone).
 vmt_node_record_json() {
   local evicted writes synced status
-  evicted=$(awk -F'\t' -v n=$1 "$VMT_RECORD_AWK"'
+  evicted=$(awk -F'\037' -v n=$1 "$VMT_RECORD_AWK"'
     $3 == n && $2 != "DELETED" && ($4 == "Failed" || $5 == "deleting") { print "{\"at_ms\":" $1 "," rec(3) "}"; exit }' \
     /tmp/podwatch.txt)
-  writes=$(awk -F'\t' -v n=$1 '$3 == n && !seen && ($4 == "Failed" || $5 == "deleting") { seen = 1; next }
+  writes=$(awk -F'\037' -v n=$1 '$3 == n && !seen && ($4 == "Failed" || $5 == "deleting") { seen = 1; next }
     $3 == n && seen { c++ } END { print c + 0 }' /tmp/podwatch.txt)
   status=$(awk -v n=$1 '$1 == n { print $3; exit }' /tmp/records-kubectl.txt 2>/dev/null)
-  synced=$(awk -F'\t' -v n=$1 -v st="$status" "$VMT_RECORD_AWK"'
+  synced=$(awk -F'\037' -v n=$1 -v st="$status" "$VMT_RECORD_AWK"'
     $1 == n { print "{\"exists\":true,\"kubectl_status\":\"" st "\"," rec(1) "}"; f = 1; exit }
     END { if (!f) print "{\"exists\":false}" }' /tmp/records-synced.txt 2>/dev/null)
   printf '{"kubelet":"%s","evicted":%s,"writes_after":%s,"synced":%s,"synced_at_ms":%s,"waited_ms":%s}' \
@@ -428,7 +430,7 @@ vmt_node_record_json() {
 vmt_node_record_wait() {
   local t0=$(vmt_ms) pending
   while [ $(($(vmt_ms) - t0)) -lt 30000 ]; do
-    pending=$(awk -F'\t' '$4 == "Failed" && !($3 in at) { at[$3] = NR; next } ($3 in at) { later[$3] = 1 }
+    pending=$(awk -F'\037' '$4 == "Failed" && !($3 in at) { at[$3] = NR; next } ($3 in at) { later[$3] = 1 }
       END { for (n in at) if (!(n in later)) printf " %s", n }' /tmp/podwatch.txt)
     [ -z "$pending" ] && break
     sleep 1
