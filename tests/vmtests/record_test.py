@@ -93,7 +93,7 @@ class Record(unittest.TestCase):
         self.write("records-kubectl.txt", kubectl_line)
         self.write("pods-state.txt", "besteffort-spike Failed - 0 - Error\n")
         self.write("events.txt", "Pod/besteffort-spike Evicted src=pressured n=1 The node was low on resource\n")
-        # The wait ends at once: the watch already shows the kubelet's write after the record.
+        # The wait ends at once: the watch shows the kubelet's write after the record, long ago.
         out = self.sh("SCEN=t; vmt_node_record_wait; KUBELET_VERSION=v1.20.2; VMT_RECORD_READ_MS=9000; "
                       "vmt_node_pod_facts besteffort-spike")
         return json.loads("{" + out + "}")
@@ -225,7 +225,7 @@ class RecordAgainstApiserver(unittest.TestCase):
                           rec["evicted"]["disruption_target"]),
                          ("Failed", "Evicted", MESSAGE, "True/TerminationByKubelet"))
         self.assertEqual(rec["writes_after"], 1)
-        self.assertLess(rec["waited_ms"], 30_000)
+        self.assertLess(rec["waited_ms"], 45_000)
         self.assertEqual((rec["synced"]["exists"], rec["synced"]["phase"], rec["synced"]["reason"],
                           rec["synced"]["message"], rec["synced"]["disruption_target_message"]),
                          (True, "Failed", "", "", MESSAGE))

@@ -423,19 +423,22 @@ vmt_node_record_json() {
     "${VMT_RECORD_WAITED_MS:--1}"
 }
 
-# vmt_node_record_wait: waits (bounded, 30 s: three of the kubelet's 10 s status
-# syncs) until every pod the API showed Failed has had a further write after that
-# record: the kubelet's status sync over it. A kubelet that agrees with the record
-# writes nothing; the wait then ends at the bound and the record is read as it stands.
+# vmt_node_record_wait: waits (bounded, 45 s) until the record of every pod the API
+# showed Failed has been written over (the kubelet's status sync) and has then stayed
+# as it is for 11 s, one of the kubelet's 10 s status syncs and its reconcile: a kubelet
+# may write a pod more than once on its way to terminal (reason and message first
+# dropped, then taken back). A kubelet that agrees with the record writes nothing; the
+# wait then ends at the bound and the record is read as it stands.
 vmt_node_record_wait() {
   local t0=$(vmt_ms) pending
-  while [ $(($(vmt_ms) - t0)) -lt 30000 ]; do
-    pending=$(awk -F'\037' '$4 == "Failed" && !($3 in at) { at[$3] = NR; next } ($3 in at) { later[$3] = 1 }
-      END { for (n in at) if (!(n in later)) printf " %s", n }' /tmp/podwatch.txt)
+  while [ $(($(vmt_ms) - t0)) -lt 45000 ]; do
+    pending=$(awk -F'\037' -v now=$(vmt_ms) '$4 == "Failed" && !($3 in at) { at[$3] = NR; next }
+      ($3 in at) { last[$3] = $1 }
+      END { for (n in at) if (!(n in last) || now - last[n] < 11000) printf " %s", n }' /tmp/podwatch.txt)
     [ -z "$pending" ] && break
     sleep 1
   done
-  [ -n "$pending" ] && vmt_mark STEP "$SCEN: no write after the eviction record of$pending in 30 s"
+  [ -n "$pending" ] && vmt_mark STEP "$SCEN: the eviction record of$pending not written over and settled in 45 s"
   VMT_RECORD_WAITED_MS=$(($(vmt_ms) - t0))
 }
 
