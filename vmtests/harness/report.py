@@ -1,7 +1,7 @@
 """The results table on the console and the markdown of docs/comparison.md."""
 import json
 
-from .scenarios import RESULT_NAMES, SCENARIO_ORDER
+from .scenarios import RESULT_NAMES, SCENARIO_ORDER, record_cells
 from .contenders import CONTENDER_ORDER
 
 
@@ -45,25 +45,6 @@ def print_table(results):
         if r.get("retried") and r["contender"] + "/retried" not in shown:
             shown.add(r["contender"] + "/retried")
             print(f"  {r['contender']}: {r['retried']}")
-
-
-def record_cells(rec):
-    """The cells of one victim's row in the eviction record table (markdown_report)."""
-    def state(st):
-        if not st:
-            return "-"
-        if st.get("exists") is False:
-            return "object gone"
-        return (f"{st.get('phase')}/{st.get('reason') or '-'}, DisruptionTarget {st.get('disruption_target') or 'none'}"
-                + (", deleting" if st.get("deleting") else ""))
-    ev, synced = rec.get("evicted") or {}, rec.get("synced") or {}
-    kept = "-"
-    if synced.get("exists"):
-        kept = ("kept" if synced.get("message") and synced.get("message") == ev.get("message")
-                else ("none" if not synced.get("message") else "another"))
-    restarts = f"{ev.get('restarts', '-')} → {synced.get('restarts', '-')}"
-    return [state(ev), state(synced), synced.get("kubectl_status") or "-", kept, restarts,
-            str(rec.get("writes_after", "-")), rec.get("kubelet") or "-"]
 
 
 def print_flavours(fl):

@@ -348,6 +348,25 @@ def judge_record(name, rec):
     return out
 
 
+def record_cells(rec):
+    """The cells of one victim's row in the eviction record table (report.markdown_report, and the console)."""
+    def state(st):
+        if not st:
+            return "-"
+        if st.get("exists") is False:
+            return "object gone"
+        return (f"{st.get('phase')}/{st.get('reason') or '-'}, DisruptionTarget {st.get('disruption_target') or 'none'}"
+                + (", deleting" if st.get("deleting") else ""))
+    ev, synced = rec.get("evicted") or {}, rec.get("synced") or {}
+    kept = "-"
+    if synced.get("exists"):
+        kept = ("kept" if synced.get("message") and synced.get("message") == ev.get("message")
+                else ("none" if not synced.get("message") else "another"))
+    restarts = f"{ev.get('restarts', '-')} → {synced.get('restarts', '-')}"
+    return [state(ev), state(synced), synced.get("kubectl_status") or "-", kept, restarts,
+            str(rec.get("writes_after", "-")), rec.get("kubelet") or "-"]
+
+
 def collect_results(lines, scenarios, contender, status, logp):
     """The judged RESULT markers of one boot, plus a failed entry for each scenario without one."""
     results = judged_results(lines, contender)
