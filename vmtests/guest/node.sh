@@ -163,7 +163,7 @@ EOF
     --container-runtime-endpoint unix:///run/containerd/containerd.sock --root-dir $NODE/state/kubelet \
     --cert-dir $NODE/state/pki --v 2
   KUBELET_PID=$VMT_DAEMON_PID
-  # Which kubelet wrote over the eviction records (the verdict's expectations differ by version).
+  # Which kubelet wrote over the eviction records (reported with each record).
   KUBELET_VERSION=$(kubelet --version 2>/dev/null | awk '{print $2}')
   local t0=$(vmt_ms) ready= n=0
   vmt_mark STEP "node: kubelet started (pid $KUBELET_PID)"
