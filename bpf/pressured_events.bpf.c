@@ -554,7 +554,8 @@ static __always_inline void handle_victim(__u64 arg0)
 		struct mem_cgroup *m = current_memcg(t);
 		emit(PRESSURED_EV_OOM_VICTIM, m ? memcg_id(m) : 0, 0, BPF_CORE_READ(t, tgid), 0, true);
 	} else {
-		emit(PRESSURED_EV_OOM_VICTIM, current_memcg_id(), 0, (__u32)arg0, PRESSURED_F_PID_ONLY, true);
+		/* value 1: the memcg is the allocating task's, maybe not the victim's */
+		emit(PRESSURED_EV_OOM_VICTIM, current_memcg_id(), 1, (__u32)arg0, PRESSURED_F_PID_ONLY, true);
 	}
 }
 

@@ -68,7 +68,8 @@ enum class EventType : uint8_t {
   DirectReclaimBegin = 5,   // node-level direct reclaim (allocation stalls)
   DirectReclaimEnd = 6,     // value: pages reclaimed
   KswapdWakeup = 7,         // value: order; node pressure building
-  OomVictim = 8,            // kernel OOM killer chose pid (a failure of pressured)
+  OomVictim = 8,            // kernel OOM killer chose pid (a failure of pressured); cgroup: the victim's
+                            // memcg (value 0), or the allocating task's (value 1: mark_victim(pid) kernels)
   CgroupMkdir = 9,          // value: cgroup level
   CgroupRmdir = 10,         // value: cgroup level
   CgroupPopulated = 11,     // value: 1 populated, 0 empty

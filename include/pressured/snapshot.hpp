@@ -203,6 +203,16 @@ constexpr std::optional<ContainerfsLayout> parse_containerfs_layout(std::string_
 /// The kubelet's "split image filesystem": writable layers not on the imagefs.
 constexpr bool is_split(ContainerfsLayout l) { return l == ContainerfsLayout::Split || l == ContainerfsLayout::Separate; }
 
+/// The kernel's count of OOM kills of one memory cgroup's own tasks (not its
+/// descendants'): v1 memory.oom_control `oom_kill`, v2 memory.events.local
+/// `oom_kill`. Both are local to the memcg and vanish with it.
+struct MemcgOomKills {
+  uint64_t cgroup_id = 0;  // kernfs id (inode of the directory), as BPF sees it
+  std::string path;        // absolute, memory hierarchy
+  uint64_t oom_kills = 0;
+  bool operator==(const MemcgOomKills&) const = default;
+};
+
 struct NodeSnapshot {
   TimePoint taken_at{};
   SignalSet signals{};
@@ -212,6 +222,10 @@ struct NodeSnapshot {
   std::optional<PsiStats> psi_memory;
   std::optional<PsiStats> psi_io;
   std::optional<PsiStats> psi_cpu;
+  // Every memory cgroup of the kubepods tree (kubepods included) with its
+  // kernel OOM kill count, read by a full observation; nullopt when not read
+  // (a partial refresh, no kubepods, or a v2 kernel without memory.events.local).
+  std::optional<std::vector<MemcgOomKills>> oom_kills;
 
   const std::optional<SignalObservation>& signal(Signal s) const { return signals[static_cast<std::size_t>(s)]; }
   std::optional<SignalObservation>& signal(Signal s) { return signals[static_cast<std::size_t>(s)]; }

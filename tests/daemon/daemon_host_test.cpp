@@ -1,18 +1,24 @@
 // The real daemon (the built `pressured` binary, as a subprocess) against a
 // sandbox kubepods tree under the memory controller, with a memory limit on
 // the sandbox only. Root; every workload is bounded in size and time.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "daemon/child_process.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 
@@ -187,6 +193,66 @@ class HostNode {
     std::ofstream(dir_ + "/pods.json") << list;
   }
 
+  /// A pod whose processes the test starts itself (spawn), e.g. in a container cgroup below it.
+  bool add(const PodDef& p) {
+    pods_.push_back(p);
+    return sb_.make(rel(p));
+  }
+  testing::SandboxCgroup& sandbox() { return sb_; }
+
+  /// The daemon's /metrics on a free port of 127.0.0.1 (chosen at the first call).
+  uint16_t metrics_port() {
+    if (metrics_port_ == 0) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t len = sizeof a;
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+          ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
+        metrics_port_ = ntohs(a.sin_port);
+      }
+      ::close(fd);
+    }
+    return metrics_port_;
+  }
+  /// The /metrics text; empty when it cannot be read (the daemon paused: 3 s timeout).
+  std::string scrape() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    timeval tv{3, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(metrics_port());
+    std::string out;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+      if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+        char buf[65536];
+        for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+      }
+    }
+    ::close(fd);
+    return out;
+  }
+  /// A series summed over the samples whose labels contain `labels` (e.g. qos_class="BestEffort");
+  /// nullopt when /metrics could not be read or has no such sample.
+  std::optional<double> metric(const std::string& name, const std::string& labels = "") {
+    const std::string text = scrape();
+    std::istringstream in(text);
+    std::optional<double> sum;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(name, 0) != 0 || (line.size() > name.size() && line[name.size()] != '{' && line[name.size()] != ' ')) {
+        continue;
+      }
+      if (!labels.empty() && line.find(labels) == std::string::npos) continue;
+      sum = sum.value_or(0) + std::stod(line.substr(line.rfind(' ') + 1));
+    }
+    return sum;
+  }
+
   /// The test's own directory (removed with the node): a sandbox nodefs and log root go below it.
   const std::string& dir() const { return dir_; }
   std::string config_path() const { return dir_ + "/config.yaml"; }
@@ -200,26 +266,12 @@ class HostNode {
                                   "--cgroup-root",  "/" + fs::path(sb_.path()).filename().string(),
                                   "--cgroup-driver", "cgroupfs",
                                   "--pod-file",     dir_ + "/pods.json",
-                                  "--metrics-listen", "127.0.0.1:0",
+                                  "--metrics-listen", metrics_listen(),
                                   "--state-file",   state_path(),
                                   "--safety-net-interval", "100ms"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     std::size_t before = count(log(), "pressured running");
-    std::string logfile = dir_ + "/daemon.log";
-    // Built before the fork: until exec the child may only make
-    // async-signal-safe calls (a malloc can wait forever on a lock another
-    // thread held at the fork; the sanitizers' allocator is not fork-safe).
-    std::vector<char*> a;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    daemon_ = ::fork();
-    if (daemon_ == 0) {
-      int fd = ::open(logfile.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::dup2(fd, 2);
-      ::dup2(fd, 1);
-      ::execv(a[0], a.data());
-      ::_exit(127);
-    }
+    daemon_ = testing::spawn_logged(std::move(argv), dir_ + "/daemon.log");
     // Start-up loads and verifies every BPF program; on a loaded 2-core CI
     // machine under ASan that took over 10 s once. A bound, not a speed check.
     return wait_log("pressured running", 60s, before + 1);
@@ -249,18 +301,10 @@ class HostNode {
   void signal(int sig) {
     if (daemon_ > 0) ::kill(daemon_, sig);
   }
+  /// SIGTERM, then the exit status (SIGKILL after 5 s); -1 if it could not be reaped.
   int stop_daemon() {
     if (daemon_ <= 0) return status_;
-    ::kill(daemon_, SIGTERM);
-    for (int i = 0; i < 250; ++i) {
-      if (::waitpid(daemon_, &status_, WNOHANG) == daemon_) {
-        daemon_ = -1;
-        return status_;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    ::kill(daemon_, SIGKILL);
-    ::waitpid(daemon_, &status_, 0);
+    status_ = testing::stop_child(daemon_, 5s);
     daemon_ = -1;
     return status_;
   }
@@ -279,6 +323,12 @@ class HostNode {
   testing::SandboxCgroup sb_;
   std::string tag_, dir_;
   std::vector<PodDef> pods_;
+  uint16_t metrics_port_ = 0;
+  std::string metrics_listen() const {
+    std::string a = "127.0.0.1:";
+    a += std::to_string(metrics_port_);
+    return a;
+  }
   pid_t daemon_ = -1;
   int status_ = 0;
 };
@@ -289,6 +339,17 @@ uint64_t mib_of(const PodDef& p) {
     if (p.workload[i] == "--start-mib") return std::stoull(p.workload[i + 1]);
   }
   return 0;
+}
+
+// Starts the pods, then waits (30 s at most each) until each holds its start-up memory.
+::testing::AssertionResult start_charged(HostNode& n, std::initializer_list<PodDef> pods) {
+  for (const auto& p : pods) {
+    if (!n.start(p)) return ::testing::AssertionFailure() << p.name << " did not start";
+  }
+  for (const auto& p : pods) {
+    if (!n.wait_usage(p, mib_of(p), 30s)) return ::testing::AssertionFailure() << p.name << ": " << n.usage_mib(p) << " MiB";
+  }
+  return ::testing::AssertionSuccess();
 }
 
 std::vector<std::string> steady(int mib, int seconds = 40) {
@@ -330,10 +391,7 @@ TEST(DaemonHost, DryRunKillsNothing) {
   REQUIRE_HOST(n);
   PodDef be{"22222222-0000-4000-8000-000000000001", "be", "BestEffort", steady(120)};
   PodDef bu{"22222222-0000-4000-8000-000000000002", "bu", "Burstable", steady(40)};
-  ASSERT_TRUE(n.start(be));
-  ASSERT_TRUE(n.start(bu));
-  ASSERT_TRUE(n.wait_usage(be, mib_of(be), 30s)) << n.usage_mib(be) << " MiB";
-  ASSERT_TRUE(n.wait_usage(bu, mib_of(bu), 30s)) << n.usage_mib(bu) << " MiB";
+  ASSERT_TRUE(start_charged(n, {be, bu}));
   n.write_config("evictionHard:\n  allocatableMemory.available: 128Mi\ndaemon:\n  releaseWaitTimeout: 500ms\n");
   ASSERT_TRUE(n.start_daemon({"--dry-run"})) << n.log();
   ASSERT_TRUE(n.wait_log("[dry-run] eviction", 10s, 2)) << n.log();
@@ -346,10 +404,7 @@ TEST(DaemonHost, SighupReloadsAndRejectsAnInvalidConfig) {
   REQUIRE_HOST(n);
   PodDef be{"33333333-0000-4000-8000-000000000001", "be", "BestEffort", steady(100)};
   PodDef bu{"33333333-0000-4000-8000-000000000002", "bu", "Burstable", steady(40)};
-  ASSERT_TRUE(n.start(be));
-  ASSERT_TRUE(n.start(bu));
-  ASSERT_TRUE(n.wait_usage(be, mib_of(be), 30s)) << n.usage_mib(be) << " MiB";
-  ASSERT_TRUE(n.wait_usage(bu, mib_of(bu), 30s)) << n.usage_mib(bu) << " MiB";
+  ASSERT_TRUE(start_charged(n, {be, bu}));
   n.write_config("evictionHard:\n  allocatableMemory.available: 16Mi\n");
   ASSERT_TRUE(n.start_daemon()) << n.log();
   n.write_config("evictionHard:\n  allocatableMemory.available: banana\n...\n");
@@ -376,8 +431,7 @@ TEST(DaemonHost, SoftThresholdWaitsForGraceThenKillsAProcessIgnoringSigterm) {
   REQUIRE_HOST(n);
   PodDef be{"44444444-0000-4000-8000-000000000001", "stubborn", "BestEffort",
             {"--start-mib", "100", "--duration-s", "40", "--ignore-sigterm", "--fork-child"}, 30};
-  ASSERT_TRUE(n.start(be));
-  ASSERT_TRUE(n.wait_usage(be, mib_of(be), 30s)) << n.usage_mib(be) << " MiB";
+  ASSERT_TRUE(start_charged(n, {be}));
   n.write_config(
       "evictionSoft:\n  allocatableMemory.available: 200Mi\nevictionSoftGracePeriod:\n  allocatableMemory.available: 2s\n"
       "evictionMaxPodGracePeriod: 1\n");
@@ -436,8 +490,7 @@ TEST(DaemonHost, RestartRestoresSoftThresholdTiming) {
   HostNode n("daemon-restart");
   REQUIRE_HOST(n);
   PodDef be{"55555555-0000-4000-8000-000000000001", "be", "BestEffort", steady(100, 60)};
-  ASSERT_TRUE(n.start(be));
-  ASSERT_TRUE(n.wait_usage(be, mib_of(be), 30s)) << n.usage_mib(be) << " MiB";
+  ASSERT_TRUE(start_charged(n, {be}));
   n.write_config(
       "evictionSoft:\n  allocatableMemory.available: 200Mi\nevictionSoftGracePeriod:\n  allocatableMemory.available: 12s\n"
       "evictionMaxPodGracePeriod: 0\n");
@@ -513,6 +566,89 @@ TEST(DaemonHost, EvictsAPodOverItsEmptyDirSizeLimitAndOnlyIt) {
   EXPECT_NE(log.find("grace=0s"), std::string::npos) << log;
   EXPECT_NE(log.find(R"(Usage of EmptyDir volume "cache" exceeds the limit "4Mi".)"), std::string::npos) << log;
   EXPECT_EQ(log.find("t/tidy (" + tidy.uid + ") qos"), std::string::npos) << log;
+  EXPECT_EQ(n.stop_daemon(), 0);
+}
+
+// The daemon paused (SIGSTOP: a stalled node, a debugger) while the kernel
+// OOM-kills a process in a pod's container and page-cache reclaim in another
+// memcg of the sandbox floods the BPF ring buffer: the kill's event is lost
+// with the overflow. After SIGCONT the kill is still counted, once, under the
+// pod's QoS class: the resync reads the kernel's counters (v1: the
+// container's own memory.oom_control). A second kill while the daemon runs
+// is seen by its event and by the counters, and counted once too.
+TEST(DaemonHost, AKernelOomKillWhileTheDaemonIsPausedIsCountedOnce) {
+  HostNode n("daemon-oompause");
+  REQUIRE_HOST(n);
+  PodDef victim{"77777777-0000-4000-8000-000000000001", "victim", "BestEffort", {}};
+  ASSERT_TRUE(n.add(victim));
+  const std::string pod = n.rel(victim), ctr = pod + "/c1";
+  auto& sb = n.sandbox();
+  ASSERT_TRUE(sb.make(ctr));
+  ASSERT_TRUE(sb.set_memory_max(pod, 48 << 20));
+  ASSERT_TRUE(sb.make("flood"));  // beside kubepods, inside the sandbox
+  ASSERT_TRUE(sb.set_memory_max("flood", 16 << 20));
+  const std::string data = n.dir() + "/flood.data";
+  ASSERT_TRUE(write_file_mib(data, 64));
+  // A 4 KiB ring overflows in the first moments of the flood; full
+  // observations every 300 ms let the test see the counters read again.
+  n.write_config("evictionHard:\n  allocatableMemory.available: 1Mi\nevents:\n  ringBufferBytes: 4Ki\n"
+                 "  fullObservationInterval: 300ms\n...\n");
+  n.metrics_port();
+  ASSERT_TRUE(n.start_daemon()) << n.log();
+  const std::string kills = "pressured_kernel_oom_kills_total", full = "pressured_evaluations_total";
+  ASSERT_EQ(n.metric(kills, "qos_class=\"BestEffort\""), 0.0) << n.log();
+  // Full observations after `from`, so both sources had their chance.
+  auto wait_full = [&](double from, double more) {
+    for (auto end = std::chrono::steady_clock::now() + 60s; std::chrono::steady_clock::now() < end;) {
+      if (n.metric(full, "observation=\"full\"").value_or(0) >= from + more) return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  };
+  auto hog = [&] {  // 200 MiB in a container of a pod limited to 48 MiB: the kernel kills it
+    pid_t pid = sb.spawn(ctr, {"/usr/bin/python3", "-c", "import time\nb = [bytearray(1 << 20) for _ in range(200)]\n"
+                                                         "time.sleep(5)\n"});
+    int status = 0;
+    return pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+  };
+
+  n.signal(SIGSTOP);
+  {
+    // Out of the page cache (written back first: dirty pages stay), so that
+    // the flood reads it into its own memcg and reclaims there.
+    int fd = ::open(data.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fdatasync(fd), 0);
+    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    ::close(fd);
+  }
+  std::string loop = "end=$(($(date +%s) + 3)); while [ $(date +%s) -lt $end ]; do cat ";
+  loop += data;
+  loop += " > /dev/null; done";
+  pid_t flood = sb.spawn("flood", {"/bin/sh", "-c", loop});
+  ASSERT_GT(flood, 0);
+  std::this_thread::sleep_for(1s);  // the ring fills before the kill
+  const bool killed = hog();
+  int status = 0;
+  ::waitpid(flood, &status, 0);
+  n.signal(SIGCONT);
+  ASSERT_TRUE(killed) << "the hog was not OOM-killed";
+  ASSERT_EQ(sb.read_key(ctr, "memory.oom_control", "oom_kill"), 1) << "the kernel counts it in the container's memcg";
+  ASSERT_TRUE(wait_full(0, 1)) << n.log();
+  const double after_resume = n.metric(full, "observation=\"full\"").value_or(0);
+  ASSERT_TRUE(wait_full(after_resume, 3)) << n.log();
+  ASSERT_GT(n.metric("pressured_ring_buffer_dropped_events_total").value_or(0), 0.0)
+      << "the ring did not overflow: nothing here tests a lost event";
+  // Only this class: the BPF hook sees the whole host's OOM kills, other
+  // tests' included (qos_class="none", not in one of this node's pods).
+  const std::string be = "qos_class=\"BestEffort\"";
+  EXPECT_EQ(n.metric(kills, be), 1.0) << "labelled by the pod the container is in\n" << n.scrape() << n.log();
+
+  ASSERT_TRUE(hog()) << "the second hog was not OOM-killed";
+  ASSERT_EQ(sb.read_key(ctr, "memory.oom_control", "oom_kill"), 2);
+  const double after_second = n.metric(full, "observation=\"full\"").value_or(0);
+  ASSERT_TRUE(wait_full(after_second, 3)) << n.log();
+  EXPECT_EQ(n.metric(kills, be), 2.0) << n.scrape() << n.log();
   EXPECT_EQ(n.stop_daemon(), 0);
 }
 

@@ -118,6 +118,43 @@ TEST(DaemonLogic, HardThresholdEvictsTheBestEffortPodFirst) {
   ASSERT_TRUE(r.d->policy().busy());
 }
 
+// A kernel OOM kill is counted once, whether its event came (first or late)
+// or was lost: each full observation reads the kernel's counters of the
+// kubepods tree, and a kill there that no event reported is counted then,
+// labelled by the pod its memcg (here a container's) is below.
+TEST(DaemonLogic, KernelOomKillsAreCountedOnceFromEventsAndTheKernelsCounters) {
+  Rig r;
+  r.obs.add("besteffort", QosClass::BestEffort, 100 * MiB).cgroup_id = 40;
+  const std::string pod = r.obs.find("besteffort")->cgroup_path;
+  r.obs.oom_kills = std::vector<MemcgOomKills>{{1, "/fake/kubepods", 0}, {40, pod, 3}, {41, pod + "/ctr", 0}};
+  r.make(base_config());
+  auto kills = [&](const std::string& qos) { return r.scraped("pressured_kernel_oom_kills_total", {{"qos_class", qos}}); };
+  r.d->evaluate(at(1), "test", std::nullopt);
+  EXPECT_EQ(kills("BestEffort"), 0.0) << "3 kills before the daemon started";
+
+  (*r.obs.oom_kills)[2].oom_kills = 1;  // its event lost
+  r.d->evaluate(at(2), "test", std::nullopt);
+  EXPECT_EQ(kills("BestEffort"), 1.0);
+  EXPECT_EQ(r.scraped("pressured_kernel_oom_kills_unreported_total"), 1.0);
+
+  PressureEvent ev;
+  ev.type = EventType::OomVictim;
+  ev.cgroup_id = 41;
+  ev.pid = 77;
+  r.d->on_events({&ev, 1}, at(3));  // read late: already counted
+  EXPECT_EQ(kills("BestEffort"), 1.0);
+
+  ev.pid = 78;  // the next kill's event comes before the counter is read
+  r.d->on_events({&ev, 1}, at(4));
+  r.d->on_events({&ev, 1}, at(4.1));  // another thread of the same victim
+  EXPECT_EQ(kills("BestEffort"), 2.0);
+  (*r.obs.oom_kills)[2].oom_kills = 2;
+  r.d->evaluate(at(5), "test", std::nullopt);
+  EXPECT_EQ(kills("BestEffort"), 2.0);
+  EXPECT_EQ(r.scraped("pressured_kernel_oom_kills_unreported_total"), 1.0);
+  EXPECT_EQ(r.scraped("pressured_kernel_oom_kills_total"), 2.0) << "no other class";
+}
+
 // A safety-net poll that finds a threshold met which was not met at the last
 // evaluation found a crossing no kernel event reported: counted once, and
 // only by the safety net (a poll that sees it still met, or an event-driven

@@ -50,7 +50,8 @@ TEST(EventTriage, LifecycleOfAForeignCgroupCountsOnlyDuringAnEviction) {
 }
 
 // Ring-buffer losses and resyncs are the reactor's to count (EventStats): a
-// reason to decide, nothing more here.
+// reason to decide, on a full observation (what the lost events said is read
+// again, the kernel's OOM kill counters included).
 TEST(EventTriage, ReportsOomKillsAndPidAlarms) {
   std::vector<PressureEvent> evs{ev(EventSource::Bpf, EventType::OomVictim, 1, 9),
                                  ev(EventSource::Bpf, EventType::RingBufferOverflow),
@@ -62,6 +63,8 @@ TEST(EventTriage, ReportsOomKillsAndPidAlarms) {
   EXPECT_EQ(t.oom_kills[0]->cgroup_id, 9u);
   EXPECT_EQ(t.pid_alarms.size(), 1u);
   EXPECT_TRUE(t.decide);
+  EXPECT_TRUE(t.resync);
+  EXPECT_FALSE(triage_events(std::span(evs).first(1), false, no_pods).resync);
 }
 
 }  // namespace

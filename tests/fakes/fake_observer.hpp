@@ -40,6 +40,7 @@ class FakeObserver final : public NodeObserver {
     }
     if (pid_available) s.signal(Signal::PidAvailable) = *pid_available;
     s.pods = pods;
+    s.oom_kills = oom_kills;
     return s;
   }
   Result<SignalObservation> refresh_signal(Signal, TimePoint) override { return Error{ENOTSUP, "fake"}; }
@@ -78,6 +79,7 @@ class FakeObserver final : public NodeObserver {
   std::optional<SignalObservation> pid_available;   // pid.available, when set
   MemcgCounters memcg;                              // what read_memcg_counters() reads
   std::vector<MemcgScope> scopes;                   // what memcg_scopes() lists
+  std::optional<std::vector<MemcgOomKills>> oom_kills;  // the kernel's OOM kill counters a full observation reads
 };
 
 class DiskObserver final : public NodeObserver {

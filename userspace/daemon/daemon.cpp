@@ -149,6 +149,11 @@ void Daemon::restore_checkpoint() {
   }
   const std::size_t resumed = ps.in_flight.size();
   policy_.restore(std::move(ps));
+  // A cgroup that gave back little is not asked again for relief.backoff, a
+  // restart included.
+  if (std::size_t n = relief_.restore(loaded.checkpoint.relief); n > 0) {
+    spdlog::info("checkpoint: {} cgroup(s) back off from reclaim (until their time, at most relief.backoff)", n);
+  }
   report_busy();
   ++stats_.checkpoint_restored;
   conditions_.restored();
@@ -156,9 +161,11 @@ void Daemon::restore_checkpoint() {
                engine_.state().threshold_first_observed.size(), resumed);
 }
 
-void Daemon::save_checkpoint() { checkpointer_.save(engine_.state(), policy_.state()); }
+void Daemon::save_checkpoint() { checkpointer_.save(engine_.state(), policy_.state(), relief_.stage().state()); }
 
-void Daemon::maybe_checkpoint(TimePoint now) { checkpointer_.maybe_save(engine_.state(), policy_.state(), now); }
+void Daemon::maybe_checkpoint(TimePoint now) {
+  checkpointer_.maybe_save(engine_.state(), policy_.state(), now, relief_.stage().state());
+}
 
 Checkpointer Daemon::make_checkpointer() const {
   Checkpointer c(config().daemon.state_file, deps_.boot_id);
@@ -180,17 +187,55 @@ void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
     spdlog::info("PID alarm {}: the kernel counts {} tasks (alarm {})", ev->type == EventType::PidAlarmUp ? "up" : "down",
                  ev->value, alarms_.pid_alarm());
   }
-  if (t.decide || busy()) evaluate(now, t.source, t.earliest_edge, Observe::PartialOk);
+  if (t.decide || busy()) evaluate(now, t.source, t.earliest_edge, t.resync ? Observe::Full : Observe::PartialOk);
 }
 
 void Daemon::report_kernel_oom_kill(const PressureEvent& ev) {
-  std::optional<QosClass> qos;
-  for (const auto& p : last_.pods) {
-    if (ev.cgroup_id != 0 && p.cgroup_id == ev.cgroup_id) qos = p.qos;
+  // An OomVictim's memcg is the victim's own, except with older kernels'
+  // mark_victim(pid) (value 1: the allocating task's); a memory.events
+  // increase is the watched cgroup's, its value the number of kills.
+  const bool victim_memcg = ev.type == EventType::OomVictim && ev.value == 0;
+  const uint64_t kills = ev.type == EventType::MemoryEventOomKill ? static_cast<uint64_t>(std::max<int64_t>(ev.value, 0)) : 1;
+  const uint64_t fresh = oom_kills_.on_event(ev.cgroup_id, victim_memcg, ev.pid, kills);
+  if (fresh == 0) {
+    spdlog::debug("kernel OOM kill of pid {} in cgroup id {}: already counted", ev.pid, ev.cgroup_id);
+    return;
   }
+  const std::optional<QosClass> qos = qos_of_memcg(ev.cgroup_id, oom_kills_.path_of(ev.cgroup_id));
   spdlog::error("kernel OOM kill: pid {} in cgroup id {} ({}): pressured did not act in time", ev.pid, ev.cgroup_id,
                 qos ? std::string(name(*qos)) : std::string("not a pod"));
-  if (deps_.metrics) deps_.metrics->kernel_oom_kill(qos);
+  if (deps_.metrics) {
+    for (uint64_t i = 0; i < fresh; ++i) deps_.metrics->kernel_oom_kill(qos);
+  }
+}
+
+void Daemon::reconcile_oom_kills() {
+  if (!last_.oom_kills) {
+    oom_kills_.unread();
+    return;
+  }
+  for (const auto& m : oom_kills_.reconcile(*last_.oom_kills)) {
+    const std::optional<QosClass> qos = qos_of_memcg(m.cgroup_id, m.path);
+    spdlog::error("kernel OOM kill: {} in {} ({}) that no event reported, found in the kernel's counters: pressured "
+                  "did not act in time",
+                  m.kills == 1 ? std::string("1 process") : fmt::format("{} processes", m.kills), m.path,
+                  qos ? std::string(name(*qos)) : std::string("not a pod"));
+    stats_.unreported_oom_kills += m.kills;
+    if (deps_.metrics) {
+      for (uint64_t i = 0; i < m.kills; ++i) deps_.metrics->kernel_oom_kill(qos);
+    }
+  }
+}
+
+std::optional<QosClass> Daemon::qos_of_memcg(uint64_t cgroup_id, const std::string& path) const {
+  for (const auto& p : last_.pods) {
+    if (cgroup_id != 0 && p.cgroup_id == cgroup_id) return p.qos;
+    if (!path.empty() && !p.cgroup_path.empty() && path.size() > p.cgroup_path.size() &&
+        path.compare(0, p.cgroup_path.size(), p.cgroup_path) == 0 && path[p.cgroup_path.size()] == '/') {
+      return p.qos;
+    }
+  }
+  return std::nullopt;
 }
 
 void Daemon::on_deadline(TimePoint now) { evaluate(now, "deadline", std::nullopt, Observe::PartialOk); }
@@ -370,7 +415,10 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   // Observe: a partial refresh or a full observation.
   bool full = true;
   if (!observe_for_decision(now, observe, full)) return;
-  if (full) sync_tracked_memcgs();  // the pod set changes only with a full observation
+  if (full) {
+    sync_tracked_memcgs();  // the pod set changes only with a full observation
+    reconcile_oom_kills();
+  }
   if (m) publish_observation(*m, last_, full);
 
   // What came of earlier actions: the policy's inputs.

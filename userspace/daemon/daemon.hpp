@@ -24,6 +24,7 @@
 #include "daemon/condition_publisher.hpp"
 #include "daemon/disk_reclaim.hpp"
 #include "daemon/eviction_executor.hpp"
+#include "daemon/oom_kill_ledger.hpp"
 #include "daemon/relief_driver.hpp"
 #include "pressured/config.hpp"
 #include "pressured/engine.hpp"
@@ -139,8 +140,15 @@ class Daemon final : public ReactorHandler {
   /// Tracks kubepods, the tiers and the pods of last_ (untracks pods that left).
   void sync_tracked_memcgs();
   void arm_deadline(const Decisions& d, TimePoint now);
-  /// Counts and logs a kernel OOM kill (pressured did not act in time).
+  /// Counts and logs a kernel OOM kill (pressured did not act in time)
+  /// an event reported, unless the kernel's counters showed it first.
   void report_kernel_oom_kill(const PressureEvent& ev);
+  /// Counts and logs the kernel OOM kills the last full observation's
+  /// counters show that no event reported (oom_kill_ledger.hpp).
+  void reconcile_oom_kills();
+  /// The QoS class of the pod a memcg belongs to (its own cgroup or one below
+  /// it, by id or path), nullopt when it is not in a pod of the last observation.
+  std::optional<QosClass> qos_of_memcg(uint64_t cgroup_id, const std::string& path) const;
   /// Detection latency of the event that woke this decision, stamped on its candidates.
   void stamp_wake(Decisions& d, std::string_view source, std::optional<TimePoint> kernel_time);
   /// Which victims the policy asked about are empty or running (its inputs).
@@ -165,6 +173,7 @@ class Daemon final : public ReactorHandler {
   Checkpointer checkpointer_;
   ConditionPublisher conditions_;
   AlarmReader alarm_reader_;
+  OomKillLedger oom_kills_;
   ArmedAlarms alarms_;
   EvictionExecutor executor_;
   std::optional<TimePoint> next_deadline_;  // armed with Reactor::wake_at

@@ -11,7 +11,8 @@
 //   release timeouts, deferred decisions, escalations, stuck and expired
 //                        evictions, disk reclaims: pressured_eviction_policy_actions_total{action}
 //   reloads              pressured_config_reloads_total{result}
-//   kernel OOM kills     pressured_kernel_oom_kills_total
+//   kernel OOM kills     pressured_kernel_oom_kills_total (those found by the
+//                        counters only: pressured_kernel_oom_kills_unreported_total)
 
 #include <string_view>
 
@@ -52,7 +53,11 @@ inline constexpr std::string_view kCheckpointLoadsHelp =
           "slow to take evictions.")                                                                         \
   COUNTER(safety_net_detections, "pressured_safety_net_detections_total", "",                                 \
           "Safety-net polls that found a threshold crossing no event had reported (detected one poll "      \
-          "interval late).")
+          "interval late).")                                                                                 \
+  COUNTER(unreported_oom_kills, "pressured_kernel_oom_kills_unreported_total", "",                            \
+          "Kernel OOM kills no event reported (lost in a ring-buffer overflow while the daemon was stalled, " \
+          "or no BPF), found in the kernel's own counters by a full observation; each is also in "           \
+          "pressured_kernel_oom_kills_total.")
 PRESSURED_DECLARE_STATS(DaemonStats, PRESSURED_DAEMON_STATS);
 
 }  // namespace pressured

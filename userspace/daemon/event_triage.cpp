@@ -28,6 +28,7 @@ EventTriage triage_events(std::span<const PressureEvent> events, bool busy,
       case EventType::OomVictim:
       case EventType::MemoryEventOomKill: t.oom_kills.push_back(&ev); break;
       case EventType::ThresholdUp: t.fired_watches.push_back(ev.watch_id); break;
+      case EventType::Resync: t.resync = true; break;
       case EventType::PidAlarmUp:
       case EventType::PidAlarmDown: t.pid_alarms.push_back(&ev); break;
       default: break;

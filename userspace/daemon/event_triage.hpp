@@ -27,6 +27,9 @@ struct EventTriage {
   /// records (reclaim begin, kswapd, memstall) are hints, not edges: timing
   /// decisions from them would measure the batching.
   std::optional<TimePoint> earliest_edge;
+  /// Events were lost (a ring-buffer overflow): decide on a full observation,
+  /// which also reads the kernel's OOM kill counters (a lost kill is counted).
+  bool resync = false;
   std::vector<const PressureEvent*> oom_kills;   // OomVictim, MemoryEventOomKill
   std::vector<const PressureEvent*> pid_alarms;  // PidAlarmUp/Down
   std::vector<uint64_t> fired_watches;           // ThresholdUp watch ids

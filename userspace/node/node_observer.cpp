@@ -1,10 +1,12 @@
-// NodeObserver over the kernel's files (docs/observation.md): three parts,
+// NodeObserver over the kernel's files (docs/observation.md): four parts,
 // one job each, composed here: the node's signals (node_signals.hpp), which
-// pods exist and what the metadata source says of them (pod_set.hpp), and
-// each pod's usage (pod_usage.hpp).
+// pods exist and what the metadata source says of them (pod_set.hpp),
+// each pod's usage (pod_usage.hpp), and the kernel's OOM kill counters of the
+// kubepods tree (oom_kills.hpp).
 #include <cerrno>
 
 #include "node/node_signals.hpp"
+#include "node/oom_kills.hpp"
 #include "node/pod_set.hpp"
 #include "node/pod_usage.hpp"
 #include "pressured/observer.hpp"
@@ -32,6 +34,7 @@ class KernelNodeObserver final : public NodeObserver {
     const auto dirs = pod_set_.list([this] { return usage_.tracked(); });
     usage_.read_listed(dirs, now, snap.pods);
     pod_set_.merge_metadata(now, snap.pods);
+    snap.oom_kills = node::read_oom_kills(layout_.kubepods_memory_path, layout_.memory_on_v2);
     return snap;
   }
 

@@ -1,0 +1,95 @@
+// The kernel's OOM kill counters of the kubepods tree (node/oom_kills.hpp),
+// read from fake v1 and v2 trees built from literals.
+#include "node/oom_kills.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "fakes/fake_node.hpp"
+
+namespace pressured::node {
+namespace {
+
+using testing::TempDir;
+using testing::write_text;
+
+const char* kOomControl = "oom_kill_disable 0\nunder_oom 0\noom_kill %d\n";
+
+std::string oom_control(int kills) {
+  char buf[80];
+  std::snprintf(buf, sizeof buf, kOomControl, kills);
+  return buf;
+}
+
+std::map<std::string, uint64_t> by_path(const std::vector<MemcgOomKills>& v, const std::string& root) {
+  std::map<std::string, uint64_t> m;
+  for (const auto& k : v) m[k.path.substr(root.size())] = k.oom_kills;
+  return m;
+}
+
+TEST(OomKills, ParsesTheOomKillLineOfV1AndV2Files) {
+  EXPECT_EQ(parse_oom_kill_count("oom_kill_disable 0\nunder_oom 1\noom_kill 3\n").value(), 3u);
+  EXPECT_EQ(parse_oom_kill_count("low 0\nhigh 2\nmax 9\noom 4\noom_kill 2\noom_group_kill 0\n").value(), 2u);
+  EXPECT_FALSE(parse_oom_kill_count("oom_kill_disable 0\nunder_oom 0\n"));
+  EXPECT_FALSE(parse_oom_kill_count("oom_kill banana\n"));
+}
+
+TEST(OomKills, V1ReadsEveryMemcgOfTheTreeEachItsOwnCount) {
+  TempDir t;
+  const std::string kp = t.path() + "/kubepods";
+  write_text(kp + "/memory.oom_control", oom_control(0));
+  write_text(kp + "/burstable/memory.oom_control", oom_control(0));
+  write_text(kp + "/burstable/podA/memory.oom_control", oom_control(1));
+  write_text(kp + "/burstable/podA/ctr1/memory.oom_control", oom_control(2));
+  write_text(kp + "/podG/memory.oom_control", oom_control(0));
+  auto r = read_oom_kills(kp, false);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(by_path(*r, kp), (std::map<std::string, uint64_t>{
+                                 {"", 0}, {"/burstable", 0}, {"/burstable/podA", 1}, {"/burstable/podA/ctr1", 2},
+                                 {"/podG", 0}}));
+  struct stat st {};
+  ASSERT_EQ(::stat((kp + "/burstable/podA/ctr1").c_str(), &st), 0);
+  auto ctr = std::find_if(r->begin(), r->end(), [&](const auto& k) { return k.path == kp + "/burstable/podA/ctr1"; });
+  ASSERT_NE(ctr, r->end());
+  EXPECT_EQ(ctr->cgroup_id, static_cast<uint64_t>(st.st_ino)) << "the id BPF sees: the directory's inode";
+}
+
+TEST(OomKills, V2ReadsTheLocalEventsNotTheSubtreeCounts) {
+  TempDir t;
+  const std::string kp = t.path() + "/kubepods";
+  write_text(kp + "/memory.events", "low 0\nhigh 0\nmax 5\noom 3\noom_kill 3\n");
+  write_text(kp + "/memory.events.local", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+  write_text(kp + "/podA/memory.events", "low 0\nhigh 0\nmax 5\noom 3\noom_kill 3\n");
+  write_text(kp + "/podA/memory.events.local", "low 0\nhigh 0\nmax 5\noom 3\noom_kill 3\n");
+  auto r = read_oom_kills(kp, true);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(by_path(*r, kp), (std::map<std::string, uint64_t>{{"", 0}, {"/podA", 3}}));
+}
+
+TEST(OomKills, NothingIsReadWithoutKubepodsOrWithoutLocalEvents) {
+  TempDir t;
+  EXPECT_FALSE(read_oom_kills("", false));
+  EXPECT_FALSE(read_oom_kills(t.path() + "/kubepods", false));
+  write_text(t.path() + "/kubepods/memory.events", "oom_kill 3\n");  // before 5.2: subtree counts only
+  EXPECT_FALSE(read_oom_kills(t.path() + "/kubepods", true));
+}
+
+TEST(OomKills, TheWalkStopsAtItsDepth) {
+  TempDir t;
+  const std::string kp = t.path() + "/kubepods";
+  write_text(kp + "/memory.oom_control", oom_control(0));
+  write_text(kp + "/a/memory.oom_control", oom_control(1));
+  write_text(kp + "/a/b/memory.oom_control", oom_control(1));
+  write_text(kp + "/a/b/c/memory.oom_control", oom_control(1));
+  auto r = read_oom_kills(kp, false, 2);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(by_path(*r, kp), (std::map<std::string, uint64_t>{{"", 0}, {"/a", 1}, {"/a/b", 1}}));
+}
+
+}  // namespace
+}  // namespace pressured::node
