@@ -163,6 +163,8 @@ EOF
     --container-runtime-endpoint unix:///run/containerd/containerd.sock --root-dir $NODE/state/kubelet \
     --cert-dir $NODE/state/pki --v 2
   KUBELET_PID=$VMT_DAEMON_PID
+  # Which kubelet wrote over the eviction records (reported with each record).
+  KUBELET_VERSION=$(kubelet --version 2>/dev/null | awk '{print $2}')
   local t0=$(vmt_ms) ready= n=0
   vmt_mark STEP "node: kubelet started (pid $KUBELET_PID)"
   while [ $(($(vmt_ms) - t0)) -lt 180000 ]; do
@@ -318,14 +320,15 @@ vmt_node_events() {
     tail -n 40 | sed "s/^/@@VMT LOG $SCEN events: /"
   grep -E "eviction_manager|evict" $NODE/state/kubelet.log | tail -n 40 | sed "s/^/@@VMT LOG $SCEN kubelet: /"
   # The record each eviction left (docs/kubernetes.md, "The eviction record"): the
-  # pods' phase, reason, DisruptionTarget and message, the Evicted Events'
-  # annotations; the pods again after the kubelet's status sync (10 s) has had
-  # its say.
+  # pods' phase, reason, DisruptionTarget and message as the watch first showed the
+  # pod Failed (the evictor's own write), the Evicted Events' annotations, and the
+  # pods again once the kubelet has written its status over that record.
   vmt_node_records now
   kc get events -A -o go-template='{{range .items}}{{if eq .reason "Evicted"}}{{.involvedObject.name}} src={{.source.component}} {{.metadata.annotations}}{{"\n"}}{{end}}{{end}}' \
     2>&1 | sed "s/^/@@VMT LOG $SCEN event-annotations: /"
-  sleep 12
+  vmt_node_record_wait
   vmt_node_records later
+  vmt_node_record_read
   # The node's memory as the kubelet's eviction manager sees it (its summary
   # API, from cAdvisor), next to the sampler's own reading of memory.available.
   # The node's systemContainers (kubelet, runtime, pods) come first, the node's own last.
@@ -343,15 +346,22 @@ vmt_node_records() {
 
 # vmt_node_watch_start: a watch on the scenario's pods, each change stamped with
 # vmt_ms, so the verdict can say when the API showed a pod gone (DELETED or
-# phase Failed) and the most restarts any of its containers had. No --request-timeout:
-# the watch runs until vmt_node_watch_stop.
+# phase Failed), the most restarts any of its containers had, and what each write
+# left of the eviction record. One line per event, its fields separated by the
+# ASCII unit separator (kubectl puts a watch's output through a tab writer, which
+# turns tabs into spaces): ms, type, name,
+# phase, deleting|-, the containers' restart counts, reason|-, the DisruptionTarget
+# condition (status/reason|-), the message and the condition's message (both
+# Go-quoted, so a line stays one line and each is a JSON string). No
+# --request-timeout: the watch runs until vmt_node_watch_stop.
+VMT_RECORD_TEMPLATE='{{.metadata.name}}{{"\x1f"}}{{.status.phase}}{{"\x1f"}}{{if .metadata.deletionTimestamp}}deleting{{else}}-{{end}}{{"\x1f"}}{{range .status.containerStatuses}}{{.restartCount}} {{end}}{{"\x1f"}}{{with .status.reason}}{{.}}{{else}}-{{end}}{{"\x1f"}}{{range .status.conditions}}{{if eq .type "DisruptionTarget"}}{{.status}}/{{.reason}}{{end}}{{end}}{{"\x1f"}}{{with .status.message}}{{printf "%q" .}}{{else}}""{{end}}{{"\x1f"}}{{range .status.conditions}}{{if eq .type "DisruptionTarget"}}{{with .message}}{{printf "%q" .}}{{end}}{{end}}{{end}}'
 vmt_node_watch_start() {
   : > /tmp/podwatch.txt
   rm -f /tmp/podwatch.pid
   (sh -c 'echo $$ > /tmp/podwatch.pid && exec kubectl --kubeconfig "$1" -n vmtests get pods --watch-only \
       --output-watch-events -o go-template="$2"' vmt-watch $KCFG \
-      '{{.type}} {{.object.metadata.name}} {{.object.status.phase}} {{if .object.metadata.deletionTimestamp}}deleting{{else}}-{{end}} {{range .object.status.containerStatuses}}{{.restartCount}} {{end}}{{"\n"}}' \
-      2>/dev/null | while read -r l; do echo "$(vmt_ms) $l"; done >> /tmp/podwatch.txt) &
+      "{{.type}}{{\"\\x1f\"}}{{with .object}}$VMT_RECORD_TEMPLATE{{end}}{{\"\\n\"}}" \
+      2>/dev/null | while read -r l; do printf '%s\037%s\n' "$(vmt_ms)" "$l"; done >> /tmp/podwatch.txt) &
 }
 
 vmt_node_watch_stop() {
@@ -360,21 +370,85 @@ vmt_node_watch_stop() {
 }
 
 # vmt_node_pod_facts NAME: the JSON fields the verdict reads for one pod: when the
-# API showed it evicted and gone (ms since boot, -1: never), its most restarts, and its
-# Evicted Events by the component that sent them ({"pressured":1}).
+# API showed it evicted and gone (ms since boot, -1: never), its most restarts, its
+# Evicted Events by the component that sent them ({"pressured":1}), and its eviction
+# record (vmt_node_record_json).
 vmt_node_pod_facts() {
   local gone evicted_at restarts evicted
-  gone=$(awk -v n=$1 '$3 == n && ($2 == "DELETED" || $4 == "Failed") { print $1; exit }' /tmp/podwatch.txt)
+  gone=$(awk -F'\037' -v n=$1 '$3 == n && ($2 == "DELETED" || $4 == "Failed") { print $1; exit }' /tmp/podwatch.txt)
   # Evicted as the API sees it: deletion requested (an API eviction) or phase Failed
   # (the kubelet's own eviction): the order of the contender's choices.
-  evicted_at=$(awk -v n=$1 '$3 == n && ($5 == "deleting" || $4 == "Failed") { print $1; exit }' /tmp/podwatch.txt)
-  restarts=$( (awk -v n=$1 '$3 == n { for (i = 6; i <= NF; i++) if ($i > m) m = $i } END { print m + 0 }' \
-    /tmp/podwatch.txt; awk -v n=$1 '$1 == n { print $4 + 0 }' /tmp/pods-state.txt) | sort -n | tail -n 1)
+  evicted_at=$(awk -F'\037' -v n=$1 '$3 == n && ($5 == "deleting" || $4 == "Failed") { print $1; exit }' /tmp/podwatch.txt)
+  restarts=$( (awk -F'\037' -v n=$1 '$3 == n { k = split($6, r, " "); for (i = 1; i <= k; i++) if (r[i] + 0 > m) m = r[i] + 0 }
+      END { print m + 0 }' /tmp/podwatch.txt; awk -v n=$1 '$1 == n { print $4 + 0 }' /tmp/pods-state.txt) | sort -n | tail -n 1)
   evicted=$(awk -v n="Pod/$1" '$1 == n && $2 == "Evicted" {
       split($3, s, "[=/]"); c = $4; sub("^n=", "", c); if (c !~ /^[0-9]+$/) c = 1; cnt[s[2]] += c }
     END { o = ""; for (k in cnt) o = o (o == "" ? "" : ",") "\"" k "\":" cnt[k]; print o }' /tmp/events.txt)
-  printf '"api_evicted_ms":%s,"api_gone_ms":%s,"restarts":%s,"evicted_by":{%s}' "${evicted_at:--1}" "${gone:--1}" \
-    "${restarts:-0}" "$evicted"
+  printf '"api_evicted_ms":%s,"api_gone_ms":%s,"restarts":%s,"evicted_by":{%s},"record":%s' "${evicted_at:--1}" \
+    "${gone:--1}" "${restarts:-0}" "$evicted" "$(vmt_node_record_json $1)"
+}
+
+# VMT_RECORD_AWK: awk functions that turn one record line (fields from
+# the name on: VMT_RECORD_TEMPLATE) into JSON fields. A message is Go-quoted; the
+# escapes JSON lacks (\a \v \xNN, only in a control byte) become "?".
+VMT_RECORD_AWK='
+function q(s) { if (s == "") return "\"\""; gsub(/\\x[0-9a-f][0-9a-f]|\\[av]/, "?", s); return s }
+function nil(s) { return (s == "-" || s == "") ? "" : s }
+function rec(o,    k, r, i, m) {
+  k = split($(o + 3), r, " "); m = 0
+  for (i = 1; i <= k; i++) if (r[i] + 0 > m) m = r[i] + 0
+  return "\"phase\":\"" $(o + 1) "\",\"deleting\":" ($(o + 2) == "deleting" ? "true" : "false") \
+    ",\"restarts\":" m ",\"reason\":\"" nil($(o + 4)) "\",\"disruption_target\":\"" nil($(o + 5)) "\"" \
+    ",\"message\":" q($(o + 6)) ",\"disruption_target_message\":" q($(o + 7))
+}'
+
+# vmt_node_record_json NAME: the pod's eviction record: "evicted", as the watch first
+# showed it Failed or deleting (the evictor's write; null: never); "writes_after", the
+# watch events after that one (the kubelet's status writes, or the deletion); and
+# "synced", as the API held it after vmt_node_record_wait (with kubectl's STATUS column;
+# {"exists":false}: the object is gone).
+vmt_node_record_json() {
+  local evicted writes synced status
+  evicted=$(awk -F'\037' -v n=$1 "$VMT_RECORD_AWK"'
+    $3 == n && $2 != "DELETED" && ($4 == "Failed" || $5 == "deleting") { print "{\"at_ms\":" $1 "," rec(3) "}"; exit }' \
+    /tmp/podwatch.txt)
+  writes=$(awk -F'\037' -v n=$1 '$3 == n && !seen && ($4 == "Failed" || $5 == "deleting") { seen = 1; next }
+    $3 == n && seen { c++ } END { print c + 0 }' /tmp/podwatch.txt)
+  status=$(awk -v n=$1 '$1 == n { print $3; exit }' /tmp/records-kubectl.txt 2>/dev/null)
+  synced=$(awk -F'\037' -v n=$1 -v st="$status" "$VMT_RECORD_AWK"'
+    $1 == n { print "{\"exists\":true,\"kubectl_status\":\"" st "\"," rec(1) "}"; f = 1; exit }
+    END { if (!f) print "{\"exists\":false}" }' /tmp/records-synced.txt 2>/dev/null)
+  printf '{"kubelet":"%s","evicted":%s,"writes_after":%s,"synced":%s,"synced_at_ms":%s,"waited_ms":%s}' \
+    "$KUBELET_VERSION" "${evicted:-null}" "${writes:-0}" "${synced:-null}" "${VMT_RECORD_READ_MS:--1}" \
+    "${VMT_RECORD_WAITED_MS:--1}"
+}
+
+# vmt_node_record_wait: waits (bounded, 45 s) until the record of every pod the API
+# showed Failed has been written over (the kubelet's status sync) and has then stayed
+# as it is for 11 s, one of the kubelet's 10 s status syncs and its reconcile: a kubelet
+# may write a pod more than once on its way to terminal (reason and message first
+# dropped, then taken back). A kubelet that agrees with the record writes nothing; the
+# wait then ends at the bound and the record is read as it stands.
+vmt_node_record_wait() {
+  local t0=$(vmt_ms) pending
+  while [ $(($(vmt_ms) - t0)) -lt 45000 ]; do
+    pending=$(awk -F'\037' -v now=$(vmt_ms) '$4 == "Failed" && !($3 in at) { at[$3] = NR; next }
+      ($3 in at) { last[$3] = $1 }
+      END { for (n in at) if (!(n in last) || now - last[n] < 11000) printf " %s", n }' /tmp/podwatch.txt)
+    [ -z "$pending" ] && break
+    sleep 1
+  done
+  [ -n "$pending" ] && vmt_mark STEP "$SCEN: the eviction record of$pending not written over and settled in 45 s"
+  VMT_RECORD_WAITED_MS=$(($(vmt_ms) - t0))
+}
+
+# vmt_node_record_read: the pods' records as the API holds them now (the "synced" record),
+# and the STATUS column `kubectl get pods` shows for each.
+vmt_node_record_read() {
+  VMT_RECORD_READ_MS=$(vmt_ms)
+  kc -n vmtests get pods -o go-template="{{range .items}}$VMT_RECORD_TEMPLATE{{\"\\n\"}}{{end}}" \
+    > /tmp/records-synced.txt 2>/dev/null
+  kc -n vmtests get pods --no-headers > /tmp/records-kubectl.txt 2>/dev/null
 }
 
 # vmt_node_settle: waits (bounded) until the API has recorded the fate of every pod

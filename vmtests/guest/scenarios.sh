@@ -535,7 +535,9 @@ vmt_end() {
   case "$VMT_CONTENDER" in pressured|pressured-*) reclaim=$(vmt_reclaim_metrics) ;; esac
   vmt_contender_stop
   local pods_json="" name pid st qos podcg ooms
-  [ -n "$VMT_NODE" ] && { vmt_node_watch_stop; vmt_node_snapshot; vmt_node_events; }
+  # The watch runs on through the eviction records (vmt_node_events waits on it for the
+  # kubelet's writes over them).
+  [ -n "$VMT_NODE" ] && { vmt_node_snapshot; vmt_node_events; vmt_node_watch_stop; }
   while IFS='|' read -r name qos uid podcg ctrcg adj req lim prio grace ctr; do
     pid=$(awk -v n=$name '$1 == n {print $2; exit}' /tmp/pod_pids)
     if [ -n "$VMT_NODE" ]; then

@@ -11,7 +11,8 @@ from .common import OUT, RUNNING_CONTROL_PLANES, log
 from .kernel import GUEST_MODULES, NODE_MODULES
 from .image import build_initramfs, build_scratch_disk
 from .qemu import LOCKUP_RE, boot, markers, qemu_cmd
-from .scenarios import BUDGET_S, RESULT_NAMES, bpf_flavours, judge, judged_results, missing_results, unavailable
+from .scenarios import (BUDGET_S, RESULT_NAMES, bpf_flavours, judge, judged_results, missing_results, record_cells,
+                        unavailable)
 
 
 CONTENDERS = {
@@ -155,6 +156,10 @@ def console_logger(contender):
                     log(f"  [{contender}] result {r['scenario']}: {'PASS' if r['passed'] else 'FAIL'} "
                         f"victims={m['victims']} oom={m['kernel_oom_kills']} latency={m['latency_ms']}ms "
                         f"cpu={m['cpu_ms']}ms {by}{'; '.join(r['failures'])}")
+                    for name, rec in m.get("eviction_records", {}).items():
+                        cells = record_cells(rec)
+                        log(f"  [{contender}]   record {name}: recorded {cells[0]}; after the kubelet's sync "
+                            f"{cells[1]}, kubectl {cells[2]}, message {cells[3]}, restarts {cells[4]}")
                 except (ValueError, KeyError) as e:
                     log(f"  unparsable result: {e}")
     return on_line

@@ -1,7 +1,7 @@
 """The results table on the console and the markdown of docs/comparison.md."""
 import json
 
-from .scenarios import RESULT_NAMES, SCENARIO_ORDER
+from .scenarios import RESULT_NAMES, SCENARIO_ORDER, record_cells
 from .contenders import CONTENDER_ORDER
 
 
@@ -98,6 +98,19 @@ def markdown_report(path):
             by = ", ".join(f"{k} {v}" for k, v in sorted(m["evicted_by"].items())) or "none"
             rs = ", ".join(f"{k} {v}" for k, v in m.get("victim_restarts", {}).items()) or "-"
             print(f"| {r['scenario']} | {r['contender']} | {by} | {rs} | {fmt(m.get('api_gone_latency_ms'), ' ms')} |")
+    record_rows = [r for r in doc["results"] if r.get("metrics", {}).get("eviction_records")]
+    if record_rows:
+        print()
+        print("The eviction record on the real node: each victim's status as the API first showed it Failed (the "
+              "evictor's write), and again after the kubelet's status sync (`kubectl get pods` STATUS, reason, "
+              "message, the DisruptionTarget condition, restarts; writes: the pod's updates after the record):")
+        print()
+        print("| scenario | contender | pod | recorded | after the kubelet's sync | kubectl STATUS | message | "
+              "restarts | writes | kubelet |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for r in record_rows:
+            for name, rec in r["metrics"]["eviction_records"].items():
+                print("| " + " | ".join([r["scenario"], r["contender"], name] + record_cells(rec)) + " |")
     phase_rows = [r for r in doc["results"] if "phase1_victims" in r.get("metrics", {})]
     if phase_rows:
         print()

@@ -310,7 +310,78 @@ def judge_node(r, victims, start_ms, crossed, failures):
     gone = [p["api_gone_ms"] for p in pods if p["name"] in victims and p.get("api_gone_ms", -1) >= 0]
     if gone and start_ms and crossed is not None and crossed >= 0:
         api_ms = round(min(gone) - start_ms - crossed)
-    return {"evicted_by": by, "victim_restarts": restarts, "api_gone_latency_ms": api_ms}
+    records = {p["name"]: p["record"] for p in pods if p["name"] in victims and "record" in p}
+    if r["contender"] in ("pressured+kubelet", "daemonset"):
+        for p in pods:
+            if p["name"] in records and p["evicted_by"].get("pressured"):
+                failures += judge_record(p["name"], records[p["name"]])
+    return {"evicted_by": by, "victim_restarts": restarts, "api_gone_latency_ms": api_ms,
+            **({"eviction_records": records} if records else {})}
+
+
+# The DisruptionTarget condition the kubelet writes for a node-pressure eviction, which
+# pressured's status update copies (docs/kubernetes.md, "The eviction record").
+DISRUPTION_TARGET = "True/TerminationByKubelet"
+
+def judge_record(name, rec):
+    """What an operator relies on after pressured evicted `name` beside the real kubelet
+    (vmtests/guest/node.sh, vmt_node_record_json): the API showed the pod Failed with
+    reason Evicted, pressured's message and the kubelet's DisruptionTarget condition; after
+    the kubelet's status sync the object still exists, still Failed with that condition,
+    and the kubelet started none of its containers again; and it still shows it
+    Evicted with the message: the pod keeps reason Evicted and pressured's message
+    (`kubectl describe`, kube-state-metrics' kube_pod_status_reason). `kubectl get pods`'
+    STATUS column is reported, not judged: it shows a terminated container's reason
+    ("Error") over the pod's, and pressured's hard eviction kills the container before
+    it writes the record. Returns the failures."""
+    ev, synced = rec.get("evicted"), rec.get("synced")
+    if not ev:
+        return [f"{name}: the API never showed it Failed (no eviction record: deleted instead?)"]
+    out = []
+    if ev.get("phase") != "Failed" or ev.get("reason") != "Evicted":
+        out.append(f"{name}: recorded as {ev.get('phase')}/{ev.get('reason') or '-'}, not Failed/Evicted")
+    if "Evicted by pressured" not in (ev.get("message") or ""):
+        out.append(f"{name}: the record's message is not pressured's ({ev.get('message')!r})")
+    if ev.get("disruption_target") != DISRUPTION_TARGET:
+        out.append(f"{name}: the record's DisruptionTarget is {ev.get('disruption_target') or 'missing'!r}, "
+                   f"not {DISRUPTION_TARGET}")
+    if not synced:
+        return out + [f"{name}: no record read after the kubelet's status sync"]
+    if not synced.get("exists"):
+        return out + [f"{name}: the pod object is gone after the kubelet's status sync (its record with it)"]
+    if synced.get("phase") != "Failed":
+        out.append(f"{name}: {synced.get('phase')} after the kubelet's status sync, not Failed")
+    if synced.get("disruption_target") != DISRUPTION_TARGET:
+        out.append(f"{name}: the DisruptionTarget condition is {synced.get('disruption_target') or 'gone'!r} after "
+                   "the kubelet's status sync")
+    if synced.get("restarts", 0) > ev.get("restarts", 0):
+        out.append(f"{name}: the kubelet restarted its containers after the eviction record "
+                   f"({ev.get('restarts', 0)} -> {synced.get('restarts')} restarts)")
+    if synced.get("reason") != "Evicted" or synced.get("message") != ev.get("message"):
+        out.append(f"{name}: reason {synced.get('reason')!r} and message "
+                   f"{'kept' if synced.get('message') == ev.get('message') else 'lost'} after the kubelet's status "
+                   f"sync (kubelet {rec.get('kubelet') or 'unknown'}; kubectl get pods shows "
+                   f"{synced.get('kubectl_status')!r})")
+    return out
+
+
+def record_cells(rec):
+    """The cells of one victim's row in the eviction record table (report.markdown_report, and the console)."""
+    def state(st):
+        if not st:
+            return "-"
+        if st.get("exists") is False:
+            return "object gone"
+        return (f"{st.get('phase')}/{st.get('reason') or '-'}, DisruptionTarget {st.get('disruption_target') or 'none'}"
+                + (", deleting" if st.get("deleting") else ""))
+    ev, synced = rec.get("evicted") or {}, rec.get("synced") or {}
+    kept = "-"
+    if synced.get("exists"):
+        kept = ("kept" if synced.get("message") and synced.get("message") == ev.get("message")
+                else ("none" if not synced.get("message") else "another"))
+    restarts = f"{ev.get('restarts', '-')} → {synced.get('restarts', '-')}"
+    return [state(ev), state(synced), synced.get("kubectl_status") or "-", kept, restarts,
+            str(rec.get("writes_after", "-")), rec.get("kubelet") or "-"]
 
 
 def collect_results(lines, scenarios, contender, status, logp):
