@@ -28,6 +28,14 @@
 // containers restarted by the kubelet, until the API eviction reaches the
 // kubelet; while the pod is observed (at most restart_watch after the kill)
 // a victim running again is killed again as the same eviction.
+//
+// An API eviction recorded in the pod's status (phase Failed, reason Evicted:
+// the kubelet's own record) leaves the pod object to the kubelet, which owns
+// its status and may write its own back: the phase Running again, the
+// container restarted. While the record is tracked, either sign that the
+// kubelet undid it (the pod's phase, once seen Failed, no longer Failed; or
+// the victim's processes back) ends the pod through the Eviction API, once
+// (docs/kubernetes.md, "What the kubelet does with the record").
 
 #include <cstdint>
 #include <memory>
@@ -99,6 +107,14 @@ struct InFlightEviction {
 enum class ApiState : uint8_t { Pending, Sent, Confirmed };
 std::string_view name(ApiState state);
 
+/// Why a recorded eviction was ended through the API after all.
+enum class RecordUndone : uint8_t {
+  None,
+  PhaseReverted,  // the pod's phase, seen Failed after the record, is no longer Failed
+  ProcessesBack,  // the victim's processes run again after its kill (the kubelet restarted a container)
+};
+std::string_view name(RecordUndone cause);
+
 /// A victim's API eviction (and Event), tracked until the API confirmed it
 /// and, for a victim killed here, the pod left the node or restart_watch passed.
 struct ApiEviction {
@@ -106,6 +122,9 @@ struct ApiEviction {
   ApiState state = ApiState::Pending;
   std::optional<TimePoint> killed_at;  // killed here (first kill): watched for a restart
   TimePoint next_check{};              // the next look for a restart
+  bool recorded = false;     // the API took the status record: the pod object stays, its status the kubelet's
+  bool record_seen = false;  // recorded, and the pod source has shown the phase Failed since
+  RecordUndone undone = RecordUndone::None;  // the kubelet undid the record: the pod is ended through the API
   bool operator==(const ApiEviction&) const = default;
 };
 
@@ -119,6 +138,7 @@ struct ApiAnswer {
   };
   std::string id;  // Eviction::id
   Result result = Result::Landed;
+  bool recorded = false;  // Landed as the pod's status record (not an Eviction or DELETE)
 };
 
 /// What the caller found out since the last step().
@@ -169,6 +189,7 @@ struct PolicyAction {
     ApiConfirmed,    // the API answered for good (ApiAnswer::Result in api_result)
     ApiUnsent,       // a restored API eviction not sent: the API or reporting is off now (dry run, no reporter)
     RestartKill,     // a victim done with runs again (the kubelet restarted it): kill it, back in flight
+    EndApi,          // the kubelet undid the status record (cause in `undone`): end the pod through the Eviction API
   };
   Kind kind = Kind::Start;
   Eviction eviction;     // the victim (Deferred: the candidate; DiskReclaim: the candidate it stands for)
@@ -179,6 +200,7 @@ struct PolicyAction {
   std::string reason;    // Deferred: why
   ApiAnswer::Result api_result = ApiAnswer::Result::Landed;  // ApiConfirmed
   Duration since_kill{};  // RestartKill: how long after its kill it ran again
+  RecordUndone undone = RecordUndone::None;  // EndApi: what showed the record undone
 };
 
 std::string_view name(PolicyAction::Kind kind);
@@ -252,6 +274,7 @@ class EvictionPolicy {
                 std::vector<PolicyAction>& out);
   void watch_restarts(TimePoint now, const NodeSnapshot& snapshot, const std::vector<std::string>& running,
                       std::vector<PolicyAction>& out);
+  void check_records(const NodeSnapshot& snapshot);
   void dispatch(std::vector<PolicyAction>& out);
   ApiEviction* api_record(const std::string& uid);
   bool watched(const ApiEviction& r, TimePoint at) const;

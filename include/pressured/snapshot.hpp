@@ -168,6 +168,7 @@ struct Pod {
   std::optional<TimePoint> storage_measured_at;  // when ephemeral storage was last walked
   std::optional<EphemeralStorageBreakdown> ephemeral_storage;  // logs / emptyDir / writable layers, when walked
   LocalStorageSpec local_storage;  // from metadata; empty when metadata is unknown
+  std::string phase;               // status.phase as the metadata source last saw it; empty when unknown
 };
 
 /// Where the containers' writable layers are, relative to nodefs and imagefs

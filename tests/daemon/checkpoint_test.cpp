@@ -56,6 +56,9 @@ Checkpoint sample() {
   sent.state = ApiState::Sent;
   sent.killed_at = TimePoint(std::chrono::seconds(45));
   sent.next_check = TimePoint(std::chrono::seconds(46));
+  sent.recorded = true;
+  sent.record_seen = true;
+  sent.undone = RecordUndone::PhaseReverted;
   cp.policy.api.push_back(sent);
   ApiEviction confirmed;
   confirmed.eviction = p;
@@ -106,6 +109,29 @@ TEST(Checkpoint, ReliefBackoffIsOptionalAndItsCgroupsAbsolute) {
   j = nlohmann::json::parse(encode_checkpoint(cp));
   j["relief"].erase("backoff_until_ns");
   EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << "a relief section always has its back-off";
+}
+
+// The status record's watch came after version 3 without a new version: an
+// API eviction without it loads as one never recorded; an unknown cause is corrupt.
+TEST(Checkpoint, TheRecordWatchIsOptionalAndItsCauseChecked) {
+  const Checkpoint cp = sample();
+  auto j = nlohmann::json::parse(encode_checkpoint(cp));
+  EXPECT_EQ(j["policy"]["api"][0]["undone"], "phase");
+  EXPECT_EQ(j["policy"]["api"][0]["recorded"], true);
+  EXPECT_EQ(j["policy"]["api"][1]["undone"], "none");
+  for (auto& a : j["policy"]["api"]) {
+    a.erase("recorded");
+    a.erase("record_seen");
+    a.erase("undone");
+  }
+  auto back = decode_checkpoint(j.dump());
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_FALSE(back->policy.api[0].recorded);
+  EXPECT_FALSE(back->policy.api[0].record_seen);
+  EXPECT_EQ(back->policy.api[0].undone, RecordUndone::None);
+  j = nlohmann::json::parse(encode_checkpoint(cp));
+  j["policy"]["api"][0]["undone"] = "later";
+  EXPECT_FALSE(decode_checkpoint(j.dump()).ok());
 }
 
 TEST(Checkpoint, ApiEvictionsRoundTripInEveryState) {

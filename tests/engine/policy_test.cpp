@@ -696,6 +696,121 @@ TEST(PolicyApi, ARestoredApiEvictionIsNotSentWhenReportingIsOffNow) {
   EXPECT_TRUE(r.policy.state().api.empty());
 }
 
+// ---- The status record the kubelet may undo (docs/kubernetes.md, "What the
+// kubelet does with the record").
+
+// api_node()'s victim killed, its record taken by the API, exited and released:
+// done with, watched for a restart.
+std::string recorded_and_released(World& w, bool recorded = true) {
+  auto a = w.step(1);
+  const std::string id = a.at(0).eviction.id;
+  w.once.api_answers = {{id, ApiAnswer::Result::Landed, recorded}};
+  w.exited = {"a"};
+  w.pod("a")->usage.memory_working_set_bytes = 0;
+  w.settle(kGi);
+  w.step(1.1);
+  w.step(1.2);
+  w.exited.clear();
+  EXPECT_FALSE(w.policy.busy());
+  EXPECT_EQ(api_of(w, "a").recorded, recorded);
+  return id;
+}
+
+std::size_t count(const std::vector<PolicyAction>& v, K kind) {
+  return static_cast<std::size_t>(std::count_if(v.begin(), v.end(), [&](const auto& a) { return a.kind == kind; }));
+}
+
+TEST(PolicyRecord, ProcessesBackAfterTheRecordEndThePodThroughTheApiOnce) {
+  World w = api_node();
+  const std::string id = recorded_and_released(w);
+  w.running = {"a"};
+  auto b = w.step(2);
+  ASSERT_EQ(count(b, K::RestartKill), 1u) << "killed again here too";
+  ASSERT_EQ(count(b, K::EndApi), 1u);
+  EXPECT_EQ(find(b, K::EndApi)->eviction.id, id) << "the same eviction";
+  EXPECT_EQ(find(b, K::EndApi)->undone, RecordUndone::ProcessesBack);
+  EXPECT_EQ(api_of(w, "a").state, ApiState::Sent);
+  // Again and again: killed each time, ended once.
+  std::size_t ends = 0;
+  for (double t = 2.1; t < 6; t += 0.25) {
+    w.running = {"a"};
+    ends += count(w.step(t), K::EndApi);
+  }
+  EXPECT_EQ(ends, 0u);
+  w.once.api_answers = {{id, ApiAnswer::Result::Landed, false}};
+  auto c = w.step(6);
+  ASSERT_NE(find(c, K::ApiConfirmed), nullptr);
+  EXPECT_EQ(api_of(w, "a").undone, RecordUndone::ProcessesBack);
+  EXPECT_TRUE(api_of(w, "a").recorded) << "the first answer's";
+  for (double t = 7; t < 9; t += 0.5) EXPECT_EQ(count(w.step(t), K::EndApi), 0u) << t;
+}
+
+TEST(PolicyRecord, APhaseSeenFailedThenNotFailedEndsThePodOnce) {
+  World w = api_node();
+  const std::string id = recorded_and_released(w);
+  w.pod("a")->phase = "Running";  // the source's copy from before the record
+  EXPECT_EQ(count(w.step(1.3), K::EndApi), 0u) << "not seen Failed yet: the source may lag";
+  EXPECT_FALSE(api_of(w, "a").record_seen);
+  w.pod("a")->phase = "Failed";
+  EXPECT_EQ(count(w.step(1.4), K::EndApi), 0u);
+  EXPECT_TRUE(api_of(w, "a").record_seen);
+  w.pod("a")->phase = "";  // a source without phases says nothing
+  EXPECT_EQ(count(w.step(1.5), K::EndApi), 0u);
+  w.pod("a")->phase = "Running";  // the kubelet's status written over the record
+  auto b = w.step(1.6);
+  ASSERT_EQ(count(b, K::EndApi), 1u);
+  EXPECT_EQ(find(b, K::EndApi)->eviction.id, id);
+  EXPECT_EQ(find(b, K::EndApi)->undone, RecordUndone::PhaseReverted);
+  EXPECT_EQ(count(b, K::RestartKill), 0u) << "no process back: nothing to kill here";
+  w.running = {"a"};  // and then its processes too: still once
+  for (double t = 2; t < 5; t += 0.5) EXPECT_EQ(count(w.step(t), K::EndApi), 0u) << t;
+}
+
+TEST(PolicyRecord, ARecordThatHoldsIsLeftAlone) {
+  World w = api_node();
+  recorded_and_released(w);
+  w.pod("a")->phase = "Failed";
+  for (double t = 1.3; t < 10; t += 0.5) {
+    auto b = w.step(t);
+    EXPECT_EQ(count(b, K::EndApi), 0u) << t;
+    EXPECT_EQ(count(b, K::ReportApi), 0u) << t;
+  }
+  w.snap.s.pods.erase(w.snap.s.pods.begin());  // the kubelet stopped it and removed its cgroup
+  w.settle(kGi);
+  w.step(10);
+  EXPECT_TRUE(w.policy.state().api.empty()) << "forgotten once the pod left the node";
+}
+
+TEST(PolicyRecord, AnEvictionThroughTheApiIsNeverEndedTwice) {
+  World w = api_node();
+  recorded_and_released(w, /*recorded=*/false);  // the Eviction API or its DELETE: the pod is deleted already
+  w.pod("a")->phase = "Failed";
+  w.step(1.3);
+  w.pod("a")->phase = "Running";
+  w.running = {"a"};
+  auto b = w.step(2);
+  EXPECT_EQ(count(b, K::RestartKill), 1u);
+  EXPECT_EQ(count(b, K::EndApi), 0u);
+}
+
+// Crashed with the end decided (maybe not sent, or its answer lost): the
+// next process sends it once more, as an end (the reporter leaves a pod
+// already terminating alone), never as a second record.
+TEST(PolicyRecord, AnEndDecidedBeforeARestartIsSentAgainOnce) {
+  World w = api_node();
+  const std::string id = recorded_and_released(w);
+  w.running = {"a"};
+  ASSERT_EQ(count(w.step(2), K::EndApi), 1u);
+  const PolicyState saved = w.policy.state();
+  World r = api_node();
+  r.policy.restore(saved);
+  auto b = r.step(3);
+  ASSERT_EQ(count(b, K::EndApi), 1u);
+  EXPECT_EQ(find(b, K::EndApi)->eviction.id, id);
+  EXPECT_EQ(count(b, K::ReportApi), 0u);
+  EXPECT_EQ(count(r.step(3.1), K::EndApi), 0u);
+}
+
 // Killed before the crash and empty since: not killed again. Running again
 // after the restart (the kubelet restarted it): killed again, as the same eviction.
 TEST(PolicyApi, AVictimKilledBeforeARestartIsKilledAgainOnlyIfItRuns) {

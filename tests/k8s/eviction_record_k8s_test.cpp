@@ -7,9 +7,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <thread>
+
 #include "fakes/privilege.hpp"
 #include "k8s/control_plane.hpp"
 #include "k8s/reporter_harness.hpp"
+#include "pods/apiserver_source.hpp"
+#include "pressured/policy.hpp"
 
 namespace pressured::k8s {
 namespace {
@@ -144,6 +148,202 @@ TEST(K8sEvictionRecord, TheStatusPatchOfAnotherUidIsRefused) {
       << r->status << " " << r->body;
   json pod = get_json(*cp, "/api/v1/namespaces/record-uid/pods/web");
   EXPECT_NE(pod["status"].value("phase", ""), "Failed");
+}
+
+// ---- The record the kubelet undoes. The daemon's part by hand: the
+// eviction policy (what to do), the reporter (the API), the apiserver pod
+// source (the phase as pressured sees it), the victim's processes (here: gone
+// after the kill, back when a test says so). The kubelet is played by a
+// status write as its status manager sends it: phase Running, no reason, no
+// message (docs/kubernetes.md, "What the kubelet does with the record").
+struct RecordLoop {
+  testing::ControlPlane& cp;
+  std::string ns, name, uid;
+  testing::ReporterHarness h;
+  std::unique_ptr<pods::ApiServerPodSource> source;
+  EvictionPolicy policy{PolicyConfig{.api = true}};
+  NodeSnapshot snap;
+  std::mutex mu;
+  std::vector<ApiAnswer> answers;  // from the reporter's worker
+  std::vector<RecordUndone> ends;  // EndApi actions, in order
+  bool running = false;            // the victim's processes are back
+  double t = 0;
+
+  RecordLoop(testing::ControlPlane& c, std::string n, std::string p, std::string u)
+      : cp(c), ns(std::move(n)), name(std::move(p)), uid(std::move(u)), h(make_reporter(c)) {
+    h.reporter->set_eviction_hook([this](const std::string& id, EvictionResult r) {
+      std::lock_guard lk(mu);
+      answers.push_back({id,
+                         r == EvictionResult::Landed || r == EvictionResult::Recorded ? ApiAnswer::Result::Landed
+                         : r == EvictionResult::NotNeeded                             ? ApiAnswer::Result::NotNeeded
+                         : r == EvictionResult::GaveUp                                ? ApiAnswer::Result::GaveUp
+                                                                                      : ApiAnswer::Result::Dropped,
+                         r == EvictionResult::Recorded});
+    });
+    auto id = cp.pressured_identity();
+    EXPECT_TRUE(id);
+    pods::ApiServerSourceOptions o;
+    o.server = *id;
+    o.node_name = "node-a";
+    o.request_timeout = 3s;
+    o.stall_grace = 2s;
+    o.initial_backoff = 100ms;
+    o.max_backoff = 1s;
+    source = std::make_unique<pods::ApiServerPodSource>(o);
+    EXPECT_TRUE(source->refresh());
+    source->start(30s);
+    Pod pod;
+    pod.uid = uid;
+    pod.name = name;
+    pod.namespace_ = ns;
+    pod.metadata_known = true;
+    snap.pods.push_back(pod);
+  }
+  ~RecordLoop() {
+    h.reporter->stop();
+    source->stop();
+  }
+
+  // One step of the daemon's loop, 0.25 s of the policy's time later.
+  // `evict`: the engine's candidate (the first step).
+  std::vector<PolicyAction> step(bool evict = false) {
+    t += 0.25;
+    const TimePoint now{std::chrono::milliseconds(static_cast<int64_t>(t * 1000))};
+    snap.taken_at = now;
+    auto meta = source->current();
+    auto m = meta->find(uid);
+    if (m == meta->end()) {
+      snap.pods.clear();  // gone from the node's view
+    } else if (!snap.pods.empty()) {
+      snap.pods[0].phase = m->second.phase;
+    }
+    Decisions d;
+    if (evict) {
+      Eviction e = eviction_of(ns, name, uid);
+      e.kind = ThresholdKind::Hard;
+      e.metadata_known = true;
+      e.decided_at = now;
+      d.candidates.push_back(e);
+    }
+    PolicyInputs in;
+    for (const Eviction& e : policy.probes(now)) (running ? in.running : in.exited).push_back(e.uid);
+    {
+      std::lock_guard lk(mu);
+      in.api_answers = std::exchange(answers, {});
+    }
+    auto actions = policy.step(now, snap, d, in);
+    for (const auto& a : actions) {
+      if (a.kind == PolicyAction::Kind::ReportApi) h.reporter->report_eviction(a.eviction);
+      if (a.kind == PolicyAction::Kind::EndApi) {
+        ends.push_back(a.undone);
+        h.reporter->end_pod(a.eviction, a.undone);
+      }
+    }
+    return actions;
+  }
+  // Steps until `cond`, at most `timeout` of real time (the watch's pace).
+  bool step_until(const std::function<bool()>& cond, std::chrono::seconds timeout = 30s) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      step();
+      if (cond()) return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    return cond();
+  }
+  const ApiEviction* record() const {
+    for (const auto& r : policy.state().api) {
+      if (r.eviction.uid == uid) return &r;
+    }
+    return nullptr;
+  }
+  // The eviction decided and killed, its record written and taken, the
+  // victim's processes gone: done with, watched.
+  void evict_and_record() {
+    auto first = step(/*evict=*/true);
+    ASSERT_FALSE(first.empty());
+    ASSERT_EQ(first[0].kind, PolicyAction::Kind::Start);
+    ASSERT_TRUE(h.reporter->drain(30s));
+    ASSERT_TRUE(step_until([&] { return record() != nullptr && record()->recorded && !policy.busy(); }))
+        << "the record taken, the victim released";
+  }
+};
+
+// The kubelet writes its status over the record: pressured sees the phase
+// Failed, then Running again, and ends the pod through the Eviction API
+// once; a disruption budget refuses it (429) and the DELETE with the same
+// grace follows. Processes coming back afterwards end nothing again.
+TEST(K8sEvictionRecord, ARecordTheKubeletUndoesEndsThePodThroughTheApiOnce) {
+  PRESSURED_REQUIRE_CONTROL_PLANE(cp);
+  ASSERT_TRUE(cp->ensure_namespace("record-undone"));
+  auto uid = cp->create_pod("record-undone", "worker", "node-a", json{{"app", "worker"}}, 0);
+  ASSERT_TRUE(uid) << uid.error().message;
+  ASSERT_TRUE(cp->create_pdb_allowing_none("record-undone", "worker", json{{"app", "worker"}}));
+  ASSERT_TRUE(cp->set_pod_running("record-undone", "worker"));
+  RecordLoop loop(*cp, "record-undone", "worker", *uid);
+  loop.evict_and_record();
+  ASSERT_TRUE(loop.step_until([&] { return loop.record()->record_seen; })) << "the source shows the pod Failed";
+  EXPECT_TRUE(loop.ends.empty());
+
+  // The kubelet's status manager: its own phase, no reason, no message.
+  auto r = cp->admin_call("PATCH", "/api/v1/namespaces/record-undone/pods/worker/status",
+                          json{{"status", {{"phase", "Running"}, {"reason", nullptr}, {"message", nullptr}}}},
+                          "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  ASSERT_TRUE(loop.step_until([&] { return !loop.ends.empty(); })) << "the undone record seen";
+  EXPECT_EQ(loop.ends, std::vector<RecordUndone>{RecordUndone::PhaseReverted});
+  ASSERT_TRUE(loop.h.reporter->drain(30s));
+  const Metrics& m = *loop.h.metrics;
+  EXPECT_EQ(api_requests(m, "eviction", "too_many_requests"), 1u) << "the budget asked, once";
+  EXPECT_EQ(api_requests(m, "delete", "success"), 1u);
+  EXPECT_EQ(scraped(m, "pressured_kubernetes_eviction_records_undone_total", {{"cause", "phase"}}), 1u);
+  EXPECT_EQ(scraped(m, "pressured_kubernetes_report_failures_total"), 0u);
+  auto gone = cp->admin_call("GET", "/api/v1/namespaces/record-undone/pods/worker");
+  EXPECT_EQ(gone.status, 404) << "grace 0: deleted at once; " << gone.body;
+
+  // Its processes back meanwhile, and the loop going on: no second end.
+  loop.running = true;
+  for (int i = 0; i < 20; ++i) loop.step();
+  ASSERT_TRUE(loop.h.reporter->drain(30s));
+  EXPECT_EQ(loop.ends.size(), 1u);
+  EXPECT_EQ(api_requests(m, "eviction", "too_many_requests"), 1u);
+  EXPECT_EQ(api_requests(m, "delete", "success"), 1u);
+  EXPECT_EQ(api_requests(m, "pod_status", "success"), 1u) << "the record written once";
+}
+
+// The record holds (the kubelet keeps the phase Failed and stops the pod):
+// nothing more is sent while pressured watches it.
+TEST(K8sEvictionRecord, ARecordThatHoldsIsLeftAlone) {
+  PRESSURED_REQUIRE_CONTROL_PLANE(cp);
+  ASSERT_TRUE(cp->ensure_namespace("record-holds"));
+  auto uid = cp->create_pod("record-holds", "worker", "node-a", json::object(), 0);
+  ASSERT_TRUE(uid) << uid.error().message;
+  ASSERT_TRUE(cp->set_pod_running("record-holds", "worker"));
+  RecordLoop loop(*cp, "record-holds", "worker", *uid);
+  loop.evict_and_record();
+  ASSERT_TRUE(loop.step_until([&] { return loop.record()->record_seen; }));
+  // The kubelet's own write that keeps the phase (its "illegal phase
+  // transition" guard): Failed, reason and message gone.
+  auto r = cp->admin_call("PATCH", "/api/v1/namespaces/record-holds/pods/worker/status",
+                          json{{"status", {{"phase", "Failed"}, {"reason", nullptr}, {"message", nullptr}}}},
+                          "application/merge-patch+json");
+  ASSERT_EQ(r.status, 200) << r.body;
+  // The watch delivers that write within milliseconds; the loop goes on for
+  // a few seconds of real time and 10 s of the policy's.
+  for (int i = 0; i < 40; ++i) {
+    loop.step();
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(loop.h.reporter->drain(30s));
+  EXPECT_TRUE(loop.ends.empty());
+  const Metrics& m = *loop.h.metrics;
+  EXPECT_FALSE(api_requests(m, "eviction", "success").has_value());
+  EXPECT_FALSE(api_requests(m, "delete", "success").has_value());
+  EXPECT_EQ(scraped(m, "pressured_kubernetes_eviction_records_undone_total", {{"cause", "phase"}}), 0u);
+  EXPECT_EQ(api_requests(m, "pod_status", "success"), 1u);
+  json pod = get_json(*cp, "/api/v1/namespaces/record-holds/pods/worker");
+  EXPECT_EQ(pod["status"]["phase"], "Failed");
+  EXPECT_FALSE(pod["metadata"].contains("deletionTimestamp"));
 }
 
 }  // namespace

@@ -497,6 +497,54 @@ TEST(K8sReporter, StaticPodsAreNeverEvictedThroughTheApi) {
   r.stop();
 }
 
+// Ending a pod whose record the kubelet undid: the Eviction API, its DELETE
+// fallback on a 429 with the same grace and uid, no second Event, counted by
+// cause. Fake: a 429 for this one pod on demand (the real-server test in
+// eviction_record_k8s_test.cpp has a budget answer it; here the count).
+TEST(K8sReporter, AnUndoneRecordIsEndedThroughTheApiWithItsFallbackAndNoSecondEvent) {
+  FakeApiServer api;
+  api.script["POST /api/v1/namespaces/shop/pods/web/eviction"] = {429};
+  ReporterOptions o = fast_options();
+  o.mark_failed = true;
+  Reporter r(ApiClient(api.endpoint(), 2s), o);
+  Metrics metrics(MetricsOptions{.node = "node-1"});
+  r.attach_metrics(metrics);
+  std::mutex mu;
+  std::vector<std::pair<std::string, EvictionResult>> answers;
+  r.set_eviction_hook([&](const std::string& id, EvictionResult res) {
+    std::lock_guard lk(mu);
+    answers.emplace_back(id, res);
+  });
+  r.start();
+  r.end_pod(victim(), RecordUndone::ProcessesBack);
+  ASSERT_TRUE(r.drain(5s));
+  auto seen = api.requests();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].method, "POST");
+  EXPECT_EQ(seen[0].path, "/api/v1/namespaces/shop/pods/web/eviction");
+  EXPECT_EQ(seen[1].method, "DELETE");
+  EXPECT_EQ(seen[1].path, "/api/v1/namespaces/shop/pods/web");
+  EXPECT_EQ(json::parse(seen[1].body)["gracePeriodSeconds"], 0);
+  EXPECT_EQ(json::parse(seen[1].body)["preconditions"]["uid"], "1234-uid");
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_eviction_records_undone_total", {{"cause", "restart"}}), 1u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_eviction_records_undone_total", {{"cause", "phase"}}), 0u);
+  {
+    std::lock_guard lk(mu);
+    EXPECT_EQ(answers, (std::vector<std::pair<std::string, EvictionResult>>{{"ev-7", EvictionResult::Landed}}));
+  }
+  // A pod already terminating (ended by the run before a restart) is left alone and not counted.
+  api.bodies["GET /api/v1/namespaces/shop/pods/web"] =
+      R"({"metadata":{"name":"web","uid":"1234-uid","deletionTimestamp":"2026-01-01T00:00:00Z"}})";
+  r.end_pod(victim(), RecordUndone::PhaseReverted);
+  ASSERT_TRUE(r.drain(5s));
+  EXPECT_EQ(api.requests().size(), 2u);
+  EXPECT_EQ(scraped(metrics, "pressured_kubernetes_eviction_records_undone_total", {{"cause", "phase"}}), 0u);
+  std::lock_guard lk(mu);
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[1].second, EvictionResult::NotNeeded);
+  r.stop();
+}
+
 // The daemon resends an API eviction whose answer it did not see before a
 // restart: a pod already terminating (the first one landed) is not evicted
 // again. Every report_eviction() is answered once through the hook, which

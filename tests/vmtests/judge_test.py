@@ -8,7 +8,7 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "vmtests"))
-from harness.scenarios import judge, scenarios_for  # noqa: E402
+from harness.scenarios import judge, record_outcome, scenarios_for  # noqa: E402
 
 START_MS = 1_000_000
 
@@ -109,24 +109,42 @@ class JudgeRecord(unittest.TestCase):
                                 "not pressured's"),
             "no condition": (record(evicted=status(disruption_target="")), "DisruptionTarget is 'missing'"),
             "never read again": (dict(record(), synced=None), "no record read after"),
-            "object gone": (record(synced={"exists": False}), "the pod object is gone"),
-            "phase back": (record(phase="Running"), "Running after the kubelet's status sync"),
+            "phase back": (record(phase="Running"), "Running after the kubelet's status sync, not Failed, and the "
+                                                    "pod was not ended through the API either"),
             "condition gone": (record(disruption_target=""), "DisruptionTarget condition is 'gone'"),
             "restarted": (record(restarts=1), "restarted its containers after the eviction record (0 -> 1"),
-            "reason dropped": (record(reason="", message="", kubectl_status="Failed"),
-                               "reason '' and message lost after the kubelet's status sync (kubelet v1.20.2; "
-                               "kubectl get pods shows 'Failed')"),
-            "message replaced": (record(message="The node was low on resource: memory."), "message lost"),
-            # What kubelet 1.20 did to pressured's record (docs/kubernetes.md, "The eviction record"):
-            # its status sync wrote its own status back over it and it started the container again.
+            # What kubelet 1.20 did to pressured's record before pressured ended such pods (docs/kubernetes.md,
+            # "What the kubelet does with the record", run 1): its status sync wrote its own status back over
+            # it, it started the container again, and the pod stayed.
             "measured on 1.20": (record(phase="Running", reason="", message="", restarts=1, kubectl_status="Error"),
-                                 "Running after the kubelet's status sync, not Failed"),
+                                 "Running after the kubelet's status sync, not Failed, and the pod was not ended "
+                                 "through the API either (kubelet v1.20.2; kubectl get pods shows 'Error')"),
         }
         for what, (rec, why) in cases.items():
             with self.subTest(what):
                 r = self.run_judge(rec)
                 self.assertFalse(r["passed"])
                 self.assertTrue(any(why in f for f in r["failures"]), r["failures"])
+
+    def test_a_record_the_kubelet_undid_passes_once_the_pod_was_ended_through_the_api(self):
+        # Run 1's race, with the fix: the phase back to Running and a restart, then pressured's Eviction.
+        for what, synced in {"object gone": {"exists": False},
+                             "terminating": dict(status(phase="Running", reason="", message="", restarts=1,
+                                                        deleting=True), exists=True, kubectl_status="Terminating")
+                             }.items():
+            with self.subTest(what):
+                r = self.run_judge(record(synced=synced))
+                self.assertEqual(r["failures"], [])
+                self.assertEqual(record_outcome(r["metrics"]["eviction_records"]["besteffort-large"]), "ended")
+
+    def test_a_held_record_passes_without_its_reason_and_message(self):
+        # Run 2: the kubelet kept the phase, wrote reason and message away, restarted nothing.
+        for what, rec in {"reason dropped": record(reason="", message="", kubectl_status="Error"),
+                          "message replaced": record(message="The node was low on resource: memory.")}.items():
+            with self.subTest(what):
+                r = self.run_judge(rec)
+                self.assertEqual(r["failures"], [])
+                self.assertEqual(record_outcome(r["metrics"]["eviction_records"]["besteffort-large"]), "kept")
 
     def test_the_status_column_is_reported_not_judged(self):
         # A container pressured killed shows as terminated "Error", which kubectl prints over the pod's reason.

@@ -25,7 +25,8 @@ using json = nlohmann::json;
 // 2: engine state keyed by signal and kind; the policy's state.
 // 3: the policy's API evictions (version 2 still loads, with none); later,
 //    "relief" (the reclaim back-off), optional: a checkpoint without it loads
-//    with none, and a daemon that predates it ignores it, so no new version.
+//    with none, and a daemon that predates it ignores it, so no new version;
+//    likewise the API evictions' "recorded", "record_seen" and "undone".
 constexpr int kVersion = 3;
 constexpr int kOldestVersion = 2;
 constexpr std::size_t kMaxBytes = 4 * 1024 * 1024;
@@ -200,7 +201,10 @@ std::string encode_checkpoint(const Checkpoint& cp) {
     api.push_back(json{{"eviction", encode_eviction(r.eviction)},
                        {"state", std::string(name(r.state))},
                        {"killed_at_ns", r.killed_at ? json(ns(*r.killed_at)) : json(nullptr)},
-                       {"next_check_ns", ns(r.next_check)}});
+                       {"next_check_ns", ns(r.next_check)},
+                       {"recorded", r.recorded},
+                       {"record_seen", r.record_seen},
+                       {"undone", std::string(name(r.undone))}});
   }
   json backoff = json::object();
   for (const auto& [path, until] : cp.relief.backoff) backoff[path] = ns(until);
@@ -281,6 +285,21 @@ Result<Checkpoint> decode_checkpoint(const std::string& text) {
         }
         if (const json& k = a.at("killed_at_ns"); !k.is_null()) r.killed_at = tp(as_int64(k));
         r.next_check = tp(as_int64(a.at("next_check_ns")));
+        // The status record's watch; a checkpoint from before it loads with none.
+        if (auto it = a.find("recorded"); it != a.end()) r.recorded = it->get<bool>();
+        if (auto it = a.find("record_seen"); it != a.end()) r.record_seen = it->get<bool>();
+        if (auto it = a.find("undone"); it != a.end()) {
+          const std::string undone = it->get<std::string>();
+          if (undone == "none") {
+            r.undone = RecordUndone::None;
+          } else if (undone == "phase") {
+            r.undone = RecordUndone::PhaseReverted;
+          } else if (undone == "restart") {
+            r.undone = RecordUndone::ProcessesBack;
+          } else {
+            return Error{EINVAL, "checkpoint API eviction undone '" + undone + "' is not none, phase or restart"};
+          }
+        }
         cp.policy.api.push_back(std::move(r));
       }
     }

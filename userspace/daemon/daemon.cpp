@@ -72,16 +72,18 @@ Daemon::Daemon(Config config, DaemonDeps deps)
     deps_.reporter->set_eviction_hook([this](const std::string& id, k8s::EvictionResult r) {
       using E = k8s::EvictionResult;
       using R = ApiAnswer::Result;
-      on_api_answer(id, r == E::Landed      ? R::Landed
-                        : r == E::NotNeeded ? R::NotNeeded
-                        : r == E::GaveUp    ? R::GaveUp
-                                            : R::Dropped);
+      on_api_answer(id,
+                    r == E::Landed || r == E::Recorded ? R::Landed
+                    : r == E::NotNeeded                ? R::NotNeeded
+                    : r == E::GaveUp                   ? R::GaveUp
+                                                       : R::Dropped,
+                    r == E::Recorded);
     });
   }
   if (deps_.metrics) {
     stats_export_ = export_stats(*deps_.metrics, stats_);
     deps_.metrics->set_thresholds(this->config().eviction);
-    for (auto k = static_cast<int>(PolicyAction::Kind::Start); k <= static_cast<int>(PolicyAction::Kind::RestartKill);
+    for (auto k = static_cast<int>(PolicyAction::Kind::Start); k <= static_cast<int>(PolicyAction::Kind::EndApi);
          ++k) {
       deps_.metrics->policy_action(name(static_cast<PolicyAction::Kind>(k)), 0);
     }
@@ -92,11 +94,11 @@ Daemon::~Daemon() {
   if (deps_.reporter != nullptr) deps_.reporter->set_eviction_hook({});
 }
 
-void Daemon::on_api_answer(const std::string& id, ApiAnswer::Result result) {
+void Daemon::on_api_answer(const std::string& id, ApiAnswer::Result result, bool recorded) {
   if (result == ApiAnswer::Result::Landed) crash_point("api-landed");
   {
     std::lock_guard lk(api_answers_mu_);
-    api_answers_.push_back({id, result});
+    api_answers_.push_back({id, result, recorded});
   }
   // Recorded (and checkpointed) at once, not at the next tick: a restart
   // before then would send it again (harmless: the reporter skips a pod

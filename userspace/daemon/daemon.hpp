@@ -155,7 +155,7 @@ class Daemon final : public ReactorHandler {
   void probe_victims(TimePoint now, PolicyInputs& in);
   /// The reporter's answers since the last evaluation (its worker thread fills them).
   std::vector<ApiAnswer> take_api_answers();
-  void on_api_answer(const std::string& id, ApiAnswer::Result result);
+  void on_api_answer(const std::string& id, ApiAnswer::Result result, bool recorded);
   void start_disk_reclaim();
   /// Calls DaemonDeps::on_busy_changed when busy() differs from what it was last told.
   void report_busy();

@@ -159,6 +159,16 @@ void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoi
         ++stats_->restarted_victim_kills;
         kill_now(e, "restarted");
         break;
+      case K::EndApi:
+        if (reporter_ == nullptr) break;  // the policy sends only with a reporter
+        spdlog::warn("eviction {}: the kubelet undid the eviction record of {} ({}): ending the pod through the "
+                     "Eviction API",
+                     e.id, who,
+                     a.undone == RecordUndone::PhaseReverted ? "its phase is no longer Failed"
+                                                             : "its processes are back after the kill");
+        reporter_->end_pod(e, a.undone);
+        crash_point("api-queued");
+        break;
     }
   }
 }

@@ -77,6 +77,16 @@ std::string_view name(PolicyAction::Kind kind) {
     case K::ApiConfirmed: return "apiConfirmed";
     case K::ApiUnsent: return "apiUnsent";
     case K::RestartKill: return "restartKill";
+    case K::EndApi: return "endApi";
+  }
+  return "?";
+}
+
+std::string_view name(RecordUndone cause) {
+  switch (cause) {
+    case RecordUndone::None: return "none";
+    case RecordUndone::PhaseReverted: return "phase";
+    case RecordUndone::ProcessesBack: return "restart";
   }
   return "?";
 }
@@ -273,6 +283,8 @@ void EvictionPolicy::take_answers(const std::vector<ApiAnswer>& answers, std::ve
       continue;
     }
     it->state = ApiState::Confirmed;
+    // Only the first answer: the answer to ending the pod keeps the record's history.
+    if (it->undone == RecordUndone::None) it->recorded = answer.result == R::Landed && answer.recorded;
     PolicyAction a;
     a.kind = PolicyAction::Kind::ApiConfirmed;
     a.eviction = it->eviction;
@@ -297,7 +309,8 @@ void EvictionPolicy::dispatch(std::vector<PolicyAction>& out) {
       state_.api.erase(state_.api.begin() + static_cast<std::ptrdiff_t>(i));
       continue;
     }
-    a.kind = PolicyAction::Kind::ReportApi;
+    a.kind = r.undone != RecordUndone::None ? PolicyAction::Kind::EndApi : PolicyAction::Kind::ReportApi;
+    a.undone = r.undone;
     out.push_back(std::move(a));
     r.state = ApiState::Sent;
     ++i;
@@ -331,6 +344,7 @@ std::vector<PolicyAction> EvictionPolicy::step(TimePoint now, const NodeSnapshot
   std::erase_if(state_.evicted, [&](const std::string& uid) { return find_pod(snapshot, uid) == nullptr; });
   progress(now, snapshot, inputs.exited, out);
   watch_restarts(now, snapshot, inputs.running, out);
+  check_records(snapshot);
   escalate(now, decisions, out);
   if (!decisions.conditions[static_cast<std::size_t>(Condition::DiskPressure)]) state_.disk_reclaim_done_at.reset();
   decide(now, decisions, inputs.refused, out);
@@ -351,6 +365,13 @@ void EvictionPolicy::watch_restarts(TimePoint now, const NodeSnapshot& snapshot,
     if (!watched(r, now) || now < r.next_check) continue;
     r.next_check = now + config_.restart_check_interval;
     if (!contains(running, r.eviction.uid) || find_pod(snapshot, r.eviction.uid) == nullptr) continue;
+    // Its status record said Failed, and the kubelet started it again: the
+    // record is not what the kubelet keeps. The pod is ended through the
+    // API (dispatch()), whether or not its lane is free for the local kill.
+    if (r.recorded && r.state == ApiState::Confirmed && r.undone == RecordUndone::None) {
+      r.undone = RecordUndone::ProcessesBack;
+      r.state = ApiState::Pending;
+    }
     // In flight again, killed: its lane waits for this memory rather than
     // choosing a second victim for it (a busy lane: checked again next time).
     if (in_flight(lane_or_memory(r.eviction.signal)) != nullptr) continue;
@@ -364,6 +385,24 @@ void EvictionPolicy::watch_restarts(TimePoint now, const NodeSnapshot& snapshot,
     a.since_kill = now - *r.killed_at;
     state_.in_flight.push_back(std::move(f));
     out.push_back(std::move(a));
+  }
+}
+
+void EvictionPolicy::check_records(const NodeSnapshot& snapshot) {
+  // The pod source's phase is the API's as of its last update: right after
+  // the record it may still say Running from before. Only a phase seen
+  // Failed and then not Failed is the kubelet writing its own status over
+  // the record; an empty phase (a source without one) says nothing.
+  for (auto& r : state_.api) {
+    if (!r.recorded || r.state != ApiState::Confirmed || r.undone != RecordUndone::None) continue;
+    const Pod* pod = find_pod(snapshot, r.eviction.uid);
+    if (pod == nullptr || pod->phase.empty()) continue;
+    if (pod->phase == "Failed") {
+      r.record_seen = true;
+    } else if (r.record_seen) {
+      r.undone = RecordUndone::PhaseReverted;
+      r.state = ApiState::Pending;
+    }
   }
 }
 

@@ -512,7 +512,8 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
           case K::ReportApi:
           case K::ApiConfirmed:
           case K::ApiUnsent:
-          case K::RestartKill: break;
+          case K::RestartKill:
+          case K::EndApi: break;
           case K::Exited:
           case K::Released:
           case K::ReleaseTimeout:

@@ -332,7 +332,9 @@ void Reporter::push(Task t) {
     // API marks it evicted; on a slow API server an Event's retries must not
     // hold it back. When full, the oldest other request goes first.
     auto first_other = [this] {
-      return std::find_if(queue_.begin(), queue_.end(), [](const Task& q) { return q.kind != Task::Kind::Evict; });
+      return std::find_if(queue_.begin(), queue_.end(), [](const Task& q) {
+        return q.kind != Task::Kind::Evict && q.kind != Task::Kind::End;
+      });
     };
     while (queue_.size() >= opts_.queue_capacity) {
       auto drop = first_other();
@@ -342,7 +344,7 @@ void Reporter::push(Task t) {
       if (drop->kind == Task::Kind::Evict && drop->event_follows) {
         event_dropped_.insert(drop->eviction.id);  // its Event, when done, reports it
         awaiting_event_[drop->eviction.id] = EvictionResult::Dropped;
-      } else if (drop->kind == Task::Kind::Evict) {
+      } else if (drop->kind == Task::Kind::Evict || drop->kind == Task::Kind::End) {
         dropped_evictions.push_back(drop->eviction.id);
       } else if (drop->kind == Task::Kind::Event) {
         if (auto it = awaiting_event_.find(drop->eviction.id); it != awaiting_event_.end()) {
@@ -357,7 +359,7 @@ void Reporter::push(Task t) {
         spdlog::warn("k8s: API queue full ({}), dropping the oldest requests (counted)", opts_.queue_capacity);
       }
     }
-    if (t.kind == Task::Kind::Evict) {
+    if (t.kind == Task::Kind::Evict || t.kind == Task::Kind::End) {
       queue_.insert(first_other(), std::move(t));
     } else {
       queue_.push_back(std::move(t));
@@ -392,6 +394,12 @@ void Reporter::report_eviction(const Eviction& e) {
     push(Task{Task::Kind::Evict, e, {}, {}, event});
   }
   if (event) push(Task{Task::Kind::Event, e, {}, {}});
+}
+
+void Reporter::end_pod(const Eviction& e, RecordUndone cause) {
+  Task t{Task::Kind::End, e, {}, {}};
+  t.undone = cause;
+  push(std::move(t));
 }
 
 void Reporter::report_conditions(const std::array<bool, kConditionCount>& status,
@@ -477,6 +485,20 @@ void Reporter::execute(const Task& t) {
       if (answer_now) eviction_done(t.eviction.id, answer);
       return;
     }
+    case Task::Kind::End: {
+      // The record's Event was sent with it: no second one.
+      const auto& e = t.eviction;
+      const std::string what = "end of " + e.namespace_ + "/" + e.name + " after its record was undone";
+      EvictionResult r = EvictionResult::NotNeeded;
+      if (auto done = already_done(e, what, /*terminal_done=*/false)) {
+        r = *done;  // ended already (by the run before a restart, or someone else)
+      } else {
+        ++(t.undone == RecordUndone::PhaseReverted ? stats_.records_undone_phase : stats_.records_undone_restart);
+        r = evict_through_api(e, what);
+      }
+      eviction_done(e.id, r);
+      return;
+    }
     case Task::Kind::Event: {
       const auto& e = t.eviction;
       auto r = with_retries(ApiAction::Event, "event for " + e.namespace_ + "/" + e.name, [&] {
@@ -525,8 +547,16 @@ void Reporter::execute(const Task& t) {
 }
 
 EvictionResult Reporter::evict(const Eviction& e) {
-  using R = EvictionResult;
   std::string what = "eviction of " + e.namespace_ + "/" + e.name;
+  if (auto done = already_done(e, what, opts_.mark_failed)) return *done;
+  if (opts_.mark_failed) {
+    if (auto r = mark_failed(e, what)) return *r;
+  }
+  return evict_through_api(e, what);
+}
+
+std::optional<EvictionResult> Reporter::already_done(const Eviction& e, const std::string& what, bool terminal_done) {
+  using R = EvictionResult;
   // Read the pod first: a pod already gone or recreated under the same
   // name needs no eviction at all, and API servers before 1.22 retry a
   // failed uid precondition inside the Eviction for ~10 s before they
@@ -562,15 +592,12 @@ EvictionResult Reporter::evict(const Eviction& e) {
     // its own meanwhile. Its status stays as it is.
     const json* status = pod ? member(*pod, "status") : nullptr;
     const std::string phase = status != nullptr ? string_member(*status, "phase").value_or("") : "";
-    if (opts_.mark_failed && (phase == "Failed" || phase == "Succeeded")) {
+    if (terminal_done && (phase == "Failed" || phase == "Succeeded")) {
       spdlog::info("k8s: {}: the pod is already {}: its status is left as it is", what, phase);
       return R::NotNeeded;
     }
   }
-  if (opts_.mark_failed) {
-    if (auto r = mark_failed(e, what)) return *r;
-  }
-  return evict_through_api(e, what);
+  return std::nullopt;
 }
 
 std::optional<EvictionResult> Reporter::mark_failed(const Eviction& e, const std::string& what) {
@@ -580,7 +607,7 @@ std::optional<EvictionResult> Reporter::mark_failed(const Eviction& e, const std
                            "application/strategic-merge-patch+json");
   });
   if (!r) return R::GaveUp;  // counted by with_retries
-  if (r->status == 200) return R::Landed;
+  if (r->status == 200) return R::Recorded;
   if (r->status == 404) {
     ++stats_.pods_not_found;
     return R::NotNeeded;

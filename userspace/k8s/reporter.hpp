@@ -30,6 +30,7 @@
 #include "k8s/api_client.hpp"
 #include "pressured/metrics.hpp"
 #include "pressured/engine.hpp"
+#include "pressured/policy.hpp"
 #include "pressured/signals.hpp"
 
 namespace pressured::k8s {
@@ -43,6 +44,10 @@ namespace pressured::k8s {
 inline constexpr std::string_view kEvictionsSkippedHelp =
     "API evictions not sent or not done because the pod is already gone (reason=pod_gone: 404) or is "
     "another pod now (reason=uid_changed: recreated under the name, or 409 on the uid precondition).";
+inline constexpr std::string_view kRecordsUndoneHelp =
+    "Evicted pods whose status record (phase Failed, reason Evicted) the kubelet undid, ended through the "
+    "Eviction API (DELETE on 429/500) after all: cause=phase (the phase, seen Failed, is no longer Failed), "
+    "cause=restart (the pod's processes came back after the kill).";
 #define PRESSURED_REPORTER_STATS(COUNTER, GAUGE)                                                                \
   COUNTER(evictions_refused, "pressured_kubernetes_eviction_fallbacks_total", "",                              \
           "API evictions refused (429: a disruption budget; 500) and sent again as a DELETE with the same "    \
@@ -70,6 +75,10 @@ inline constexpr std::string_view kEvictionsSkippedHelp =
           "them), killed locally; only their Event is sent.")                                                  \
   COUNTER(eviction_v1beta1, "pressured_kubernetes_evictions_v1beta1_total", "",                                \
           "API evictions sent as policy/v1beta1, the server not serving policy/v1 (Kubernetes before 1.22).")   \
+  COUNTER(records_undone_phase, "pressured_kubernetes_eviction_records_undone_total", "cause=phase",            \
+          ::pressured::k8s::kRecordsUndoneHelp)                                                               \
+  COUNTER(records_undone_restart, "pressured_kubernetes_eviction_records_undone_total", "cause=restart",        \
+          ::pressured::k8s::kRecordsUndoneHelp)                                                               \
   COUNTER(status_refused, "pressured_kubernetes_pod_status_refusals_total", "",                                 \
           "Evicted pods whose status update (phase Failed, reason Evicted) the API server refused (403: RBAC "  \
           "without pods/status patch; 422): evicted through the Eviction API instead.")
@@ -146,7 +155,8 @@ std::string rfc3339_now();
 
 /// What became of an API eviction (Reporter::set_eviction_hook).
 enum class EvictionResult {
-  Landed,     // the API accepted the status update, the Eviction, or its DELETE fallback
+  Landed,     // the API accepted the Eviction or its DELETE fallback
+  Recorded,   // the API accepted the status record (Failed, Evicted): the pod object stays, its status the kubelet's
   NotNeeded,  // the pod is gone, is another pod now, is already terminating or terminal, or is static (Event only)
   GaveUp,     // the retry budget spent, or an answer that cannot be acted on
   Dropped,    // never sent: the queue was full
@@ -167,6 +177,11 @@ class Reporter {
   /// Queues the API eviction of a pod plus its Event. Static/mirror pods are
   /// refused (counted) and only the Event is sent. Never blocks on the API.
   void report_eviction(const Eviction& e);
+  /// Queues the end of a pod whose status record the kubelet undid
+  /// (`cause`, counted): the Eviction API with its DELETE fallback and the
+  /// same grace, no second Event; a pod already gone, recreated or
+  /// terminating is left alone (NotNeeded). Answers through the eviction hook.
+  void end_pod(const Eviction& e, RecordUndone cause);
   /// Publishes the node conditions (the newest state replaces a queued one)
   /// and, with taint_nodes, sets or clears pressured's NoSchedule taints to
   /// match them.
@@ -195,16 +210,20 @@ class Reporter {
 
  private:
   struct Task {
-    enum class Kind { Evict, Event, Conditions } kind;
+    enum class Kind { Evict, End, Event, Conditions } kind;
     Eviction eviction;
     std::array<bool, kConditionCount> status{};
     std::array<bool, kConditionCount> flipped{};
     bool event_follows = false;  // Evict: its Event is queued behind it (the answer waits for it)
+    RecordUndone undone = RecordUndone::None;  // End: why (counted)
   };
   void push(Task t);
   void run();
   void execute(const Task& t);
   EvictionResult evict(const Eviction& e);
+  // The pod as the API has it now: NotNeeded when gone, recreated under the
+  // name or terminating (and, with `terminal_done`, Failed or Succeeded).
+  std::optional<EvictionResult> already_done(const Eviction& e, const std::string& what, bool terminal_done);
   // The Eviction API with its DELETE fallback.
   EvictionResult evict_through_api(const Eviction& e, const std::string& what);
   // PATCH pods/status; nullopt when refused (the caller falls back).

@@ -148,6 +148,7 @@ void PodSet::merge_metadata(TimePoint now, std::vector<Pod>& out) {
         p.requests = md.requests;
         p.limits = md.limits;
         p.local_storage = md.local_storage;
+        p.phase = md.phase;
         p.memory_spec_unparsable = md.memory_spec_unparsable;
         p.storage_spec_unparsable = md.storage_spec_unparsable;
         p.metadata_known = true;
