@@ -113,10 +113,12 @@ class Rootfs(unittest.TestCase):
             shutil.copy2(exe, os.path.join(rootfs, "usr", "bin", "du"))
             # Skipped from the stage's check, which would look for its libraries in the stage...
             image.check_initramfs(stage, skip=("vmt/ctr/rootfs",))
-            # ...and refused when checked as a root of its own without them.
+            # ...and refused when the image's binary, checked in its own root, lacks them.
+            os.makedirs(os.path.join(rootfs, "usr", "local", "bin"))
+            shutil.copy2(exe, os.path.join(rootfs, "usr", "local", "bin", "pressured"))
             with self.assertRaises(image.HarnessError) as e:
-                image.check_initramfs(rootfs)
-            self.assertIn("libc.so.6", str(e.exception))
+                container.check_rootfs(rootfs)
+            self.assertIn("is in none of", str(e.exception))
 
 
 if __name__ == "__main__":

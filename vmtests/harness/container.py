@@ -27,10 +27,10 @@ import yaml
 
 from . import common
 from .common import OUT, ROOT, HarnessError, arch, log, run
-from .image import build_initramfs, build_scratch_disk, build_workloads, check_initramfs, elf_dynamic, \
+from .image import build_initramfs, build_scratch_disk, build_workloads, dlopened_sonames, elf_dynamic, \
     guest_busybox, guest_lib_dirs, repack_initramfs
 from .qemu import boot, choose_accel, markers, qemu_cmd
-from .scenarios import BUDGET_S, CONTAINER_CGROUP, SCENARIO_ORDER, bpf_flavours, judged_results, missing_results, \
+from .scenarios import BUDGET_S, CONTAINER_CGROUP, IMAGE_BINARY, SCENARIO_ORDER, bpf_flavours, judged_results, missing_results, \
     judge
 from .report import print_flavours, print_table
 
@@ -120,6 +120,21 @@ def closure(exe, roots):
             out.append(hit)
             todo.append(os.path.realpath(hit[0]))
     return out
+
+
+def check_rootfs(rootfs):
+    """The image's binary finds its interpreter, its NEEDED libraries and those it dlopens, with
+    theirs, inside the image (the stage's own check looks in the initramfs, which is not its root)."""
+    exe = rootfs + IMAGE_BINARY
+    if not os.path.isfile(exe):
+        raise HarnessError(f"the image has no {IMAGE_BINARY}")
+    closure(exe, [rootfs])
+    for soname in dlopened_sonames():
+        lib = next((os.path.join(rootfs, d, soname) for d in guest_lib_dirs()
+                    if os.path.exists(os.path.join(rootfs, d, soname))), None)
+        if lib is None:
+            raise HarnessError(f"{soname} (pressured dlopens it) is not in the image")
+        closure(lib, [rootfs])
 
 
 def daemonset_container():
@@ -247,8 +262,7 @@ def run_image(args, vmlinuz, mods, version):
     stage = initrd[:-len(".cpio.gz")]
     bundle = os.path.join(stage, "vmt", "ctr")
     rootfs = unpack_image(info, bundle)
-    # The image's ELF files find their libraries in the image, not in the initramfs.
-    check_initramfs(rootfs)
+    check_rootfs(rootfs)
     for c, default in CONTAINER_CONTENDERS.items():
         with open(os.path.join(bundle, f"{c}.json.in"), "w") as f:
             json.dump(container_spec(oci_seccomp(default)), f, indent=1)
