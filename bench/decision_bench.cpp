@@ -307,21 +307,23 @@ void run_tree(const std::string& kind, int pods, int iterations) {
       row(kind, pods, scenario, batch ? "incr-batch" : "incremental", summarize(us, cpu, read), note);
       if (batch) o.set_page_counter_reader(nullptr);
     }
-    // in-flight: the whole event handler while the victim it chose is being
-    // killed (it keeps a process: terminating until kill_timeout), under
-    // the same pressure.
-    if (pressure) {
+    // The whole event handler, one BPF threshold edge a decision. daemon
+    // (quiet): no eviction state to reset. in-flight (pressure): while the
+    // victim it chose is being killed (it keeps a process: terminating until
+    // kill_timeout).
+    {
       Config c;
       c.eviction = ec;
-      StubbornEvictor evictor;
+      RecordingEvictor recording;
+      StubbornEvictor stubborn;
       DaemonDeps deps;
       deps.observer = &o;
-      deps.evictor = &evictor;
+      deps.evictor = pressure ? static_cast<Evictor*>(&stubborn) : &recording;
       Daemon daemon(c, deps);
       now += std::chrono::microseconds(10);
-      daemon.on_tick(now, true);  // the safety net's full observation: the eviction starts
+      daemon.on_tick(now, true);  // the safety net's full observation: under pressure, the eviction starts
       note.clear();
-      if (!daemon.busy()) note = "NO EVICTION IN FLIGHT";
+      if (pressure && !daemon.busy()) note = "NO EVICTION IN FLIGHT";
       PressureEvent ev;
       ev.source = EventSource::Bpf;
       ev.type = EventType::ThresholdUp;
@@ -334,36 +336,15 @@ void run_tree(const std::string& kind, int pods, int iterations) {
         t0.stop(us, cpu);
       }
       const auto& st = daemon.stats();
-      if (!daemon.busy()) note = "EVICTION ENDED: " + note;
-      note += std::to_string(st.incremental_evaluations.load()) + " partial, " +
-              std::to_string(st.full_observations.load() - full_before) + " full observations in flight";
-      row(kind, pods, scenario, "in-flight", summarize(us, cpu, 0), note);
-    }
-    // daemon: the whole event handler (quiet: no eviction state to reset).
-    if (!pressure) {
-      Config c;
-      c.eviction = ec;
-      RecordingEvictor evictor;
-      DaemonDeps deps;
-      deps.observer = &o;
-      deps.evictor = &evictor;
-      Daemon daemon(c, deps);
-      now += std::chrono::microseconds(10);
-      daemon.on_tick(now, true);  // the safety net's full observation
-      PressureEvent ev;
-      ev.source = EventSource::Bpf;
-      ev.type = EventType::ThresholdUp;
-      std::vector<double> us, cpu;
-      for (int i = 0; i < iterations && !g_stop; ++i) {
-        now += std::chrono::microseconds(10);
-        Timer t0;
-        daemon.on_events(std::span<const PressureEvent>(&ev, 1), now);
-        t0.stop(us, cpu);
+      if (pressure) {
+        if (!daemon.busy()) note = "EVICTION ENDED: " + note;
+        note += std::to_string(st.incremental_evaluations.load()) + " partial, " +
+                std::to_string(st.full_observations.load() - full_before) + " full observations in flight";
+      } else {
+        note = std::to_string(st.incremental_evaluations.load()) + " incremental, " +
+               std::to_string(st.full_observations.load()) + " full observations";
       }
-      const auto& st = daemon.stats();
-      note = std::to_string(st.incremental_evaluations.load()) + " incremental, " +
-             std::to_string(st.full_observations.load()) + " full observations";
-      row(kind, pods, scenario, "daemon", summarize(us, cpu, 0), note);
+      row(kind, pods, scenario, pressure ? "in-flight" : "daemon", summarize(us, cpu, 0), note);
     }
   }
 }

@@ -101,6 +101,14 @@ enum class ReliefSkip : uint8_t {
 };
 std::string_view name(ReliefSkip skip);
 
+/// What of the stage survives a daemon restart (the checkpoint): the cgroups
+/// that gave back little and until when they are not asked again, so a
+/// restart (or a crash loop) does not ask them once more per start.
+struct ReliefState {
+  std::map<std::string, TimePoint> backoff;  // cgroup path -> not asked before
+  bool operator==(const ReliefState&) const = default;
+};
+
 /// What one step() decided.
 struct ReliefStep {
   std::optional<ReliefRequest> start;   // hand to the worker (or log, in a dry run)
@@ -139,6 +147,12 @@ class ReliefStage {
   const std::optional<ReliefRequest>& running() const { return running_; }
   /// Cgroups not asked again before the time given (low yield).
   const std::map<std::string, TimePoint>& backoff() const { return backoff_; }
+  /// For the checkpoint.
+  ReliefState state() const { return ReliefState{backoff_}; }
+  /// Takes back a checkpoint's back-off (at start, before the first step());
+  /// the next step() drops what is over by then and caps the rest at
+  /// relief.backoff from its `now`. Returns how many cgroups it holds.
+  std::size_t restore(const ReliefState& state);
 
  private:
   ReliefConfig config_;

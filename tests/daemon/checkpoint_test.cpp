@@ -70,6 +70,7 @@ Checkpoint sample() {
   cp.policy.api.push_back(pending);
   cp.policy.disk_reclaim_done_at = TimePoint(std::chrono::seconds(40));
   cp.policy.sequence = 7;
+  cp.relief.backoff["/sys/fs/cgroup/kubepods/burstable/poduid-a"] = TimePoint(std::chrono::seconds(344));
   return cp;
 }
 
@@ -80,6 +81,31 @@ TEST(Checkpoint, RoundTripsEveryField) {
   EXPECT_EQ(back->boot_id, "boot-1");
   EXPECT_EQ(back->engine, cp.engine);
   EXPECT_EQ(back->policy, cp.policy);
+  EXPECT_EQ(back->relief, cp.relief);
+}
+
+// The reclaim stage's back-off came after version 3 without a new version: a
+// checkpoint without it loads with none (and a daemon before it ignores it).
+TEST(Checkpoint, ReliefBackoffIsOptionalAndItsCgroupsAbsolute) {
+  Checkpoint cp = sample();
+  auto j = nlohmann::json::parse(encode_checkpoint(cp));
+  EXPECT_EQ(j["version"], 3);
+  EXPECT_EQ(j["relief"]["backoff_until_ns"]["/sys/fs/cgroup/kubepods/burstable/poduid-a"], 344'000'000'000LL);
+  j.erase("relief");
+  auto back = decode_checkpoint(j.dump());
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_TRUE(back->relief.backoff.empty());
+  EXPECT_EQ(back->policy, cp.policy);
+
+  j = nlohmann::json::parse(encode_checkpoint(cp));
+  j["relief"]["backoff_until_ns"]["kubepods/pod-x"] = 1;
+  EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << "a relative cgroup path is corrupt";
+  j = nlohmann::json::parse(encode_checkpoint(cp));
+  j["relief"]["backoff_until_ns"]["/sys/fs/cgroup/kubepods/pod-x"] = 1.5;
+  EXPECT_FALSE(decode_checkpoint(j.dump()).ok());
+  j = nlohmann::json::parse(encode_checkpoint(cp));
+  j["relief"].erase("backoff_until_ns");
+  EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << "a relief section always has its back-off";
 }
 
 TEST(Checkpoint, ApiEvictionsRoundTripInEveryState) {
@@ -300,6 +326,29 @@ TEST(Checkpointer, AChangeDeepInsideAnEvictionIsWrittenAndARevertIsNot) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Checkpointer, AReclaimBackoffStartingOrEndingIsWrittenAtOnce) {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/state.json";
+  Checkpointer c(path, "boot-1", std::chrono::seconds(5));
+  Checkpoint cp = sample();
+  const TimePoint t0(std::chrono::seconds(100));
+  c.maybe_save(cp.engine, cp.policy, t0, cp.relief);
+  ASSERT_EQ(c.writes(), 1u);
+  c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(1), cp.relief);
+  EXPECT_EQ(c.writes(), 1u);
+  cp.relief.backoff["/sys/fs/cgroup/kubepods/besteffort/poduid-b"] = TimePoint(std::chrono::seconds(402));
+  c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(2), cp.relief);
+  EXPECT_EQ(c.writes(), 2u) << "a cgroup began to back off: within the interval, written anyway";
+  auto loaded = load_checkpoint(path, "boot-1");
+  ASSERT_EQ(loaded.status, CheckpointLoad::Restored);
+  EXPECT_EQ(loaded.checkpoint.relief, cp.relief);
+  cp.relief.backoff.clear();
+  c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(3), cp.relief);
+  EXPECT_EQ(c.writes(), 3u);
+  EXPECT_TRUE(load_checkpoint(path, "boot-1").checkpoint.relief.backoff.empty());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Checkpointer, ARestoredCheckpointIsNotWrittenBackUnchanged) {
   const std::string dir = temp_dir();
   const std::string path = dir + "/state.json";
@@ -307,7 +356,7 @@ TEST(Checkpointer, ARestoredCheckpointIsNotWrittenBackUnchanged) {
   ASSERT_TRUE(write_file_atomically(path, encode_checkpoint(cp)));
   Checkpointer c(path, "boot-1");
   ASSERT_EQ(c.load().status, CheckpointLoad::Restored);
-  c.maybe_save(cp.engine, cp.policy, TimePoint(std::chrono::seconds(1)));
+  c.maybe_save(cp.engine, cp.policy, TimePoint(std::chrono::seconds(1)), cp.relief);
   EXPECT_EQ(c.writes(), 0u);
   std::filesystem::remove_all(dir);
 }

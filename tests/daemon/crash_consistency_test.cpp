@@ -32,6 +32,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "daemon/child_process.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 
@@ -55,16 +56,6 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 held = bytearray(b'\x01') * (mib << 20)
 time.sleep(seconds)
 )";
-
-// Reaps `pid` within `limit`: its wait status, or -1 if it is still there.
-int reap(pid_t pid, std::chrono::milliseconds limit) {
-  for (auto end = std::chrono::steady_clock::now() + limit;;) {
-    int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
-    if (std::chrono::steady_clock::now() >= end) return -1;
-    std::this_thread::sleep_for(20ms);
-  }
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -98,27 +89,11 @@ class FakeApi {
       res.set_content(json{{"metadata", meta}, {"status", status}}.dump(), "application/json");
     });
     srv_.Patch(R"(/api/v1/namespaces/t/pods/([^/]+)/status)", [this](const httplib::Request& req, httplib::Response& res) {
-      pid_t victim_of_crash = 0;
-      {
-        std::lock_guard lk(mu_);
-        ++evictions_[req.matches[1]];
-        failed_.insert(req.matches[1]);
-        victim_of_crash = std::exchange(kill_on_eviction_, 0);
-      }
-      // Taken, but the daemon dies before it reads the answer.
-      if (victim_of_crash > 0) ::kill(victim_of_crash, SIGKILL);
+      take_eviction(req.matches[1], failed_);
       res.set_content("{}", "application/json");
     });
     srv_.Post(R"(/api/v1/namespaces/t/pods/([^/]+)/eviction)", [this](const httplib::Request& req, httplib::Response& res) {
-      pid_t victim_of_crash = 0;
-      {
-        std::lock_guard lk(mu_);
-        ++evictions_[req.matches[1]];
-        deleting_.insert(req.matches[1]);
-        victim_of_crash = std::exchange(kill_on_eviction_, 0);
-      }
-      // Taken, but the daemon dies before it reads the answer.
-      if (victim_of_crash > 0) ::kill(victim_of_crash, SIGKILL);
+      take_eviction(req.matches[1], deleting_);
       res.status = 201;
       res.set_content("{}", "application/json");
     });
@@ -171,6 +146,20 @@ class FakeApi {
   }
 
  private:
+  // Counts one eviction of `pod` and marks it in `marked` (failed_ or
+  // deleting_); the daemon asked to die meanwhile is killed.
+  void take_eviction(const std::string& pod, std::set<std::string>& marked) {
+    pid_t victim_of_crash = 0;
+    {
+      std::lock_guard lk(mu_);
+      ++evictions_[pod];
+      marked.insert(pod);
+      victim_of_crash = std::exchange(kill_on_eviction_, 0);
+    }
+    // Taken, but the daemon dies before it reads the answer.
+    if (victim_of_crash > 0) ::kill(victim_of_crash, SIGKILL);
+  }
+
   httplib::Server srv_;
   std::thread thread_;
   int port_ = 0;
@@ -291,53 +280,26 @@ class Node {
     }
     const std::string log = dir_ + "/daemon.log";
     running_before_ = running_lines();
-    // argv and the environment are built before the fork: the child of this
-    // threaded process (the fake API's threads) may only make async-signal-safe
-    // calls until exec; a malloc there can wait forever on a lock one of them
-    // held (the sanitizers' allocator is not fork-safe).
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
       if (std::string_view(*e).rfind("PRESSURED_CRASH_AT=", 0) != 0) env.emplace_back(*e);
     }
     if (!crash_at.empty()) env.push_back("PRESSURED_CRASH_AT=" + crash_at);
-    std::vector<char*> a, e;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    for (auto& s : env) e.push_back(s.data());
-    e.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      ::dup2(fd, 2);
-      ::dup2(fd, 1);
-      ::execve(a[0], a.data(), e.data());
-      ::_exit(127);
-    }
+    pid_ = testing::spawn_logged(std::move(argv), log, std::move(env));
     if (api_kills_it) api_.kill_on_eviction(pid_);
     return pid_ > 0;
   }
   /// Waits for the daemon to die of SIGKILL (its crash point).
   bool wait_crash(std::chrono::milliseconds limit) {
-    for (auto end = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < end;) {
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
+    const int status = testing::reap_within(pid_, limit);
+    if (status == -1) return false;
+    pid_ = -1;
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
   }
   /// SIGTERM, then the exit status (SIGKILL after 10 s); -1 if it could not be reaped.
   int stop() {
     if (pid_ <= 0) return -1;
-    ::kill(pid_, SIGTERM);
-    int status = reap(pid_, 10s);
-    if (status == -1) {
-      ::kill(pid_, SIGKILL);
-      status = reap(pid_, 30s);
-      if (status == -1) std::fprintf(stderr, "crash test: daemon %d not reaped 30 s after SIGKILL\n", pid_);
-    }
+    const int status = testing::stop_child(pid_, 10s);
     pid_ = -1;
     return status;
   }

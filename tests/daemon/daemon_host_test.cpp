@@ -8,11 +8,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "daemon/child_process.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 
@@ -205,21 +207,7 @@ class HostNode {
                                   "--safety-net-interval", "100ms"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     std::size_t before = count(log(), "pressured running");
-    std::string logfile = dir_ + "/daemon.log";
-    // Built before the fork: until exec the child may only make
-    // async-signal-safe calls (a malloc can wait forever on a lock another
-    // thread held at the fork; the sanitizers' allocator is not fork-safe).
-    std::vector<char*> a;
-    for (auto& s : argv) a.push_back(s.data());
-    a.push_back(nullptr);
-    daemon_ = ::fork();
-    if (daemon_ == 0) {
-      int fd = ::open(logfile.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::dup2(fd, 2);
-      ::dup2(fd, 1);
-      ::execv(a[0], a.data());
-      ::_exit(127);
-    }
+    daemon_ = testing::spawn_logged(std::move(argv), dir_ + "/daemon.log");
     // Start-up loads and verifies every BPF program; on a loaded 2-core CI
     // machine under ASan that took over 10 s once. A bound, not a speed check.
     return wait_log("pressured running", 60s, before + 1);
@@ -249,18 +237,10 @@ class HostNode {
   void signal(int sig) {
     if (daemon_ > 0) ::kill(daemon_, sig);
   }
+  /// SIGTERM, then the exit status (SIGKILL after 5 s); -1 if it could not be reaped.
   int stop_daemon() {
     if (daemon_ <= 0) return status_;
-    ::kill(daemon_, SIGTERM);
-    for (int i = 0; i < 250; ++i) {
-      if (::waitpid(daemon_, &status_, WNOHANG) == daemon_) {
-        daemon_ = -1;
-        return status_;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    ::kill(daemon_, SIGKILL);
-    ::waitpid(daemon_, &status_, 0);
+    status_ = testing::stop_child(daemon_, 5s);
     daemon_ = -1;
     return status_;
   }
@@ -289,6 +269,17 @@ uint64_t mib_of(const PodDef& p) {
     if (p.workload[i] == "--start-mib") return std::stoull(p.workload[i + 1]);
   }
   return 0;
+}
+
+// Starts the pods, then waits (30 s at most each) until each holds its start-up memory.
+::testing::AssertionResult start_charged(HostNode& n, std::initializer_list<PodDef> pods) {
+  for (const auto& p : pods) {
+    if (!n.start(p)) return ::testing::AssertionFailure() << p.name << " did not start";
+  }
+  for (const auto& p : pods) {
+    if (!n.wait_usage(p, mib_of(p), 30s)) return ::testing::AssertionFailure() << p.name << ": " << n.usage_mib(p) << " MiB";
+  }
+  return ::testing::AssertionSuccess();
 }
 
 std::vector<std::string> steady(int mib, int seconds = 40) {
@@ -330,10 +321,7 @@ TEST(DaemonHost, DryRunKillsNothing) {
   REQUIRE_HOST(n);
   PodDef be{"22222222-0000-4000-8000-000000000001", "be", "BestEffort", steady(120)};
   PodDef bu{"22222222-0000-4000-8000-000000000002", "bu", "Burstable", steady(40)};
-  ASSERT_TRUE(n.start(be));
-  ASSERT_TRUE(n.start(bu));
-  ASSERT_TRUE(n.wait_usage(be, mib_of(be), 30s)) << n.usage_mib(be) << " MiB";
-  ASSERT_TRUE(n.wait_usage(bu, mib_of(bu), 30s)) << n.usage_mib(bu) << " MiB";
+  ASSERT_TRUE(start_charged(n, {be, bu}));
   n.write_config("evictionHard:\n  allocatableMemory.available: 128Mi\ndaemon:\n  releaseWaitTimeout: 500ms\n");
   ASSERT_TRUE(n.start_daemon({"--dry-run"})) << n.log();
   ASSERT_TRUE(n.wait_log("[dry-run] eviction", 10s, 2)) << n.log();
@@ -346,10 +334,7 @@ TEST(DaemonHost, SighupReloadsAndRejectsAnInvalidConfig) {
   REQUIRE_HOST(n);
   PodDef be{"33333333-0000-4000-8000-000000000001", "be", "BestEffort", steady(100)};
   PodDef bu{"33333333-0000-4000-8000-000000000002", "bu", "Burstable", steady(40)};
-  ASSERT_TRUE(n.start(be));
-  ASSERT_TRUE(n.start(bu));
-  ASSERT_TRUE(n.wait_usage(be, mib_of(be), 30s)) << n.usage_mib(be) << " MiB";
-  ASSERT_TRUE(n.wait_usage(bu, mib_of(bu), 30s)) << n.usage_mib(bu) << " MiB";
+  ASSERT_TRUE(start_charged(n, {be, bu}));
   n.write_config("evictionHard:\n  allocatableMemory.available: 16Mi\n");
   ASSERT_TRUE(n.start_daemon()) << n.log();
   n.write_config("evictionHard:\n  allocatableMemory.available: banana\n...\n");
@@ -376,8 +361,7 @@ TEST(DaemonHost, SoftThresholdWaitsForGraceThenKillsAProcessIgnoringSigterm) {
   REQUIRE_HOST(n);
   PodDef be{"44444444-0000-4000-8000-000000000001", "stubborn", "BestEffort",
             {"--start-mib", "100", "--duration-s", "40", "--ignore-sigterm", "--fork-child"}, 30};
-  ASSERT_TRUE(n.start(be));
-  ASSERT_TRUE(n.wait_usage(be, mib_of(be), 30s)) << n.usage_mib(be) << " MiB";
+  ASSERT_TRUE(start_charged(n, {be}));
   n.write_config(
       "evictionSoft:\n  allocatableMemory.available: 200Mi\nevictionSoftGracePeriod:\n  allocatableMemory.available: 2s\n"
       "evictionMaxPodGracePeriod: 1\n");
@@ -436,8 +420,7 @@ TEST(DaemonHost, RestartRestoresSoftThresholdTiming) {
   HostNode n("daemon-restart");
   REQUIRE_HOST(n);
   PodDef be{"55555555-0000-4000-8000-000000000001", "be", "BestEffort", steady(100, 60)};
-  ASSERT_TRUE(n.start(be));
-  ASSERT_TRUE(n.wait_usage(be, mib_of(be), 30s)) << n.usage_mib(be) << " MiB";
+  ASSERT_TRUE(start_charged(n, {be}));
   n.write_config(
       "evictionSoft:\n  allocatableMemory.available: 200Mi\nevictionSoftGracePeriod:\n  allocatableMemory.available: 12s\n"
       "evictionMaxPodGracePeriod: 0\n");

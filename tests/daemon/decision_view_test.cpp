@@ -14,9 +14,9 @@
 
 #include <gtest/gtest.h>
 
-#include "fakes/fake_node.hpp"
 #include "metrics/exposition.hpp"
 #include "daemon/daemon.hpp"
+#include "daemon/ladder_node.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/evictor.hpp"
 
@@ -24,49 +24,20 @@ namespace pressured {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::FakeNode;
 using testing::FakePodMemory;
+using testing::memory_threshold;
+using testing::pod_memory;
+using testing::pod_uid;
 constexpr uint64_t MiB = 1ULL << 20;
 
-std::string uid_of(int i) {
-  char uid[64];
-  std::snprintf(uid, sizeof uid, "0bb1b2c3-0000-4000-8000-%012d", i);
-  return uid;
-}
-
-FakePodMemory mem(uint64_t ws_mib, uint64_t inactive_mib) {
-  FakePodMemory m{(ws_mib + inactive_mib) * MiB, ws_mib * MiB, inactive_mib * MiB, inactive_mib * MiB, 0};
-  m.pids = 2;
-  return m;
-}
-
-EvictionConfig memory_threshold(double percent) {
-  EvictionConfig e;
-  Threshold t;
-  t.signal = Signal::MemoryAvailable;
-  t.value.kind = ThresholdValue::Kind::Percent;
-  t.value.percent = percent;
-  e.thresholds.push_back(t);
-  return e;
-}
-
-// A node whose pods are all BestEffort with working sets 10..10+n-1 MiB and
-// 5 MiB of inactive page cache each.
-struct Node {
-  FakeNode fake{CgroupVersion::V1, CgroupDriver::Cgroupfs};
-  std::unique_ptr<NodeObserver> obs;
+// The fake node and the snapshot of its first full observation.
+struct Node : testing::LadderNode {
   NodeSnapshot snap;
-  explicit Node(int n, std::function<QosClass(int)> qos = [](int) { return QosClass::BestEffort; }) {
-    for (int i = 0; i < n; ++i) fake.add_pod(uid_of(i), qos(i), mem(10 + static_cast<uint64_t>(i), 5));
-    auto o = make_node_observer(fake.config());
-    if (!o) throw std::runtime_error(o.error().message);
-    obs = std::move(*o);
+  explicit Node(int n, const std::function<QosClass(int)>& qos = [](int) { return QosClass::BestEffort; })
+      : LadderNode(n, qos) {
     auto s = obs->observe(TimePoint(1s));
     if (!s) throw std::runtime_error(s.error().message);
     snap = std::move(*s);
-  }
-  void set(int i, FakePodMemory m, QosClass q = QosClass::BestEffort) {
-    fake.write_memcg(fake.pod_dir(uid_of(i), q), m);
   }
   // The victim of a full observation right now (a fresh engine).
   std::string full_victim(const EvictionConfig& c, TimePoint now) {
@@ -106,7 +77,7 @@ TEST(DecisionView, PressurePicksTheFullObservationsVictimReadingFewPods) {
   Engine e(cfg);
   auto d = e.evaluate(n.snap, TimePoint(2s));
   ASSERT_TRUE(d.eviction);
-  EXPECT_EQ(d.eviction->uid, uid_of(199));
+  EXPECT_EQ(d.eviction->uid, pod_uid(199));
   EXPECT_EQ(d.eviction->uid, n.full_victim(cfg, TimePoint(3s)));
 }
 
@@ -122,33 +93,33 @@ TEST(DecisionView, PodsThatCannotOutrankTheHeadAreNotRead) {
   Engine e(cfg);
   auto d = e.evaluate(n.snap, TimePoint(2s));
   ASSERT_TRUE(d.eviction);
-  EXPECT_EQ(d.eviction->uid, uid_of(290));
+  EXPECT_EQ(d.eviction->uid, pod_uid(290));
   EXPECT_EQ(d.eviction->uid, n.full_victim(cfg, TimePoint(3s)));
 }
 
 TEST(DecisionView, APodThatGrewSinceTheFullObservationIsSeen) {
   Node n(200);
   const auto cfg = memory_threshold(99.9);
-  n.set(17, mem(900, 5));  // pod 17 grew past everyone after the last full observation
+  n.set(17, pod_memory(900, 5));  // pod 17 grew past everyone after the last full observation
   auto r = refresh_for_decision(*n.obs, n.snap, cfg, {}, TimePoint(2s));
   ASSERT_TRUE(r) << r.error().message;
   Engine e(cfg);
   auto d = e.evaluate(n.snap, TimePoint(2s));
   ASSERT_TRUE(d.eviction);
-  EXPECT_EQ(d.eviction->uid, uid_of(17));
+  EXPECT_EQ(d.eviction->uid, pod_uid(17));
   EXPECT_EQ(d.eviction->usage_at_decision, 900 * MiB) << "the head's working set is read for this decision";
 }
 
 TEST(DecisionView, APodThatShrankIsNotChosenOnItsOldUsage) {
   Node n(200);
   const auto cfg = memory_threshold(99.9);
-  n.set(199, mem(1, 0));  // the biggest pod freed nearly everything
+  n.set(199, pod_memory(1, 0));  // the biggest pod freed nearly everything
   auto r = refresh_for_decision(*n.obs, n.snap, cfg, {}, TimePoint(2s));
   ASSERT_TRUE(r) << r.error().message;
   Engine e(cfg);
   auto d = e.evaluate(n.snap, TimePoint(2s));
   ASSERT_TRUE(d.eviction);
-  EXPECT_EQ(d.eviction->uid, uid_of(198));
+  EXPECT_EQ(d.eviction->uid, pod_uid(198));
   EXPECT_EQ(d.eviction->uid, n.full_victim(cfg, TimePoint(3s)));
 }
 
@@ -156,27 +127,27 @@ TEST(DecisionView, ExcludedAndNeverEvictedPodsAreSkipped) {
   Node n(50);
   const auto cfg = memory_threshold(99.9);
   for (auto& p : n.snap.pods) {
-    if (p.uid == uid_of(48)) p.critical = true;
+    if (p.uid == pod_uid(48)) p.critical = true;
   }
-  auto r = refresh_for_decision(*n.obs, n.snap, cfg, {uid_of(49)}, TimePoint(2s));
+  auto r = refresh_for_decision(*n.obs, n.snap, cfg, {pod_uid(49)}, TimePoint(2s));
   ASSERT_TRUE(r) << r.error().message;
   Engine e(cfg);
-  auto d = e.evaluate(n.snap, TimePoint(2s), {uid_of(49)});
+  auto d = e.evaluate(n.snap, TimePoint(2s), {pod_uid(49)});
   ASSERT_TRUE(d.eviction);
-  EXPECT_EQ(d.eviction->uid, uid_of(47));
+  EXPECT_EQ(d.eviction->uid, pod_uid(47));
 }
 
 TEST(DecisionView, APodCreatedOrRemovedSendsToAFullObservation) {
   {
     Node n(10);
-    n.fake.add_pod(uid_of(100), QosClass::BestEffort, mem(5000, 0));
+    n.fake.add_pod(pod_uid(100), QosClass::BestEffort, pod_memory(5000, 0));
     auto r = refresh_for_decision(*n.obs, n.snap, memory_threshold(99.9), {}, TimePoint(2s));
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().code, ESTALE);
   }
   {
     Node n(10);
-    n.fake.remove_pod(uid_of(3), QosClass::BestEffort);
+    n.fake.remove_pod(pod_uid(3), QosClass::BestEffort);
     auto r = refresh_for_decision(*n.obs, n.snap, memory_threshold(99.9), {}, TimePoint(2s));
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().code, ESTALE);
@@ -184,7 +155,7 @@ TEST(DecisionView, APodCreatedOrRemovedSendsToAFullObservation) {
   {
     // Guaranteed pods live in kubepods itself: its count moves too.
     Node n(10);
-    n.fake.add_pod(uid_of(100), QosClass::Guaranteed, mem(5000, 0));
+    n.fake.add_pod(pod_uid(100), QosClass::Guaranteed, pod_memory(5000, 0));
     auto r = refresh_for_decision(*n.obs, n.snap, memory_threshold(99.9), {}, TimePoint(2s));
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error().code, ESTALE);
@@ -195,7 +166,7 @@ TEST(DecisionView, AnUncertainHeadSendsToAFullObservation) {
   Node n(40);
   // Every pod holds 1 GiB of inactive page cache: each bound beats the best
   // working set read so far, so the head cannot be settled in 16 reads.
-  for (int i = 0; i < 40; ++i) n.set(i, mem(10 + static_cast<uint64_t>(i), 1024));
+  for (int i = 0; i < 40; ++i) n.set(i, pod_memory(10 + static_cast<uint64_t>(i), 1024));
   auto r = refresh_for_decision(*n.obs, n.snap, memory_threshold(99.9), {}, TimePoint(2s));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, EAGAIN);
@@ -246,7 +217,7 @@ struct FakePageCounters final : public PageCounterReader {
     };
     if (auto s = sample(node.fake.kubepods())) out.push_back(*s);
     for (int i = 0; i < pods; ++i) {
-      auto s = sample(node.fake.pod_dir(uid_of(i), QosClass::BestEffort));
+      auto s = sample(node.fake.pod_dir(pod_uid(i), QosClass::BestEffort));
       if (!s) continue;
       auto v = value(i, s->usage_bytes);
       if (!v) continue;
@@ -269,7 +240,7 @@ TEST(DecisionView, ABatchReaderBoundsEveryContenderInOneRead) {
   n.obs->set_page_counter_reader(batch);
   EXPECT_EQ(n.obs->counters().page_counter_batch.load(), 1u);
   const auto cfg = memory_threshold(99.9);
-  n.set(17, mem(900, 5));  // grew after the last full observation
+  n.set(17, pod_memory(900, 5));  // grew after the last full observation
   auto r = refresh_for_decision(*n.obs, n.snap, cfg, {}, TimePoint(2s));
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(batch->calls, 1) << "one batch for all contenders";
@@ -280,7 +251,7 @@ TEST(DecisionView, ABatchReaderBoundsEveryContenderInOneRead) {
   Engine e(cfg);
   auto d = e.evaluate(n.snap, TimePoint(2s));
   ASSERT_TRUE(d.eviction);
-  EXPECT_EQ(d.eviction->uid, uid_of(17));
+  EXPECT_EQ(d.eviction->uid, pod_uid(17));
   EXPECT_EQ(d.eviction->uid, n.full_victim(cfg, TimePoint(3s)));
 }
 
@@ -314,10 +285,10 @@ TEST(DecisionView, AFailingBatchFallsBackToTheFilesForGood) {
   auto batch = std::make_shared<FakePageCounters>(n, 20);
   batch->fail = Error{EBADF, "attach the page-counter iterator: Bad file descriptor"};
   n.obs->set_page_counter_reader(batch);
-  n.set(3, mem(700, 5));
+  n.set(3, pod_memory(700, 5));
   auto pods = pointers(n.snap);
   ASSERT_TRUE(n.obs->refresh_memory_usage(pods, TimePoint(2s)));
-  auto p3 = std::find_if(n.snap.pods.begin(), n.snap.pods.end(), [](const Pod& p) { return p.uid == uid_of(3); });
+  auto p3 = std::find_if(n.snap.pods.begin(), n.snap.pods.end(), [](const Pod& p) { return p.uid == pod_uid(3); });
   ASSERT_NE(p3, n.snap.pods.end());
   EXPECT_EQ(p3->memory_usage_bytes, 705 * MiB) << "read from the usage file";
   EXPECT_EQ(n.obs->counters().page_counter_batch.load(), 0u);
@@ -395,20 +366,20 @@ TEST(DecisionView, DaemonEvictsTheFreshHeadIncrementally) {
   DaemonRig r(50);  // memory.available < 4 GiB of the fake node's 8
   r.d->on_tick(TimePoint(2s), true);
   // Pressure arrives with an event, and pod 5 has just grown the most.
-  r.n.set(5, mem(3000, 5));
+  r.n.set(5, pod_memory(3000, 5));
   r.n.fake.set_root_memory(FakePodMemory{7ULL << 30, 6ULL << 30, 1ULL << 30, 512ULL << 20, 256ULL << 20});
   r.event(TimePoint(2s + 10ms));
   EXPECT_EQ(evaluations(r.metrics, "partial"), 1u);
   EXPECT_EQ(evaluations(r.metrics, "full"), 1u);
   ASSERT_FALSE(r.ev.calls().empty());
-  EXPECT_EQ(r.ev.calls().front().target.uid, uid_of(5));
+  EXPECT_EQ(r.ev.calls().front().target.uid, pod_uid(5));
 }
 
 TEST(DecisionView, DaemonObservesFullyWhenAPodAppearedUnderPressure) {
   DaemonRig r(50);
   r.d->on_tick(TimePoint(2s), true);
   // Quiet events need no pods: the new pod waits for the next full observation.
-  r.n.fake.add_pod(uid_of(77), QosClass::BestEffort, mem(4000, 0));
+  r.n.fake.add_pod(pod_uid(77), QosClass::BestEffort, pod_memory(4000, 0));
   r.event(TimePoint(2s + 10ms));
   EXPECT_EQ(evaluations(r.metrics, "partial"), 1u);
   EXPECT_EQ(r.d->last_snapshot().pods.size(), 30u);
@@ -418,7 +389,7 @@ TEST(DecisionView, DaemonObservesFullyWhenAPodAppearedUnderPressure) {
   EXPECT_EQ(evaluations(r.metrics, "full"), 2u);
   EXPECT_EQ(r.d->last_snapshot().pods.size(), 31u);
   ASSERT_FALSE(r.ev.calls().empty());
-  EXPECT_EQ(r.ev.calls().front().target.uid, uid_of(77));
+  EXPECT_EQ(r.ev.calls().front().target.uid, pod_uid(77));
 }
 
 }  // namespace

@@ -14,29 +14,18 @@
 #include <gtest/gtest.h>
 
 #include "daemon/daemon.hpp"
-#include "fakes/fake_node.hpp"
+#include "daemon/ladder_node.hpp"
 #include "pressured/evictor.hpp"
 
 namespace pressured {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::FakeNode;
 using testing::FakePodMemory;
-constexpr uint64_t MiB = 1ULL << 20;
+using testing::memory_threshold;
+using testing::pod_memory;
+using testing::pod_uid;
 constexpr uint64_t GiB = 1ULL << 30;
-
-std::string uid_of(int i) {
-  char uid[64];
-  std::snprintf(uid, sizeof uid, "0cc1b2c3-0000-4000-8000-%012d", i);
-  return uid;
-}
-
-FakePodMemory mem(uint64_t ws_mib, uint64_t inactive_mib) {
-  FakePodMemory m{(ws_mib + inactive_mib) * MiB, ws_mib * MiB, inactive_mib * MiB, inactive_mib * MiB, 0};
-  m.pids = 2;
-  return m;
-}
 
 // The root memcg for a memory.available of `available` on the fake's 8 GiB.
 FakePodMemory root_for_available(uint64_t available) {
@@ -101,18 +90,13 @@ class ControlledEvictor final : public Evictor {
 constexpr int kPods = 30;
 
 struct Rig {
-  FakeNode fake{CgroupVersion::V1, CgroupDriver::Cgroupfs};
-  std::unique_ptr<NodeObserver> real;
+  testing::LadderNode node{kPods};
   std::unique_ptr<CountingObserver> obs;
   ControlledEvictor ev;
   std::unique_ptr<Daemon> d;
   Daemon::Observe mode;
   Rig(const EvictionConfig& e, Daemon::Observe m) : mode(m) {
-    for (int i = 0; i < kPods; ++i) fake.add_pod(uid_of(i), QosClass::BestEffort, mem(10 + static_cast<uint64_t>(i), 5));
-    auto o = make_node_observer(fake.config());
-    if (!o) throw std::runtime_error(o.error().message);
-    real = std::move(*o);
-    obs = std::make_unique<CountingObserver>(*real);
+    obs = std::make_unique<CountingObserver>(*node.obs);
     Config c;
     c.eviction = e;
     DaemonDeps deps;
@@ -121,7 +105,7 @@ struct Rig {
     d = std::make_unique<Daemon>(c, deps);
   }
   void evaluate(TimePoint now) { d->evaluate(now, "bpf", std::nullopt, mode); }
-  void set_pod(int i, FakePodMemory m) { fake.write_memcg(fake.pod_dir(uid_of(i), QosClass::BestEffort), m); }
+  void set_pod(int i, const FakePodMemory& m) { node.set(i, m); }
   // What the policy has in flight, without the per-process eviction ids.
   std::vector<std::string> in_flight() const {
     std::vector<std::string> out;
@@ -132,17 +116,6 @@ struct Rig {
     return out;
   }
 };
-
-EvictionConfig memory(ThresholdKind kind, double percent) {
-  Threshold t;
-  t.signal = Signal::MemoryAvailable;
-  t.kind = kind;
-  t.value.kind = ThresholdValue::Kind::Percent;
-  t.value.percent = percent;
-  EvictionConfig e;
-  e.thresholds.push_back(t);
-  return e;
-}
 
 // The same steps on a daemon deciding on partial refreshes and on one
 // observing in full every time.
@@ -167,41 +140,41 @@ struct Twins {
   void start_on_pod5(uint64_t available) {
     evaluate(TimePoint(2s));  // the safety net's full observation
     both([&](Rig& r) {
-      r.set_pod(5, mem(3000, 5));
-      r.fake.set_root_memory(root_for_available(available));
+      r.set_pod(5, pod_memory(3000, 5));
+      r.node.fake.set_root_memory(root_for_available(available));
     });
     evaluate(TimePoint(2s + 10ms));
     expect_same_decisions("the eviction starts");
     ASSERT_FALSE(partial.in_flight().empty());
-    ASSERT_EQ(partial.in_flight().front().rfind(uid_of(5), 0), 0u) << partial.in_flight().front();
+    ASSERT_EQ(partial.in_flight().front().rfind(pod_uid(5), 0), 0u) << partial.in_flight().front();
   }
 };
 
 TEST(InFlightDecision, AHeldLaneReadsTheVictimAndTheSignalsOnly) {
-  Twins t(memory(ThresholdKind::Hard, 50));
+  Twins t(memory_threshold(50, ThresholdKind::Hard));
   t.start_on_pod5(GiB);
   t.partial.obs->reset();
   t.evaluate(TimePoint(2s + 20ms));
   t.expect_same_decisions("killed, still running");
-  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{uid_of(5) + " terminating killed"});
+  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{pod_uid(5) + " terminating killed"});
   EXPECT_EQ(t.partial.obs->observations, 0);
   EXPECT_EQ(t.partial.obs->signal_reads, 1);
-  EXPECT_EQ(t.partial.obs->pods_read, std::vector<std::string>{uid_of(5)});
+  EXPECT_EQ(t.partial.obs->pods_read, std::vector<std::string>{pod_uid(5)});
   EXPECT_EQ(t.partial.obs->usage_batches, 0) << "the held memory lane needs no ranking";
   EXPECT_EQ(t.full.obs->observations, 3);
 }
 
 TEST(InFlightDecision, AVictimWhoseCgroupIsGoneHasExitedAsInAFullObservation) {
-  Twins t(memory(ThresholdKind::Hard, 50));
+  Twins t(memory_threshold(50, ThresholdKind::Hard));
   t.start_on_pod5(GiB);
-  t.both([](Rig& r) { r.fake.remove_pod(uid_of(5), QosClass::BestEffort); });
+  t.both([](Rig& r) { r.node.fake.remove_pod(pod_uid(5), QosClass::BestEffort); });
   t.partial.obs->reset();
   t.evaluate(TimePoint(2s + 20ms));
   t.expect_same_decisions("victim gone");
-  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{uid_of(5) + " releasing killed"});
+  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{pod_uid(5) + " releasing killed"});
   EXPECT_EQ(t.partial.obs->observations, 0);
   const auto& pods = t.partial.d->last_snapshot().pods;
-  EXPECT_TRUE(std::none_of(pods.begin(), pods.end(), [](const Pod& p) { return p.uid == uid_of(5); }));
+  EXPECT_TRUE(std::none_of(pods.begin(), pods.end(), [](const Pod& p) { return p.uid == pod_uid(5); }));
   // Releasing: the lane is no longer held, its ranking needs the pod set,
   // which moved: a full observation, then the release and the next victim.
   t.evaluate(TimePoint(2s + 30ms));
@@ -210,64 +183,64 @@ TEST(InFlightDecision, AVictimWhoseCgroupIsGoneHasExitedAsInAFullObservation) {
 }
 
 TEST(InFlightDecision, AReleasingVictimsUsageIsReadFreshWhetherItRestartsOrLetsGo) {
-  Twins t(memory(ThresholdKind::Hard, 50));
+  Twins t(memory_threshold(50, ThresholdKind::Hard));
   t.start_on_pod5(GiB);
-  t.both([](Rig& r) { r.ev.empty.insert(uid_of(5)); });
+  t.both([](Rig& r) { r.ev.empty.insert(pod_uid(5)); });
   t.evaluate(TimePoint(2s + 20ms));
   t.expect_same_decisions("exited");
-  ASSERT_EQ(t.partial.in_flight(), std::vector<std::string>{uid_of(5) + " releasing killed"});
+  ASSERT_EQ(t.partial.in_flight(), std::vector<std::string>{pod_uid(5) + " releasing killed"});
   // Its containers restarted: its memory is not back.
   t.both([](Rig& r) {
     r.ev.empty.clear();
-    r.set_pod(5, mem(3500, 5));
+    r.set_pod(5, pod_memory(3500, 5));
   });
   t.partial.obs->reset();
   t.evaluate(TimePoint(2s + 30ms));
   t.expect_same_decisions("victim restarted");
-  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{uid_of(5) + " releasing killed"});
+  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{pod_uid(5) + " releasing killed"});
   EXPECT_EQ(t.partial.obs->observations, 0);
-  EXPECT_EQ(t.partial.obs->pods_read.front(), uid_of(5));
+  EXPECT_EQ(t.partial.obs->pods_read.front(), pod_uid(5));
   // Its memory comes back: released, and (still under pressure) the next
   // victim is the one a full observation picks.
-  t.both([](Rig& r) { r.set_pod(5, mem(1, 0)); });
+  t.both([](Rig& r) { r.set_pod(5, pod_memory(1, 0)); });
   t.partial.obs->reset();
   t.evaluate(TimePoint(2s + 40ms));
   t.expect_same_decisions("released");
   EXPECT_EQ(t.partial.obs->observations, 0);
-  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{uid_of(kPods - 1) + " terminating killed"});
+  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{pod_uid(kPods - 1) + " terminating killed"});
 }
 
 TEST(InFlightDecision, AThresholdClearedMeanwhileChangesNothingInFlight) {
-  Twins t(memory(ThresholdKind::Soft, 50));
+  Twins t(memory_threshold(50, ThresholdKind::Soft));
   t.start_on_pod5(3 * GiB);
-  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{uid_of(5) + " terminating"});
-  t.both([](Rig& r) { r.fake.set_root_memory(root_for_available(6 * GiB)); });
+  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{pod_uid(5) + " terminating"});
+  t.both([](Rig& r) { r.node.fake.set_root_memory(root_for_available(6 * GiB)); });
   t.partial.obs->reset();
   t.evaluate(TimePoint(2s + 20ms));
   t.expect_same_decisions("threshold cleared");
-  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{uid_of(5) + " terminating"});
+  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{pod_uid(5) + " terminating"});
   EXPECT_EQ(t.partial.obs->observations, 0);
   EXPECT_FALSE(t.partial.d->last_decisions().thresholds.at(0).met);
 }
 
 TEST(InFlightDecision, AHardThresholdCrossedMeanwhileEscalatesAsInAFullObservation) {
-  EvictionConfig e = memory(ThresholdKind::Soft, 50);
-  e.thresholds.push_back(memory(ThresholdKind::Hard, 25).thresholds.front());
+  EvictionConfig e = memory_threshold(50, ThresholdKind::Soft);
+  e.thresholds.push_back(memory_threshold(25, ThresholdKind::Hard).thresholds.front());
   Twins t(e);
   t.start_on_pod5(3 * GiB);
-  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{uid_of(5) + " terminating"});
-  t.both([](Rig& r) { r.fake.set_root_memory(root_for_available(GiB)); });
+  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{pod_uid(5) + " terminating"});
+  t.both([](Rig& r) { r.node.fake.set_root_memory(root_for_available(GiB)); });
   t.partial.obs->reset();
   t.evaluate(TimePoint(2s + 20ms));
   t.expect_same_decisions("hard threshold crossed");
-  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{uid_of(5) + " terminating killed escalated"});
-  EXPECT_EQ(t.partial.ev.calls.back(), "kill " + uid_of(5));
+  EXPECT_EQ(t.partial.in_flight(), std::vector<std::string>{pod_uid(5) + " terminating killed escalated"});
+  EXPECT_EQ(t.partial.ev.calls.back(), "kill " + pod_uid(5));
   EXPECT_EQ(t.partial.obs->observations, 0);
   EXPECT_EQ(t.partial.obs->signal_reads, 1) << "one signal watched by both thresholds";
 }
 
 TEST(InFlightDecision, AnotherLanesThresholdStillNeedsAFullObservation) {
-  EvictionConfig e = memory(ThresholdKind::Hard, 50);
+  EvictionConfig e = memory_threshold(50, ThresholdKind::Hard);
   Threshold pids;
   pids.signal = Signal::PidAvailable;
   pids.kind = ThresholdKind::Hard;
@@ -276,7 +249,7 @@ TEST(InFlightDecision, AnotherLanesThresholdStillNeedsAFullObservation) {
   e.thresholds.push_back(pids);
   Twins t(e);
   t.start_on_pod5(GiB);
-  t.both([](Rig& r) { testing::write_text(r.fake.root() + "/proc/loadavg", "0.03 0.15 0.08 1/32700 6537\n"); });
+  t.both([](Rig& r) { testing::write_text(r.node.fake.root() + "/proc/loadavg", "0.03 0.15 0.08 1/32700 6537\n"); });
   t.partial.obs->reset();
   t.evaluate(TimePoint(2s + 20ms));
   t.expect_same_decisions("the pids lane is free");

@@ -275,5 +275,42 @@ TEST(ReliefStage, DryRunAsksNothingHoldsNothingAndLogsEachCgroupOncePerBackoff) 
   EXPECT_FALSE(h.step(10.1, s).start) << "the would-be targets back off";
 }
 
+TEST(ReliefStage, ARestoredBackoffOutlivesARestartUntilItsTimeAndNoLongerThanTheConfiguredBackoff) {
+  Snap s;
+  s.mem(400 * kMi).add(cache_pod("a", QosClass::BestEffort, 900 * kMiB, 300 * kMiB, 0));
+  const std::string a = "/sys/fs/cgroup/kubepods/poda";
+  // The first daemon: a's cgroup gave back little at 10 s and backs off until 310 s.
+  Harness before(config({hard(Signal::MemoryAvailable, qty(500 * kMi))}));
+  auto st = before.step(10, s);
+  ASSERT_TRUE(st.start);
+  before.step(10.05, s, gave_back(*st.start, 0.05));
+  const ReliefState saved = before.stage.state();
+  ASSERT_EQ(saved.backoff.size(), 1u);
+  EXPECT_EQ(saved.backoff.at(a), at(10.05) + 5min);
+
+  // The restarted daemon: not asked again while the back-off lasts, asked after.
+  Harness after(config({hard(Signal::MemoryAvailable, qty(500 * kMi))}));
+  EXPECT_EQ(after.stage.restore(saved), 1u);
+  auto again = after.step(60, s);
+  EXPECT_FALSE(again.start) << "a restart does not ask a backing-off cgroup once more";
+  ASSERT_TRUE(again.skipped);
+  EXPECT_EQ(*again.skipped, ReliefSkip::NoCandidate);
+  EXPECT_EQ(after.d.candidates.size(), 1u) << "the eviction goes ahead without a hold";
+  Snap over;
+  over.mem(900 * kMi).add(cache_pod("a", QosClass::BestEffort, 900 * kMiB, 300 * kMiB, 0));
+  after.step(200, over);  // the threshold let go meanwhile
+  EXPECT_TRUE(after.step(311, s).start) << "asked again once its back-off is over";
+
+  // Restored under a shorter relief.backoff: capped at it from the first step.
+  ReliefConfig shorter = relief_config();
+  shorter.backoff = 1min;
+  Harness reloaded(config({hard(Signal::MemoryAvailable, qty(500 * kMi))}), shorter);
+  reloaded.stage.restore(saved);
+  EXPECT_FALSE(reloaded.step(60, s).start);
+  EXPECT_EQ(reloaded.stage.backoff().at(a), at(60) + 1min);
+  reloaded.step(100, over);
+  EXPECT_TRUE(reloaded.step(121, s).start);
+}
+
 }  // namespace
 }  // namespace pressured

@@ -403,6 +403,40 @@ Result<std::string> ControlPlane::create_pod(const std::string& ns, const std::s
   return json::parse(r.body)["metadata"]["uid"].get<std::string>();
 }
 
+Result<void> ControlPlane::set_pod_running(const std::string& ns, const std::string& name) const {
+  auto r = admin_call("PATCH", "/api/v1/namespaces/" + ns + "/pods/" + name + "/status",
+                      json{{"status",
+                            {{"phase", "Running"},
+                             {"conditions", json::array({{{"type", "Ready"}, {"status", "True"}}})}}}},
+                      "application/merge-patch+json");
+  if (r.status != 200) return Error{EIO, fmt::format("mark pod {}/{} running: HTTP {} {}", ns, name, r.status, r.body)};
+  return {};
+}
+
+Result<void> ControlPlane::create_pdb_allowing_none(const std::string& ns, const std::string& name,
+                                                     const json& labels) const {
+  json pdb{{"apiVersion", "policy/v1beta1"},
+           {"kind", "PodDisruptionBudget"},
+           {"metadata", {{"name", name}, {"namespace", ns}}},
+           {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", labels}}}}}};
+  const std::string path = "/apis/policy/v1beta1/namespaces/" + ns + "/poddisruptionbudgets";
+  auto r = admin_call("POST", path, pdb);
+  if (r.status != 201) {
+    return Error{EIO, fmt::format("create PodDisruptionBudget {}/{}: HTTP {} {}", ns, name, r.status, r.body)};
+  }
+  json created = json::parse(r.body);
+  created["status"] = {{"observedGeneration", created["metadata"].value("generation", 1)},
+                       {"disruptionsAllowed", 0},
+                       {"currentHealthy", 1},
+                       {"desiredHealthy", 1},
+                       {"expectedPods", 1}};
+  r = admin_call("PUT", path + "/" + name + "/status", created);
+  if (r.status != 200) {
+    return Error{EIO, fmt::format("write PodDisruptionBudget {}/{} status: HTTP {} {}", ns, name, r.status, r.body)};
+  }
+  return {};
+}
+
 Result<void> ControlPlane::create_node(const std::string& name) const {
   auto r = admin_call("POST", "/api/v1/nodes", json{{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", name}}}});
   if (r.status != 201 && r.status != 409) return Error{EIO, "create node " + name + ": " + r.body};

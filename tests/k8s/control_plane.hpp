@@ -67,6 +67,15 @@ class ControlPlane {
   Result<std::string> create_pod(const std::string& ns, const std::string& name, const std::string& node,
                                  const nlohmann::json& labels = nlohmann::json::object(),
                                  int64_t grace_seconds = 30) const;
+  /// What the kubelet would report of a pod it runs: phase Running and the
+  /// Ready condition (the API server evicts Pending and not-ready pods
+  /// without asking a disruption budget).
+  Result<void> set_pod_running(const std::string& ns, const std::string& name) const;
+  /// A PodDisruptionBudget `name` (policy/v1beta1, minAvailable 1) over the
+  /// pods labelled `labels`, with the status the disruption controller (not
+  /// run here) would write: no disruption allowed.
+  Result<void> create_pdb_allowing_none(const std::string& ns, const std::string& name,
+                                        const nlohmann::json& labels) const;
   /// Creates a Node object (admin; no kubelet behind it).
   Result<void> create_node(const std::string& name) const;
   /// Applies a YAML file (each document POSTed; AlreadyExists is fine).

@@ -5,82 +5,23 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <map>
-#include <mutex>
-
 #include "fakes/privilege.hpp"
 #include "k8s/control_plane.hpp"
-#include "k8s/reporter.hpp"
-#include "metrics/exposition.hpp"
+#include "k8s/reporter_harness.hpp"
 
 namespace pressured::k8s {
 namespace {
 
+using namespace std::chrono_literals;
 using json = nlohmann::json;
+using testing::api_requests;
+using testing::eviction_of;
 using testing::scraped;
 
-// Attempts of one API action with one outcome, as exported.
-std::optional<double> api_requests(const Metrics& m, const char* action, const char* result) {
-  return scraped(m, "pressured_kubernetes_api_requests_total", {{"action", action}, {"result", result}});
-}
-using namespace std::chrono_literals;
-
-// Every HTTP answer pressured got, by action and outcome.
-struct Outcomes {
-  std::mutex mu;
-  std::map<std::pair<ApiAction, ApiOutcome>, int> n;
-  int count(ApiAction a, ApiOutcome o) {
-    std::lock_guard lk(mu);
-    return n[{a, o}];
-  }
-  int total(ApiAction a) {
-    std::lock_guard lk(mu);
-    int t = 0;
-    for (auto& [k, v] : n) t += k.first == a ? v : 0;
-    return t;
-  }
-};
-
-struct Harness {
-  std::unique_ptr<Metrics> metrics = std::make_unique<Metrics>(MetricsOptions{.node = "node-a"});  // outlives reporter
-  std::unique_ptr<Reporter> reporter;
-  std::shared_ptr<Outcomes> outcomes = std::make_shared<Outcomes>();
-};
-
-// mark_failed false: the Eviction API path (the fallback when a server
-// refuses the status update; tests/k8s/eviction_record_k8s_test.cpp has the
-// status path).
-Harness make_reporter(const testing::ControlPlane& cp, const std::string& node = "node-a", bool mark_failed = false) {
-  auto id = cp.pressured_identity();
-  EXPECT_TRUE(id) << (id ? "" : id.error().message);
-  ReporterOptions o;
-  o.mark_failed = mark_failed;
-  o.node_name = node;
-  o.initial_backoff = 50ms;
-  o.taint_nodes = false;
-  Harness h;
-  h.reporter = std::make_unique<Reporter>(ApiClient(*id, 10s), o);
-  h.reporter->attach_metrics(*h.metrics);
-  auto out = h.outcomes;
-  h.reporter->set_outcome_hook([out](ApiAction a, ApiOutcome oc) {
-    std::lock_guard lk(out->mu);
-    ++out->n[{a, oc}];
-  });
-  h.reporter->start();
-  return h;
-}
-
-Eviction eviction_of(const std::string& ns, const std::string& name, const std::string& uid, int64_t grace) {
-  Eviction e;
-  e.id = "test-" + name;
-  e.uid = uid;
-  e.name = name;
-  e.namespace_ = ns;
-  e.grace_period_seconds = grace;
-  e.signal = Signal::MemoryAvailable;
-  e.observed = 255.0 * 1024 * 1024;
-  e.threshold_value = 256.0 * 1024 * 1024;
-  return e;
+// The Eviction API path (the fallback when a server refuses the status
+// update; tests/k8s/eviction_record_k8s_test.cpp has the status path).
+testing::ReporterHarness make_reporter(const testing::ControlPlane& cp) {
+  return testing::make_reporter(cp, /*mark_failed=*/false);
 }
 
 json get_pod(const testing::ControlPlane& cp, const std::string& ns, const std::string& name, long* status) {
@@ -126,32 +67,13 @@ TEST(K8sEviction, DisruptionBudgetRefusesWith429ThenDeleteWithSameGraceAndUid) {
   ASSERT_TRUE(cp->ensure_namespace("evict-pdb"));
   auto uid = cp->create_pod("evict-pdb", "db-0", "node-a", json{{"app", "db"}}, 30);
   ASSERT_TRUE(uid) << uid.error().message;
-  json pdb{{"apiVersion", "policy/v1beta1"},
-           {"kind", "PodDisruptionBudget"},
-           {"metadata", {{"name", "db"}, {"namespace", "evict-pdb"}}},
-           {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "db"}}}}}}}};
-  auto r = cp->admin_call("POST", "/apis/policy/v1beta1/namespaces/evict-pdb/poddisruptionbudgets", pdb);
-  ASSERT_EQ(r.status, 201) << r.body;
-  // No disruption controller here: its verdict (no disruption allowed) is
-  // written through the status subresource, as the controller would.
-  json created = json::parse(r.body);
-  created["status"] = {{"observedGeneration", created["metadata"].value("generation", 1)},
-                       {"disruptionsAllowed", 0},
-                       {"currentHealthy", 1},
-                       {"desiredHealthy", 1},
-                       {"expectedPods", 1}};
-  r = cp->admin_call("PUT", "/apis/policy/v1beta1/namespaces/evict-pdb/poddisruptionbudgets/db/status", created);
-  ASSERT_EQ(r.status, 200) << r.body;
-
+  auto pdb = cp->create_pdb_allowing_none("evict-pdb", "db", json{{"app", "db"}});
+  ASSERT_TRUE(pdb) << pdb.error().message;
   // The kubelet would have reported it running and ready: the API server
   // evicts Pending pods, and not-ready pods while the budget is otherwise
   // met, without asking the budget.
-  r = cp->admin_call("PATCH", "/api/v1/namespaces/evict-pdb/pods/db-0/status",
-                     json{{"status",
-                           {{"phase", "Running"},
-                            {"conditions", json::array({{{"type", "Ready"}, {"status", "True"}}})}}}},
-                     "application/merge-patch+json");
-  ASSERT_EQ(r.status, 200) << r.body;
+  auto running = cp->set_pod_running("evict-pdb", "db-0");
+  ASSERT_TRUE(running) << running.error().message;
 
   auto h = make_reporter(*cp);
   h.reporter->report_eviction(eviction_of("evict-pdb", "db-0", *uid, 12));

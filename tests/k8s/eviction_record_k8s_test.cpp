@@ -9,48 +9,24 @@
 
 #include "fakes/privilege.hpp"
 #include "k8s/control_plane.hpp"
-#include "k8s/reporter.hpp"
-#include "metrics/exposition.hpp"
+#include "k8s/reporter_harness.hpp"
 
 namespace pressured::k8s {
 namespace {
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+using testing::api_requests;
 using testing::scraped;
 
-std::optional<double> api_requests(const Metrics& m, const char* action, const char* result) {
-  return scraped(m, "pressured_kubernetes_api_requests_total", {{"action", action}, {"result", result}});
+// The status path: mark_failed, the default.
+testing::ReporterHarness make_reporter(const testing::ControlPlane& cp) {
+  return testing::make_reporter(cp, /*mark_failed=*/true);
 }
 
-struct Harness {
-  std::unique_ptr<Metrics> metrics = std::make_unique<Metrics>(MetricsOptions{.node = "node-a"});  // outlives reporter
-  std::unique_ptr<Reporter> reporter;
-};
-
-Harness make_reporter(const testing::ControlPlane& cp) {
-  auto id = cp.pressured_identity();
-  EXPECT_TRUE(id) << (id ? "" : id.error().message);
-  ReporterOptions o;  // mark_failed: the default
-  o.node_name = "node-a";
-  o.initial_backoff = 50ms;
-  o.taint_nodes = false;
-  Harness h;
-  h.reporter = std::make_unique<Reporter>(ApiClient(*id, 10s), o);
-  h.reporter->attach_metrics(*h.metrics);
-  h.reporter->start();
-  return h;
-}
-
+// An eviction with the ranking keys and the wake source its message reports.
 Eviction eviction_of(const std::string& ns, const std::string& name, const std::string& uid) {
-  Eviction e;
-  e.id = "rec-" + name;
-  e.uid = uid;
-  e.name = name;
-  e.namespace_ = ns;
-  e.signal = Signal::MemoryAvailable;
-  e.observed = 255.0 * 1024 * 1024;
-  e.threshold_value = 256.0 * 1024 * 1024;
+  Eviction e = testing::eviction_of(ns, name, uid);
   e.keys.usage = 700ull << 20;
   e.keys.request = 512ull << 20;
   e.keys.over_request = true;
@@ -64,22 +40,13 @@ json get_json(const testing::ControlPlane& cp, const std::string& path) {
   return r.status == 200 ? json::parse(r.body) : json();
 }
 
-// The kubelet's pod reports Running and Ready before it is evicted.
-void set_running(const testing::ControlPlane& cp, const std::string& ns, const std::string& name) {
-  auto r = cp.admin_call("PATCH", "/api/v1/namespaces/" + ns + "/pods/" + name + "/status",
-                         json{{"status",
-                               {{"phase", "Running"},
-                                {"conditions", json::array({{{"type", "Ready"}, {"status", "True"}}})}}}},
-                         "application/merge-patch+json");
-  ASSERT_EQ(r.status, 200) << r.body;
-}
-
 TEST(K8sEvictionRecord, PodStaysFailedEvictedWithTheMessageAndDisruptionTargetAndTheEventHasTheAnnotations) {
   PRESSURED_REQUIRE_CONTROL_PLANE(cp);
   ASSERT_TRUE(cp->ensure_namespace("record"));
   auto uid = cp->create_pod("record", "cache", "node-a", json::object(), 0);
   ASSERT_TRUE(uid) << uid.error().message;
-  set_running(*cp, "record", "cache");
+  auto running = cp->set_pod_running("record", "cache");
+  ASSERT_TRUE(running) << running.error().message;
   auto h = make_reporter(*cp);
   const Eviction e = eviction_of("record", "cache", *uid);
   h.reporter->report_eviction(e);
@@ -140,24 +107,13 @@ TEST(K8sEvictionRecord, ADisruptionBudgetIsNotAsked) {
   ASSERT_TRUE(cp->ensure_namespace("record-pdb"));
   auto uid = cp->create_pod("record-pdb", "db-0", "node-a", json{{"app", "db"}}, 30);
   ASSERT_TRUE(uid) << uid.error().message;
-  json pdb{{"apiVersion", "policy/v1beta1"},
-           {"kind", "PodDisruptionBudget"},
-           {"metadata", {{"name", "db"}, {"namespace", "record-pdb"}}},
-           {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "db"}}}}}}}};
-  auto r = cp->admin_call("POST", "/apis/policy/v1beta1/namespaces/record-pdb/poddisruptionbudgets", pdb);
-  ASSERT_EQ(r.status, 201) << r.body;
-  json created = json::parse(r.body);
-  created["status"] = {{"observedGeneration", created["metadata"].value("generation", 1)},
-                       {"disruptionsAllowed", 0},
-                       {"currentHealthy", 1},
-                       {"desiredHealthy", 1},
-                       {"expectedPods", 1}};
-  r = cp->admin_call("PUT", "/apis/policy/v1beta1/namespaces/record-pdb/poddisruptionbudgets/db/status", created);
-  ASSERT_EQ(r.status, 200) << r.body;
-  set_running(*cp, "record-pdb", "db-0");
+  auto pdb = cp->create_pdb_allowing_none("record-pdb", "db", json{{"app", "db"}});
+  ASSERT_TRUE(pdb) << pdb.error().message;
+  auto running = cp->set_pod_running("record-pdb", "db-0");
+  ASSERT_TRUE(running) << running.error().message;
   // The budget refuses a voluntary disruption: the Eviction API answers 429.
-  r = cp->admin_call("POST", "/api/v1/namespaces/record-pdb/pods/db-0/eviction",
-                     json::parse(eviction_body(eviction_of("record-pdb", "db-0", *uid), "policy/v1beta1")));
+  auto r = cp->admin_call("POST", "/api/v1/namespaces/record-pdb/pods/db-0/eviction",
+                          json::parse(eviction_body(eviction_of("record-pdb", "db-0", *uid), "policy/v1beta1")));
   ASSERT_EQ(r.status, 429) << r.body;
 
   auto h = make_reporter(*cp);

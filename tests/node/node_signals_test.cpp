@@ -5,15 +5,12 @@
 
 #include <gtest/gtest.h>
 
-#include "fakes/fake_node.hpp"
+#include "node/observer_test_helpers.hpp"
 
 namespace pressured {
 namespace {
 
-using testing::FakeNode;
-using testing::FakePodMemory;
-constexpr uint64_t GiB = 1ULL << 30;
-TimePoint t(int s) { return TimePoint(std::chrono::seconds(s)); }
+using namespace observer_test;
 
 struct Signals {
   FakeNode fake{CgroupVersion::V1, CgroupDriver::Cgroupfs};

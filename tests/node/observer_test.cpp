@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fakes/fake_node.hpp"
 #include "node/formulas.hpp"
+#include "node/observer_test_helpers.hpp"
 #include "metrics/exposition.hpp"
 #include "pressured/observer.hpp"
 
@@ -20,12 +20,7 @@ namespace {
 
 using testing::exported;
 
-using testing::FakeNode;
-using testing::FakePodMemory;
-
-constexpr uint64_t MiB = 1ULL << 20;
-constexpr uint64_t GiB = 1ULL << 30;
-TimePoint t(int s) { return TimePoint(std::chrono::seconds(s)); }
+using namespace observer_test;
 
 const Pod* find(const NodeSnapshot& s, const std::string& uid) {
   for (const auto& p : s.pods) {

@@ -8,15 +8,12 @@
 
 #include <gtest/gtest.h>
 
-#include "fakes/fake_node.hpp"
+#include "node/observer_test_helpers.hpp"
 
 namespace pressured {
 namespace {
 
-using testing::FakeNode;
-using testing::FakePodMemory;
-constexpr uint64_t MiB = 1ULL << 20;
-TimePoint t(int s) { return TimePoint(std::chrono::seconds(s)); }
+using namespace observer_test;
 
 class CachedStorage final : public PodStorageSource {
  public:

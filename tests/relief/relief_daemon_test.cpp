@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <filesystem>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -27,6 +29,7 @@ class FakeReclaim final : public ReclaimWriter {
   explicit FakeReclaim(FakeObserver& obs) : obs_(obs) {}
   std::atomic<bool> block{false};
   std::atomic<int> calls{0};
+  std::atomic<int> yield_percent{100};  // of what is asked, given back
   std::mutex mu;
   std::condition_variable cv;
   bool released = false;
@@ -36,11 +39,12 @@ class FakeReclaim final : public ReclaimWriter {
     if (block) cv.wait_for(lk, 10s, [&] { return released; });
     for (auto& p : obs_.pods) {
       if (p.cgroup_path != path) continue;
-      const uint64_t got = std::min(bytes, p.usage.memory_active_file_bytes);
+      const uint64_t got = std::min(bytes / 100 * static_cast<uint64_t>(yield_percent.load()),
+                                    p.usage.memory_active_file_bytes);
       p.usage.memory_active_file_bytes -= got;
       p.usage.memory_working_set_bytes -= got;
     }
-    return bytes;
+    return bytes / 100 * static_cast<uint64_t>(yield_percent.load());
   }
   void release() {
     std::lock_guard lk(mu);
@@ -73,38 +77,44 @@ void cache_pod(FakeObserver& obs) {
   p.usage.memory_active_file_bytes = 600 * kMiB;
 }
 
-TEST(ReliefDaemon, AHeldEvictionGoesAheadAtTheBudgetWhenReclaimDoesNotAnswer) {
+// The daemon over cache_pod's node with the fake writer and a recording evictor.
+struct CachePodDaemon {
   FakeObserver obs;
-  cache_pod(obs);
-  FakeReclaim writer(obs);
-  writer.block = true;
+  FakeReclaim writer{obs};
   RecordingEvictor evictor;
-  DaemonDeps deps;
-  deps.observer = &obs;
-  deps.evictor = &evictor;
-  deps.reclaim = &writer;
-  Daemon d(relief_config(), deps);
+  std::unique_ptr<Daemon> d;  // last: stopped before what it uses
+  CachePodDaemon() {
+    cache_pod(obs);
+    DaemonDeps deps;
+    deps.observer = &obs;
+    deps.evictor = &evictor;
+    deps.reclaim = &writer;
+    d = std::make_unique<Daemon>(relief_config(), deps);
+  }
+  ~CachePodDaemon() {
+    d.reset();
+    std::filesystem::remove(relief_config().daemon.state_file);  // its checkpoint: nothing left in /tmp
+  }
+};
+
+TEST(ReliefDaemon, AHeldEvictionGoesAheadAtTheBudgetWhenReclaimDoesNotAnswer) {
+  CachePodDaemon r;
+  r.writer.block = true;
+  Daemon& d = *r.d;
   d.evaluate(at_ms(1000), "test", std::nullopt);
-  EXPECT_TRUE(evictor.calls().empty()) << "held for reclaim";
+  EXPECT_TRUE(r.evictor.calls().empty()) << "held for reclaim";
   EXPECT_TRUE(d.relief().running());
   d.evaluate(at_ms(1200), "test", std::nullopt);
-  EXPECT_TRUE(evictor.calls().empty()) << "still within the 250ms budget";
+  EXPECT_TRUE(r.evictor.calls().empty()) << "still within the 250ms budget";
   d.evaluate(at_ms(1250), "test", std::nullopt);
-  ASSERT_FALSE(evictor.calls().empty()) << "the budget is over: evicted whatever the worker does";
-  EXPECT_EQ(evictor.calls().front().step, "kill");
-  writer.release();
+  ASSERT_FALSE(r.evictor.calls().empty()) << "the budget is over: evicted whatever the worker does";
+  EXPECT_EQ(r.evictor.calls().front().step, "kill");
+  r.writer.release();
 }
 
 TEST(ReliefDaemon, ReclaimThatBringsTheNodeBackAvoidsTheEviction) {
-  FakeObserver obs;
-  cache_pod(obs);
-  FakeReclaim writer(obs);
-  RecordingEvictor evictor;
-  DaemonDeps deps;
-  deps.observer = &obs;
-  deps.evictor = &evictor;
-  deps.reclaim = &writer;
-  Daemon d(relief_config(), deps);
+  CachePodDaemon r;
+  Daemon& d = *r.d;
   d.evaluate(at_ms(1000), "test", std::nullopt);
   EXPECT_TRUE(d.relief().running());
   // The worker answers on its thread; the next evaluations take it in (bounded).
@@ -113,10 +123,60 @@ TEST(ReliefDaemon, ReclaimThatBringsTheNodeBackAvoidsTheEviction) {
     d.evaluate(at_ms(1001 + i / 100), "test", std::nullopt);
   }
   EXPECT_EQ(d.relief().stats().avoided.load(), 1u);
-  EXPECT_GT(writer.calls.load(), 0);
-  EXPECT_TRUE(evictor.calls().empty());
+  EXPECT_GT(r.writer.calls.load(), 0);
+  EXPECT_TRUE(r.evictor.calls().empty());
   d.evaluate(at_ms(2000), "test", std::nullopt);
-  EXPECT_TRUE(evictor.calls().empty()) << "the node is back above the threshold";
+  EXPECT_TRUE(r.evictor.calls().empty()) << "the node is back above the threshold";
+}
+
+// The back-off is in the checkpoint: a restarted daemon does not ask a cgroup
+// that gave back little once more (a crash-looping daemon would otherwise ask
+// it at every start), and its eviction goes ahead without a hold.
+TEST(ReliefDaemon, ACgroupThatGaveBackLittleIsNotAskedAgainAfterARestart) {
+  const Config config = relief_config();
+  std::filesystem::remove(config.daemon.state_file);
+  FakeObserver obs;
+  cache_pod(obs);
+  FakeReclaim writer(obs);
+  writer.yield_percent = 5;
+  {
+    writer.block = true;
+    RecordingEvictor evictor;
+    DaemonDeps deps;
+    deps.observer = &obs;
+    deps.evictor = &evictor;
+    deps.reclaim = &writer;
+    Daemon d(config, deps);
+    d.evaluate(at_ms(1000), "test", std::nullopt);
+    ASSERT_TRUE(d.relief().running());
+    // Meanwhile the pod frees memory of its own: the node is back over the
+    // threshold, so this daemon evicts nobody, but the run gave back 5%.
+    obs.pods[0].usage.memory_working_set_bytes -= 200 * kMiB;
+    writer.release();
+    for (int i = 0; i < 500 && d.relief().stage().backoff().empty(); ++i) {
+      std::this_thread::sleep_for(2ms);
+      d.evaluate(at_ms(1001 + i / 100), "test", std::nullopt);
+    }
+    ASSERT_EQ(d.relief().stage().backoff().size(), 1u) << "5% < lowYieldPercent 25";
+    EXPECT_TRUE(evictor.calls().empty());
+  }
+  const int asked = writer.calls.load();
+  obs.pods[0].usage.memory_working_set_bytes += 200 * kMiB;  // short again
+  RecordingEvictor evictor;
+  DaemonDeps deps;
+  deps.observer = &obs;
+  deps.evictor = &evictor;
+  deps.reclaim = &writer;
+  Daemon d(config, deps);
+  d.restore_checkpoint();
+  EXPECT_EQ(d.relief().stage().backoff().size(), 1u);
+  EXPECT_EQ(d.relief().stats().backoff_cgroups.load(), 1u);
+  d.evaluate(at_ms(5000), "test", std::nullopt);
+  EXPECT_FALSE(d.relief().running());
+  EXPECT_EQ(writer.calls.load(), asked) << "not asked again within its back-off";
+  ASSERT_FALSE(evictor.calls().empty()) << "evicted without waiting for reclaim";
+  EXPECT_EQ(evictor.calls().front().step, "kill");
+  std::filesystem::remove(config.daemon.state_file);
 }
 
 TEST(ReliefDaemon, WithoutAWriterTheStageIsOffAndSaysSo) {
@@ -131,6 +191,7 @@ TEST(ReliefDaemon, WithoutAWriterTheStageIsOffAndSaysSo) {
   EXPECT_EQ(d.relief().stats().available.load(), 0u);
   d.evaluate(at_ms(1000), "test", std::nullopt);
   EXPECT_FALSE(evictor.calls().empty()) << "evicted at once, as without relief";
+  std::filesystem::remove(relief_config().daemon.state_file);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -131,6 +132,31 @@ struct V2Node {
   }
 };
 
+// The daemon as the tests run it on a V2Node: the real observer, relief stage
+// and memory.reclaim writer, and an evictor that only records. `daemon` is
+// null (and `error` says why) when the observer cannot be made.
+struct DaemonOnV2Node {
+  CgroupReclaimWriter writer;
+  RecordingEvictor evictor;
+  std::unique_ptr<NodeObserver> observer;
+  std::unique_ptr<Daemon> daemon;  // last: stopped before what it uses
+  std::string error;
+
+  DaemonOnV2Node(const V2Node& node, const Config& c) : writer(node.sb->path("kubepods")) {
+    auto obs = make_node_observer(c.observe);
+    if (!obs) {
+      error = obs.error().message;
+      return;
+    }
+    observer = std::move(*obs);
+    DaemonDeps deps;
+    deps.observer = observer.get();
+    deps.evictor = &evictor;
+    deps.reclaim = &writer;
+    daemon = std::make_unique<Daemon>(c, deps);
+  }
+};
+
 Threshold allocatable(ThresholdKind kind, uint64_t mib, uint64_t min_reclaim_mib, Duration grace = {}) {
   Threshold t;
   t.signal = Signal::AllocatableMemoryAvailable;
@@ -201,15 +227,9 @@ TEST(V2Relief, APodWhosePageCacheMeetsTheThresholdIsNotEvictedAndItsCacheShrinks
   // because of the active cache. Soft, with a long grace: reclaim uses it.
   Config c = node.config();
   c.eviction.thresholds = {allocatable(ThresholdKind::Soft, 180, 40, 120s)};
-  auto obs = make_node_observer(c.observe);
-  ASSERT_TRUE(obs) << obs.error().message;
-  CgroupReclaimWriter writer(node.sb->path("kubepods"));
-  RecordingEvictor evictor;
-  DaemonDeps deps;
-  deps.observer = obs->get();
-  deps.evictor = &evictor;
-  deps.reclaim = &writer;
-  Daemon daemon(c, deps);
+  DaemonOnV2Node rig(node, c);
+  ASSERT_TRUE(rig.daemon) << rig.error;
+  Daemon& daemon = *rig.daemon;
 
   // Evaluate as the loop would (bounded): until a run was judged avoided.
   bool avoided = false;
@@ -230,14 +250,14 @@ TEST(V2Relief, APodWhosePageCacheMeetsTheThresholdIsNotEvictedAndItsCacheShrinks
               static_cast<double>(s.asked_bytes) / kMiB, static_cast<double>(s.reclaimed_bytes) / kMiB,
               static_cast<unsigned long long>(s.avoided), static_cast<unsigned long long>(s.still_short),
               static_cast<unsigned long long>(s.failed),
-              writer.swappiness() == CgroupReclaimWriter::Swappiness::Accepted ? "accepted" : "refused (older kernel)");
+              rig.writer.swappiness() == CgroupReclaimWriter::Swappiness::Accepted ? "accepted" : "refused (older kernel)");
   EXPECT_TRUE(met_at_start) << "the threshold must be met by the page cache to begin with";
   EXPECT_TRUE(avoided) << "reclaim did not bring the node back above the threshold";
   EXPECT_EQ(s.available, 1u);
   EXPECT_GT(s.reclaimed_bytes, 0u);
   EXPECT_EQ(s.failed, 0u);
   EXPECT_LT(stat_key(pod_path, "active_file"), active_before) << "the pod's cache did not shrink";
-  EXPECT_TRUE(evictor.calls().empty()) << "the pod was evicted although its cache could be given back";
+  EXPECT_TRUE(rig.evictor.calls().empty()) << "the pod was evicted although its cache could be given back";
   EXPECT_EQ(node.sb->read_key("kubepods", "memory.events", "oom_kill"), 0);
 }
 
@@ -250,15 +270,9 @@ TEST(V2Relief, APodGrowingAnonymousMemoryIsEvictedWithoutWaitingForReclaim) {
 
   Config c = node.config();
   c.eviction.thresholds = {allocatable(ThresholdKind::Hard, 150, 0)};
-  auto obs = make_node_observer(c.observe);
-  ASSERT_TRUE(obs) << obs.error().message;
-  CgroupReclaimWriter writer(node.sb->path("kubepods"));
-  RecordingEvictor evictor;
-  DaemonDeps deps;
-  deps.observer = obs->get();
-  deps.evictor = &evictor;
-  deps.reclaim = &writer;
-  Daemon daemon(c, deps);
+  DaemonOnV2Node rig(node, c);
+  ASSERT_TRUE(rig.daemon) << rig.error;
+  Daemon& daemon = *rig.daemon;
 
   const std::string pod = "kubepods/besteffort/podrelief-anon-0002";
   const pid_t grower = fork_into(*node.sb, pod + "/c", [] { grow_anon(16, 300, 60); });
@@ -266,7 +280,7 @@ TEST(V2Relief, APodGrowingAnonymousMemoryIsEvictedWithoutWaitingForReclaim) {
   bool evicted = false;
   for (int i = 0; i < 1000 && !evicted; ++i) {
     daemon.evaluate(MonotonicClock().now(), "test", std::nullopt);
-    evicted = !evictor.calls().empty();
+    evicted = !rig.evictor.calls().empty();
     std::this_thread::sleep_for(20ms);
   }
   const auto s = daemon.relief().stats().values();
@@ -275,7 +289,7 @@ TEST(V2Relief, APodGrowingAnonymousMemoryIsEvictedWithoutWaitingForReclaim) {
               static_cast<unsigned long long>(s.held),
               static_cast<unsigned long long>(s.avoided + s.still_short + s.failed));
   ASSERT_TRUE(evicted) << "the grower was never evicted";
-  EXPECT_NE(evictor.calls().front().target.cgroup_path.find("podrelief-anon-0002"), std::string::npos);
+  EXPECT_NE(rig.evictor.calls().front().target.cgroup_path.find("podrelief-anon-0002"), std::string::npos);
   EXPECT_EQ(s.held, 0u) << "anonymous pressure: the eviction must not wait for reclaim";
   EXPECT_EQ(s.skip_not_covered + s.skip_no_candidate, 1u) << "the crossing was judged not cache";
   EXPECT_EQ(node.sb->read_key("kubepods", "memory.events", "oom_kill"), 0);

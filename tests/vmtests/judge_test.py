@@ -129,12 +129,16 @@ def phase(start_ms, min_mib, oom=0, soft=(-1, -1, 0), hard=(-1, -1, 0)):
             "thresholds": [th(350, soft), th(200, hard)]}
 
 
-def apc(contender, dead, released, phases):
-    """An active-page-cache result: `dead` pods killed, released at `released` (ms)."""
-    names = ["guaranteed-steady", "burstable-reader-1", "burstable-reader-2", "burstable-grower"]
+APC_PODS = ["guaranteed-steady", "burstable-reader-1", "burstable-reader-2", "burstable-grower"]
+MIXED_PODS = ["guaranteed-steady", "burstable-steady", "burstable-mixed"]
+
+
+def apc(contender, dead, released, phases, scenario="active-page-cache"):
+    """An active-page-cache (or cache-and-growth) result: `dead` pods killed, released at `released` (ms)."""
+    names = APC_PODS if scenario == "active-page-cache" else MIXED_PODS
     pods = [{"name": n, "qos": "Burstable", "workload": "137" if n in dead else "running", "oom_kills": 0}
             for n in names]
-    return {"scenario": "active-page-cache", "contender": contender, "contender_started": True,
+    return {"scenario": scenario, "contender": contender, "contender_started": True,
             "contender_alive_at_end": True, "pods": pods, "extra": {},
             "sampler": {"signal": "memory", "start_mono_ns": START_MS * 1_000_000, "crossed_ms": phases[0]["thresholds"][0]["crossed_ms"],
                         "min_available": min(p["min_available"] for p in phases),
@@ -198,6 +202,25 @@ class JudgePhases(unittest.TestCase):
                         [phase(0, 300, soft=(12_000, -1, 1)), phase(60_000, 150)]))
         self.assertIn("phase 1 never crossed the hard threshold without the reclaim stage: the scenario made too "
                       "little pressure", off["failures"])
+
+    def test_cache_and_growth_relief_on_must_evict_the_pod_that_held_the_cache(self):
+        soft_only = phase(0, 290, soft=(12_000, 12_500, 40))
+        ok = judge(apc("pressured-relief", {"burstable-mixed"}, {"burstable-mixed": 71_000},
+                       [soft_only, phase(60_000, 150, hard=(69_000, -1, 1))], "cache-and-growth"))
+        self.assertTrue(ok["passed"], ok["failures"])
+        self.assertEqual(ok["metrics"]["phase2_victims"], ["burstable-mixed"])
+        # Its cache reclaimed and then spared because it held cache: a kernel OOM kill instead.
+        spared = judge(apc("pressured-relief", {"burstable-mixed"}, {"burstable-mixed": 71_000},
+                           [soft_only, phase(60_000, 5, oom=1, hard=(69_000, -1, 1))], "cache-and-growth"))
+        self.assertIn("1 kernel OOM kill(s)", spared["failures"])
+        early = judge(apc("pressured-relief", {"burstable-mixed"}, {"burstable-mixed": 22_000},
+                          [soft_only, phase(60_000, 150)], "cache-and-growth"))
+        self.assertIn("phase 1: evicted burstable-mixed, expected nobody", early["failures"])
+        self.assertIn("phase 2: evicted nobody, expected burstable-mixed", early["failures"])
+        # Without the stage the soft threshold alone evicts in phase 1 (no hard crossing asked).
+        off = judge(apc("pressured-relief-off", {"burstable-mixed"}, {"burstable-mixed": 22_000},
+                        [phase(0, 290, soft=(12_000, -1, 1)), phase(60_000, 300)], "cache-and-growth"))
+        self.assertTrue(off["passed"], off["failures"])
 
     def test_only_the_relief_pair_runs_active_page_cache(self):
         both = ["fast-spike", "active-page-cache"]

@@ -23,7 +23,9 @@ namespace {
 
 using json = nlohmann::json;
 // 2: engine state keyed by signal and kind; the policy's state.
-// 3: the policy's API evictions (version 2 still loads, with none).
+// 3: the policy's API evictions (version 2 still loads, with none); later,
+//    "relief" (the reclaim back-off), optional: a checkpoint without it loads
+//    with none, and a daemon that predates it ignores it, so no new version.
 constexpr int kVersion = 3;
 constexpr int kOldestVersion = 2;
 constexpr std::size_t kMaxBytes = 4 * 1024 * 1024;
@@ -200,6 +202,8 @@ std::string encode_checkpoint(const Checkpoint& cp) {
                        {"killed_at_ns", r.killed_at ? json(ns(*r.killed_at)) : json(nullptr)},
                        {"next_check_ns", ns(r.next_check)}});
   }
+  json backoff = json::object();
+  for (const auto& [path, until] : cp.relief.backoff) backoff[path] = ns(until);
   const auto& pol = cp.policy;
   json j{{"version", kVersion},
          {"boot_id", cp.boot_id},
@@ -214,7 +218,8 @@ std::string encode_checkpoint(const Checkpoint& cp) {
            {"api", api},
            {"disk_reclaim_running", pol.disk_reclaim_running},
            {"disk_reclaim_done_at_ns", pol.disk_reclaim_done_at ? json(ns(*pol.disk_reclaim_done_at)) : json(nullptr)},
-           {"sequence", pol.sequence}}}};
+           {"sequence", pol.sequence}}},
+         {"relief", {{"backoff_until_ns", backoff}}}};
   return j.dump(1) + "\n";
 }
 
@@ -282,6 +287,14 @@ Result<Checkpoint> decode_checkpoint(const std::string& text) {
     cp.policy.disk_reclaim_running = p.at("disk_reclaim_running").get<bool>();
     if (const json& d = p.at("disk_reclaim_done_at_ns"); !d.is_null()) cp.policy.disk_reclaim_done_at = tp(as_int64(d));
     cp.policy.sequence = as_uint64(p.at("sequence"));
+    if (auto r = j.find("relief"); r != j.end()) {
+      for (const auto& [path, v] : r->at("backoff_until_ns").items()) {
+        if (path.empty() || path.front() != '/') {
+          return Error{EINVAL, "checkpoint relief back-off cgroup '" + path + "' is not an absolute path"};
+        }
+        cp.relief.backoff[path] = tp(as_int64(v));
+      }
+    }
     return cp;
   } catch (const std::exception& ex) {
     return Error{EINVAL, std::string("malformed checkpoint: ") + ex.what()};
@@ -374,11 +387,13 @@ std::string structural(Checkpoint cp) {
 Checkpointer::Checkpointer(std::string path, std::string boot_id, Duration min_interval)
     : path_(std::move(path)), boot_id_(std::move(boot_id)), min_interval_(min_interval) {}
 
-Checkpoint Checkpointer::make(const EngineState& engine, const PolicyState& policy) const {
+Checkpoint Checkpointer::make(const EngineState& engine, const PolicyState& policy,
+                              const ReliefState& relief) const {
   Checkpoint cp;
   cp.boot_id = boot_id_;
   cp.engine = engine;
   cp.policy = policy;
+  cp.relief = relief;
   return cp;
 }
 
@@ -393,9 +408,9 @@ LoadedCheckpoint Checkpointer::load() {
   return loaded;
 }
 
-bool Checkpointer::save(const EngineState& engine, const PolicyState& policy) {
+bool Checkpointer::save(const EngineState& engine, const PolicyState& policy, const ReliefState& relief) {
   if (!enabled()) return true;
-  const Checkpoint cp = make(engine, policy);
+  const Checkpoint cp = make(engine, policy, relief);
   return write(cp, encode_checkpoint(cp));
 }
 
@@ -415,10 +430,13 @@ bool Checkpointer::write(const Checkpoint& cp, std::string text) {
   return true;
 }
 
-void Checkpointer::maybe_save(const EngineState& engine, const PolicyState& policy, TimePoint now) {
+void Checkpointer::maybe_save(const EngineState& engine, const PolicyState& policy, TimePoint now,
+                              const ReliefState& relief) {
   if (!enabled()) return;
-  if (last_state_ && last_state_->engine == engine && last_state_->policy == policy) return;  // same text
-  const Checkpoint cp = make(engine, policy);
+  if (last_state_ && last_state_->engine == engine && last_state_->policy == policy && last_state_->relief == relief) {
+    return;  // same text
+  }
+  const Checkpoint cp = make(engine, policy, relief);
   std::string text = encode_checkpoint(cp);
   if (text == last_) return;
   const bool structural_change = structural(cp) != last_structure_;

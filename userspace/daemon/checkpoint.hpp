@@ -1,7 +1,8 @@
 #pragma once
 // The daemon's checkpoint: what must survive a restart (soft-threshold first
 // observed times, condition state and transition times, the eviction
-// policy's state: evictions in flight, their phase and deadlines).
+// policy's state: evictions in flight, their phase and deadlines; the reclaim
+// stage's back-off).
 // Written atomically (temp file, fsync, rename, fsync of the directory) and
 // tagged with the boot id: monotonic time points mean nothing after a reboot,
 // so a checkpoint from another boot is discarded. See docs/daemon.md.
@@ -15,6 +16,7 @@
 #include "pressured/clock.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/policy.hpp"
+#include "pressured/relief.hpp"
 #include "pressured/result.hpp"
 
 namespace pressured {
@@ -23,6 +25,7 @@ struct Checkpoint {
   std::string boot_id;
   EngineState engine;  // keyed by signal and kind: restored only onto matching thresholds
   PolicyState policy;  // evictions in flight (with their phase and deadlines), evicted pods
+  ReliefState relief;  // cgroups the reclaim stage does not ask again yet
 };
 
 /// Serialises to JSON (versioned). Pure.
@@ -64,16 +67,18 @@ class Checkpointer {
   /// load_checkpoint(); a restored checkpoint is what the next writes are compared with.
   LoadedCheckpoint load();
   /// Writes now. False when the write failed (logged once, then only counted).
-  bool save(const EngineState& engine, const PolicyState& policy);
-  /// Writes if the state changed as described above.
-  void maybe_save(const EngineState& engine, const PolicyState& policy, TimePoint now);
+  bool save(const EngineState& engine, const PolicyState& policy, const ReliefState& relief = {});
+  /// Writes if the state changed as described above (a cgroup starting or
+  /// ending its reclaim back-off is a change of structure).
+  void maybe_save(const EngineState& engine, const PolicyState& policy, TimePoint now,
+                  const ReliefState& relief = {});
   /// Called with the result of every write (metrics).
   void on_write(std::function<void(bool ok)> hook) { on_write_ = std::move(hook); }
   uint64_t writes() const { return writes_; }
   uint64_t write_failures() const { return write_failures_; }
 
  private:
-  Checkpoint make(const EngineState& engine, const PolicyState& policy) const;
+  Checkpoint make(const EngineState& engine, const PolicyState& policy, const ReliefState& relief) const;
   bool write(const Checkpoint& cp, std::string text);
 
   std::string path_;

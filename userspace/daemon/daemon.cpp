@@ -149,6 +149,11 @@ void Daemon::restore_checkpoint() {
   }
   const std::size_t resumed = ps.in_flight.size();
   policy_.restore(std::move(ps));
+  // A cgroup that gave back little is not asked again for relief.backoff, a
+  // restart included.
+  if (std::size_t n = relief_.restore(loaded.checkpoint.relief); n > 0) {
+    spdlog::info("checkpoint: {} cgroup(s) back off from reclaim (until their time, at most relief.backoff)", n);
+  }
   report_busy();
   ++stats_.checkpoint_restored;
   conditions_.restored();
@@ -156,9 +161,11 @@ void Daemon::restore_checkpoint() {
                engine_.state().threshold_first_observed.size(), resumed);
 }
 
-void Daemon::save_checkpoint() { checkpointer_.save(engine_.state(), policy_.state()); }
+void Daemon::save_checkpoint() { checkpointer_.save(engine_.state(), policy_.state(), relief_.stage().state()); }
 
-void Daemon::maybe_checkpoint(TimePoint now) { checkpointer_.maybe_save(engine_.state(), policy_.state(), now); }
+void Daemon::maybe_checkpoint(TimePoint now) {
+  checkpointer_.maybe_save(engine_.state(), policy_.state(), now, relief_.stage().state());
+}
 
 Checkpointer Daemon::make_checkpointer() const {
   Checkpointer c(config().daemon.state_file, deps_.boot_id);

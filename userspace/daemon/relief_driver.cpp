@@ -68,6 +68,12 @@ void ReliefDriver::step(TimePoint now, const NodeSnapshot& snapshot, Decisions& 
   report(st);
 }
 
+std::size_t ReliefDriver::restore(const ReliefState& state) {
+  const std::size_t n = stage_.restore(state);
+  stats_.backoff_cgroups = n;
+  return n;
+}
+
 void ReliefDriver::report(const ReliefStep& st) {
   if (st.finished) {
     const ReliefRecord& r = *st.finished;

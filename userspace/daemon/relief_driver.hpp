@@ -38,6 +38,8 @@ class ReliefDriver {
   /// A run is writing (its outcome not yet taken).
   bool running() const { return stage_.running().has_value(); }
   const ReliefStats& stats() const { return stats_; }
+  /// Takes back the checkpoint's back-off (ReliefStage::restore); returns how many cgroups back off.
+  std::size_t restore(const ReliefState& state);
   const ReliefStage& stage() const { return stage_; }
 
  private:

@@ -70,6 +70,11 @@ std::vector<ReliefTarget> split_reclaim(uint64_t amount, std::vector<ReliefTarge
   return cgroups;
 }
 
+std::size_t ReliefStage::restore(const ReliefState& state) {
+  for (const auto& [path, until] : state.backoff) backoff_[path] = until;
+  return backoff_.size();
+}
+
 ReliefStep ReliefStage::step(TimePoint now, const NodeSnapshot& snapshot, Decisions& decisions,
                              const EvictionConfig& eviction, const std::vector<std::string>& excluded,
                              bool memory_lane_busy, const std::optional<ReliefOutcome>& outcome) {
@@ -89,6 +94,9 @@ ReliefStep ReliefStage::step(TimePoint now, const NodeSnapshot& snapshot, Decisi
     }
   }
   std::erase_if(backoff_, [&](const auto& e) { return e.second <= now; });
+  // None longer than relief.backoff from now: a reload may have shortened it,
+  // and a restored checkpoint holds what an earlier configuration set.
+  for (auto& [path, until] : backoff_) until = std::min(until, now + config_.backoff);
 
   // The most urgent memory threshold met (hard before soft: the engine's order).
   const ThresholdStatus* met = nullptr;

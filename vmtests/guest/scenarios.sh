@@ -1026,6 +1026,60 @@ scenario_active_page_cache() {
   vmt_end "{\"reader_1_mib\":$r1,\"reader_2_mib\":$r2,\"avail_before_mib\":$a,\"grower_mib\":$g,\"phase2_ran\":$p2,\"reader_1_file_mib_end_phase1\":$rd1_file,\"reader_2_file_mib_end_phase1\":$rd2_file,\"reclaim_metrics_phase1\":$m1,\"reclaim_metrics_end\":$m2,\"relief_key\":\"${VMT_RELIEF_KEY:-0}\"}"
 }
 
+# 11. Page cache and anonymous growth in one pod: a Burstable pod keeps
+#     re-reading its part of the file (active cache that takes the node 60 MiB
+#     under the soft threshold, as in scenario 10), then its own anonymous
+#     memory grows past what the node has. The reclaim stage must take the
+#     pod's cache in phase 1 (nobody evicted), and in phase 2 still evict that
+#     same pod once its cache cannot cover the shortfall, before the kernel's
+#     OOM killer; with the stage off the kubelet's decision evicts it in phase 1.
+scenario_cache_and_growth() {
+  vmt_tree cgroupfs
+  vmt_thresholds 200 350 10s 0 10s 0 2
+  vmt_pod guaranteed-steady Guaranteed 128 128
+  vmt_pod burstable-steady Burstable 128 0
+  vmt_pod burstable-mixed Burstable 64 0 0 30
+  vmt_pods_json
+  vmt_pod_run guaranteed-steady memhog --mib 96 --hold 300
+  vmt_pod_run burstable-steady memhog --mib 64 --hold 300
+  vmt_pod_run burstable-mixed memhog --mib 32 --hold 300
+  vmt_wait_mem guaranteed-steady 96 20
+  vmt_wait_mem burstable-steady 64 20
+  vmt_wait_mem burstable-mixed 32 20
+  [ -f /scratch/big.dat ] || vmt_mark ERROR "cache-and-growth: /scratch/big.dat missing (no scratch disk)"
+  local a=$(avail_mib)
+  # The pod's part, once active, leaves the node 60 MiB under the acting soft
+  # threshold and over the hard one (as reader 1 of scenario 10).
+  local r=$((a - ACT_SOFT_MI + 60))
+  if [ $r -lt 64 ] || [ $r -gt 1200 ]; then
+    vmt_mark WARN "cache-and-growth: $a MiB available: the pod's part $r MiB out of range"
+    [ $r -lt 64 ] && r=64
+  fi
+  SAMPLER_DURATION=300 vmt_begin cache-and-growth memory $((ACT_SOFT_MI * 1048576)) $((ACT_MI * 1048576))
+  vmt_pod_run burstable-mixed cachereader --file /scratch/big.dat --offset-mib 0 --mib $r --passes 1000 \
+    --rate 64 --duration 150 --hold 300
+  vmt_wait_active_file burstable-mixed $((r * 3 / 4)) 60 $ACT_SOFT_MI
+  vmt_mark STEP "cache-and-growth: the pod's cache hot, avail=$(avail_mib)MiB; phase 1 holds 30 s"
+  sleep 30  # three soft grace periods
+  local file_p1=$(($(vmt_cg_stat $(vmt_pod_field burstable-mixed 4) file) / 1048576))
+  local m1=$(vmt_reclaim_metrics)
+  kill -USR1 $SAMPLER_PID
+  local g=0 p2=false
+  if vmt_cg_populated $(vmt_pod_field burstable-mixed 4); then
+    # What is free plus all the page cache plus 100 MiB: no reclaim can cover it.
+    g=$(awk '/^(MemFree|Cached):/ { s += $2 } END { printf "%d", s / 1024 + 100 }' /proc/meminfo)
+    p2=true
+    vmt_mark STEP "cache-and-growth: phase 2, avail=$(avail_mib)MiB; the same pod asks for $g MiB more"
+    vmt_pod_run burstable-mixed memhog --mib $g --rate 50 --hold 300
+    vmt_wait_gone burstable-mixed 60
+  else
+    vmt_mark STEP "cache-and-growth: the pod was evicted in phase 1: no phase 2 growth"
+  fi
+  sleep 3  # anything evicted after it is over-eviction
+  local m2=$(vmt_reclaim_metrics)
+  vmt_end "{\"cache_mib\":$r,\"avail_before_mib\":$a,\"growth_mib\":$g,\"phase2_ran\":$p2,\"file_mib_end_phase1\":$file_p1,\"reclaim_metrics_phase1\":$m1,\"reclaim_metrics_end\":$m2,\"relief_key\":\"${VMT_RELIEF_KEY:-0}\"}"
+}
+
 vmt_run_scenarios() {
   ip link set lo up 2>/dev/null
   if [ -n "$VMT_NODE" ]; then
@@ -1049,6 +1103,7 @@ vmt_run_scenarios() {
       restart) scenario_restart ;;
       soft-then-spike) scenario_soft_then_spike ;;
       active-page-cache) scenario_active_page_cache ;;
+      cache-and-growth) scenario_cache_and_growth ;;
       *) vmt_mark ERROR "unknown scenario $s" ;;
     esac
   done

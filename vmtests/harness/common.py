@@ -37,6 +37,31 @@ def arch():
     return ARCHES[ARCH]
 
 
+def shared_build_dir():
+    """The build tree named by PRESSURED_VM_BUILD_DIR, if any: scripts/test points it at its
+    Release tree, which already built pressured and the test binaries for this machine, so the
+    guest's binaries are not compiled a third time (the VM entries run one at a time at the end
+    of the suite, so a build inside them is wall time nobody shares). Only for this machine's
+    architecture. A tree that cannot serve (sanitizers on, tests off, cross toolchain, not
+    configured) is an error naming the variable, never silently replaced by another build."""
+    d = os.environ.get("PRESSURED_VM_BUILD_DIR")
+    if not d or arch()["toolchain"]:
+        return None
+    d = os.path.abspath(d)
+    cache = os.path.join(d, "CMakeCache.txt")
+    if not os.path.exists(cache):
+        raise EnvironmentError(f"PRESSURED_VM_BUILD_DIR={d}: not a configured CMake build tree (no CMakeCache.txt)")
+    with open(cache) as f:
+        text = f.read()
+    wrong = [why for bad, why in (("PRESSURED_SANITIZE:BOOL=ON", "sanitizers are on (the guest has no ASan runtime)"),
+                                  ("PRESSURED_BUILD_TESTS:BOOL=OFF", "the tests are off"),
+                                  ("CMAKE_TOOLCHAIN_FILE:", "it is a cross build"))
+             if bad in text]
+    if wrong:
+        raise EnvironmentError(f"PRESSURED_VM_BUILD_DIR={d} cannot build the guest's binaries: {'; '.join(wrong)}")
+    return d
+
+
 def arch_dir(path):
     """`path` for amd64, `path`-arm64 for another architecture (builds and binaries of two
     architectures never share a directory)."""

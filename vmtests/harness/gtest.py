@@ -31,8 +31,9 @@ GTEST_NEEDS_DISK = {"test_relief"}
 def build_gtest(target, extra=()):
     """Builds `target` (and its guest helpers, and `extra` targets such as pressured)
     without sanitizers, with the same vmlinux.h as pressured. Returns {name: path}."""
-    build_dir = arch_dir(GTEST_BUILD)
-    logf = os.path.join(OUT, f"{os.path.basename(build_dir)}.log")
+    shared = common.shared_build_dir()
+    build_dir = shared or arch_dir(GTEST_BUILD)
+    logf = os.path.join(OUT, f"{os.path.basename(arch_dir(GTEST_BUILD))}.log")
     vmlinux_h = os.path.join(OUT, "vmlinux.h")
     # Another architecture: cross-built against its sysroot; its vmlinux.h is
     # the arm64 kernel's (cmake/bpf.cmake, scripts/vmlinux-btf), never this machine's.
@@ -42,7 +43,8 @@ def build_gtest(target, extra=()):
             run(["bpftool", "btf", "dump", "file", "/sys/kernel/btf/vmlinux", "format", "c"], stdout=f)
         os.rename(vmlinux_h + ".tmp", vmlinux_h)
     targets = [target] + GTEST_HELPERS.get(target, []) + list(extra)
-    log(f"building {' '.join(targets)} (RelWithDebInfo, no sanitizers{', cross ' + common.ARCH if cross else ''}) "
+    kind = "the given tree" if shared else "RelWithDebInfo, no sanitizers" + (", cross " + common.ARCH if cross else "")
+    log(f"building {' '.join(targets)} ({kind}) "
         f"in {build_dir} (log: {logf})")
     cfg = ["cmake", "-S", ROOT, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
            "-DPRESSURED_SANITIZE=OFF", "-DPRESSURED_STATIC=OFF", "-DPRESSURED_BUILD_TESTS=ON",
@@ -51,8 +53,10 @@ def build_gtest(target, extra=()):
         cfg.append(f"--toolchain={cross}")
     elif os.path.exists(vmlinux_h):
         cfg.append(f"-DPRESSURED_VMLINUX_H={vmlinux_h}")
+    if shared:
+        log("  (PRESSURED_VM_BUILD_DIR: already configured; its vmlinux.h is this machine's BTF too)")
     with open(logf, "w") as lf:
-        ok = subprocess.run(cfg, stdout=lf, stderr=subprocess.STDOUT).returncode == 0 and subprocess.run(
+        ok = (shared or subprocess.run(cfg, stdout=lf, stderr=subprocess.STDOUT).returncode == 0) and subprocess.run(
             ["ninja", "-C", build_dir, "-j2"] + targets, stdout=lf, stderr=subprocess.STDOUT).returncode == 0
     out = {}
     for t in targets:
@@ -68,13 +72,52 @@ def build_gtest(target, extra=()):
 
 
 def parse_gtest(lines):
-    """Per-test verdicts from gtest's console output."""
+    """Per-test verdicts from gtest's console output; a skipped test keeps what its
+    GTEST_SKIP() said (the lines between "<file>:<line>: Skipped" and "[  SKIPPED ]")."""
     tests = {}
+    current, reason = None, None
     for line in lines:
+        m = re.match(r"\[ RUN +\] (\S+)$", line)
+        if m:
+            current, reason = m.group(1), None
+            continue
+        if current and reason is None and re.search(r": Skipped$", line):
+            reason = []
+            continue
         m = re.match(r"\[\s*(OK|FAILED|SKIPPED)\s*\] (\S+?)(?:,| \((\d+) ms\)|$)", line)
         if m and "." in m.group(2):
-            tests[m.group(2)] = {"verdict": m.group(1), "ms": int(m.group(3)) if m.group(3) else None}
+            name = m.group(2)
+            if name in tests and name != current:
+                continue  # gtest's closing list of the skipped or failed tests: already known
+            tests[name] = {"verdict": m.group(1), "ms": int(m.group(3)) if m.group(3) else None}
+            if m.group(1) == "SKIPPED":
+                tests[name]["reason"] = " ".join(x.strip() for x in reason or [] if x.strip())
+            current, reason = None, None
+            continue
+        if reason is not None:
+            reason.append(line)
     return tests
+
+
+def gtest_verdict(tests):
+    """The run's failures and skips from parse_gtest's verdicts: a test that failed fails
+    the run; a test that skipped saying why (a kernel without what it checks, e.g. 6.12's
+    multi-gen LRU keeping read() cache inactive) is reported as a skip with its reason,
+    as GTEST_SKIP() means it; a skip that says nothing fails, and so does a run in which
+    every test skipped (nothing was checked). The guest sets PRESSURED_REQUIRE_PRIVILEGED=1,
+    so a missing privilege fails inside the test and never reaches here as a skip.
+    Returns (failures, {name: reason} of the skips)."""
+    failures = []
+    bad = sorted(n for n, t in tests.items() if t["verdict"] not in ("OK", "SKIPPED"))
+    if bad:
+        failures.append("not OK: " + ", ".join(f"{n} ({tests[n]['verdict']})" for n in bad))
+    skipped = {n: t.get("reason", "") for n, t in tests.items() if t["verdict"] == "SKIPPED"}
+    silent = sorted(n for n, why in skipped.items() if not why)
+    if silent:
+        failures.append("skipped without saying why: " + ", ".join(silent))
+    if tests and len(skipped) == len(tests):
+        failures.append("every test skipped: nothing was checked")
+    return failures, skipped
 
 
 def run_gtest(args, vmlinuz, mods, version):
@@ -156,9 +199,8 @@ def run_gtest(args, vmlinuz, mods, version):
         failures.append(f"exit status {rc_num}")
     if not tests:
         failures.append(f"no test matched --gtest-filter {flt}")
-    bad = sorted(n for n, t in tests.items() if t["verdict"] != "OK")
-    if bad:
-        failures.append("not OK: " + ", ".join(f"{n} ({tests[n]['verdict']})" for n in bad))
+    verdict_failures, skipped = gtest_verdict(tests)
+    failures += verdict_failures
     if left:
         failures.append(f"sandbox cgroups left behind: {left}")
     scen_results = collect_results(lines, scenarios, "pressured", status, logp) if scenarios else []
@@ -168,19 +210,20 @@ def run_gtest(args, vmlinuz, mods, version):
     flavours = bpf_flavours(lines)
     print()
     for n, t in tests.items():
-        print(f"  {t['verdict']:8} {n} ({fmt(t['ms'], ' ms')})")
+        print(f"  {t['verdict']:8} {n} ({fmt(t['ms'], ' ms')})" + (f": {t['reason']}" if t.get("reason") else ""))
     for m in measured:
         print(f"  measured: {m}")
     if scen_results:
         print_table(scen_results)
     if flavours["programs"]:
         print_flavours(flavours)
-    print(f"  {target} in the guest: {len(tests)} tests, {len(tests) - len(bad)} OK; gtest {fmt(elapsed_ms, ' ms')}, "
+    ok = sum(1 for t in tests.values() if t["verdict"] == "OK")
+    print(f"  {target} in the guest: {len(tests)} tests, {ok} OK, {len(skipped)} skipped; gtest {fmt(elapsed_ms, ' ms')}, "
           f"VM boot to power-off {vm_s:.0f} s, build {build_s:.0f} s")
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "command": " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]), "kernel": version,
            "arch": common.ARCH, "accel": accel, "vm": {"memory_mib": 1024, "cpus": args.smp}, "gtest": target, "filter": flt,
-           "tests": tests, "measured": measured, "gtest_ms": elapsed_ms, "vm_s": round(vm_s), "build_s": round(build_s),
+           "tests": tests, "skipped": skipped, "measured": measured, "gtest_ms": elapsed_ms, "vm_s": round(vm_s), "build_s": round(build_s),
            "status": status, "rc": rc_num, "scenarios": scen_results, "bpf": flavours,
            "failures": failures, "passed": not failures, "console_log": logp}
     results = args.results if args.results_given else os.path.join(OUT, f"gtest-{target}{common.KTAG}-results.json")
@@ -193,5 +236,7 @@ def run_gtest(args, vmlinuz, mods, version):
         print("---- end ----")
         log("FAILED: " + "; ".join(failures) + f" (console log {logp})")
         return 1
-    log(f"PASSED ({len(tests)} tests)")
+    for n, why in skipped.items():
+        log(f"SKIPPED {n}: {why}")
+    log(f"PASSED ({len(tests)} tests" + (f", {len(skipped)} skipped, each saying why" if skipped else "") + ")")
     return 0

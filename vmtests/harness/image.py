@@ -69,6 +69,16 @@ def build_pressured(explicit):
             raise EnvironmentError(f"--pressured {explicit}: not executable")
         return explicit, "given"
     logf = os.path.join(OUT, "pressured-build.log")
+    shared = common.shared_build_dir()
+    if shared and os.environ.get("PRESSURED_VM_STATIC") != "1":
+        log(f"building pressured in {shared} (PRESSURED_VM_BUILD_DIR; log: {logf})")
+        with open(logf, "w") as lf:
+            ok = subprocess.run(["ninja", "-C", shared, "-j2", "pressured"], stdout=lf,
+                                stderr=subprocess.STDOUT).returncode == 0
+        exe = os.path.join(shared, "pressured")
+        if not ok or not os.access(exe, os.X_OK):
+            raise EnvironmentError(f"pressured did not build in {shared} (see {logf})")
+        return exe, "dynamic+ldd"
     vmlinux_h = os.path.join(OUT, "vmlinux.h")
     if not os.path.exists(vmlinux_h) and os.path.exists("/sys/kernel/btf/vmlinux"):
         # The host's BTF: the programs are CO-RE, so libbpf relocates them for the

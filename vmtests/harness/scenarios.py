@@ -18,6 +18,8 @@ SCENARIOS = {
     "soft-then-spike": "9. soft-evicted pod ignores SIGTERM, a second pod spikes: hard must not wait",
     "active-page-cache": "10. re-read page cache under soft then hard (phase 1), then anonymous growth (phase 2): "
                          "the reclaim stage on and off",
+    "cache-and-growth": "11. one pod re-reads page cache under soft (phase 1), then grows anonymous memory (phase 2): "
+                        "the reclaim stage takes its cache, then still evicts it",
 }
 SCENARIO_ORDER = list(SCENARIOS)
 SMOKE_SCENARIOS = ["fast-spike", "page-cache"]
@@ -45,13 +47,15 @@ RESULT_NAMES = {"min-reclaim": ["min-reclaim", "min-reclaim-200Mi"]}
 # Scenarios that only some contenders run: active-page-cache compares pressured's
 # reclaim stage on and off on the same numbers (the kubelet 1.20 cannot be the
 # baseline there: on the pure cgroup v2 guest its memory.available never falls).
-SCENARIO_CONTENDERS = {"active-page-cache": ("pressured-relief", "pressured-relief-off")}
+SCENARIO_CONTENDERS = {"active-page-cache": ("pressured-relief", "pressured-relief-off"),
+                       "cache-and-growth": ("pressured-relief", "pressured-relief-off")}
 
 
 # Contenders that run only some scenarios unless named with --contender: in a run of
 # every contender the relief pair is the baseline pair of active-page-cache; elsewhere
 # one of them is the `pressured` contender again (its default has the stage on).
-CONTENDER_SCENARIOS = {"pressured-relief": ("active-page-cache",), "pressured-relief-off": ("active-page-cache",)}
+CONTENDER_SCENARIOS = {"pressured-relief": ("active-page-cache", "cache-and-growth"),
+                       "pressured-relief-off": ("active-page-cache", "cache-and-growth")}
 
 
 def scenarios_for(contender, scenarios, named=False):
@@ -68,12 +72,20 @@ PHASE_EXPECT = {
         "pressured-relief": {"phase1": [], "phase2": ["burstable-grower"]},
         "pressured-relief-off": {"phase1": None, "phase2": None, "phase1_hard": True},
     },
+    # One pod holds the cache and grows: with the stage on it keeps its cache in
+    # phase 1 and is still the one evicted in phase 2. With it off, the soft
+    # threshold evicts in phase 1 (the evicted pod's cache stays charged, as in
+    # active-page-cache, so whoever follows it is the kubelet's decision too).
+    "cache-and-growth": {
+        "pressured-relief": {"phase1": [], "phase2": ["burstable-mixed"]},
+        "pressured-relief-off": {"phase1": None, "phase2": None},
+    },
 }
 
 # Guest seconds each scenario may take at most (TCG), for the boot timeout.
 BUDGET_S = {"fast-spike": 90, "slow-leak": 150, "ranking": 150, "min-reclaim": 160, "oscillation": 90,
             "page-cache": 150, "pid-pressure": 100, "restart": 120, "soft-then-spike": 120,
-            "active-page-cache": 420}
+            "active-page-cache": 420, "cache-and-growth": 300}
 
 
 def judge(r):
