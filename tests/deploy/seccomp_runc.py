@@ -3,6 +3,7 @@
 
 usage: seccomp_runc.py daemon <path to pressured> [--source-dir DIR] [--profile FILE]
        seccomp_runc.py refuses [--source-dir DIR] [--profile FILE]
+       seccomp_runc.py oci [--default-action ACTION] [--source-dir DIR] [--profile FILE]
 
 deploy/seccomp/pressured.json is a Kubernetes/Docker-format profile (what the
 kubelet reads from <kubelet root>/seccomp/profiles/). to_oci() turns it into
@@ -23,6 +24,8 @@ daemon:   runs the real `pressured` in that container, with its cgroupsPath
           SCMP_ACT_ERRNO (as shipped) and the filter carries
           SECCOMP_FILTER_FLAG_LOG, so every refused call of the daemon is also
           written to the kernel log (audit type=1326), which the test reads.
+oci:      prints the profile's linux.seccomp (to_oci) as JSON and exits: how vmtests/run
+          --pressured-image gives the shipped profile to runc in its guest. Needs nothing.
 refuses:  the profile is not an allow-everything: getsid() and setuid(0)
           (no privilege needed for either as uid 0, neither in the profile)
           succeed in the same container without the profile and fail with
@@ -673,14 +676,18 @@ def test_refuses(runc, sandbox, tmp, profile):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=("daemon", "refuses"))
+    ap.add_argument("mode", choices=("daemon", "refuses", "oci"))
     ap.add_argument("pressured", nargs="?")
     ap.add_argument("--source-dir", default=os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
     ap.add_argument("--profile")
+    ap.add_argument("--default-action", help="oci: replace the profile's default action (e.g. SCMP_ACT_LOG)")
     args = ap.parse_args()
     profile_path = args.profile or os.path.join(args.source_dir, "deploy", "seccomp", "pressured.json")
     with open(profile_path) as f:
         profile = json.load(f)
+    if args.mode == "oci":
+        print(json.dumps(to_oci(profile, args.default_action), indent=1))
+        return 0
 
     if os.geteuid() != 0:
         skip_or_fail("root (runc, a sandbox memory cgroup)")

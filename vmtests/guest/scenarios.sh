@@ -395,8 +395,13 @@ vmt_contender_start() {
       ;;
   esac
   echo "# $*" >> /tmp/contender.log
-  sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' vmt-contender "$in" "$@" >> /tmp/contender.log 2>&1 &
-  CONTENDER_PID=$!
+  case "$VMT_CONTENDER" in
+    pressured-image*) vmt_ctr_run "$@" ;;
+    *)
+      sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' vmt-contender "$in" "$@" >> /tmp/contender.log 2>&1 &
+      CONTENDER_PID=$!
+      ;;
+  esac
   CONTENDER_PIDS="$CONTENDER_PIDS $CONTENDER_PID"
   # Readiness: give it time to load (BPF under TCG is slow), bounded.
   # pressured says "pressured running" once its events are attached: under TCG
@@ -418,9 +423,85 @@ vmt_contender_start() {
     vmt_mark WARN "contender $VMT_CONTENDER exited at start"
     return 1
   fi
+  case "$VMT_CONTENDER" in pressured-image*) vmt_ctr_started ;; esac
   # CPU spent starting up (for pressured: probing and loading BPF), reported apart.
-  CONTENDER_START_TICKS=$((CONTENDER_START_TICKS + $(vmt_ticks $CONTENDER_PID)))
+  CONTENDER_START_TICKS=$((CONTENDER_START_TICKS + $(vmt_ticks ${CTR_PID:-$CONTENDER_PID})))
   return 0
+}
+
+# --- pressured from its OCI image (contenders pressured-image*) ----------------------
+#
+# The image's rootfs (umoci unpack of scripts/image's arm64 archive) is the bundle
+# /vmt/ctr; runc is Debian's, of the guest's architecture. The host wrote the bundle's
+# config.json per contender (vmtests/harness/container.py): the DaemonSet's shape
+# (hostPID, hostNetwork, its capabilities, no new privileges, a read-only root, its
+# volumes, its memory limit) and the shipped seccomp profile as OCI linux.seccomp,
+# as shipped (pressured-image) or with SCMP_ACT_LOG as the default action
+# (pressured-image-log: nothing is refused, and every call outside the allow list is
+# written to the kernel log as an audit type=1326 record). Only the process's
+# arguments are left to the scenario: "@@VMT-ARGS@@" in config.json.in.
+CTR_ROOT=/run/runc
+CTR_ID=pressured
+
+vmt_ctr_run() {  # ARGS...: pressured's command line, run in the container (runc in the foreground)
+  local args="" a
+  for a in "$@"; do args="$args,\"$a\""; done
+  sed "s|\"@@VMT-ARGS@@\"|${args#,}|" /vmt/ctr/$VMT_CONTENDER.json.in > /vmt/ctr/config.json
+  CTR_PID=
+  CTR_AUDIT0=$(dmesg | grep -c 'type=1326')
+  # runc run stays the container's parent and forwards signals to it (SIGTERM at the stop);
+  # --no-pivot: the initramfs root cannot pivot_root (containerd's NoPivotRoot, node.sh).
+  runc --root $CTR_ROOT run --no-pivot --bundle /vmt/ctr $CTR_ID >> /tmp/contender.log 2>&1 &
+  CONTENDER_PID=$!
+}
+
+vmt_ctr_started() {  # facts of the running container, once pressured said it runs
+  CTR_PID=$(runc --root $CTR_ROOT state $CTR_ID 2>/dev/null | sed -n 's/^ *"pid": *\([0-9]*\),*$/\1/p')
+  CTR_SECCOMP=$(awk '$1 == "Seccomp:" {print $2}' /proc/$CTR_PID/status 2>/dev/null)
+  CTR_EXE=$(readlink /proc/$CTR_PID/exe 2>/dev/null)
+  CTR_CGROUP=$(cut -d: -f3 /proc/$CTR_PID/cgroup 2>/dev/null)
+  CTR_CAPEFF=$(awk '$1 == "CapEff:" {print $2}' /proc/$CTR_PID/status 2>/dev/null)
+  CTR_NNP=$(awk '$1 == "NoNewPrivs:" {print $2}' /proc/$CTR_PID/status 2>/dev/null)
+  # The image's ELF machine, read from the binary the container runs (bytes 18-19).
+  CTR_MACHINE=$(od -An -tu2 -j18 -N2 /proc/$CTR_PID/exe 2>/dev/null | tr -d ' ')
+  # Its root as it sees it (the last mount on / in its mount namespace): read-only.
+  CTR_ROOT_RO=false
+  awk '$5 == "/" {o = $6} END {exit !(o ~ /^ro(,|$)/)}' /proc/$CTR_PID/mountinfo 2>/dev/null && CTR_ROOT_RO=true
+  wget -q -T 10 -O /tmp/ctr-metrics.txt http://127.0.0.1:9847/metrics 2>/dev/null
+  CTR_METRICS=$(grep -c '^pressured_bpf_program_info{' /tmp/ctr-metrics.txt 2>/dev/null)
+  vmt_mark STEP "container $CTR_ID: pid $CTR_PID exe $CTR_EXE machine $CTR_MACHINE seccomp ${CTR_SECCOMP:-?} cgroup $CTR_CGROUP"
+}
+
+vmt_ctr_stopped() {  # after runc run returned: the container is deleted, the kernel log read
+  runc --root $CTR_ROOT delete --force $CTR_ID 2>/dev/null
+  CTR_LEFT=$(runc --root $CTR_ROOT list -q 2>/dev/null | wc -l)
+  CTR_AUDIT=$(($(dmesg | grep -c 'type=1326') - ${CTR_AUDIT0:-0}))
+  dmesg | grep 'type=1326' | tail -n 20 | sed "s/^/@@VMT LOG $SCEN seccomp: /"
+}
+
+# vmt_ctr_probe: the kernel log check above can fail in this guest: a static busybox in a
+# container under the same allow list with SCMP_ACT_LOG as its default calls sync(), which
+# the list lacks; its audit record (type=1326) must appear. Bundle /vmt/probe (the host's).
+vmt_ctr_probe() {
+  local n0 n1
+  n0=$(dmesg | grep -c 'type=1326')
+  runc --root $CTR_ROOT run --no-pivot --bundle /vmt/probe seccomp-probe > /tmp/probe.log 2>&1
+  local rc=$?
+  runc --root $CTR_ROOT delete --force seccomp-probe 2>/dev/null
+  n1=$(dmesg | grep -c 'type=1326')
+  dmesg | grep 'type=1326' | tail -n $((n1 - n0)) | sed 's/^/@@VMT LOG seccomp-probe: /'
+  vmt_mark SECCOMP-PROBE "records=$((n1 - n0)) rc=$rc $(head -c 300 /tmp/probe.log | tr '\n' ' ')"
+}
+
+vmt_ctr_json() {
+  local attached eperm stopped
+  attached=$(grep -c 'bpf: .* attached as' /tmp/contender.log)
+  eperm=$(grep -cE 'Operation not permitted|EPERM' /tmp/contender.log)
+  stopped=false
+  grep -q 'pressured stopped' /tmp/contender.log && stopped=true
+  printf '{"pid":"%s","exe":"%s","elf_machine":"%s","seccomp":%s,"no_new_privs":"%s","cap_eff":"%s","cgroup":"%s","root_read_only":%s,"metrics_program_lines":%s,"bpf_attached":%s,"eperm_lines":%s,"stopped_cleanly":%s,"rc":%s,"audit_seccomp":%s,"containers_left":%s}' \
+    "$CTR_PID" "$CTR_EXE" "$CTR_MACHINE" "${CTR_SECCOMP:-null}" "$CTR_NNP" "$CTR_CAPEFF" "$CTR_CGROUP" "$CTR_ROOT_RO" \
+    "${CTR_METRICS:-0}" "$attached" "$eperm" "$stopped" "${CONTENDER_RC:-null}" "${CTR_AUDIT:-null}" "${CTR_LEFT:-null}"
 }
 
 # vmt_relief_config true|false: pressured's configuration file with the reclaim
@@ -477,7 +558,7 @@ vmt_contender_stop() {
   fi
   if kill -0 $CONTENDER_PID 2>/dev/null; then
     alive=true
-    CONTENDER_TICKS=$((CONTENDER_TICKS + $(vmt_ticks $CONTENDER_PID)))
+    CONTENDER_TICKS=$((CONTENDER_TICKS + $(vmt_ticks ${CTR_PID:-$CONTENDER_PID})))
     kill -TERM $CONTENDER_PID 2>/dev/null
     local i=0
     while kill -0 $CONTENDER_PID 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
@@ -486,6 +567,7 @@ vmt_contender_stop() {
   wait $CONTENDER_PID 2>/dev/null
   CONTENDER_RC=$?
   CONTENDER_ALIVE=$alive
+  case "$VMT_CONTENDER" in pressured-image*) vmt_ctr_stopped ;; esac
 }
 
 # --- one scenario run ------------------------------------------------------------
@@ -564,11 +646,12 @@ vmt_end() {
   [ -n "$sampler_json" ] || sampler_json=null
   local deploy=null
   [ "$VMT_CONTENDER" = daemonset ] && deploy=$(vmt_ds_json)
+  case "$VMT_CONTENDER" in pressured-image*) deploy=$(vmt_ctr_json) ;; esac
   printf '@@VMT RESULT {"scenario":"%s","contender":"%s","driver":"%s","cgroup":"%s","contender_started":%s,"contender_alive_at_end":%s,"contender_rc":%s,"cpu_ms":%s,"cpu_start_ms":%s,"duration_ms":%s,"pods":[%s],"extra":%s,"sampler":%s,"deploy":%s,"reclaim":%s}\n' \
     "$SCEN" "$VMT_CONTENDER" "$DRIVER" "${VMT_CGROUP:-v2}" "$CONTENDER_STARTED" "$CONTENDER_ALIVE" "$CONTENDER_RC" \
     $((CONTENDER_TICKS * 1000 / CLK_TCK)) $((CONTENDER_START_TICKS * 1000 / CLK_TCK)) $(($(vmt_ms) - SCEN_T0)) "${pods_json#,}" "$extra" "$sampler_json" "${deploy:-null}" "$reclaim"
   # The BPF flavour of each program, once per boot (vmtests/run records it).
-  if [ -z "$VMT_BPF_REPORTED" ] && [ "$VMT_CONTENDER" = pressured ]; then
+  if [ -z "$VMT_BPF_REPORTED" ] && { [ "$VMT_CONTENDER" = pressured ] || [ "$VMT_CONTENDER" = pressured-image ]; }; then
     VMT_BPF_REPORTED=1
     grep -E "bpf: |BPF unavailable|running on PSI" /tmp/contender.log | grep -vE "libbpf:|debug bpf" |
       sed "s/^/@@VMT BPF /"

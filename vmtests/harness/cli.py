@@ -7,6 +7,8 @@ the victim's memory being released, and the daemon's CPU time.
               [--fixtures DIR] [--accel auto|tcg|kvm] [--keep-logs]
   vmtests/run --gtest test_events [--gtest-filter '*V2Events*'] [--scenario NAME]   (a gtest binary in the guest,
               then the scenarios against pressured in the same boot)
+  vmtests/run --arch arm64 --pressured-image [--scenario NAME]   (pressured from its arm64 OCI image under
+              Debian's arm64 runc in the guest, the DaemonSet's shape and seccomp profile; default fast-spike)
 
 Everything it builds lives under build/vmtests/; kernel packages are cached in
 PRESSURED_KERNEL_CACHE (default ~/.cache/pressured/vmtests-kernels). See docs/vmtests.md.
@@ -29,6 +31,7 @@ from .contenders import CONTENDER_ORDER
 from .report import markdown_report
 from .gtest import GTEST_HELPERS, run_gtest
 from .suite import run_suite
+from .container import run_image
 
 
 def _terminate(signo, _frame):
@@ -75,6 +78,10 @@ def main():
     ap.add_argument("--gtest-timeout", type=int, default=None,
                     help="seconds the gtest binary may run in the guest before it is killed (default 240; "
                          "480 for --arch arm64, whose guest is emulated instruction by instruction)")
+    ap.add_argument("--pressured-image", action="store_true",
+                    help="run pressured from the image scripts/image builds for --arch (arm64), under Debian's runc "
+                         "of that architecture in the guest, shaped like deploy/daemonset.yaml, once with the seccomp "
+                         "profile as shipped and once with SCMP_ACT_LOG as its default action (harness/container.py)")
     ap.add_argument("--node-cgroup", choices=["v1", "v2"], default="v1",
                     help="cgroup mode of the real-kubelet contenders' guest (default v1: kubelet 1.20's "
                          "eviction signals need it; the other contenders always run on v2)")
@@ -84,7 +91,11 @@ def main():
     common.ARCH = args.arch
     if args.gtest_timeout is None:
         args.gtest_timeout = 240 if args.arch == "amd64" else 480
-    if args.arch != "amd64":
+    if args.pressured_image:
+        if args.arch != "arm64" or args.gtest or args.contender or args.kernels or args.pressured or args.fixtures:
+            die("--pressured-image runs with --arch arm64 and --scenario only (the amd64 image runs as deploy/'s "
+                "DaemonSet: --contender daemonset)", 2)
+    elif args.arch != "amd64":
         if not args.gtest:
             die(f"--arch {args.arch} runs --gtest (e.g. --gtest test_events --scenario fast-spike): the contender "
                 f"suite, fixtures and the real node are amd64 only", 2)
@@ -145,7 +156,10 @@ def main():
             return 0
         t0 = time.monotonic()
         try:
-            r = run_gtest(args, vmlinuz, mods, version) if args.gtest else run_suite(args, vmlinuz, mods, version)
+            if args.pressured_image:
+                r = run_image(args, vmlinuz, mods, version)
+            else:
+                r = run_gtest(args, vmlinuz, mods, version) if args.gtest else run_suite(args, vmlinuz, mods, version)
         except HarnessError as e:
             die(str(e))
         summary.append((k, version, r, time.monotonic() - t0, args.results))

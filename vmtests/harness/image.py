@@ -250,12 +250,14 @@ def elf_dynamic(path):
             re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", r.stdout))
 
 
-def check_initramfs(stage, needs_of=()):
+def check_initramfs(stage, needs_of=(), skip=()):
     """Before the boot: every dynamic ELF file in the stage (and each of `needs_of`, host
     executables whose libraries only go in) finds its interpreter and every NEEDED library
     in the stage's loader directories, and pressured, when it is there, every library it
-    dlopens. Raises HarnessError naming what is missing."""
+    dlopens. `skip`: directories (relative to the stage) that are roots of their own, such
+    as a container's rootfs, checked apart. Raises HarnessError naming what is missing."""
     missing = []
+    skipped = {os.path.join(stage, s) for s in skip}
 
     def find(soname):
         return any(os.path.exists(os.path.join(stage, d, soname)) for d in guest_lib_dirs())
@@ -268,7 +270,8 @@ def check_initramfs(stage, needs_of=()):
             if not find(soname) and not (interp and os.path.basename(interp) == soname):
                 missing.append(f"{soname} (needed by {label})")
 
-    for d, _, files in os.walk(stage):
+    for d, dirs, files in os.walk(stage):
+        dirs[:] = [x for x in dirs if os.path.join(d, x) not in skipped]
         for f in files:
             p = os.path.join(d, f)
             if f.endswith(".ko") or os.path.islink(p):
@@ -388,9 +391,9 @@ def pressured_args_ok(help_text):
     return [n for n in need if n not in help_text]
 
 
-def repack_initramfs(stage, img, needs_of=()):
+def repack_initramfs(stage, img, needs_of=(), skip=()):
     """Packs the stage as a gzipped cpio, once check_initramfs found nothing missing."""
-    check_initramfs(stage, needs_of)
+    check_initramfs(stage, needs_of, skip)
     files = subprocess.run("find . -print0 | sort -z", shell=True, cwd=stage, capture_output=True).stdout
     cpio = subprocess.run(["cpio", "--null", "-o", "-H", "newc", "--quiet", "-R", "0:0"], input=files, cwd=stage,
                           capture_output=True, check=True).stdout

@@ -163,6 +163,8 @@ def judge(r):
     node_facts = judge_node(r, victims, start_ms, crossed, failures)
     if r["contender"] == "daemonset":
         judge_deploy(r.get("deploy"), failures)
+    if r["contender"] in CONTAINER_CONTENDERS:
+        judge_container(r.get("deploy"), failures)
     r["metrics"] = {"kernel_oom_kills": oom, "victims": victims, "wrong_victims": len(wrong) + len(missing),
                     "processes_killed": procs_killed, "crossed_ms": crossed, "latency_ms": latency,
                     "min_available_mib": (round(samp["min_available"] / 1048576) if samp.get("min_available")
@@ -172,7 +174,8 @@ def judge(r):
                     **node_facts,
                     **phase_facts,
                     **({"reclaim": r["reclaim"]} if r.get("reclaim") else {}),
-                    **({"deploy": r.get("deploy")} if r["contender"] == "daemonset" else {}),
+                    **({"deploy": r.get("deploy")} if r["contender"] == "daemonset" or r["contender"] in
+                       CONTAINER_CONTENDERS else {}),
                     "cpu_ms": r.get("cpu_ms"),
                     "cpu_after_start_ms": (r["cpu_ms"] - r["cpu_start_ms"]) if r.get("cpu_start_ms") is not None
                     and r.get("cpu_ms") is not None else None}
@@ -284,6 +287,44 @@ def judge_deploy(d, failures):
     elif d.get("links_running") in ("0", "-"):
         failures.append(f"bpftool saw {d.get('links_running')} BPF links while pressured ran: the leftover check "
                         "cannot tell")
+    failures += [why for ok, why in want if not ok]
+
+
+# pressured from its OCI image under runc (vmtests/run --pressured-image, harness/container.py):
+# the profile as shipped, and the same allow list with SCMP_ACT_LOG as the default action.
+CONTAINER_CONTENDERS = ("pressured-image", "pressured-image-log")
+# The container's cgroup (its spec's cgroupsPath), beside the scenario's contender cgroup.
+CONTAINER_CGROUP = "/system.slice/pressured-image"
+# Where scripts/image puts the binary, and the ELF machine of each architecture's.
+IMAGE_BINARY = "/usr/local/bin/pressured"
+ELF_MACHINE = {"amd64": "62", "arm64": "183"}
+
+
+def judge_container(d, failures):
+    """The facts of pressured run from its image (vmtests/guest/scenarios.sh, vmt_ctr_*): the
+    image's binary of the guest's architecture ran, under a seccomp filter, without new
+    privileges, on a read-only root, in its cgroup; it attached BPF programs and served them on
+    /metrics; it stopped with 0 on SIGTERM; no seccomp audit record (type=1326) appeared while
+    it ran; the container was deleted."""
+    if not d:
+        failures.append("no container facts from the guest")
+        return
+    from . import common
+    want = [
+        (d.get("exe") == IMAGE_BINARY, f"the container ran {d.get('exe')!r}, not the image's {IMAGE_BINARY}"),
+        (d.get("elf_machine") == ELF_MACHINE.get(common.ARCH),
+         f"the binary's ELF machine is {d.get('elf_machine')!r}, not {common.ARCH}'s {ELF_MACHINE.get(common.ARCH)}"),
+        (d.get("seccomp") == 2, f"Seccomp: {d.get('seccomp')} in the daemon's /proc/<pid>/status (want 2: filter)"),
+        (d.get("no_new_privs") == "1", f"NoNewPrivs: {d.get('no_new_privs')!r} (want 1)"),
+        (d.get("root_read_only") is True, "the container's root is not read-only"),
+        (d.get("cgroup") == CONTAINER_CGROUP, f"the daemon's cgroup is {d.get('cgroup')!r}, not {CONTAINER_CGROUP}"),
+        ((d.get("bpf_attached") or 0) >= 1, "no BPF program attached (its log)"),
+        ((d.get("metrics_program_lines") or 0) >= 1, "/metrics did not serve pressured_bpf_program_info"),
+        (d.get("rc") == 0 and d.get("stopped_cleanly") is True,
+         f"pressured did not stop cleanly on SIGTERM (runc's exit status {d.get('rc')})"),
+        (d.get("audit_seccomp") == 0, f"{d.get('audit_seccomp')} seccomp audit record(s) (type=1326) while it ran"),
+        (d.get("containers_left") == 0, f"{d.get('containers_left')} container(s) left in runc's state"),
+    ]
     failures += [why for ok, why in want if not ok]
 
 
