@@ -1,8 +1,9 @@
 #pragma once
 // Tells the Kubernetes API what pressured did: evictions recorded as the
 // kubelet records its own (the pod's status: phase Failed, reason Evicted, the
-// DisruptionTarget condition; the kubelet then stops the pod and does not
-// restart it), or, where the status update is refused, through the Eviction
+// DisruptionTarget condition; the kubelet may keep it or write its own status
+// back, and then the pod is ended through the Eviction API: end_pod), or,
+// where the status update is refused, through the Eviction
 // API (policy/v1, policy/v1beta1 on servers that do not serve v1, with the
 // pod's uid as precondition, DELETE fallback on 429/500), an `Evicted` Event
 // with the kubelet's annotations on the pod,
