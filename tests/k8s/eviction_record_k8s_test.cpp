@@ -98,9 +98,18 @@ TEST(K8sEvictionRecord, PodStaysFailedEvictedWithTheMessageAndDisruptionTargetAn
                   {"starved_resource", "memory"}}));
 
   // Sent again (a restart before the answer): the pod is terminal, its
-  // record stays as it is, and the Event is not recorded twice.
+  // record stays as it is, and the Event is not recorded twice. Answered as
+  // a record, so that the policy watches it as one the kubelet may undo.
+  std::mutex mu;
+  std::vector<EvictionResult> results;
+  h.reporter->set_eviction_hook([&](const std::string&, EvictionResult r) {
+    std::lock_guard lk(mu);
+    results.push_back(r);
+  });
   h.reporter->report_eviction(e);
   ASSERT_TRUE(h.reporter->drain(30s));
+  h.reporter->set_eviction_hook({});
+  EXPECT_EQ(results, std::vector<EvictionResult>{EvictionResult::Recorded});
   EXPECT_EQ(api_requests(m, "pod_status", "success"), 1u);
   EXPECT_EQ(api_requests(m, "event", "conflict"), 1u);
   EXPECT_EQ(scraped(m, "pressured_kubernetes_report_failures_total"), 0u);

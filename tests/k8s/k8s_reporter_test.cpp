@@ -309,7 +309,8 @@ TEST(K8sReporter, RefusedStatusUpdateFallsBackToTheEvictionApi) {
 
 // Fake: a pod already terminal (the run before a restart recorded it; or it
 // ended on its own): its status is left as it is, nothing else is sent but
-// the Event.
+// the Event. One Failed with reason Evicted is answered as a record (the
+// policy then watches it as one the kubelet may undo); any other as not needed.
 TEST(K8sReporter, APodAlreadyTerminalKeepsItsStatus) {
   for (const char* phase : {"Failed", "Succeeded"}) {
     FakeApiServer api;
@@ -330,7 +331,9 @@ TEST(K8sReporter, APodAlreadyTerminalKeepsItsStatus) {
     auto seen = api.requests();
     ASSERT_EQ(seen.size(), 1u) << phase;
     EXPECT_EQ(seen[0].path, "/api/v1/namespaces/shop/events");
-    EXPECT_EQ(results, std::vector<EvictionResult>{EvictionResult::NotNeeded});
+    EXPECT_EQ(results, std::vector<EvictionResult>{std::string_view(phase) == "Failed" ? EvictionResult::Recorded
+                                                                                      : EvictionResult::NotNeeded})
+        << phase;
     r.stop();
   }
 }

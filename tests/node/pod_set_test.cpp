@@ -105,7 +105,9 @@ TEST(PodSet, MergesMetadataByUidAndByMirror) {
   PodMetadata mirror = md("mirror-uid", "static-web");
   mirror.mirror_of = "confighash";
   mirror.static_pod = true;
-  s.source->answer({md("a", "web"), mirror, md("elsewhere", "other")});
+  PodMetadata a_md = md("a", "web");
+  a_md.phase = "Failed";  // the eviction policy watches a record's phase (docs/kubernetes.md)
+  s.source->answer({a_md, mirror, md("elsewhere", "other")});
   auto pods = s.pods();
   s.set->merge_metadata(t(2), pods);
   ASSERT_EQ(pods.size(), 2u);
@@ -114,6 +116,7 @@ TEST(PodSet, MergesMetadataByUidAndByMirror) {
   EXPECT_TRUE(a.metadata_known);
   EXPECT_EQ(a.name, "web");
   EXPECT_EQ(a.priority, 7);
+  EXPECT_EQ(a.phase, "Failed");
   EXPECT_TRUE(st.metadata_known);
   EXPECT_EQ(st.name, "static-web");
   EXPECT_TRUE(st.static_pod);

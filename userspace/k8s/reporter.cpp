@@ -594,7 +594,11 @@ std::optional<EvictionResult> Reporter::already_done(const Eviction& e, const st
     const std::string phase = status != nullptr ? string_member(*status, "phase").value_or("") : "";
     if (terminal_done && (phase == "Failed" || phase == "Succeeded")) {
       spdlog::info("k8s: {}: the pod is already {}: its status is left as it is", what, phase);
-      return R::NotNeeded;
+      // An eviction record there already (the run before a restart wrote
+      // it; its answer was lost): answered as a record, so that it is
+      // watched like one the kubelet may undo.
+      const bool evicted = phase == "Failed" && string_member(*status, "reason").value_or("") == "Evicted";
+      return evicted ? R::Recorded : R::NotNeeded;
     }
   }
   return std::nullopt;
