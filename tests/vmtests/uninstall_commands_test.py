@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The uninstall commands docs/operations.md ("Uninstall") gives are
+"""The uninstall commands docs/operations.md ("Uninstall") and README.md ("Deploy", step 5) give are
 the ones the VM's DaemonSet test runs (vmtests/guest/node.sh, vmt_ds_delete and vmt_ds_uninstall),
 in the same order: the documented path is the tested one, and a change to either side is noticed.
 The test's own additions are bounds and its kubeconfig (--timeout, --kubeconfig), and its overlay
@@ -70,6 +70,9 @@ class UninstallCommands(unittest.TestCase):
 
     def test_operations_uninstall_is_what_the_test_runs(self):
         self.assertEqual(documented_commands(read("docs/operations.md"), "### Uninstall"), self.tested)
+
+    def test_the_readme_deploy_steps_are_what_the_test_runs(self):
+        self.assertEqual(documented_commands(read("README.md"), "## Deploy"), self.tested)
 
     def test_a_changed_document_is_noticed(self):
         doc = read("docs/operations.md").replace("rollout status ds/pressured-uninstall", "get pods", 1)
