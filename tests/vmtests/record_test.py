@@ -8,7 +8,8 @@ real kubectl 1.20 with the guest's own template (VMT_RECORD_TEMPLATE: `kubectl a
 --local`, no server), the functions run under busybox sh as in the guest (node.sh copied
 with its /tmp paths moved into a temporary directory), and the result must be valid JSON
 that carries every field, a message with quotes and a tab intact, and the verdict the
-judge gives on it (Record). RecordAgainstApiserver runs the guest's watch and last read
+judge gives on it (Record); vmt_end (scenarios.sh) keeps the contender running until the kubelet
+has written over the record, and reads its CPU time before that wait. RecordAgainstApiserver runs the guest's watch and last read
 against kube-apiserver 1.20 on 127.0.0.1 while the test writes pressured's record and then a
 status without reason and message, as kubelet 1.20's sync does. Skips (77) without busybox
 or scripts/build-control-plane's kubectl, unless PRESSURED_REQUIRE_PRIVILEGED=1.
@@ -55,7 +56,7 @@ class Record(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.kubectl = os.path.join(node.kubernetes_dir(), "kubectl")
         guest = os.path.join(ROOT, "vmtests", "guest")
-        for name in ("lib.sh", "node.sh"):
+        for name in ("lib.sh", "node.sh", "scenarios.sh"):
             with open(os.path.join(guest, name)) as f:
                 text = f.read().replace("/tmp/", self.dir + "/")
             with open(os.path.join(self.dir, name), "w") as f:
@@ -123,6 +124,40 @@ class Record(unittest.TestCase):
         self.assertEqual(r["failures"], [])
         self.assertEqual(r["metrics"]["eviction_records"]["besteffort-spike"]["synced"]["message"], "")
         self.assertEqual(r["metrics"]["eviction_records"]["besteffort-spike"]["synced"]["kubectl_status"], "Error")
+
+    def test_the_contender_runs_on_until_the_kubelet_wrote_over_the_record(self):
+        """vmt_end beside a kubelet: pressured must still run while the kubelet's status sync
+        writes over its record (it ends the pod when the sync undoes it), and be stopped after;
+        its CPU time is read before that wait. The node's API calls are stubbed; the contender
+        is a real process, stopped by the real vmt_contender_stop."""
+        self.write("pods.list", "besteffort-spike|BestEffort|u1|cg|ctr|1000|0|0|0|0|main\n")
+        self.write("ticks", "100\n")
+        d = self.dir
+        out = self.sh(
+            f". {d}/scenarios.sh; VMT_CONTENDER=pressured+kubelet; VMT_NODE=1; SCEN=t; SCEN_T0=$(vmt_ms); "
+            "CONTENDER_STARTED=true; DRIVER=cgroupfs; "
+            "sleep 0 & SAMPLER_PID=$!; sleep 60 & CONTENDER_PID=$!; "
+            f"vmt_ticks() {{ cat {d}/ticks; }}; "
+            f"vmt_node_settle() {{ echo settle >> {d}/calls; }}; "
+            f"vmt_node_records() {{ echo records-$1 >> {d}/calls; }}; "
+            # The kubelet's sync takes its time; the contender burns CPU meanwhile (idle work).
+            f"vmt_node_record_wait() {{ if kill -0 $CONTENDER_PID 2>/dev/null; then echo wait-running; "
+            f"else echo wait-stopped; fi >> {d}/calls; echo 5000 > {d}/ticks; }}; "
+            f"vmt_node_events() {{ echo events >> {d}/calls; }}; "
+            "vmt_node_snapshot() { :; }; vmt_node_watch_stop() { :; }; vmt_node_pod_state() { echo failed--; }; "
+            "vmt_node_pod_facts() { printf '\"record\":null'; }; vmt_cg_oom_kills() { echo 0; }; "
+            "vmt_reset() { :; }; vmt_wl_logs() { echo /dev/null; }; "
+            "vmt_end '{}' 2>/dev/null </dev/null; "
+            "if kill -0 $CONTENDER_PID 2>/dev/null; then kill $CONTENDER_PID; echo LEFT-RUNNING; fi")
+        with open(os.path.join(d, "calls")) as f:
+            calls = f.read().split()
+        self.assertEqual(calls, ["settle", "records-now", "wait-running", "events"])
+        self.assertNotIn("LEFT-RUNNING", out)
+        line = next(l for l in out.splitlines() if l.startswith("@@VMT RESULT "))
+        result = json.loads(line[len("@@VMT RESULT "):])
+        self.assertTrue(result["contender_alive_at_end"])
+        # 100 ticks at 100 Hz, taken before the wait; not the 5000 after it.
+        self.assertEqual(result["cpu_ms"], 1000)
 
     def test_a_pod_gone_and_a_restart_are_told_apart(self):
         self.assertEqual(self.facts(None, "")["record"]["synced"], {"exists": False})

@@ -320,13 +320,11 @@ vmt_node_events() {
     tail -n 40 | sed "s/^/@@VMT LOG $SCEN events: /"
   grep -E "eviction_manager|evict" $NODE/state/kubelet.log | tail -n 40 | sed "s/^/@@VMT LOG $SCEN kubelet: /"
   # The record each eviction left (docs/kubernetes.md, "The eviction record"): the
-  # pods' phase, reason, DisruptionTarget and message as the watch first showed the
-  # pod Failed (the evictor's own write), the Evicted Events' annotations, and the
-  # pods again once the kubelet has written its status over that record.
-  vmt_node_records now
+  # Evicted Events' annotations, and the pods once the kubelet has written its status
+  # over that record (vmt_end waited for it with vmt_node_record_wait, the contender
+  # still running; the pods as they stood before that wait are the "now" lines).
   kc get events -A -o go-template='{{range .items}}{{if eq .reason "Evicted"}}{{.involvedObject.name}} src={{.source.component}} {{.metadata.annotations}}{{"\n"}}{{end}}{{end}}' \
     2>&1 | sed "s/^/@@VMT LOG $SCEN event-annotations: /"
-  vmt_node_record_wait
   vmt_node_records later
   vmt_node_record_read
   # The node's memory as the kubelet's eviction manager sees it (its summary

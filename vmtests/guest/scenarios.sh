@@ -537,12 +537,18 @@ vmt_ticks() {  # utime+stime of a live pid, in clock ticks
   awk '{print $14 + $15}' /proc/$1/stat 2>/dev/null || echo 0
 }
 
+# vmt_contender_ticks PID: the contender's ticks for its CPU time: those vmt_end took
+# before letting it run on (CONTENDER_TICKS_AT), else PID's now.
+vmt_contender_ticks() {
+  if [ -n "$CONTENDER_TICKS_AT" ]; then echo "$CONTENDER_TICKS_AT"; else vmt_ticks $1; fi
+}
+
 vmt_contender_stop() {
   local alive=false
   if [ "$VMT_CONTENDER" = kubelet ]; then
     # The kubelet stays up until the pods' fate is read from the API (vmt_end).
     kill -0 $CONTENDER_PID 2>/dev/null && alive=true
-    CONTENDER_TICKS=$((CONTENDER_TICKS + $(vmt_ticks $CONTENDER_PID)))
+    CONTENDER_TICKS=$((CONTENDER_TICKS + $(vmt_contender_ticks $CONTENDER_PID)))
     CONTENDER_RC=0
     CONTENDER_ALIVE=$alive
     return
@@ -550,7 +556,7 @@ vmt_contender_stop() {
   if [ "$VMT_CONTENDER" = daemonset ]; then
     # Stopped the way an operator removes it: kubectl delete -k (vmt_ds_delete).
     [ -n "$CONTENDER_PID" ] && kill -0 $CONTENDER_PID 2>/dev/null && alive=true
-    [ -n "$CONTENDER_PID" ] && CONTENDER_TICKS=$((CONTENDER_TICKS + $(vmt_ticks $CONTENDER_PID)))
+    [ -n "$CONTENDER_PID" ] && CONTENDER_TICKS=$((CONTENDER_TICKS + $(vmt_contender_ticks $CONTENDER_PID)))
     vmt_ds_delete
     CONTENDER_RC=0
     CONTENDER_ALIVE=$alive
@@ -558,7 +564,7 @@ vmt_contender_stop() {
   fi
   if kill -0 $CONTENDER_PID 2>/dev/null; then
     alive=true
-    CONTENDER_TICKS=$((CONTENDER_TICKS + $(vmt_ticks ${CTR_PID:-$CONTENDER_PID})))
+    CONTENDER_TICKS=$((CONTENDER_TICKS + $(vmt_contender_ticks ${CTR_PID:-$CONTENDER_PID})))
     kill -TERM $CONTENDER_PID 2>/dev/null
     local i=0
     while kill -0 $CONTENDER_PID 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
@@ -615,10 +621,20 @@ vmt_end() {
   # pressured's reclaim stage: what it asked and got back over the scenario.
   local reclaim='{}'
   case "$VMT_CONTENDER" in pressured|pressured-*) reclaim=$(vmt_reclaim_metrics) ;; esac
+  # Beside a kubelet the contender runs on until the kubelet has written its status
+  # over the eviction records (vmt_node_record_wait, on the pods' watch): ending a
+  # record the kubelet undoes is pressured's job (docs/kubernetes.md, "Ending a record
+  # the kubelet undoes"), which a contender stopped before the kubelet's 10 s status
+  # sync cannot do. Its CPU time is taken before that wait, so cpu_ms covers the
+  # scenario as before, not the idle wait.
+  if [ -n "$VMT_NODE" ]; then
+    [ -n "${CTR_PID:-$CONTENDER_PID}" ] && CONTENDER_TICKS_AT=$(vmt_ticks ${CTR_PID:-$CONTENDER_PID})
+    vmt_node_records now
+    vmt_node_record_wait
+  fi
   vmt_contender_stop
+  CONTENDER_TICKS_AT=
   local pods_json="" name pid st qos podcg ooms
-  # The watch runs on through the eviction records (vmt_node_events waits on it for the
-  # kubelet's writes over them).
   [ -n "$VMT_NODE" ] && { vmt_node_snapshot; vmt_node_events; vmt_node_watch_stop; }
   while IFS='|' read -r name qos uid podcg ctrcg adj req lim prio grace ctr; do
     pid=$(awk -v n=$name '$1 == n {print $2; exit}' /tmp/pod_pids)
