@@ -959,6 +959,25 @@ vmt_reclaim_metrics() {
     END { s = ""; for (n in v) s = s (s ? "," : "") sprintf("\"%s\":%g", n, v[n]); printf "{%s}", s }'
 }
 
+# vmt_grow_past_cache SCENARIO POD: phase 2 of scenarios 10 and 11. POD, if
+# phase 1 left it running, asks for what is free plus all the page cache plus
+# 100 MiB of anonymous memory: no reclaim can cover it, so it must be evicted
+# before the kernel OOM-kills. Sets GROWTH_MIB (0 when phase 1 evicted POD)
+# and PHASE2_RAN; anything evicted within 3 s after POD is over-eviction.
+vmt_grow_past_cache() {
+  GROWTH_MIB=0 PHASE2_RAN=false
+  if vmt_cg_populated $(vmt_pod_field $2 4); then
+    GROWTH_MIB=$(awk '/^(MemFree|Cached):/ { s += $2 } END { printf "%d", s / 1024 + 100 }' /proc/meminfo)
+    PHASE2_RAN=true
+    vmt_mark STEP "$1: phase 2, avail=$(avail_mib)MiB; $2 asks for $GROWTH_MIB MiB more"
+    vmt_pod_run $2 memhog --mib $GROWTH_MIB --rate 50 --hold 300
+    vmt_wait_gone $2 60
+  else
+    vmt_mark STEP "$1: $2 was evicted in phase 1: no phase 2 growth"
+  fi
+  sleep 3
+}
+
 # 10. Active page cache (kubernetes#43916, the kubelet's false pressure): two
 #     pods keep re-reading their parts of a file, each part larger than the
 #     room left above the threshold it crosses, so the kubelet's
@@ -1008,22 +1027,10 @@ scenario_active_page_cache() {
   local rd1_file=$(($(vmt_cg_stat $(vmt_pod_field burstable-reader-1 4) file) / 1048576))
   local rd2_file=$(($(vmt_cg_stat $(vmt_pod_field burstable-reader-2 4) file) / 1048576))
   local m1=$(vmt_reclaim_metrics)
-  # Phase 2: the grower asks for what is free plus all the page cache plus
-  # 100 MiB: no reclaim can cover it.
   kill -USR1 $SAMPLER_PID
-  local g=0 p2=false
-  if vmt_cg_populated $(vmt_pod_field burstable-grower 4); then
-    g=$(awk '/^(MemFree|Cached):/ { s += $2 } END { printf "%d", s / 1024 + 100 }' /proc/meminfo)
-    p2=true
-    vmt_mark STEP "active-page-cache: phase 2, avail=$(avail_mib)MiB; the grower asks for $g MiB more"
-    vmt_pod_run burstable-grower memhog --mib $g --rate 50 --hold 300
-    vmt_wait_gone burstable-grower 60
-  else
-    vmt_mark STEP "active-page-cache: the grower was evicted in phase 1: no phase 2 growth"
-  fi
-  sleep 3  # anything evicted after the grower is over-eviction
+  vmt_grow_past_cache active-page-cache burstable-grower
   local m2=$(vmt_reclaim_metrics)
-  vmt_end "{\"reader_1_mib\":$r1,\"reader_2_mib\":$r2,\"avail_before_mib\":$a,\"grower_mib\":$g,\"phase2_ran\":$p2,\"reader_1_file_mib_end_phase1\":$rd1_file,\"reader_2_file_mib_end_phase1\":$rd2_file,\"reclaim_metrics_phase1\":$m1,\"reclaim_metrics_end\":$m2,\"relief_key\":\"${VMT_RELIEF_KEY:-0}\"}"
+  vmt_end "{\"reader_1_mib\":$r1,\"reader_2_mib\":$r2,\"avail_before_mib\":$a,\"grower_mib\":$GROWTH_MIB,\"phase2_ran\":$PHASE2_RAN,\"reader_1_file_mib_end_phase1\":$rd1_file,\"reader_2_file_mib_end_phase1\":$rd2_file,\"reclaim_metrics_phase1\":$m1,\"reclaim_metrics_end\":$m2,\"relief_key\":\"${VMT_RELIEF_KEY:-0}\"}"
 }
 
 # 11. Page cache and anonymous growth in one pod: a Burstable pod keeps
@@ -1064,20 +1071,9 @@ scenario_cache_and_growth() {
   local file_p1=$(($(vmt_cg_stat $(vmt_pod_field burstable-mixed 4) file) / 1048576))
   local m1=$(vmt_reclaim_metrics)
   kill -USR1 $SAMPLER_PID
-  local g=0 p2=false
-  if vmt_cg_populated $(vmt_pod_field burstable-mixed 4); then
-    # What is free plus all the page cache plus 100 MiB: no reclaim can cover it.
-    g=$(awk '/^(MemFree|Cached):/ { s += $2 } END { printf "%d", s / 1024 + 100 }' /proc/meminfo)
-    p2=true
-    vmt_mark STEP "cache-and-growth: phase 2, avail=$(avail_mib)MiB; the same pod asks for $g MiB more"
-    vmt_pod_run burstable-mixed memhog --mib $g --rate 50 --hold 300
-    vmt_wait_gone burstable-mixed 60
-  else
-    vmt_mark STEP "cache-and-growth: the pod was evicted in phase 1: no phase 2 growth"
-  fi
-  sleep 3  # anything evicted after it is over-eviction
+  vmt_grow_past_cache cache-and-growth burstable-mixed
   local m2=$(vmt_reclaim_metrics)
-  vmt_end "{\"cache_mib\":$r,\"avail_before_mib\":$a,\"growth_mib\":$g,\"phase2_ran\":$p2,\"file_mib_end_phase1\":$file_p1,\"reclaim_metrics_phase1\":$m1,\"reclaim_metrics_end\":$m2,\"relief_key\":\"${VMT_RELIEF_KEY:-0}\"}"
+  vmt_end "{\"cache_mib\":$r,\"avail_before_mib\":$a,\"growth_mib\":$GROWTH_MIB,\"phase2_ran\":$PHASE2_RAN,\"file_mib_end_phase1\":$file_p1,\"reclaim_metrics_phase1\":$m1,\"reclaim_metrics_end\":$m2,\"relief_key\":\"${VMT_RELIEF_KEY:-0}\"}"
 }
 
 vmt_run_scenarios() {
