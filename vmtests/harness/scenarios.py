@@ -292,7 +292,7 @@ def judge_deploy(d, failures):
 
 # pressured from its OCI image under runc (vmtests/run --pressured-image, harness/container.py):
 # the profile as shipped, and the same allow list with SCMP_ACT_LOG as the default action.
-CONTAINER_CONTENDERS = ("pressured-image", "pressured-image-log")
+CONTAINER_CONTENDERS = ("pressured-image", "pressured-image-log", "pressured-image-paranoid2")
 # The container's cgroup (its spec's cgroupsPath), beside the scenario's contender cgroup.
 CONTAINER_CGROUP = "/system.slice/pressured-image"
 # Where scripts/image puts the binary, and the ELF machine of each architecture's.
@@ -305,7 +305,10 @@ def judge_container(d, failures):
     image's binary of the guest's architecture ran, under a seccomp filter, without new
     privileges, on a read-only root, in its cgroup; it attached BPF programs and served them on
     /metrics; it stopped with 0 on SIGTERM; no seccomp audit record (type=1326) appeared while
-    it ran; the container was deleted."""
+    it ran; the container was deleted. kprobes: with kernel.perf_event_paranoid above 2 (Debian's
+    default, 3) perf_event_open wants CAP_SYS_ADMIN, which the DaemonSet does not grant, so a
+    kprobe may be refused, but every such refusal must name the sysctl and its remedy in the log
+    and in /metrics; at 2 or below CAP_PERFMON suffices and none may be refused."""
     if not d:
         failures.append("no container facts from the guest")
         return
@@ -319,13 +322,50 @@ def judge_container(d, failures):
         (d.get("root_read_only") is True, "the container's root is not read-only"),
         (d.get("cgroup") == CONTAINER_CGROUP, f"the daemon's cgroup is {d.get('cgroup')!r}, not {CONTAINER_CGROUP}"),
         ((d.get("bpf_attached") or 0) >= 1, "no BPF program attached (its log)"),
-        ((d.get("metrics_program_lines") or 0) >= 1, "/metrics did not serve pressured_bpf_program_info"),
+        ((d.get("metrics_program_lines") or 0) >= 1,
+         f"/metrics did not serve pressured_bpf_program_info (wget exit {d.get('metrics_wget_rc')}"
+         f"{': ' + d['metrics_wget_error'].strip() if (d.get('metrics_wget_error') or '').strip() else ''})"),
         (d.get("rc") == 0 and d.get("stopped_cleanly") is True,
          f"pressured did not stop cleanly on SIGTERM (runc's exit status {d.get('rc')})"),
         (d.get("audit_seccomp") == 0, f"{d.get('audit_seccomp')} seccomp audit record(s) (type=1326) while it ran"),
         (d.get("containers_left") == 0, f"{d.get('containers_left')} container(s) left in runc's state"),
     ]
+    paranoid = d.get("perf_event_paranoid")
+    refused = d.get("kprobe_refused") or 0
+    explained = d.get("kprobe_refused_explained") or 0
+    in_metrics = d.get("metrics_paranoid_reasons") or 0
+    if paranoid is None:
+        want.append((False, "the guest did not read kernel.perf_event_paranoid"))
+    elif paranoid > 2:
+        want += [
+            (explained == refused, f"{refused - explained} of {refused} kprobe(s) refused with "
+                                   f"kernel.perf_event_paranoid={paranoid} without the sysctl and its remedy in the log"),
+            (in_metrics == refused, f"{in_metrics} off program(s) in /metrics name kernel.perf_event_paranoid=2, "
+                                    f"{refused} kprobe(s) were refused for it"),
+        ]
+    else:
+        want += [
+            (refused == 0, f"{refused} kprobe(s) refused for permission with kernel.perf_event_paranoid={paranoid} "
+                           f"(CAP_PERFMON should do)"),
+            (in_metrics == 0, f"{in_metrics} off program(s) in /metrics blame kernel.perf_event_paranoid at {paranoid}"),
+        ]
     failures += [why for ok, why in want if not ok]
+
+
+def judge_paranoid_remedy(results, failures):
+    """Across one boot's container runs: the kprobes the shipped run had refused for
+    kernel.perf_event_paranoid attach in the run with the sysctl at 2 (the documented remedy)."""
+    by = {(r.get("scenario"), r.get("contender")): (r.get("deploy") or {}) for r in results}
+    for (scen, c), d in by.items():
+        if c != "pressured-image" or not d.get("kprobe_refused"):
+            continue
+        fixed = by.get((scen, "pressured-image-paranoid2"))
+        if fixed is None:
+            continue
+        if (fixed.get("kprobe_attached") or 0) < d["kprobe_refused"]:
+            failures.append(f"{scen}: {d['kprobe_refused']} kprobe(s) refused as shipped (perf_event_paranoid="
+                            f"{d.get('perf_event_paranoid')}), but only {fixed.get('kprobe_attached')} attached with it at "
+                            f"{fixed.get('perf_event_paranoid')}")
 
 
 def judge_node(r, victims, start_ms, crossed, failures):
