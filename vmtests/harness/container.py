@@ -34,7 +34,7 @@ from .image import build_initramfs, build_scratch_disk, build_workloads, dlopene
     guest_busybox, guest_lib_dirs, repack_initramfs
 from .qemu import boot, choose_accel, markers, qemu_cmd
 from .scenarios import BUDGET_S, CONTAINER_CGROUP, IMAGE_BINARY, SCENARIO_ORDER, bpf_flavours, judged_results, missing_results, \
-    judge, judge_paranoid_remedy
+    console_logger, judge_paranoid_remedy
 from .report import print_flavours, print_table
 
 CONTAINER_CONTENDERS = {"pressured-image": None, "pressured-image-log": "SCMP_ACT_LOG", "pressured-image-paranoid2": None}
@@ -304,22 +304,9 @@ def run_image(args, vmlinuz, mods, version):
     log(f"booting {version} ({accel}, hard timeout {timeout}s, console {logp}): {', '.join(scenarios)} for "
         f"{', '.join(contenders)}")
 
-    def on_line(line):
-        for kind, text in markers([line]):
-            if kind in ("STEP", "WARN", "ERROR", "SCENARIO"):
-                log(f"  {kind.lower()}: {text}")
-            elif kind == "RESULT":
-                try:
-                    r = judge(json.loads(text))
-                    log(f"  result {r['scenario']}/{r['contender']}: {'PASS' if r['passed'] else 'FAIL'} "
-                        f"victims={r['metrics']['victims']} oom={r['metrics']['kernel_oom_kills']} "
-                        f"{'; '.join(r['failures'])}")
-                except (ValueError, KeyError) as e:
-                    log(f"  unparsable result: {e}")
-
     t1 = time.monotonic()
     lines, status = boot(qemu_cmd(vmlinuz, initrd, build_scratch_disk(), accel, smp=args.smp), logp, timeout,
-                         on_line=on_line)
+                         on_line=console_logger())
     vm_s = time.monotonic() - t1
     got = judged_results(lines, "?")
     results = []

@@ -2,6 +2,7 @@
 import json
 import re
 
+from .common import log
 from .qemu import markers
 
 
@@ -419,6 +420,45 @@ def judged_results(lines, contender):
                 results.append({"scenario": "?", "contender": contender, "passed": False,
                                 "failures": [f"unparsable result: {e}"], "metrics": {}})
     return results
+
+
+# The guest's GoogleTest progress lines worth a line on the host's log.
+GT_PROGRESS_RE = re.compile(r"\[\s*(RUN|OK|FAILED|SKIPPED|measured)\s*\]")
+
+
+def ms(v):
+    return "-" if v is None else f"{v}ms"
+
+
+def result_line(text, node=False):
+    """One RESULT marker, judged, as a line of the host's log; `node`: the real node's results also say
+    who evicted and when the API saw it."""
+    try:
+        r = judge(json.loads(text))
+        m = r["metrics"]
+        by = f"evicted_by={m.get('evicted_by')} api={ms(m.get('api_gone_latency_ms'))} " if node else ""
+        return (f"result {r['scenario']}/{r['contender']}: {'PASS' if r['passed'] else 'FAIL'} "
+                f"victims={m['victims']} oom={m['kernel_oom_kills']} latency={ms(m.get('latency_ms'))} "
+                f"cpu={ms(m.get('cpu_ms'))} {by}{'; '.join(r['failures'])}")
+    except (ValueError, KeyError) as e:
+        return f"unparsable result: {e}"
+
+
+def console_logger(prefix="", gtest=False, node=False):
+    """A boot's on_line: the guest's markers and each judged result on the host's log as they come.
+    `prefix` starts each line (e.g. the contender); `gtest`: also the guest's GoogleTest progress and
+    exit; `node`: see result_line."""
+    kinds = ("SCENARIO", "STEP", "WARN", "ERROR") + (("GTEST-RC",) if gtest else ())
+
+    def on_line(line):
+        for kind, text in markers([line]):
+            if gtest and kind == "GT" and GT_PROGRESS_RE.match(text):
+                log(f"  {prefix}{text}")
+            elif kind in kinds:
+                log(f"  {prefix}{kind.lower()}: {text}")
+            elif kind == "RESULT":
+                log(f"  {prefix}{result_line(text, node)}")
+    return on_line
 
 
 def bpf_flavours(lines):
