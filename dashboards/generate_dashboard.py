@@ -354,11 +354,15 @@ def dashboard():
 
     p.append(row("Kernel OOM kills", y)); y += 1
     p.append(stat("Kernel OOM kills in range",
-                  [target(f'sum(increase(pressured_kernel_oom_kills_total{{{SEL}}}[$__range]))', "kills", instant=True)],
+                  [target(f'sum(increase(pressured_kernel_oom_kills_total{{{SEL}}}[$__range]))', "kills", instant=True),
+                   target(f'sum(increase(pressured_kernel_oom_kills_unreported_total{{{SEL}}}[$__range]))',
+                          "of them unreported", ref="B", instant=True)],
                   0, y, w=6, h=8,
                   thresholds={"mode": "absolute", "steps": [{"color": "green", "value": None},
                                                             {"color": "red", "value": 1}]},
-                  description="Every kernel OOM kill is one pressured did not prevent."))
+                  description="Every kernel OOM kill is one pressured did not prevent. \"Of them unreported\": "
+                              "kills no event reported (a lost ring-buffer record, no BPF), found later in the "
+                              "kernel's own counters: pressured learnt of them late."))
     p.append(timeseries(
         "Kernel OOM kills by QoS class",
         [target(f'sum by (node, qos_class) (increase(pressured_kernel_oom_kills_total{{{SEL}}}[$__rate_interval]))',

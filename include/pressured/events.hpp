@@ -308,7 +308,9 @@ class BpfFeatures {
 };
 
 /// The real prober (userspace/bpf/features.cpp). Results are cached.
-std::unique_ptr<BpfFeatures> make_kernel_bpf_features();
+/// `proc_root`: where kernel.perf_event_paranoid is read, to say why a
+/// kprobe was refused.
+std::unique_ptr<BpfFeatures> make_kernel_bpf_features(const std::string& proc_root = "/proc");
 
 struct AttachCandidate {
   AttachKind kind;

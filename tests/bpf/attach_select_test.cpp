@@ -1,5 +1,6 @@
 // Attach-mode selection with a fake prober: each kernel profile gets the
 // fallback the chain promises, with a reason that names what was refused.
+#include <cerrno>
 #include <fstream>
 #include <map>
 #include <set>
@@ -8,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bpf/perf_paranoid.hpp"
 #include "bpf/programs.hpp"
 #include "fakes/privilege.hpp"
 #include "pressured/events.hpp"
@@ -21,6 +23,7 @@ class FakeFeatures final : public BpfFeatures {
   std::set<std::string> btf;
   std::set<AttachKind> refused_kinds;                            // e.g. fentry, tp_btf: EPERM
   std::set<std::pair<AttachKind, std::string>> refused_targets;  // specific refusals
+  std::map<AttachKind, std::string> why_by_kind;                 // the refusal's words (default "EPERM")
   mutable int probes = 0;
 
   bool bpf_available() const override { return available; }
@@ -28,7 +31,8 @@ class FakeFeatures final : public BpfFeatures {
   bool can_attach(AttachKind k, std::string_view t, std::string* why) const override {
     ++probes;
     if (refused_kinds.count(k) || refused_targets.count({k, std::string(t)})) {
-      if (why) *why = "EPERM";
+      auto w = why_by_kind.find(k);
+      if (why) *why = w == why_by_kind.end() ? "EPERM" : w->second;
       return false;
     }
     return true;
@@ -64,6 +68,46 @@ FakeFeatures vm_61() {
   f.btf.insert("__count_memcg_events");  // out of line before the 6.14 rename + tracepoint
   f.refused_kinds.clear();
   return f;
+}
+
+// arm64 Debian 6.1 in the DaemonSet's container: fentry attach refused (no
+// ftrace direct calls before 6.4), kprobes refused by kernel.perf_event_paranoid=3.
+FakeFeatures arm64_61_container() {
+  FakeFeatures f = vm_61();
+  f.refused_kinds = {AttachKind::Fentry, AttachKind::Kprobe};
+  f.why_by_kind[AttachKind::Fentry] = "attach: Unknown error 524";
+  f.why_by_kind[AttachKind::Kprobe] = bpf::perf_event_refusal("perf_event_open kprobe", EACCES, 3);
+  return f;
+}
+
+TEST(AttachSelect, KprobesRefusedByPerfParanoidSayTheSysctlFirst) {
+  auto sel = bpf::select_programs(arm64_61_container(), nullptr);
+  for (auto p : {BpfProgram::MemcgCharge, BpfProgram::MemcgReclaimStats, BpfProgram::MemstallEnter,
+                 BpfProgram::MemstallLeave}) {
+    const auto& c = sel.choices[static_cast<std::size_t>(p)];
+    EXPECT_EQ(c.kind, AttachKind::Off) << name(p);
+    // What pressured_bpf_program_info keeps of it (128 characters) names the sysctl and the remedy.
+    const std::string label = c.reason.substr(0, 128);
+    EXPECT_EQ(label.rfind("kernel.perf_event_paranoid=3 refuses kprobes", 0), 0u) << name(p) << ": " << c.reason;
+    EXPECT_NE(label.find("kernel.perf_event_paranoid=2"), std::string::npos) << name(p) << ": " << c.reason;
+    // The whole refusal follows, for the log.
+    EXPECT_NE(c.reason.find("kprobe"), std::string::npos) << c.reason;
+    EXPECT_NE(c.reason.find("PSI and the other hooks cover it"), std::string::npos) << c.reason;
+  }
+  // Programs whose tracepoints attach are untouched.
+  const auto& oom = sel.choices[static_cast<std::size_t>(BpfProgram::OomVictim)];
+  EXPECT_EQ(oom.kind, AttachKind::TpBtf);
+  EXPECT_EQ(oom.reason.find("perf_event_paranoid"), std::string::npos) << oom.reason;
+}
+
+TEST(AttachSelect, OtherKprobeRefusalsDoNotBlameTheSysctl) {
+  auto f = arm64_61_container();
+  f.why_by_kind[AttachKind::Kprobe] = bpf::perf_event_refusal("perf_event_open kprobe", EACCES, 2);
+  auto sel = bpf::select_programs(f, nullptr);
+  const auto& c = sel.choices[static_cast<std::size_t>(BpfProgram::MemstallEnter)];
+  EXPECT_EQ(c.kind, AttachKind::Off);
+  EXPECT_EQ(c.reason.rfind("every candidate refused", 0), 0u) << c.reason;
+  EXPECT_EQ(c.reason.find("perf_event_paranoid"), std::string::npos) << c.reason;
 }
 
 TEST(AttachSelect, HostPicksRawTpEverywhere) {

@@ -16,12 +16,13 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "vmtests"))
 from harness import common, container, image  # noqa: E402
-from harness.scenarios import CONTAINER_CGROUP, judge_container  # noqa: E402
+from harness.scenarios import CONTAINER_CGROUP, judge_container, judge_paranoid_remedy  # noqa: E402
 
 GOOD = {"pid": "321", "exe": "/usr/local/bin/pressured", "elf_machine": "183", "seccomp": 2, "no_new_privs": "1",
         "cap_eff": "000000c001804024", "cgroup": CONTAINER_CGROUP, "root_read_only": True,
         "metrics_program_lines": 5, "bpf_attached": 4, "eperm_lines": 0, "stopped_cleanly": True, "rc": 0,
-        "audit_seccomp": 0, "containers_left": 0}
+        "audit_seccomp": 0, "containers_left": 0, "perf_event_paranoid": 3, "kprobe_attached": 0, "kprobe_refused": 4,
+        "kprobe_refused_explained": 4, "metrics_paranoid_reasons": 4, "metrics_wget_rc": 0, "metrics_wget_error": ""}
 
 
 class Spec(unittest.TestCase):
@@ -101,6 +102,93 @@ class Verdict(unittest.TestCase):
         out = []
         judge_container(None, out)
         self.assertEqual(out, ["no container facts from the guest"])
+
+    def test_why_metrics_were_not_read_is_said(self):
+        got = self.failures(metrics_program_lines=0, metrics_wget_rc=139, metrics_wget_error="Segmentation fault ")
+        self.assertTrue(any("wget exit 139: Segmentation fault" in f for f in got), got)
+
+    def test_kprobes_refused_by_perf_paranoid_must_say_so(self):
+        # Above 2 a refusal is expected (no CAP_SYS_ADMIN), but each must name the sysctl and its remedy.
+        self.assertEqual(self.failures(kprobe_refused=0, kprobe_refused_explained=0, metrics_paranoid_reasons=0), [])
+        got = self.failures(kprobe_refused_explained=3)
+        self.assertTrue(any("1 of 4 kprobe(s) refused" in f for f in got), got)
+        got = self.failures(metrics_paranoid_reasons=0)
+        self.assertTrue(any("/metrics" in f and "perf_event_paranoid" in f for f in got), got)
+        got = self.failures(perf_event_paranoid=None)
+        self.assertTrue(any("perf_event_paranoid" in f for f in got), got)
+
+    def test_at_two_no_kprobe_may_be_refused(self):
+        at2 = {"perf_event_paranoid": 2, "kprobe_attached": 4, "kprobe_refused": 0, "kprobe_refused_explained": 0,
+               "metrics_paranoid_reasons": 0}
+        self.assertEqual(self.failures(**at2), [])
+        got = self.failures(**dict(at2, kprobe_refused=4))
+        self.assertTrue(any("CAP_PERFMON should do" in f for f in got), got)
+        got = self.failures(**dict(at2, metrics_paranoid_reasons=1))
+        self.assertTrue(any("blame" in f for f in got), got)
+
+    def test_the_remedy_attaches_what_the_shipped_run_refused(self):
+        def run(c, **d):
+            return {"scenario": "fast-spike", "contender": c, "deploy": dict(GOOD, **d)}
+        shipped = run("pressured-image")
+        out = []
+        judge_paranoid_remedy([shipped, run("pressured-image-paranoid2", perf_event_paranoid=2, kprobe_attached=4,
+                                            kprobe_refused=0)], out)
+        self.assertEqual(out, [])
+        judge_paranoid_remedy([shipped, run("pressured-image-paranoid2", perf_event_paranoid=2, kprobe_attached=1,
+                                            kprobe_refused=0)], out)
+        self.assertTrue(out and "only 1 attached" in out[0], out)
+
+
+class GuestWget(unittest.TestCase):
+    """Every wget command line of the guest's scripts, its options as written, against a local
+    HTTP server with the guest's busybox of this machine's architecture (Debian's 1.35 static
+    busybox crashes on `wget -T`, which once left the container's /metrics unread)."""
+
+    def test_the_guests_wget_options_fetch(self):
+        import http.server
+        import re
+        import subprocess
+        import threading
+        body = b"pressured_bpf_program_info{program=\"oom_victim\"} 1\n"
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        busybox = "/usr/bin/busybox"  # the amd64 guest's; the arm64 guest's is the same Debian version
+        if not os.path.exists(busybox):
+            self.fail(f"{busybox} is missing: install busybox-static (scripts/setup)")
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            seen = 0
+            for script in ("scenarios.sh", "node.sh"):
+                with open(os.path.join(ROOT, "vmtests", "guest", script)) as f:
+                    for line in f:
+                        if not re.search(r"\bwget\b.*http://", line):
+                            continue
+                        opts, words = [], iter(line.split("wget", 1)[1].split())
+                        for w in words:
+                            if w.startswith("http://"):
+                                break
+                            if w == "-O":
+                                next(words)  # the output: stdout here
+                            else:
+                                opts.append(w)
+                        cmd = [busybox, "wget"] + opts + ["-O", "-", f"http://127.0.0.1:{srv.server_port}/metrics"]
+                        r = subprocess.run(cmd, capture_output=True, timeout=20)
+                        self.assertEqual((r.returncode, r.stdout), (0, body), f"{script}: {line.strip()}: {r}")
+                        seen += 1
+            self.assertGreaterEqual(seen, 3, "the guest scripts' wget lines were not found")
+        finally:
+            srv.shutdown()
+            srv.server_close()
 
 
 class Rootfs(unittest.TestCase):

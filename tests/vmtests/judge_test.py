@@ -2,12 +2,14 @@
 """The harness's verdict on one guest result (judge in vmtests/harness/scenarios.py): the order of the victims is the
 order the contender acted in, whether the guest saw it first as the API recording the
 eviction or as the pod's memory being released."""
+import json
 import os
 import sys
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "vmtests"))
+from harness import scenarios  # noqa: E402
 from harness.scenarios import judge, record_outcome, scenarios_for  # noqa: E402
 
 START_MS = 1_000_000
@@ -339,6 +341,60 @@ class JudgePhases(unittest.TestCase):
         self.assertEqual(scenarios_for("pressured-relief-off", both), ["active-page-cache"])
         self.assertEqual(scenarios_for("pressured-relief", both), ["active-page-cache"])
         self.assertEqual(scenarios_for("pressured-relief-off", both, named=True), both)
+
+
+class ConsoleLogger(unittest.TestCase):
+    """What each boot prints on the host's log as the guest's console comes (one logger for the
+    scenario, gtest and container boots)."""
+
+    def setUp(self):
+        self.lines, self.saved = [], scenarios.log
+        scenarios.log = self.lines.append
+
+    def tearDown(self):
+        scenarios.log = self.saved
+
+    def feed(self, on_line, *console):
+        for line in console:
+            on_line(line)
+        return self.lines
+
+    def test_markers_and_a_judged_result_carry_the_prefix(self):
+        r = result("pressured+kubelet",
+                   [pod("besteffort-large", "deleted", START_MS + 10_000, {"pressured": 1}),
+                    pod("besteffort-small", "killed-Error")],
+                   {"besteffort-large": 1_200, "besteffort-small": 1_240})
+        got = self.feed(scenarios.console_logger("[pressured+kubelet] ", node=True),
+                        "@@VMT STEP pods ready", "@@VMT GT [ RUN      ] A.B", "@@VMT RESULT " + json.dumps(r))
+        self.assertEqual(got[0], "  [pressured+kubelet] step: pods ready")
+        self.assertEqual(len(got), 2, got)  # no gtest line unless asked for
+        self.assertEqual(got[1], "  [pressured+kubelet] result min-reclaim-200Mi/pressured+kubelet: PASS "
+                                 "victims=['besteffort-large', 'besteffort-small'] oom=0 latency=1100ms cpu=- "
+                                 "evicted_by={'pressured': 1} api=9900ms ")
+
+    def test_a_real_node_result_is_followed_by_each_eviction_record(self):
+        r = result("pressured+kubelet", [pod("besteffort-large", "evicted", START_MS + 2_000, {"pressured": 1},
+                                             record(phase="Failed", reason="", message=""))],
+                   {"besteffort-large": 1_000})
+        text = "@@VMT RESULT " + json.dumps(r)
+        got = self.feed(scenarios.console_logger("[pressured+kubelet] ", node=True), text)
+        self.assertEqual(len(got), 2, got)
+        self.assertTrue(got[1].startswith("  [pressured+kubelet]   record besteffort-large: recorded Failed/Evicted"),
+                        got[1])
+        self.assertIn("after the kubelet's sync Failed/-", got[1])
+        # Not for the other contenders' boots.
+        self.lines.clear()
+        self.assertEqual(len(self.feed(scenarios.console_logger(), text)), 1)
+
+    def test_gtest_boots_also_show_progress_and_exit_but_no_other_output(self):
+        got = self.feed(scenarios.console_logger(gtest=True), "@@VMT GT [ RUN      ] A.B", "@@VMT GT some output",
+                        "@@VMT GT [  FAILED  ] A.B (3 ms)", "@@VMT GTEST-RC 1 elapsed_ms=5")
+        self.assertEqual(got, ["  [ RUN      ] A.B", "  [  FAILED  ] A.B (3 ms)", "  gtest-rc: 1 elapsed_ms=5"])
+
+    def test_an_unparsable_result_is_said_not_raised(self):
+        got = self.feed(scenarios.console_logger(), "@@VMT RESULT {not json")
+        self.assertEqual(len(got), 1)
+        self.assertIn("unparsable result", got[0])
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 binaries in the tree it names (scripts/test's Release tree) instead of a tree of their
 own, and refuse, naming the variable, a tree that cannot run in the guest."""
 import os
+import re
 import sys
 import tempfile
 import unittest
@@ -10,6 +11,7 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "vmtests"))
 from harness import common  # noqa: E402
+from harness import gtest  # noqa: E402
 
 
 def tree(parent, cache_lines):
@@ -62,6 +64,23 @@ class SharedBuildDir(unittest.TestCase):
         self.use(tree(self.tmp.name, ["PRESSURED_SANITIZE:BOOL=OFF", "PRESSURED_BUILD_TESTS:BOOL=ON"]))
         common.ARCH = "arm64"
         self.assertIsNone(common.shared_build_dir())
+
+
+class GuestBinariesTarget(unittest.TestCase):
+    """scripts/test builds vm_guest_binaries in its Release step and nothing else of the tests there:
+    a guest test binary a VM entry runs but the target lacks would be compiled during the serial VM
+    entries (or, with a stale binary, run stale)."""
+
+    def test_it_covers_pressured_and_every_guest_test_binary_the_entries_run(self):
+        with open(os.path.join(ROOT, "tests", "CMakeLists.txt")) as f:
+            text = f.read()
+        m = re.search(r"add_dependencies\(vm_guest_binaries ([^)]*)\)", text)
+        self.assertIsNotNone(m, "tests/CMakeLists.txt has no add_dependencies(vm_guest_binaries ...)")
+        covered = set(m.group(1).split())
+        ran = set(re.findall(r"vmtests/run [^)]*?--gtest (\w+)", text))
+        self.assertTrue(ran, "no VM entry runs --gtest: the pattern no longer matches tests/CMakeLists.txt")
+        needed = {"pressured"} | ran | {h for t in ran for h in gtest.GTEST_HELPERS.get(t, [])}
+        self.assertEqual(needed - covered, set(), "add these to vm_guest_binaries")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 // Fallback chains and the pure attach-mode selection (tested with a fake prober).
 #include <string>
+#include <utility>
 
+#include "bpf/perf_paranoid.hpp"
 #include "bpf/programs.hpp"
 #include "pressured/events.hpp"
 
@@ -161,6 +163,11 @@ Selection select_programs(const BpfFeatures& features, const ProgramLoadProbe* l
   // Memstalls are timed from enter to leave: one without the other is useless.
   pair_choices(s.choices[static_cast<std::size_t>(BpfProgram::MemstallEnter)],
                s.choices[static_cast<std::size_t>(BpfProgram::MemstallLeave)]);
+  // An operator reads the reason of an off program first in a 128-character
+  // metric label: when the sysctl is why, it comes first.
+  for (auto& c : s.choices) {
+    if (c.kind == AttachKind::Off) c.reason = lead_with_perf_paranoid(std::move(c.reason));
+  }
   return s;
 }
 }  // namespace bpf

@@ -19,9 +19,11 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
+#include "bpf/perf_paranoid.hpp"
 #include "bpf/programs.hpp"
 #include "kernel/fd.hpp"
 #include "kernel/file.hpp"
@@ -136,7 +138,7 @@ std::string errno_text(const char* what, int err) { return std::string(what) + "
 
 class KernelBpfFeatures final : public BpfFeatures {
  public:
-  KernelBpfFeatures() {
+  explicit KernelBpfFeatures(std::string proc_root) : proc_root_(std::move(proc_root)) {
     bpf::MuteLibbpf mute;
     // A ring buffer's size is a multiple of the page size: 4 KiB on x86-64,
     // up to 64 KiB on arm64 kernels built with larger pages.
@@ -325,7 +327,11 @@ class KernelBpfFeatures final : public BpfFeatures {
         attr.config1 = reinterpret_cast<__u64>(target.c_str());
         attr.config2 = 0;
         Fd pfd(static_cast<int>(::syscall(SYS_perf_event_open, &attr, -1, 0, -1, PERF_FLAG_FD_CLOEXEC)));
-        if (pfd.get() < 0) return (reason = errno_text("perf_event_open kprobe", errno), false);
+        if (pfd.get() < 0) {
+          const int err = errno;
+          reason = bpf::perf_event_refusal("perf_event_open kprobe", err, bpf::read_perf_event_paranoid(proc_root_));
+          return false;
+        }
         if (::ioctl(pfd.get(), PERF_EVENT_IOC_SET_BPF, prog.get()) < 0)
           return (reason = errno_text("PERF_EVENT_IOC_SET_BPF", errno), false);
         return true;
@@ -340,6 +346,7 @@ class KernelBpfFeatures final : public BpfFeatures {
     return false;
   }
 
+  const std::string proc_root_;  // where kernel.perf_event_paranoid is read
   mutable std::mutex btf_mu_;  // taken after mu_, never before it
   mutable struct btf* btf_ = nullptr;
   mutable bool btf_loaded_ = false;
@@ -352,6 +359,8 @@ class KernelBpfFeatures final : public BpfFeatures {
 
 }  // namespace
 
-std::unique_ptr<BpfFeatures> make_kernel_bpf_features() { return std::make_unique<KernelBpfFeatures>(); }
+std::unique_ptr<BpfFeatures> make_kernel_bpf_features(const std::string& proc_root) {
+  return std::make_unique<KernelBpfFeatures>(proc_root);
+}
 
 }  // namespace pressured

@@ -104,7 +104,7 @@ int run_daemon(const ConfigOptions& options) {
   ropts.proc_root = config.observe.proc_root;
   // The features hold the kernel's BTF (5 MiB and more, resident), needed only
   // to choose and load the BPF programs: they go once the reactor is built.
-  auto reactor = Reactor::create(config.events, ropts, *make_kernel_bpf_features(), event_stats);
+  auto reactor = Reactor::create(config.events, ropts, *make_kernel_bpf_features(config.observe.proc_root), event_stats);
   if (!reactor) {
     spdlog::error("event reactor: {}", reactor.error().message);
     return 1;

@@ -448,6 +448,15 @@ vmt_ctr_run() {  # ARGS...: pressured's command line, run in the container (runc
   for a in "$@"; do args="$args,\"$a\""; done
   sed "s|\"@@VMT-ARGS@@\"|${args#,}|" /vmt/ctr/$VMT_CONTENDER.json.in > /vmt/ctr/config.json
   CTR_PID=
+  # pressured-image-paranoid2: the remedy docs/operations.md gives for kprobes refused in the
+  # container (Debian's kernels default kernel.perf_event_paranoid to 3, where perf_event_open
+  # needs CAP_SYS_ADMIN): the node sysctl at 2 before the daemon starts, put back after it.
+  CTR_PARANOID_SAVED=
+  if [ "$VMT_CONTENDER" = pressured-image-paranoid2 ]; then
+    CTR_PARANOID_SAVED=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null)
+    echo 2 > /proc/sys/kernel/perf_event_paranoid
+  fi
+  CTR_PARANOID=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null)
   CTR_AUDIT0=$(dmesg | grep -c 'type=1326')
   # runc run stays the container's parent and forwards signals to it (SIGTERM at the stop);
   # --no-pivot: the initramfs root cannot pivot_root (containerd's NoPivotRoot, node.sh).
@@ -467,8 +476,15 @@ vmt_ctr_started() {  # facts of the running container, once pressured said it ru
   # Its root as it sees it (the last mount on / in its mount namespace): read-only.
   CTR_ROOT_RO=false
   awk '$5 == "/" {o = $6} END {exit !(o ~ /^ro(,|$)/)}' /proc/$CTR_PID/mountinfo 2>/dev/null && CTR_ROOT_RO=true
-  wget -q -T 10 -O /tmp/ctr-metrics.txt http://127.0.0.1:9847/metrics 2>/dev/null
+  # Not `wget -T`: Debian's static busybox 1.35 wget crashes (SIGSEGV) on -T; timeout bounds it.
+  rm -f /tmp/ctr-metrics.txt
+  timeout 10 wget -q -O /tmp/ctr-metrics.txt http://127.0.0.1:9847/metrics > /tmp/ctr-wget.txt 2>&1
+  CTR_WGET_RC=$?
+  CTR_WGET_ERR=$(head -c 200 /tmp/ctr-wget.txt | tr -d '"\\' | tr '\n' ' ')
   CTR_METRICS=$(grep -c '^pressured_bpf_program_info{' /tmp/ctr-metrics.txt 2>/dev/null)
+  # Off programs whose metric reason names the sysctl and its remedy (the label keeps 128 characters).
+  CTR_METRICS_PARANOID=$(grep '^pressured_bpf_program_info{' /tmp/ctr-metrics.txt 2>/dev/null | grep 'mode="off"' |
+    grep -c 'kernel.perf_event_paranoid=2')
   vmt_mark STEP "container $CTR_ID: pid $CTR_PID exe $CTR_EXE machine $CTR_MACHINE seccomp ${CTR_SECCOMP:-?} cgroup $CTR_CGROUP"
 }
 
@@ -477,6 +493,8 @@ vmt_ctr_stopped() {  # after runc run returned: the container is deleted, the ke
   CTR_LEFT=$(runc --root $CTR_ROOT list -q 2>/dev/null | wc -l)
   CTR_AUDIT=$(($(dmesg | grep -c 'type=1326') - ${CTR_AUDIT0:-0}))
   dmesg | grep 'type=1326' | tail -n 20 | sed "s/^/@@VMT LOG $SCEN seccomp: /"
+  [ -n "$CTR_PARANOID_SAVED" ] && echo "$CTR_PARANOID_SAVED" > /proc/sys/kernel/perf_event_paranoid
+  CTR_PARANOID_SAVED=
 }
 
 # vmt_ctr_probe: the kernel log check above can fail in this guest: a static busybox in a
@@ -499,9 +517,19 @@ vmt_ctr_json() {
   eperm=$(grep -cE 'Operation not permitted|EPERM' /tmp/contender.log)
   stopped=false
   grep -q 'pressured stopped' /tmp/contender.log && stopped=true
-  printf '{"pid":"%s","exe":"%s","elf_machine":"%s","seccomp":%s,"no_new_privs":"%s","cap_eff":"%s","cgroup":"%s","root_read_only":%s,"metrics_program_lines":%s,"bpf_attached":%s,"eperm_lines":%s,"stopped_cleanly":%s,"rc":%s,"audit_seccomp":%s,"containers_left":%s}' \
+  # kprobes: attached, refused for permission (EACCES/EPERM), and of those the ones whose
+  # reason in the log names kernel.perf_event_paranoid and its remedy.
+  local kp_on kp_refused kp_explained
+  kp_on=$(grep -cE 'bpf: [a-z_]+ attached as kprobe ' /tmp/contender.log)
+  grep -E 'bpf: [a-z_]+ off: ' /tmp/contender.log |
+    grep -E 'perf_event_open kprobe: (Permission denied|Operation not permitted)' > /tmp/ctr-kprobe-refused.txt
+  kp_refused=$(grep -c . /tmp/ctr-kprobe-refused.txt)
+  kp_explained=$(grep -c 'kernel.perf_event_paranoid=2' /tmp/ctr-kprobe-refused.txt)
+  printf '{"pid":"%s","exe":"%s","elf_machine":"%s","seccomp":%s,"no_new_privs":"%s","cap_eff":"%s","cgroup":"%s","root_read_only":%s,"metrics_program_lines":%s,"metrics_wget_rc":%s,"metrics_wget_error":"%s","bpf_attached":%s,"eperm_lines":%s,"stopped_cleanly":%s,"rc":%s,"audit_seccomp":%s,"containers_left":%s,"perf_event_paranoid":%s,"kprobe_attached":%s,"kprobe_refused":%s,"kprobe_refused_explained":%s,"metrics_paranoid_reasons":%s}' \
     "$CTR_PID" "$CTR_EXE" "$CTR_MACHINE" "${CTR_SECCOMP:-null}" "$CTR_NNP" "$CTR_CAPEFF" "$CTR_CGROUP" "$CTR_ROOT_RO" \
-    "${CTR_METRICS:-0}" "$attached" "$eperm" "$stopped" "${CONTENDER_RC:-null}" "${CTR_AUDIT:-null}" "${CTR_LEFT:-null}"
+    "${CTR_METRICS:-0}" "${CTR_WGET_RC:-null}" "$CTR_WGET_ERR" "$attached" "$eperm" "$stopped" "${CONTENDER_RC:-null}" \
+    "${CTR_AUDIT:-null}" "${CTR_LEFT:-null}" "${CTR_PARANOID:-null}" "$kp_on" "$kp_refused" "$kp_explained" \
+    "${CTR_METRICS_PARANOID:-0}"
 }
 
 # vmt_relief_config true|false: pressured's configuration file with the reclaim
@@ -977,6 +1005,25 @@ vmt_reclaim_metrics() {
     END { s = ""; for (n in v) s = s (s ? "," : "") sprintf("\"%s\":%g", n, v[n]); printf "{%s}", s }'
 }
 
+# vmt_grow_past_cache SCENARIO POD: phase 2 of scenarios 10 and 11. POD, if
+# phase 1 left it running, asks for what is free plus all the page cache plus
+# 100 MiB of anonymous memory: no reclaim can cover it, so it must be evicted
+# before the kernel OOM-kills. Sets GROWTH_MIB (0 when phase 1 evicted POD)
+# and PHASE2_RAN; anything evicted within 3 s after POD is over-eviction.
+vmt_grow_past_cache() {
+  GROWTH_MIB=0 PHASE2_RAN=false
+  if vmt_cg_populated $(vmt_pod_field $2 4); then
+    GROWTH_MIB=$(awk '/^(MemFree|Cached):/ { s += $2 } END { printf "%d", s / 1024 + 100 }' /proc/meminfo)
+    PHASE2_RAN=true
+    vmt_mark STEP "$1: phase 2, avail=$(avail_mib)MiB; $2 asks for $GROWTH_MIB MiB more"
+    vmt_pod_run $2 memhog --mib $GROWTH_MIB --rate 50 --hold 300
+    vmt_wait_gone $2 60
+  else
+    vmt_mark STEP "$1: $2 was evicted in phase 1: no phase 2 growth"
+  fi
+  sleep 3
+}
+
 # 10. Active page cache (kubernetes#43916, the kubelet's false pressure): two
 #     pods keep re-reading their parts of a file, each part larger than the
 #     room left above the threshold it crosses, so the kubelet's
@@ -1026,22 +1073,10 @@ scenario_active_page_cache() {
   local rd1_file=$(($(vmt_cg_stat $(vmt_pod_field burstable-reader-1 4) file) / 1048576))
   local rd2_file=$(($(vmt_cg_stat $(vmt_pod_field burstable-reader-2 4) file) / 1048576))
   local m1=$(vmt_reclaim_metrics)
-  # Phase 2: the grower asks for what is free plus all the page cache plus
-  # 100 MiB: no reclaim can cover it.
   kill -USR1 $SAMPLER_PID
-  local g=0 p2=false
-  if vmt_cg_populated $(vmt_pod_field burstable-grower 4); then
-    g=$(awk '/^(MemFree|Cached):/ { s += $2 } END { printf "%d", s / 1024 + 100 }' /proc/meminfo)
-    p2=true
-    vmt_mark STEP "active-page-cache: phase 2, avail=$(avail_mib)MiB; the grower asks for $g MiB more"
-    vmt_pod_run burstable-grower memhog --mib $g --rate 50 --hold 300
-    vmt_wait_gone burstable-grower 60
-  else
-    vmt_mark STEP "active-page-cache: the grower was evicted in phase 1: no phase 2 growth"
-  fi
-  sleep 3  # anything evicted after the grower is over-eviction
+  vmt_grow_past_cache active-page-cache burstable-grower
   local m2=$(vmt_reclaim_metrics)
-  vmt_end "{\"reader_1_mib\":$r1,\"reader_2_mib\":$r2,\"avail_before_mib\":$a,\"grower_mib\":$g,\"phase2_ran\":$p2,\"reader_1_file_mib_end_phase1\":$rd1_file,\"reader_2_file_mib_end_phase1\":$rd2_file,\"reclaim_metrics_phase1\":$m1,\"reclaim_metrics_end\":$m2,\"relief_key\":\"${VMT_RELIEF_KEY:-0}\"}"
+  vmt_end "{\"reader_1_mib\":$r1,\"reader_2_mib\":$r2,\"avail_before_mib\":$a,\"grower_mib\":$GROWTH_MIB,\"phase2_ran\":$PHASE2_RAN,\"reader_1_file_mib_end_phase1\":$rd1_file,\"reader_2_file_mib_end_phase1\":$rd2_file,\"reclaim_metrics_phase1\":$m1,\"reclaim_metrics_end\":$m2,\"relief_key\":\"${VMT_RELIEF_KEY:-0}\"}"
 }
 
 # 11. Page cache and anonymous growth in one pod: a Burstable pod keeps
@@ -1082,20 +1117,9 @@ scenario_cache_and_growth() {
   local file_p1=$(($(vmt_cg_stat $(vmt_pod_field burstable-mixed 4) file) / 1048576))
   local m1=$(vmt_reclaim_metrics)
   kill -USR1 $SAMPLER_PID
-  local g=0 p2=false
-  if vmt_cg_populated $(vmt_pod_field burstable-mixed 4); then
-    # What is free plus all the page cache plus 100 MiB: no reclaim can cover it.
-    g=$(awk '/^(MemFree|Cached):/ { s += $2 } END { printf "%d", s / 1024 + 100 }' /proc/meminfo)
-    p2=true
-    vmt_mark STEP "cache-and-growth: phase 2, avail=$(avail_mib)MiB; the same pod asks for $g MiB more"
-    vmt_pod_run burstable-mixed memhog --mib $g --rate 50 --hold 300
-    vmt_wait_gone burstable-mixed 60
-  else
-    vmt_mark STEP "cache-and-growth: the pod was evicted in phase 1: no phase 2 growth"
-  fi
-  sleep 3  # anything evicted after it is over-eviction
+  vmt_grow_past_cache cache-and-growth burstable-mixed
   local m2=$(vmt_reclaim_metrics)
-  vmt_end "{\"cache_mib\":$r,\"avail_before_mib\":$a,\"growth_mib\":$g,\"phase2_ran\":$p2,\"file_mib_end_phase1\":$file_p1,\"reclaim_metrics_phase1\":$m1,\"reclaim_metrics_end\":$m2,\"relief_key\":\"${VMT_RELIEF_KEY:-0}\"}"
+  vmt_end "{\"cache_mib\":$r,\"avail_before_mib\":$a,\"growth_mib\":$GROWTH_MIB,\"phase2_ran\":$PHASE2_RAN,\"file_mib_end_phase1\":$file_p1,\"reclaim_metrics_phase1\":$m1,\"reclaim_metrics_end\":$m2,\"relief_key\":\"${VMT_RELIEF_KEY:-0}\"}"
 }
 
 vmt_run_scenarios() {

@@ -6,12 +6,15 @@ unpacked with umoci into a runtime bundle whose config.json the host writes here
 deploy/daemonset.yaml's container, with deploy/seccomp/pressured.json converted to the OCI
 runtime spec by tests/deploy/seccomp_runc.py (`oci` mode: its to_oci()). runc and libseccomp
 are Debian's packages of the guest's architecture, downloaded through scripts/apt-extra and
-unpacked, never installed. Two contenders, one boot:
+unpacked, never installed. Three contenders, one boot:
   pressured-image      the profile as shipped (default SCMP_ACT_ERRNO): what the DaemonSet runs;
   pressured-image-log  the same allow list with SCMP_ACT_LOG as the default action: nothing is
                        refused, every call outside the list becomes an audit type=1326 record in
                        the kernel log. Debian's runc 1.1.5 has no SECCOMP_FILTER_FLAG_LOG
-                       (runc 1.2 added it), which would log the refusals of the first run itself.
+                       (runc 1.2 added it), which would log the refusals of the first run itself;
+  pressured-image-paranoid2  as shipped, with the guest's kernel.perf_event_paranoid set to 2 before the
+                       container starts (and put back after): the remedy for kprobes that Debian's
+                       default of 3 refuses without CAP_SYS_ADMIN (docs/operations.md).
 """
 import datetime
 import glob
@@ -31,10 +34,10 @@ from .image import build_initramfs, build_scratch_disk, build_workloads, dlopene
     guest_busybox, guest_lib_dirs, repack_initramfs
 from .qemu import boot, choose_accel, markers, qemu_cmd
 from .scenarios import BUDGET_S, CONTAINER_CGROUP, IMAGE_BINARY, SCENARIO_ORDER, bpf_flavours, judged_results, missing_results, \
-    judge
+    console_logger, judge_paranoid_remedy
 from .report import print_flavours, print_table
 
-CONTAINER_CONTENDERS = {"pressured-image": None, "pressured-image-log": "SCMP_ACT_LOG"}
+CONTAINER_CONTENDERS = {"pressured-image": None, "pressured-image-log": "SCMP_ACT_LOG", "pressured-image-paranoid2": None}
 RUNTIME_PACKAGES = ["runc", "libseccomp2"]
 CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
                      "pressured", "vmtests-runc")
@@ -301,22 +304,9 @@ def run_image(args, vmlinuz, mods, version):
     log(f"booting {version} ({accel}, hard timeout {timeout}s, console {logp}): {', '.join(scenarios)} for "
         f"{', '.join(contenders)}")
 
-    def on_line(line):
-        for kind, text in markers([line]):
-            if kind in ("STEP", "WARN", "ERROR", "SCENARIO"):
-                log(f"  {kind.lower()}: {text}")
-            elif kind == "RESULT":
-                try:
-                    r = judge(json.loads(text))
-                    log(f"  result {r['scenario']}/{r['contender']}: {'PASS' if r['passed'] else 'FAIL'} "
-                        f"victims={r['metrics']['victims']} oom={r['metrics']['kernel_oom_kills']} "
-                        f"{'; '.join(r['failures'])}")
-                except (ValueError, KeyError) as e:
-                    log(f"  unparsable result: {e}")
-
     t1 = time.monotonic()
     lines, status = boot(qemu_cmd(vmlinuz, initrd, build_scratch_disk(), accel, smp=args.smp), logp, timeout,
-                         on_line=on_line)
+                         on_line=console_logger())
     vm_s = time.monotonic() - t1
     got = judged_results(lines, "?")
     results = []
@@ -325,6 +315,7 @@ def run_image(args, vmlinuz, mods, version):
         results += mine + missing_results(mine, scenarios, c, status, logp)
     flavours = bpf_flavours(lines)
     failures = [f"{r['scenario']}/{r['contender']}: {'; '.join(r['failures'])}" for r in results if not r["passed"]]
+    judge_paranoid_remedy(results, failures)
     probe = next((text for kind, text in markers(lines) if kind == "SECCOMP-PROBE"), None)
     m = re.match(r"records=(\d+)", probe or "")
     if not m or int(m.group(1)) < 1:

@@ -1,5 +1,4 @@
 """The contenders and their boots (again after a guest lockup); the real node's boots."""
-import json
 import os
 import shutil
 import subprocess
@@ -11,8 +10,8 @@ from .common import OUT, RUNNING_CONTROL_PLANES, log
 from .kernel import GUEST_MODULES, NODE_MODULES
 from .image import build_initramfs, build_scratch_disk
 from .qemu import LOCKUP_RE, boot, markers, qemu_cmd
-from .scenarios import (BUDGET_S, RESULT_NAMES, bpf_flavours, judge, judged_results, missing_results, record_cells,
-                        unavailable)
+from .scenarios import BUDGET_S, RESULT_NAMES, bpf_flavours, console_logger, judged_results, missing_results, \
+    unavailable
 
 
 CONTENDERS = {
@@ -59,7 +58,7 @@ def run_contender(contender, scenarios, kernel, accel, binaries, timeout_overrid
         conf_n = dict(conf, VMT_SCENARIOS=" ".join(todo))
         initrd_n = initrd if todo == scenarios else build_initramfs(mods, conf_n, binaries, tag=contender)
         return boot(qemu_cmd(vmlinuz, initrd_n, build_scratch_disk(), accel, smp=smp), logp, timeout,
-                    on_line=console_logger(contender))
+                    on_line=console_logger(f"[{contender}] ", node=contender in NODE_CONTENDERS))
 
     t0 = time.monotonic()
     results, status, lines = boot_resuming(contender, scenarios, logp, boot_once)
@@ -140,31 +139,6 @@ def boot_resuming(contender, scenarios, logp, boot_once):
     return results + missing_results(results, todo, contender, status, logp), status, all_lines
 
 
-def console_logger(contender):
-    """A boot's on_line: the guest's markers and each judged result on the host's log as
-    they come. The real node's results also say who evicted and when the API saw it."""
-    def on_line(line):
-        for kind, text in markers([line]):
-            if kind in ("SCENARIO", "STEP", "WARN", "ERROR"):
-                log(f"  [{contender}] {kind.lower()}: {text}")
-            elif kind == "RESULT":
-                try:
-                    r = judge(json.loads(text))
-                    m = r["metrics"]
-                    by = (f"evicted_by={m.get('evicted_by')} api={m.get('api_gone_latency_ms')}ms "
-                          if contender in NODE_CONTENDERS else "")
-                    log(f"  [{contender}] result {r['scenario']}: {'PASS' if r['passed'] else 'FAIL'} "
-                        f"victims={m['victims']} oom={m['kernel_oom_kills']} latency={m['latency_ms']}ms "
-                        f"cpu={m['cpu_ms']}ms {by}{'; '.join(r['failures'])}")
-                    for name, rec in m.get("eviction_records", {}).items():
-                        cells = record_cells(rec)
-                        log(f"  [{contender}]   record {name}: recorded {cells[0]}; after the kubelet's sync "
-                            f"{cells[1]}, kubectl {cells[2]}, message {cells[3]}, restarts {cells[4]}")
-                except (ValueError, KeyError) as e:
-                    log(f"  unparsable result: {e}")
-    return on_line
-
-
 def run_node_contender(contender, scenarios, kernel, accel, binaries, timeout_override, smp):
     """The real node: control plane on the host's 127.0.0.1, containerd + runc + kubelet
     1.20.2 in the guest, the scenarios' pods created through the API. One boot, or more
@@ -217,7 +191,7 @@ def run_node_contender(contender, scenarios, kernel, accel, binaries, timeout_ov
                 f"(hard timeout {timeout}s, console {logp})")
             return boot(qemu_cmd(vmlinuz, initrd, build_scratch_disk(), accel, mem=common.NODE_MEM_MIB, smp=smp,
                                  extra_args=node.qemu_node_args(node_disk, cp.port)),
-                        logp, timeout, on_line=console_logger(contender))
+                        logp, timeout, on_line=console_logger(f"[{contender}] ", node=contender in NODE_CONTENDERS))
         finally:
             cp.stop()
             RUNNING_CONTROL_PLANES.discard(cp)

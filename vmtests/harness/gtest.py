@@ -11,7 +11,7 @@ from . import common
 from .common import GTEST_BUILD, OUT, ROOT, arch, arch_dir, log, run
 from .image import build_initramfs, build_scratch_disk, build_workloads, copy_with_libs, repack_initramfs
 from .qemu import boot, choose_accel, markers, qemu_cmd
-from .scenarios import BUDGET_S, SCENARIO_ORDER, bpf_flavours, collect_results, judge
+from .scenarios import BUDGET_S, SCENARIO_ORDER, bpf_flavours, collect_results, console_logger
 from .report import fmt, print_flavours, print_table
 
 
@@ -162,24 +162,9 @@ def run_gtest(args, vmlinuz, mods, version):
     logp = os.path.join(OUT, f"console-gtest-{target}{common.KTAG}.log")
     log(f"{target}: booting {version} ({accel}, hard timeout {timeout}s, console {logp}); filter {flt}")
 
-    def on_line(line):
-        for kind, text in markers([line]):
-            if kind == "GT" and re.match(r"\[\s*(RUN|OK|FAILED|SKIPPED|measured)\s*\]", text):
-                log(f"  {text}")
-            elif kind in ("STEP", "WARN", "ERROR", "GTEST-RC", "SCENARIO"):
-                log(f"  {kind.lower()}: {text}")
-            elif kind == "RESULT":
-                try:
-                    r = judge(json.loads(text))
-                    log(f"  result {r['scenario']}: {'PASS' if r['passed'] else 'FAIL'} "
-                        f"victims={r['metrics']['victims']} oom={r['metrics']['kernel_oom_kills']} "
-                        f"{'; '.join(r['failures'])}")
-                except (ValueError, KeyError) as e:
-                    log(f"  unparsable result: {e}")
-
     t1 = time.monotonic()
     disk = build_scratch_disk() if scenarios or target in GTEST_NEEDS_DISK else None
-    lines, status = boot(qemu_cmd(vmlinuz, initrd, disk, accel, smp=args.smp), logp, timeout, on_line=on_line)
+    lines, status = boot(qemu_cmd(vmlinuz, initrd, disk, accel, smp=args.smp), logp, timeout, on_line=console_logger(gtest=True))
     vm_s = time.monotonic() - t1
     out = [text for kind, text in markers(lines) if kind == "GT"]
     rc = next((text for kind, text in markers(lines) if kind == "GTEST-RC"), None)

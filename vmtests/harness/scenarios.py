@@ -2,6 +2,7 @@
 import json
 import re
 
+from .common import log
 from .qemu import markers
 
 
@@ -292,7 +293,7 @@ def judge_deploy(d, failures):
 
 # pressured from its OCI image under runc (vmtests/run --pressured-image, harness/container.py):
 # the profile as shipped, and the same allow list with SCMP_ACT_LOG as the default action.
-CONTAINER_CONTENDERS = ("pressured-image", "pressured-image-log")
+CONTAINER_CONTENDERS = ("pressured-image", "pressured-image-log", "pressured-image-paranoid2")
 # The container's cgroup (its spec's cgroupsPath), beside the scenario's contender cgroup.
 CONTAINER_CGROUP = "/system.slice/pressured-image"
 # Where scripts/image puts the binary, and the ELF machine of each architecture's.
@@ -305,7 +306,10 @@ def judge_container(d, failures):
     image's binary of the guest's architecture ran, under a seccomp filter, without new
     privileges, on a read-only root, in its cgroup; it attached BPF programs and served them on
     /metrics; it stopped with 0 on SIGTERM; no seccomp audit record (type=1326) appeared while
-    it ran; the container was deleted."""
+    it ran; the container was deleted. kprobes: with kernel.perf_event_paranoid above 2 (Debian's
+    default, 3) perf_event_open wants CAP_SYS_ADMIN, which the DaemonSet does not grant, so a
+    kprobe may be refused, but every such refusal must name the sysctl and its remedy in the log
+    and in /metrics; at 2 or below CAP_PERFMON suffices and none may be refused."""
     if not d:
         failures.append("no container facts from the guest")
         return
@@ -319,13 +323,50 @@ def judge_container(d, failures):
         (d.get("root_read_only") is True, "the container's root is not read-only"),
         (d.get("cgroup") == CONTAINER_CGROUP, f"the daemon's cgroup is {d.get('cgroup')!r}, not {CONTAINER_CGROUP}"),
         ((d.get("bpf_attached") or 0) >= 1, "no BPF program attached (its log)"),
-        ((d.get("metrics_program_lines") or 0) >= 1, "/metrics did not serve pressured_bpf_program_info"),
+        ((d.get("metrics_program_lines") or 0) >= 1,
+         f"/metrics did not serve pressured_bpf_program_info (wget exit {d.get('metrics_wget_rc')}"
+         f"{': ' + d['metrics_wget_error'].strip() if (d.get('metrics_wget_error') or '').strip() else ''})"),
         (d.get("rc") == 0 and d.get("stopped_cleanly") is True,
          f"pressured did not stop cleanly on SIGTERM (runc's exit status {d.get('rc')})"),
         (d.get("audit_seccomp") == 0, f"{d.get('audit_seccomp')} seccomp audit record(s) (type=1326) while it ran"),
         (d.get("containers_left") == 0, f"{d.get('containers_left')} container(s) left in runc's state"),
     ]
+    paranoid = d.get("perf_event_paranoid")
+    refused = d.get("kprobe_refused") or 0
+    explained = d.get("kprobe_refused_explained") or 0
+    in_metrics = d.get("metrics_paranoid_reasons") or 0
+    if paranoid is None:
+        want.append((False, "the guest did not read kernel.perf_event_paranoid"))
+    elif paranoid > 2:
+        want += [
+            (explained == refused, f"{refused - explained} of {refused} kprobe(s) refused with "
+                                   f"kernel.perf_event_paranoid={paranoid} without the sysctl and its remedy in the log"),
+            (in_metrics == refused, f"{in_metrics} off program(s) in /metrics name kernel.perf_event_paranoid=2, "
+                                    f"{refused} kprobe(s) were refused for it"),
+        ]
+    else:
+        want += [
+            (refused == 0, f"{refused} kprobe(s) refused for permission with kernel.perf_event_paranoid={paranoid} "
+                           f"(CAP_PERFMON should do)"),
+            (in_metrics == 0, f"{in_metrics} off program(s) in /metrics blame kernel.perf_event_paranoid at {paranoid}"),
+        ]
     failures += [why for ok, why in want if not ok]
+
+
+def judge_paranoid_remedy(results, failures):
+    """Across one boot's container runs: the kprobes the shipped run had refused for
+    kernel.perf_event_paranoid attach in the run with the sysctl at 2 (the documented remedy)."""
+    by = {(r.get("scenario"), r.get("contender")): (r.get("deploy") or {}) for r in results}
+    for (scen, c), d in by.items():
+        if c != "pressured-image" or not d.get("kprobe_refused"):
+            continue
+        fixed = by.get((scen, "pressured-image-paranoid2"))
+        if fixed is None:
+            continue
+        if (fixed.get("kprobe_attached") or 0) < d["kprobe_refused"]:
+            failures.append(f"{scen}: {d['kprobe_refused']} kprobe(s) refused as shipped (perf_event_paranoid="
+                            f"{d.get('perf_event_paranoid')}), but only {fixed.get('kprobe_attached')} attached with it at "
+                            f"{fixed.get('perf_event_paranoid')}")
 
 
 def judge_node(r, victims, start_ms, crossed, failures):
@@ -459,6 +500,58 @@ def judged_results(lines, contender):
                 results.append({"scenario": "?", "contender": contender, "passed": False,
                                 "failures": [f"unparsable result: {e}"], "metrics": {}})
     return results
+
+
+# The guest's GoogleTest progress lines worth a line on the host's log.
+GT_PROGRESS_RE = re.compile(r"\[\s*(RUN|OK|FAILED|SKIPPED|measured)\s*\]")
+
+
+def ms(v):
+    return "-" if v is None else f"{v}ms"
+
+
+def result_line(text, node=False):
+    """One RESULT marker, judged, as a line of the host's log; `node`: the real node's results also say
+    who evicted and when the API saw it."""
+    try:
+        r = judge(json.loads(text))
+        m = r["metrics"]
+        by = f"evicted_by={m.get('evicted_by')} api={ms(m.get('api_gone_latency_ms'))} " if node else ""
+        return (f"result {r['scenario']}/{r['contender']}: {'PASS' if r['passed'] else 'FAIL'} "
+                f"victims={m['victims']} oom={m['kernel_oom_kills']} latency={ms(m.get('latency_ms'))} "
+                f"cpu={ms(m.get('cpu_ms'))} {by}{'; '.join(r['failures'])}")
+    except (ValueError, KeyError) as e:
+        return f"unparsable result: {e}"
+
+
+def record_lines(text):
+    """The eviction records of one RESULT marker (the real node's), one line each for the host's log:
+    the record as written and as it stood after the kubelet's status sync (record_cells)."""
+    try:
+        records = judge(json.loads(text))["metrics"].get("eviction_records", {})
+    except (ValueError, KeyError):
+        return []  # result_line says it is unparsable
+    return [f"record {name}: recorded {c[0]}; after the kubelet's sync {c[1]}, kubectl {c[2]}, message {c[3]}, "
+            f"restarts {c[4]}" for name, c in ((name, record_cells(rec)) for name, rec in records.items())]
+
+
+def console_logger(prefix="", gtest=False, node=False):
+    """A boot's on_line: the guest's markers and each judged result on the host's log as they come.
+    `prefix` starts each line (e.g. the contender); `gtest`: also the guest's GoogleTest progress and
+    exit; `node`: see result_line, and each eviction record after it (record_lines)."""
+    kinds = ("SCENARIO", "STEP", "WARN", "ERROR") + (("GTEST-RC",) if gtest else ())
+
+    def on_line(line):
+        for kind, text in markers([line]):
+            if gtest and kind == "GT" and GT_PROGRESS_RE.match(text):
+                log(f"  {prefix}{text}")
+            elif kind in kinds:
+                log(f"  {prefix}{kind.lower()}: {text}")
+            elif kind == "RESULT":
+                log(f"  {prefix}{result_line(text, node)}")
+                for rec in record_lines(text) if node else ():
+                    log(f"  {prefix}  {rec}")
+    return on_line
 
 
 def bpf_flavours(lines):
