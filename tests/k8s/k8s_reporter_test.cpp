@@ -127,6 +127,33 @@ Eviction victim() {
   return e;
 }
 
+// The reporter's answers to report_eviction() and end_pod() as its eviction
+// hook gives them (on its worker, or at once on the caller's thread), in
+// order. Declared before the Reporter, so that it outlives the hook.
+class Answers {
+ public:
+  using List = std::vector<std::pair<std::string, EvictionResult>>;
+  void attach(Reporter& r) {
+    r.set_eviction_hook([this](const std::string& id, EvictionResult res) {
+      std::lock_guard lk(mu_);
+      list_.emplace_back(id, res);
+    });
+  }
+  List list() const {
+    std::lock_guard lk(mu_);
+    return list_;
+  }
+  std::vector<EvictionResult> results() const {
+    std::vector<EvictionResult> out;
+    for (const auto& a : list()) out.push_back(a.second);
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  List list_;
+};
+
 ReporterOptions fast_options() {
   ReporterOptions o;
   o.node_name = "node-1";
@@ -277,14 +304,10 @@ TEST(K8sReporter, RefusedStatusUpdateFallsBackToTheEvictionApi) {
     Metrics metrics(MetricsOptions{.node = "node-1"});
     ReporterOptions o = fast_options();
     o.mark_failed = true;
+    Answers answers;
     Reporter r(ApiClient(api.endpoint(), 2s), o);
     r.attach_metrics(metrics);
-    std::vector<EvictionResult> results;
-    std::mutex mu;
-    r.set_eviction_hook([&](const std::string&, EvictionResult res) {
-      std::lock_guard lk(mu);
-      results.push_back(res);
-    });
+    answers.attach(r);
     r.start();
     r.report_eviction(victim());
     ASSERT_TRUE(r.drain(5s));
@@ -297,11 +320,11 @@ TEST(K8sReporter, RefusedStatusUpdateFallsBackToTheEvictionApi) {
     if (c.falls_back) {
       EXPECT_EQ(seen[1].path, "/api/v1/namespaces/shop/pods/web/eviction") << c.status << " " << c.body;
       EXPECT_EQ(scraped(metrics, "pressured_kubernetes_pod_status_refusals_total"), 1u);
-      EXPECT_EQ(results, std::vector<EvictionResult>{EvictionResult::Landed});
+      EXPECT_EQ(answers.results(), std::vector<EvictionResult>{EvictionResult::Landed});
     } else {
       EXPECT_EQ(seen[1].path, "/api/v1/namespaces/shop/events") << c.status << " " << c.body;
       EXPECT_EQ(scraped(metrics, "pressured_kubernetes_evictions_skipped_total", {{"reason", "uid_changed"}}), 1u);
-      EXPECT_EQ(results, std::vector<EvictionResult>{EvictionResult::NotNeeded});
+      EXPECT_EQ(answers.results(), std::vector<EvictionResult>{EvictionResult::NotNeeded});
     }
     r.stop();
   }
@@ -318,21 +341,18 @@ TEST(K8sReporter, APodAlreadyTerminalKeepsItsStatus) {
         fmt::format(R"({{"metadata":{{"uid":"1234-uid"}},"status":{{"phase":"{}","reason":"Evicted"}}}})", phase);
     ReporterOptions o = fast_options();
     o.mark_failed = true;
+    Answers answers;
     Reporter r(ApiClient(api.endpoint(), 2s), o);
-    std::vector<EvictionResult> results;
-    std::mutex mu;
-    r.set_eviction_hook([&](const std::string&, EvictionResult res) {
-      std::lock_guard lk(mu);
-      results.push_back(res);
-    });
+    answers.attach(r);
     r.start();
     r.report_eviction(victim());
     ASSERT_TRUE(r.drain(5s));
     auto seen = api.requests();
     ASSERT_EQ(seen.size(), 1u) << phase;
     EXPECT_EQ(seen[0].path, "/api/v1/namespaces/shop/events");
-    EXPECT_EQ(results, std::vector<EvictionResult>{std::string_view(phase) == "Failed" ? EvictionResult::Recorded
-                                                                                      : EvictionResult::NotNeeded})
+    EXPECT_EQ(answers.results(),
+              std::vector<EvictionResult>{std::string_view(phase) == "Failed" ? EvictionResult::Recorded
+                                                                              : EvictionResult::NotNeeded})
         << phase;
     r.stop();
   }
@@ -509,15 +529,11 @@ TEST(K8sReporter, AnUndoneRecordIsEndedThroughTheApiWithItsFallbackAndNoSecondEv
   api.script["POST /api/v1/namespaces/shop/pods/web/eviction"] = {429};
   ReporterOptions o = fast_options();
   o.mark_failed = true;
+  Answers answers;
   Reporter r(ApiClient(api.endpoint(), 2s), o);
   Metrics metrics(MetricsOptions{.node = "node-1"});
   r.attach_metrics(metrics);
-  std::mutex mu;
-  std::vector<std::pair<std::string, EvictionResult>> answers;
-  r.set_eviction_hook([&](const std::string& id, EvictionResult res) {
-    std::lock_guard lk(mu);
-    answers.emplace_back(id, res);
-  });
+  answers.attach(r);
   r.start();
   r.end_pod(victim(), RecordUndone::ProcessesBack);
   ASSERT_TRUE(r.drain(5s));
@@ -531,10 +547,7 @@ TEST(K8sReporter, AnUndoneRecordIsEndedThroughTheApiWithItsFallbackAndNoSecondEv
   EXPECT_EQ(json::parse(seen[1].body)["preconditions"]["uid"], "1234-uid");
   EXPECT_EQ(scraped(metrics, "pressured_kubernetes_eviction_records_undone_total", {{"cause", "restart"}}), 1u);
   EXPECT_EQ(scraped(metrics, "pressured_kubernetes_eviction_records_undone_total", {{"cause", "phase"}}), 0u);
-  {
-    std::lock_guard lk(mu);
-    EXPECT_EQ(answers, (std::vector<std::pair<std::string, EvictionResult>>{{"ev-7", EvictionResult::Landed}}));
-  }
+  EXPECT_EQ(answers.list(), (Answers::List{{"ev-7", EvictionResult::Landed}}));
   // A pod already terminating (ended by the run before a restart) is left alone and not counted.
   api.bodies["GET /api/v1/namespaces/shop/pods/web"] =
       R"({"metadata":{"name":"web","uid":"1234-uid","deletionTimestamp":"2026-01-01T00:00:00Z"}})";
@@ -542,9 +555,8 @@ TEST(K8sReporter, AnUndoneRecordIsEndedThroughTheApiWithItsFallbackAndNoSecondEv
   ASSERT_TRUE(r.drain(5s));
   EXPECT_EQ(api.requests().size(), 2u);
   EXPECT_EQ(scraped(metrics, "pressured_kubernetes_eviction_records_undone_total", {{"cause", "phase"}}), 0u);
-  std::lock_guard lk(mu);
-  ASSERT_EQ(answers.size(), 2u);
-  EXPECT_EQ(answers[1].second, EvictionResult::NotNeeded);
+  ASSERT_EQ(answers.list().size(), 2u);
+  EXPECT_EQ(answers.list()[1].second, EvictionResult::NotNeeded);
   r.stop();
 }
 
@@ -555,13 +567,9 @@ TEST(K8sReporter, AnUndoneRecordIsEndedThroughTheApiWithItsFallbackAndNoSecondEv
 // what the fake is for here.
 TEST(K8sReporter, APodAlreadyTerminatingIsNotEvictedAgainAndEveryEvictionIsAnswered) {
   FakeApiServer api;
+  Answers answers;
   Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
-  std::mutex mu;
-  std::vector<std::pair<std::string, EvictionResult>> answers;
-  r.set_eviction_hook([&](const std::string& id, EvictionResult res) {
-    std::lock_guard lk(mu);
-    answers.emplace_back(id, res);
-  });
+  answers.attach(r);
   r.start();
   Eviction e = victim();
   r.report_eviction(e);
@@ -579,11 +587,11 @@ TEST(K8sReporter, APodAlreadyTerminatingIsNotEvictedAgainAndEveryEvictionIsAnswe
   std::size_t evictions = 0;
   for (const auto& s : api.requests()) evictions += s.path.ends_with("/eviction");
   EXPECT_EQ(evictions, 1u);
-  std::lock_guard lk(mu);
-  ASSERT_EQ(answers.size(), 3u);
-  EXPECT_EQ(answers[0], std::pair(std::string(victim().id), EvictionResult::Landed));
+  const Answers::List got = answers.list();
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], std::pair(std::string(victim().id), EvictionResult::Landed));
   // The static pod is answered at once, on the caller's thread; the resend on the worker.
-  std::vector<std::pair<std::string, EvictionResult>> rest(answers.begin() + 1, answers.end());
+  Answers::List rest(got.begin() + 1, got.end());
   std::sort(rest.begin(), rest.end());
   EXPECT_EQ(rest[0], std::pair(std::string("ev-7"), EvictionResult::NotNeeded)) << "already terminating";
   EXPECT_EQ(rest[1], std::pair(std::string("ev-static"), EvictionResult::NotNeeded)) << "static: the Event only";

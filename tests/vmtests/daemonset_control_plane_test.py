@@ -29,6 +29,7 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "vmtests"))
 from harness import node  # noqa: E402
+import control_plane_case  # noqa: E402  (beside this file)
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node.NODE_NAME,
                                                         "labels": {"kubernetes.io/os": "linux"}}}
@@ -51,22 +52,7 @@ def poll(what, fn, timeout=180):
     raise AssertionError(f"{what}: not after {timeout} s (last: {last!r})")
 
 
-class ControlPlaneCase(unittest.TestCase):
-    controllers = False
-
-    @classmethod
-    def setUpClass(cls):
-        cls.cp = node.ControlPlane(controllers=cls.controllers)
-        try:
-            cls.cp.start()
-        except BaseException:
-            cls.cp.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cp.stop()
-
+class ControlPlaneCase(control_plane_case.ControlPlaneCase):
     def kc(self, *args, stdin=None, ok=True):
         r = subprocess.run([self.cp.kubectl, "--kubeconfig", self.cp.admin_kubeconfig(), *args], input=stdin,
                            capture_output=True, text=True, timeout=120)
@@ -165,11 +151,5 @@ class DaemonSetControllers(ControlPlaneCase):
 
 
 if __name__ == "__main__":
-    try:
-        node.kubernetes_dir(controllers=not sys.argv[1:] or any("Controllers" in a for a in sys.argv[1:]))
-    except EnvironmentError as e:
-        if os.environ.get("PRESSURED_REQUIRE_PRIVILEGED") == "1":
-            raise
-        print(f"SKIPPED, missing: {e}", flush=True)
-        sys.exit(77)
-    unittest.main()
+    control_plane_case.main(
+        lambda: node.kubernetes_dir(controllers=not sys.argv[1:] or any("Controllers" in a for a in sys.argv[1:])))

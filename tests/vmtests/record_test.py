@@ -30,6 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "vmtests"))
 from harness import node  # noqa: E402
 from harness.scenarios import judge  # noqa: E402
+import control_plane_case  # noqa: E402  (beside this file)
+from control_plane_case import ControlPlaneCase  # noqa: E402
 
 MESSAGE = ('The node was low on resource: memory. Threshold quantity: 150Mi, available: 120Mi. Pod "besteffort-spike"'
            ' was using 300Mi,\trequest is 0. Evicted by pressured (eviction 1a-1) for memory.available (hard threshold)')
@@ -167,23 +169,10 @@ class Record(unittest.TestCase):
         self.assertEqual(restarted["restarts"], 0)  # the watch never saw the restart; the record did
 
 
-class RecordAgainstApiserver(unittest.TestCase):
+class RecordAgainstApiserver(ControlPlaneCase):
     """The guest's watch and read (vmt_node_watch_start, vmt_node_record_read) against the real
     kube-apiserver 1.20 on 127.0.0.1 (no kubelet: the test writes the two statuses itself, as
     pressured's status update and then as the kubelet's sync that drops reason and message)."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.cp = node.ControlPlane()
-        try:
-            cls.cp.start()
-        except BaseException:
-            cls.cp.stop()
-            raise
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cp.stop()
 
     setUp = Record.setUp
     write = Record.write
@@ -271,13 +260,8 @@ class RecordAgainstApiserver(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    try:
+    def check():
         node.kubernetes_dir()
         if not shutil.which("busybox"):
             raise EnvironmentError("busybox is missing (Debian package busybox; scripts/setup)")
-    except EnvironmentError as e:
-        if os.environ.get("PRESSURED_REQUIRE_PRIVILEGED") == "1":
-            raise
-        print(f"SKIPPED, missing: {e}", flush=True)
-        sys.exit(77)
-    unittest.main()
+    control_plane_case.main(check)
