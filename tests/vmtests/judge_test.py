@@ -89,12 +89,29 @@ def record(kubelet="v1.20.2", evicted=None, synced=None, **synced_kw):
 class JudgeRecord(unittest.TestCase):
     """The eviction record pressured leaves beside the real kubelet (judge_record)."""
 
-    def run_judge(self, rec, contender="pressured+kubelet"):
+    def run_judge(self, rec, contender="pressured+kubelet", **result_kw):
         r = result(contender, [pod("besteffort-large", "evicted", START_MS + 2_000, {"pressured": 1}, rec),
                                pod("besteffort-small", "running")],
                    {"besteffort-large": 1_000})
         r["scenario"] = "min-reclaim"
+        r.update(result_kw)
         return judge(r)
+
+    def test_the_undone_records_pressured_counted_must_be_the_pods_ended(self):
+        ended = record(synced={"exists": False})
+        self.assertEqual(self.run_judge(record(), records_undone=0)["failures"], [])
+        self.assertEqual(self.run_judge(ended, records_undone=1)["failures"], [])
+        for what, (rec, counted, why) in {
+                "an eviction for a kept record": (ended, 0, "counted 0 eviction record(s) undone by the kubelet, "
+                                                            "but 1 pod(s) were ended after their record "
+                                                            "(besteffort-large)"),
+                "a count without an end": (record(), 1, "counted 1 eviction record(s) undone by the kubelet, "
+                                                         "but 0 pod(s) were ended after their record (none)"),
+                "no /metrics": (record(), None, "/metrics could not be read")}.items():
+            with self.subTest(what):
+                r = self.run_judge(rec, records_undone=counted)
+                self.assertFalse(r["passed"])
+                self.assertTrue(any(why in f for f in r["failures"]), r["failures"])
 
     def test_a_kept_record_passes_and_is_in_the_metrics(self):
         r = self.run_judge(record())

@@ -660,6 +660,10 @@ vmt_end() {
     vmt_node_records now
     vmt_node_record_wait
   fi
+  # How many eviction records pressured counted as undone by the kubelet (and so
+  # ended through the API): the judge holds it against the pods it finds ended.
+  local undone=null
+  [ "$VMT_CONTENDER" = pressured+kubelet ] && undone=$(vmt_undone_records)
   vmt_contender_stop
   CONTENDER_TICKS_AT=
   local pods_json="" name pid st qos podcg ooms
@@ -691,9 +695,9 @@ vmt_end() {
   local deploy=null
   [ "$VMT_CONTENDER" = daemonset ] && deploy=$(vmt_ds_json)
   case "$VMT_CONTENDER" in pressured-image*) deploy=$(vmt_ctr_json) ;; esac
-  printf '@@VMT RESULT {"scenario":"%s","contender":"%s","driver":"%s","cgroup":"%s","contender_started":%s,"contender_alive_at_end":%s,"contender_rc":%s,"cpu_ms":%s,"cpu_start_ms":%s,"duration_ms":%s,"pods":[%s],"extra":%s,"sampler":%s,"deploy":%s,"reclaim":%s}\n' \
+  printf '@@VMT RESULT {"scenario":"%s","contender":"%s","driver":"%s","cgroup":"%s","contender_started":%s,"contender_alive_at_end":%s,"contender_rc":%s,"cpu_ms":%s,"cpu_start_ms":%s,"duration_ms":%s,"pods":[%s],"extra":%s,"sampler":%s,"deploy":%s,"reclaim":%s,"records_undone":%s}\n' \
     "$SCEN" "$VMT_CONTENDER" "$DRIVER" "${VMT_CGROUP:-v2}" "$CONTENDER_STARTED" "$CONTENDER_ALIVE" "$CONTENDER_RC" \
-    $((CONTENDER_TICKS * 1000 / CLK_TCK)) $((CONTENDER_START_TICKS * 1000 / CLK_TCK)) $(($(vmt_ms) - SCEN_T0)) "${pods_json#,}" "$extra" "$sampler_json" "${deploy:-null}" "$reclaim"
+    $((CONTENDER_TICKS * 1000 / CLK_TCK)) $((CONTENDER_START_TICKS * 1000 / CLK_TCK)) $(($(vmt_ms) - SCEN_T0)) "${pods_json#,}" "$extra" "$sampler_json" "${deploy:-null}" "$reclaim" "${undone:-null}"
   # The BPF flavour of each program, once per boot (vmtests/run records it).
   if [ -z "$VMT_BPF_REPORTED" ] && { [ "$VMT_CONTENDER" = pressured ] || [ "$VMT_CONTENDER" = pressured-image ]; }; then
     VMT_BPF_REPORTED=1
@@ -1022,6 +1026,14 @@ vmt_grow_past_cache() {
     vmt_mark STEP "$1: $2 was evicted in phase 1: no phase 2 growth"
   fi
   sleep 3
+}
+
+# vmt_undone_records: pressured's pressured_kubernetes_eviction_records_undone_total,
+# summed over its causes ("null" when /metrics could not be read).
+vmt_undone_records() {
+  timeout 5 wget -q -O - http://127.0.0.1:9847/metrics 2>/dev/null | awk '
+    /^pressured_kubernetes_eviction_records_undone_total[{ ]/ { s += $NF; n++ }
+    END { if (n) printf "%d", s; else printf "null" }'
 }
 
 # 10. Active page cache (kubernetes#43916, the kubelet's false pressure): two

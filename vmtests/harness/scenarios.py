@@ -397,6 +397,8 @@ def judge_node(r, victims, start_ms, crossed, failures):
         for p in pods:
             if p["name"] in records and p["evicted_by"].get("pressured"):
                 failures += judge_record(p["name"], records[p["name"]])
+    if r["contender"] == "pressured+kubelet" and "records_undone" in r:  # not in results of older guests
+        failures += judge_undone(r["records_undone"], records)
     return {"evicted_by": by, "victim_restarts": restarts, "api_gone_latency_ms": api_ms,
             **({"eviction_records": records} if records else {})}
 
@@ -444,6 +446,21 @@ def judge_record(name, rec):
     return out + [f"{name}: {h}, and the pod was not ended through the API either (kubelet "
                   f"{rec.get('kubelet') or 'unknown'}; kubectl get pods shows {synced.get('kubectl_status')!r})"
                   for h in held]
+
+
+def judge_undone(counted, records):
+    """pressured ends a pod through the API exactly when it counted its record undone by the
+    kubelet (pressured_kubernetes_eviction_records_undone_total, read from its /metrics before it
+    stopped): as many counted as records ended. A count without an ended pod, or an ended pod
+    without a count, is a failure either way: the record judged "ended" could otherwise hide an
+    eviction pressured sent for a record the kubelet had kept."""
+    if counted is None:
+        return ["pressured's /metrics could not be read for the undone eviction records"]
+    ended = sorted(n for n, rec in records.items() if record_outcome(rec) == "ended")
+    if counted != len(ended):
+        return [f"pressured counted {counted} eviction record(s) undone by the kubelet, but "
+                f"{len(ended)} pod(s) were ended after their record ({', '.join(ended) or 'none'})"]
+    return []
 
 
 def record_outcome(rec):
