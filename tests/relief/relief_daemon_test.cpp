@@ -77,6 +77,15 @@ void cache_pod(FakeObserver& obs) {
   p.usage.memory_active_file_bytes = 600 * kMiB;
 }
 
+// What the daemon is given in these tests: the fake node, a recording evictor, the fake writer.
+DaemonDeps relief_deps(FakeObserver& obs, RecordingEvictor& evictor, FakeReclaim& writer) {
+  DaemonDeps deps;
+  deps.observer = &obs;
+  deps.evictor = &evictor;
+  deps.reclaim = &writer;
+  return deps;
+}
+
 // The daemon over cache_pod's node with the fake writer and a recording evictor.
 struct CachePodDaemon {
   FakeObserver obs;
@@ -85,11 +94,7 @@ struct CachePodDaemon {
   std::unique_ptr<Daemon> d;  // last: stopped before what it uses
   CachePodDaemon() {
     cache_pod(obs);
-    DaemonDeps deps;
-    deps.observer = &obs;
-    deps.evictor = &evictor;
-    deps.reclaim = &writer;
-    d = std::make_unique<Daemon>(relief_config(), deps);
+    d = std::make_unique<Daemon>(relief_config(), relief_deps(obs, evictor, writer));
   }
   ~CachePodDaemon() {
     d.reset();
@@ -142,11 +147,7 @@ TEST(ReliefDaemon, ACgroupThatGaveBackLittleIsNotAskedAgainAfterARestart) {
   {
     writer.block = true;
     RecordingEvictor evictor;
-    DaemonDeps deps;
-    deps.observer = &obs;
-    deps.evictor = &evictor;
-    deps.reclaim = &writer;
-    Daemon d(config, deps);
+    Daemon d(config, relief_deps(obs, evictor, writer));
     d.evaluate(at_ms(1000), "test", std::nullopt);
     ASSERT_TRUE(d.relief().running());
     // Meanwhile the pod frees memory of its own: the node is back over the
@@ -163,11 +164,7 @@ TEST(ReliefDaemon, ACgroupThatGaveBackLittleIsNotAskedAgainAfterARestart) {
   const int asked = writer.calls.load();
   obs.pods[0].usage.memory_working_set_bytes += 200 * kMiB;  // short again
   RecordingEvictor evictor;
-  DaemonDeps deps;
-  deps.observer = &obs;
-  deps.evictor = &evictor;
-  deps.reclaim = &writer;
-  Daemon d(config, deps);
+  Daemon d(config, relief_deps(obs, evictor, writer));
   d.restore_checkpoint();
   EXPECT_EQ(d.relief().stage().backoff().size(), 1u);
   EXPECT_EQ(d.relief().stats().backoff_cgroups.load(), 1u);
