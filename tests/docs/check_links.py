@@ -5,6 +5,8 @@ the tree.
 Checked, in each markdown file outside build trees and hidden folders:
   - a relative link `[text](path)` or `[text](path#anchor)` names a file or folder that exists;
   - its #anchor (or a bare `(#anchor)`) is a heading of the target, slugged as GitHub does;
+  - every dated run in docs/evidence/ is named <YYYY-MM-DD>-<topic>.md and linked from a page outside
+    docs/evidence/ (the page it supports);
   - a quoted reference to a section, `docs/engine.md, "Relief before eviction"` (also `engine.md "..."` and
     `[engine.md](engine.md), "..."`), names a heading of that page, or a paragraph led by a bold phrase
     (`**Escalation.** ...`), that starts with the quoted words.
@@ -100,7 +102,7 @@ def resolve_ref(root, here, name):
     return None
 
 
-def check_file(root, path):
+def check_file(root, path, targets=None):
     errors = []
     rel = os.path.relpath(path, root)
     with open(path, encoding="utf-8") as f:
@@ -113,6 +115,8 @@ def check_file(root, path):
                 continue
             file_part, _, anchor = target.partition("#")
             dest = os.path.normpath(os.path.join(os.path.dirname(path), file_part)) if file_part else path
+            if targets is not None:
+                targets.setdefault(dest, set()).add(path)
             if not os.path.exists(dest):
                 errors.append(f"{where}: link {target!r}: no {os.path.relpath(dest, root)}")
                 continue
@@ -135,9 +139,22 @@ def check_file(root, path):
 
 
 def check(root):
-    errors = []
+    errors, targets = [], {}
     for path in markdown_files(root):
-        errors += check_file(root, path)
+        errors += check_file(root, path, targets)
+    # Every dated run is linked from the page it supports (outside docs/evidence/), or it is a notebook
+    # page no reader reaches.
+    evidence = os.path.join(root, "docs", "evidence")
+    if os.path.isdir(evidence):
+        for f in sorted(os.listdir(evidence)):
+            p = os.path.join(evidence, f)
+            if not f.endswith(".md") or f == "README.md":
+                continue
+            if not re.match(r"\d{4}-\d{2}-\d{2}-[\w.-]+\.md$", f):
+                errors.append(f"docs/evidence/{f}: not named <YYYY-MM-DD>-<topic>.md")
+            linkers = targets.get(p, set())
+            if not any(os.path.dirname(x) != evidence for x in linkers):
+                errors.append(f"docs/evidence/{f}: no page outside docs/evidence/ links it")
     return errors
 
 
@@ -147,17 +164,21 @@ def self_test():
         os.makedirs(os.path.join(root, "docs"))
         with open(os.path.join(root, "docs", "a.md"), "w") as f:
             f.write("# Page A\n\n## The `eviction` record (v1)\n\n```\n[not a link](nowhere.md)\n```\n")
+        os.makedirs(os.path.join(root, "docs", "evidence"))
+        with open(os.path.join(root, "docs", "evidence", "2026-01-02-run.md"), "w") as f:
+            f.write("# A run\n\n[back](../a.md)\n")
         with open(os.path.join(root, "README.md"), "w") as f:
             f.write("[ok](docs/a.md#the-eviction-record-v1) and docs/a.md, \"The eviction record\".\n"
                     "[gone](docs/b.md) [bad anchor](docs/a.md#the-record) docs/a.md, \"No such part\"\n"
                     "[web](https://kubernetes.io/docs/) [self](#page-b)\n\n# Page B\n")
         errors = check(root)
-    expected = ["no docs/b.md", "has no heading #the-record", "\"No such part\""]
+    expected = ["no docs/b.md", "has no heading #the-record", "\"No such part\"",
+                "2026-01-02-run.md: no page outside docs/evidence/ links it"]
     missing = [e for e in expected if not any(e in x for x in errors)]
     if missing or len(errors) != len(expected):
         print("self-test FAILED: expected errors", expected, "got", errors)
         return 1
-    print("self-test: 3 broken references found, the good ones passed")
+    print(f"self-test: {len(expected)} broken references found, the good ones passed")
     return 0
 
 
