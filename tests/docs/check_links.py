@@ -15,6 +15,7 @@ External links (http:, https:, mailto:) are not fetched. Code blocks and inline 
   check_links.py [--source-dir DIR]      exit 0 when all resolve, 1 with one line per broken link
   check_links.py --self-test             shows that a broken link, anchor or section reference fails"""
 import argparse
+import bisect
 import os
 import re
 import sys
@@ -24,7 +25,7 @@ SKIP_DIRS = {"build", "node_modules", "third_party"}
 LINK = re.compile(r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
 # `docs/x.md, "Title"`, `x.md "Title"`, `[x](x.md), "Title"`, `x.md ("Title"`.
-SECTION_REF = re.compile(r"([\w./-]+\.md)(?:#[\w-]+)?\)?,? \(?\"([^\"\n]+)\"")
+SECTION_REF = re.compile(r"([\w./-]+\.md)(?:#[\w-]+)?\)?,? \(?\"([^\"]{1,120})\"")
 
 
 def slug(heading):
@@ -126,15 +127,24 @@ def check_file(root, path, targets=None):
                 elif anchor not in headings(dest)[0]:
                     errors.append(f"{where}: link {target!r}: {os.path.relpath(dest, root)} has no heading "
                                   f"#{anchor}")
-        for name, title in SECTION_REF.findall(line):
-            dest = resolve_ref(root, path, name)
-            if dest is None:
-                errors.append(f"{where}: section reference {name}, \"{title}\": no such file")
-                continue
-            want = title.replace("`", "").strip().lower()
-            if not any(t.lower().startswith(want) for t in headings(dest)[1]):
-                errors.append(f"{where}: section reference {name}, \"{title}\": "
-                              f"{os.path.relpath(dest, root)} has no heading starting so")
+    # A section reference may wrap: scan the text with its line breaks as spaces.
+    joined = " ".join(lines)
+    starts, pos = [], 0
+    for l in lines:
+        starts.append(pos)
+        pos += len(l) + 1
+    for m in SECTION_REF.finditer(joined):
+        name, title = m.group(1), m.group(2)
+        where = f"{rel}:{bisect.bisect_right(starts, m.start())}"
+        title = re.sub(r"\s+", " ", title)
+        dest = resolve_ref(root, path, name)
+        if dest is None:
+            errors.append(f"{where}: section reference {name}, \"{title}\": no such file")
+            continue
+        want = title.replace("`", "").strip().lower()
+        if not any(t.lower().startswith(want) for t in headings(dest)[1]):
+            errors.append(f"{where}: section reference {name}, \"{title}\": "
+                          f"{os.path.relpath(dest, root)} has no heading starting so")
     return errors
 
 
