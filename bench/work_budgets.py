@@ -100,6 +100,14 @@ def tracer_of(pid):
     return 0
 
 
+def wait_for(p, word, scenario, pods):
+    """Reads work_counts' stdout up to the line `word` (its log lines come first)."""
+    for line in p.stdout:
+        if line.strip() == word:
+            return
+    raise RuntimeError(f"work_counts {scenario} {pods}: exited {p.wait()} before '{word}'")
+
+
 def syscalls(binary, scenario, pods, iterations, tmp):
     """strace attached for the measured section only (work_counts --pause)."""
     out = os.path.join(tmp, "strace.out")
@@ -108,8 +116,7 @@ def syscalls(binary, scenario, pods, iterations, tmp):
                           "--pause"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     tracer = None
     try:
-        if p.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"work_counts {scenario} {pods}: no 'ready' (exit {p.wait()})")
+        wait_for(p, "ready", scenario, pods)
         tracer = subprocess.Popen(["strace", "-f", "-qq", "-y", "-o", out, "-p", str(p.pid)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 30
@@ -119,8 +126,7 @@ def syscalls(binary, scenario, pods, iterations, tmp):
             time.sleep(0.01)
         p.stdin.write("go\n")
         p.stdin.flush()
-        if p.stdout.readline().strip() != "measured":
-            raise RuntimeError(f"work_counts {scenario} {pods}: no 'measured' (exit {p.wait()})")
+        wait_for(p, "measured", scenario, pods)
         tracer.terminate()  # detaches: the clean-up is not traced
         tracer.wait(30)
         tracer = None
