@@ -264,16 +264,30 @@ int decision_pressure(Setup& s, int iterations, uint64_t& allocations) {
   return 0;
 }
 
-int decision_quiet(Setup& s, int iterations, uint64_t& allocations) {
-  const std::string state = s.node->root() + "/state.json";
-  Config c = daemon_config(false, state);
-  Metrics metrics(MetricsOptions::from_config(c));
+// The daemon for the quiet and idle scenarios: the fixture's observer, a
+// metrics registry, a recording evictor, a threshold that is not met.
+struct QuietDaemon {
+  explicit QuietDaemon(Setup& s)
+      : config(daemon_config(false, s.node->root() + "/state.json")),
+        metrics(MetricsOptions::from_config(config)),
+        daemon(config, deps(s)) {}
+  DaemonDeps deps(Setup& s) {
+    DaemonDeps d;
+    d.observer = s.observer.get();
+    d.evictor = &evictor;
+    d.metrics = &metrics;
+    return d;
+  }
+  Config config;
+  Metrics metrics;
   RecordingEvictor evictor;
-  DaemonDeps deps;
-  deps.observer = s.observer.get();
-  deps.evictor = &evictor;
-  deps.metrics = &metrics;
-  Daemon daemon(c, deps);
+  Daemon daemon;
+};
+
+int decision_quiet(Setup& s, int iterations, uint64_t& allocations) {
+  QuietDaemon q(s);
+  Daemon& daemon = q.daemon;
+  RecordingEvictor& evictor = q.evictor;
   TimePoint now = MonotonicClock().now();
   daemon.on_tick(now, true);  // the safety net's full observation
   PressureEvent ev;
@@ -297,16 +311,10 @@ int decision_quiet(Setup& s, int iterations, uint64_t& allocations) {
 
 // One events.fullObservationInterval of safety-net ticks, 1 s apart.
 int idle(Setup& s, int seconds, uint64_t& allocations) {
-  const std::string state = s.node->root() + "/state.json";
-  Config c = daemon_config(false, state);
-  const auto interval = c.events.effective_full_observation_interval();
-  Metrics metrics(MetricsOptions::from_config(c));
-  RecordingEvictor evictor;
-  DaemonDeps deps;
-  deps.observer = s.observer.get();
-  deps.evictor = &evictor;
-  deps.metrics = &metrics;
-  Daemon daemon(c, deps);
+  QuietDaemon q(s);
+  Daemon& daemon = q.daemon;
+  RecordingEvictor& evictor = q.evictor;
+  const auto interval = q.config.events.effective_full_observation_interval();
   TimePoint now = MonotonicClock().now();
   auto tick = [&] {
     daemon.on_tick(now, true);
