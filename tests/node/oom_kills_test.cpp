@@ -91,5 +91,60 @@ TEST(OomKills, TheWalkStopsAtItsDepth) {
   EXPECT_EQ(by_path(*r, kp), (std::map<std::string, uint64_t>{{"", 0}, {"/a", 1}, {"/a/b", 1}}));
 }
 
+TEST(OomKills, ReadsTheNodesCountFromVmstat) {
+  EXPECT_EQ(parse_vmstat_oom_kills("nr_free_pages 12\noom_kill 7\nnuma_hit 1\n").value(), 7u);
+  EXPECT_EQ(parse_vmstat_oom_kills("oom_kill 0").value(), 0u);
+  EXPECT_FALSE(parse_vmstat_oom_kills("nr_free_pages 12\noom_kill_other 3\n")) << "a prefix is not the key";
+  EXPECT_FALSE(parse_vmstat_oom_kills("oom_kill x\n"));
+}
+
+// The walk is ~2000 memcgs at 1000 pods: each full observation takes the
+// last walk's counts while the node's OOM kill count stands still, and walks
+// again as soon as it moves (the kernel counts a kill in both at once).
+TEST(OomKills, TheTreeIsWalkedAgainOnlyWhenTheNodesCountMoves) {
+  TempDir t;
+  const std::string kp = t.path() + "/kubepods";
+  const std::string vmstat = t.path() + "/proc/vmstat";
+  write_text(kp + "/memory.oom_control", oom_control(0));
+  write_text(kp + "/podA/memory.oom_control", oom_control(0));
+  write_text(vmstat, "nr_free_pages 1\noom_kill 4\n");
+  OomKillCounters counters(kp, false, t.path() + "/proc");
+  auto first = counters.read();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(counters.walks(), 1u);
+  // A memcg created since (no kill yet) and, as the fake cannot be kept from
+  // showing it, a count moved without the node's: not read, no walk.
+  write_text(kp + "/podB/memory.oom_control", oom_control(0));
+  write_text(kp + "/podA/memory.oom_control", oom_control(1));
+  auto second = counters.read();
+  ASSERT_TRUE(second);
+  EXPECT_EQ(counters.walks(), 1u);
+  EXPECT_EQ(by_path(*second, kp), by_path(*first, kp));
+  // The kill counted by the node: walked, podB with it.
+  write_text(vmstat, "nr_free_pages 1\noom_kill 5\n");
+  auto third = counters.read();
+  ASSERT_TRUE(third);
+  EXPECT_EQ(counters.walks(), 2u);
+  EXPECT_EQ(by_path(*third, kp), (std::map<std::string, uint64_t>{{"", 0}, {"/podA", 1}, {"/podB", 0}}));
+}
+
+TEST(OomKills, WithoutVmstatEveryReadWalks) {
+  TempDir t;
+  const std::string kp = t.path() + "/kubepods";
+  write_text(kp + "/memory.oom_control", oom_control(0));
+  OomKillCounters counters(kp, false, t.path() + "/proc");
+  ASSERT_TRUE(counters.read());
+  write_text(kp + "/memory.oom_control", oom_control(2));
+  auto r = counters.read();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(counters.walks(), 2u);
+  EXPECT_EQ(by_path(*r, kp), (std::map<std::string, uint64_t>{{"", 2}}));
+  // No counters at all (no kubepods): nothing cached either.
+  OomKillCounters none(t.path() + "/nothing", false, t.path() + "/proc");
+  EXPECT_FALSE(none.read());
+  EXPECT_FALSE(none.read());
+  EXPECT_EQ(none.walks(), 2u);
+}
+
 }  // namespace
 }  // namespace pressured::node

@@ -1,7 +1,9 @@
 // The observer's pod-set part (node/pod_set.hpp) on its own: the listing and
-// the stamp that tells a decision the set moved, the metadata merge by uid
+// the watch that tells a decision the set moved, the metadata merge by uid
 // and mirror, and the fail-safe for pods no good answer describes.
 #include "node/pod_set.hpp"
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -85,6 +87,34 @@ TEST(PodSet, ListsThePodCgroupsSortedAndTellsWhenTheSetMoved) {
   EXPECT_TRUE(s.set->changed_since_listing()) << "one pod replaced by another in the same tier";
   EXPECT_EQ(s.set->list(nullptr).size(), 3u);
   EXPECT_FALSE(s.set->changed_since_listing());
+}
+
+// The watch on kubepods and its tiers: a pod removed alone, a tier removed
+// and created again are changes; a container cgroup created inside a pod is
+// none (the pod set is the same).
+TEST(PodSet, TellsAPodRemovedOrATierReplacedButNotAContainerStarted) {
+  Set s;
+  s.fake.add_pod("a", QosClass::Burstable, FakePodMemory{MiB, 0, 0, 0, 0});
+  s.fake.add_pod("b", QosClass::BestEffort, FakePodMemory{MiB, 0, 0, 0, 0});
+  ASSERT_EQ(s.set->list(nullptr).size(), 2u);
+  pressured::testing::mkdirs(s.fake.pod_dir("a", QosClass::Burstable) + "/second-container");
+  EXPECT_FALSE(s.set->changed_since_listing()) << "a container is not a pod";
+  s.fake.remove_pod("a", QosClass::Burstable);
+  EXPECT_TRUE(s.set->changed_since_listing()) << "a pod removed";
+  EXPECT_TRUE(s.set->changed_since_listing()) << "until the next listing";
+  ASSERT_EQ(s.set->list(nullptr).size(), 1u);
+  EXPECT_FALSE(s.set->changed_since_listing());
+  const std::string tier = s.fake.kubepods() + "/burstable";
+  ASSERT_EQ(::rmdir(tier.c_str()), 0);
+  EXPECT_TRUE(s.set->changed_since_listing()) << "a tier removed";
+  ASSERT_EQ(s.set->list(nullptr).size(), 1u) << "no burstable tier";
+  EXPECT_FALSE(s.set->changed_since_listing());
+  s.fake.add_pod("c", QosClass::Burstable, FakePodMemory{MiB, 0, 0, 0, 0});
+  EXPECT_TRUE(s.set->changed_since_listing()) << "the tier back, with a pod";
+  EXPECT_EQ(s.set->list(nullptr).size(), 2u);
+  EXPECT_FALSE(s.set->changed_since_listing());
+  s.fake.remove_pod("c", QosClass::Burstable);
+  EXPECT_TRUE(s.set->changed_since_listing()) << "the tier created after the watch was armed is watched too";
 }
 
 TEST(PodSet, DescribesThePodsWithTheirContainers) {

@@ -21,7 +21,8 @@ class KernelNodeObserver final : public NodeObserver {
       : layout_(std::move(layout)),
         signals_(config, layout_, counters_),
         pod_set_(layout_, std::move(metadata), counters_),
-        usage_(layout_, std::move(storage), counters_) {}
+        usage_(layout_, std::move(storage), counters_),
+        oom_kills_(layout_.kubepods_memory_path, layout_.memory_on_v2, config.proc_root) {}
 
   const CgroupLayout& layout() const override { return layout_; }
 
@@ -34,7 +35,7 @@ class KernelNodeObserver final : public NodeObserver {
     const auto dirs = pod_set_.list([this] { return usage_.tracked(); });
     usage_.read_listed(dirs, now, snap.pods);
     pod_set_.merge_metadata(now, snap.pods);
-    snap.oom_kills = node::read_oom_kills(layout_.kubepods_memory_path, layout_.memory_on_v2);
+    snap.oom_kills = oom_kills_.read();
     return snap;
   }
 
@@ -67,6 +68,7 @@ class KernelNodeObserver final : public NodeObserver {
   node::NodeSignals signals_;
   node::PodSet pod_set_;
   node::PodUsageReader usage_;
+  node::OomKillCounters oom_kills_;
 };
 
 }  // namespace

@@ -52,4 +52,37 @@ std::optional<std::vector<MemcgOomKills>> read_oom_kills(const std::string& kube
   return out;
 }
 
+Result<uint64_t> parse_vmstat_oom_kills(std::string_view vmstat) {
+  constexpr std::string_view kKey = "oom_kill ";
+  for (std::size_t at = 0; at < vmstat.size();) {
+    std::size_t eol = vmstat.find('\n', at);
+    if (eol == std::string_view::npos) eol = vmstat.size();
+    const std::string_view line = vmstat.substr(at, eol - at);
+    if (line.starts_with(kKey)) {
+      auto v = kernel::parse_single_value(line.substr(kKey.size()));
+      if (!v || !*v) return Error{EINVAL, "vmstat: oom_kill is not a number"};
+      return **v;
+    }
+    at = eol + 1;
+  }
+  return Error{ENOENT, "vmstat: no oom_kill line (kernel before 4.13)"};
+}
+
+OomKillCounters::OomKillCounters(std::string kubepods_memory_path, bool v2, const std::string& proc_root)
+    : kubepods_(std::move(kubepods_memory_path)), v2_(v2), vmstat_(proc_root + "/vmstat") {}
+
+std::optional<std::vector<MemcgOomKills>> OomKillCounters::read() {
+  std::optional<uint64_t> node_kills;
+  if (auto t = vmstat_.read(buf_)) {
+    if (auto n = parse_vmstat_oom_kills(*t)) node_kills = *n;
+  }
+  if (node_kills && walked_at_ == node_kills) return last_;
+  ++walks_;
+  last_ = read_oom_kills(kubepods_, v2_);
+  // Taken before the walk: a kill during it moves the count, and the next
+  // call walks again.
+  walked_at_ = last_ ? node_kills : std::nullopt;
+  return last_;
+}
+
 }  // namespace pressured::node

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernel/hot_file.hpp"
 #include "pressured/result.hpp"
 #include "pressured/snapshot.hpp"
 
@@ -28,5 +29,34 @@ Result<uint64_t> parse_oom_kill_count(std::string_view text);
 /// cannot be told apart from its children's kills.
 std::optional<std::vector<MemcgOomKills>> read_oom_kills(const std::string& kubepods_memory_path, bool v2,
                                                          int max_depth = 8);
+
+/// The node's OOM kill count: the `oom_kill` line of /proc/vmstat (4.13+).
+Result<uint64_t> parse_vmstat_oom_kills(std::string_view vmstat);
+
+/// read_oom_kills for each full observation, walked again only when the
+/// node's OOM kill count (/proc/vmstat) moved since the last walk. The
+/// kernel counts every OOM kill there and in the victim's memcg in the same
+/// step (__oom_kill_process), so while the node's count stands still no
+/// memcg's count moved, and the last walk's counts are today's: a memcg
+/// created since has none, and the walk after its first kill reads it with
+/// every kill it had. At 1000 pods the walk is ~2000 memcgs, eight syscalls
+/// each; the gate is one pread. Without a readable vmstat (an older kernel,
+/// a fake tree) every call walks.
+class OomKillCounters {
+ public:
+  OomKillCounters(std::string kubepods_memory_path, bool v2, const std::string& proc_root);
+  std::optional<std::vector<MemcgOomKills>> read();
+  /// Walks of the tree so far (the rest answered from the last walk).
+  uint64_t walks() const { return walks_; }
+
+ private:
+  std::string kubepods_;
+  bool v2_;
+  kernel::HotFile vmstat_;
+  std::string buf_;
+  std::optional<uint64_t> walked_at_;  // the node's count at the last walk, when it gave counters
+  std::optional<std::vector<MemcgOomKills>> last_;
+  uint64_t walks_ = 0;
+};
 
 }  // namespace pressured::node

@@ -2,6 +2,8 @@
 #include "node/pod_set.hpp"
 
 #include <dirent.h>
+#include <sys/inotify.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -39,9 +41,12 @@ PodSet::PodSet(CgroupLayout layout, std::shared_ptr<PodMetadataSource> metadata,
     : layout_(std::move(layout)), metadata_(std::move(metadata)), counters_(counters) {}
 
 std::vector<cgroup::PodDir> PodSet::list(const std::function<std::vector<cgroup::PodDir>()>& last_listing) {
-  // Taken before the scan: a pod cgroup created during it changes a stamp
-  // and the next incremental read (refresh_memory_usage) refuses.
-  qos_stamps_ = qos_dir_stamps();
+  // Armed (or taken) before the scan: a pod cgroup created during it fires
+  // the watch (changes a stamp) and the next incremental read
+  // (refresh_memory_usage) refuses.
+  watching_ = watch_qos_dirs();
+  watch_fired_ = false;
+  if (!watching_) qos_stamps_ = qos_dir_stamps();
   qos_stamps_taken_ = true;
   int err = 0;
   auto dirs = cgroup::scan_pods(layout_, &err);
@@ -69,7 +74,53 @@ std::vector<cgroup::PodDir> PodSet::list(const std::function<std::vector<cgroup:
   return dirs;
 }
 
-bool PodSet::changed_since_listing() const { return !qos_stamps_taken_ || qos_dir_stamps() != qos_stamps_; }
+bool PodSet::changed_since_listing() {
+  if (!qos_stamps_taken_) return true;
+  if (!watching_) return qos_dir_stamps() != qos_stamps_;
+  if (watch_fired_) return true;
+  // Any event (an entry created, removed or renamed, a tier removed, the
+  // queue overflowed) or an error reading it: changed. Empty: not.
+  alignas(struct inotify_event) char buf[4096];
+  const ssize_t n = ::read(inotify_.get(), buf, sizeof buf);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+  watch_fired_ = true;
+  return true;
+}
+
+bool PodSet::watch_qos_dirs() {
+  if (!inotify_) {
+    inotify_.reset(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
+    if (!inotify_) {
+      warn_once(warned_watch_, "cannot watch the pod cgroup directories (inotify: {}): each decision under memory "
+                "pressure lists them instead", std::strerror(errno));
+      return false;
+    }
+  }
+  // A directory's own removal or rename fires too (IN_DELETE_SELF,
+  // IN_MOVE_SELF, then IN_IGNORED). A tier not there yet is watched once it
+  // is: its creation fires kubepods' watch, and the next listing adds it.
+  constexpr uint32_t kMask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |
+                             IN_ONLYDIR;
+  bool kubepods_watched = false;
+  for (const auto& q : cgroup::qos_dirs(layout_.driver)) {
+    const std::string dir = q.rel.empty() ? layout_.kubepods_memory_path : layout_.kubepods_memory_path + "/" + q.rel;
+    if (::inotify_add_watch(inotify_.get(), dir.c_str(), kMask) >= 0) {
+      if (q.rel.empty()) kubepods_watched = true;
+      continue;
+    }
+    if (errno == ENOENT && kubepods_watched) continue;
+    if (errno != ENOENT) {
+      warn_once(warned_watch_, "cannot watch {} (inotify: {}): each decision under memory pressure lists the pod "
+                "cgroup directories instead", dir, std::strerror(errno));
+    }
+    return false;  // no kubepods yet: the stamps say when it shows
+  }
+  // What the watch queued before now belongs to this listing.
+  alignas(struct inotify_event) char buf[4096];
+  while (::read(inotify_.get(), buf, sizeof buf) > 0) {
+  }
+  return true;
+}
 
 std::vector<PodCgroup> PodSet::describe() const {
   std::vector<PodCgroup> out;
