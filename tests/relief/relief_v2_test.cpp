@@ -161,6 +161,20 @@ struct DaemonOnV2Node {
   }
 };
 
+const char* const kCachePod = "kubepods/burstable/podrelief-cache-0001";
+
+// Forks the cache pod's reader (240 MiB of `file`, written, read twice, then
+// held) and waits, bounded, until the two passes are done: its active page
+// cache near the file's size (or the kernel keeps it inactive). Returns the
+// reader's pid; not above 0: it did not start.
+pid_t start_cache_reader(V2Node& node, const std::string& file) {
+  const pid_t reader = fork_into(*node.sb, std::string(kCachePod) + "/c", [&] { write_and_reread(file, 240, 120); });
+  if (reader <= 0) return reader;
+  const std::string path = node.sb->path(kCachePod);
+  for (int i = 0; i < 600 && stat_key(path, "active_file") < 200 * kMiB; ++i) std::this_thread::sleep_for(100ms);
+  return reader;
+}
+
 Threshold allocatable(ThresholdKind kind, uint64_t mib, uint64_t min_reclaim_mib, Duration grace = {}) {
   Threshold t;
   t.signal = Signal::AllocatableMemoryAvailable;
@@ -202,12 +216,8 @@ TEST(V2Relief, APodWhosePageCacheMeetsTheThresholdIsNotEvictedAndItsCacheShrinks
   PRESSURED_REQUIRE(memory_reclaim_available(node.sb->path("kubepods")), "memory.reclaim (Linux 5.19+)");
 
   const std::string file = kScratch + "/relief-" + std::to_string(::getpid()) + ".dat";
-  const std::string pod = "kubepods/burstable/podrelief-cache-0001";
-  const pid_t reader = fork_into(*node.sb, pod + "/c", [&] { write_and_reread(file, 240, 120); });
-  ASSERT_GT(reader, 0);
-  // Bounded wait until the two passes are done: active cache near the file's size.
-  const std::string pod_path = node.sb->path(pod);
-  for (int i = 0; i < 600 && stat_key(pod_path, "active_file") < 200 * kMiB; ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_GT(start_cache_reader(node, file), 0);
+  const std::string pod_path = node.sb->path(kCachePod);
   const uint64_t active_before = stat_key(pod_path, "active_file");
   if (active_before < 200 * kMiB && stat_key(pod_path, "inactive_file") >= 200 * kMiB) {
     // Multi-gen LRU (e.g. Debian's 6.12): read() cache stays in the oldest
@@ -326,11 +336,8 @@ TEST(V2Relief, AHardThresholdMetDuringASoftRunIsNotHeldForIt) {
   PRESSURED_REQUIRE(memory_reclaim_available(node.sb->path("kubepods")), "memory.reclaim (Linux 5.19+)");
 
   const std::string file = kScratch + "/relief-hard-" + std::to_string(::getpid()) + ".dat";
-  const std::string cache_pod = "kubepods/burstable/podrelief-cache-0001";
-  const pid_t reader = fork_into(*node.sb, cache_pod + "/c", [&] { write_and_reread(file, 240, 120); });
-  ASSERT_GT(reader, 0);
-  const std::string cache_path = node.sb->path(cache_pod);
-  for (int i = 0; i < 600 && stat_key(cache_path, "active_file") < 200 * kMiB; ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_GT(start_cache_reader(node, file), 0);
+  const std::string cache_path = node.sb->path(kCachePod);
   if (stat_key(cache_path, "active_file") < 200 * kMiB && stat_key(cache_path, "inactive_file") >= 200 * kMiB) {
     std::filesystem::remove(file);
     GTEST_SKIP() << "SKIPPED: this kernel keeps read() page cache inactive (multi-gen LRU): no soft threshold is "
