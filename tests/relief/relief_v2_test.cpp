@@ -205,15 +205,23 @@ bool v2_required() {
     }                                                                                                    \
   } while (0)
 
+// What the page-cache tests need besides a v2 memory controller: a
+// disk-backed /scratch for the reader's file, the sandbox set up with 384Mi
+// for the pods, and memory.reclaim.
+#define REQUIRE_PAGE_CACHE_NODE(node)                                                                         \
+  do {                                                                                                       \
+    REQUIRE_V2(node);                                                                                        \
+    if (HasFatalFailure() || IsSkipped()) return;                                                            \
+    struct stat scratch {};                                                                                  \
+    PRESSURED_REQUIRE(::stat((kScratch + "/.").c_str(), &scratch) == 0 && ::access(kScratch.c_str(), W_OK) == 0, \
+                      "a disk-backed file system at /scratch (the VM guest's scratch disk)");                \
+    ASSERT_TRUE((node).setup(384)) << (node).sb->error();                                                    \
+    PRESSURED_REQUIRE(memory_reclaim_available((node).sb->path("kubepods")), "memory.reclaim (Linux 5.19+)"); \
+  } while (0)
+
 TEST(V2Relief, APodWhosePageCacheMeetsTheThresholdIsNotEvictedAndItsCacheShrinks) {
   V2Node node("relief-cache");
-  REQUIRE_V2(node);
-  if (HasFatalFailure() || IsSkipped()) return;
-  struct stat st {};
-  PRESSURED_REQUIRE(::stat((kScratch + "/.").c_str(), &st) == 0 && ::access(kScratch.c_str(), W_OK) == 0,
-                    "a disk-backed file system at /scratch (the VM guest's scratch disk)");
-  ASSERT_TRUE(node.setup(384)) << node.sb->error();
-  PRESSURED_REQUIRE(memory_reclaim_available(node.sb->path("kubepods")), "memory.reclaim (Linux 5.19+)");
+  REQUIRE_PAGE_CACHE_NODE(node);
 
   const std::string file = kScratch + "/relief-" + std::to_string(::getpid()) + ".dat";
   ASSERT_GT(start_cache_reader(node, file), 0);
@@ -327,13 +335,7 @@ struct GatedDaemon {
 // relief.hardThresholdBudget. The loop stops long before the grace end.
 TEST(V2Relief, AHardThresholdMetDuringASoftRunIsNotHeldForIt) {
   V2Node node("relief-hard");
-  REQUIRE_V2(node);
-  if (HasFatalFailure() || IsSkipped()) return;
-  struct stat st {};
-  PRESSURED_REQUIRE(::stat((kScratch + "/.").c_str(), &st) == 0 && ::access(kScratch.c_str(), W_OK) == 0,
-                    "a disk-backed file system at /scratch (the VM guest's scratch disk)");
-  ASSERT_TRUE(node.setup(384)) << node.sb->error();
-  PRESSURED_REQUIRE(memory_reclaim_available(node.sb->path("kubepods")), "memory.reclaim (Linux 5.19+)");
+  REQUIRE_PAGE_CACHE_NODE(node);
 
   const std::string file = kScratch + "/relief-hard-" + std::to_string(::getpid()) + ".dat";
   ASSERT_GT(start_cache_reader(node, file), 0);
