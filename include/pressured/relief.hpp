@@ -43,7 +43,9 @@ struct ReliefRequest {
   std::vector<ReliefTarget> targets;
   TimePoint decided_at{};
   /// Memory evictions wait for the run until then, no longer: hard: first
-  /// met + hardThresholdBudget; soft: first met + its grace period.
+  /// met + hardThresholdBudget; soft: first met + its grace period. A
+  /// candidate of another threshold waits at most until its own threshold's
+  /// window ends, if that is sooner (a hard threshold met during a soft run).
   TimePoint hold_until{};
   /// How long the worker may write for (at most until hold_until, at most relief.timeout).
   Duration budget{};
@@ -155,6 +157,10 @@ class ReliefStage {
   std::size_t restore(const ReliefState& state);
 
  private:
+  /// Until when candidate `c` may wait at most: its threshold's window (hard:
+  /// first met + hardThresholdBudget; soft: first met + its grace period).
+  TimePoint candidate_window_end(const Eviction& c, const std::vector<ThresholdStatus>& thresholds) const;
+
   ReliefConfig config_;
   bool dry_run_ = false;
   bool available_ = false;

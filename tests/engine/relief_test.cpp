@@ -229,6 +229,48 @@ TEST(ReliefStage, SoftEvictionComesAtTheGraceEndNotLater) {
   EXPECT_EQ(h.d.candidates.size(), 1u);
 }
 
+// A soft threshold's run holds its evictions until its grace end (90 s here):
+// a hard threshold met while that run is still writing must not wait for
+// it. Its candidate reaches the policy at most hardThresholdBudget after the
+// hard threshold was first met, whatever the worker is doing.
+TEST(ReliefStage, AHardThresholdMetDuringASoftRunWaitsOnlyItsOwnBudget) {
+  Harness h(config({hard(Signal::MemoryAvailable, qty(500 * kMi)), soft(Signal::MemoryAvailable, qty(800 * kMi), 90s)}));
+  Snap soft_only;
+  soft_only.mem(700 * kMi).add(cache_pod("a", QosClass::BestEffort, 900 * kMiB, 600 * kMiB, 0));
+  auto st = h.step(10, soft_only);
+  ASSERT_TRUE(st.start) << "the soft crossing reclaims during its grace period";
+  ASSERT_EQ(st.start->kind, ThresholdKind::Soft);
+  EXPECT_EQ(st.start->hold_until, at(100));
+  ASSERT_TRUE(h.stage.running());
+
+  // 20 s later the tenant allocates: the hard threshold is met; the soft run
+  // has not answered (a memory.reclaim write can block for long).
+  Snap hard_met;
+  hard_met.mem(450 * kMi).add(cache_pod("a", QosClass::BestEffort, 1150 * kMiB, 600 * kMiB, 0));
+  auto first = h.step(30, hard_met);
+  EXPECT_FALSE(first.start) << "one run at a time";
+  EXPECT_EQ(first.held.size(), 1u) << "within the hard budget, the candidate may still wait";
+  ASSERT_TRUE(first.deadline);
+  EXPECT_EQ(*first.deadline, at(30.25)) << "the loop evaluates again at the end of the hard budget, not the soft grace";
+
+  auto end = h.step(30.25, hard_met);
+  EXPECT_TRUE(end.held.empty()) << "the hard budget is over: not held for the soft run";
+  ASSERT_EQ(h.d.candidates.size(), 1u) << "the candidate reaches the policy";
+  EXPECT_EQ(h.d.candidates[0].kind, ThresholdKind::Hard);
+  ASSERT_TRUE(h.d.eviction);
+  EXPECT_TRUE(h.stage.running()) << "the soft run is still writing meanwhile";
+  EXPECT_FALSE(end.deadline);
+
+  // With a zero hard budget, the hard candidate never waits for the soft run.
+  ReliefConfig rc = relief_config();
+  rc.hard_threshold_budget = 0s;
+  Harness zero(config({hard(Signal::MemoryAvailable, qty(500 * kMi)), soft(Signal::MemoryAvailable, qty(800 * kMi), 90s)}),
+               rc);
+  ASSERT_TRUE(zero.step(10, soft_only).start);
+  EXPECT_TRUE(zero.step(30, hard_met).held.empty());
+  EXPECT_EQ(zero.d.candidates.size(), 1u);
+}
+
 TEST(ReliefStage, OnlyCandidatePodsAreAsked) {
   Harness h(config({hard(Signal::MemoryAvailable, qty(500 * kMi))}));
   Pod critical = cache_pod("crit", QosClass::Guaranteed, 900 * kMiB, 800 * kMiB, 0);

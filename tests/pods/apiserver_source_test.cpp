@@ -10,7 +10,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -399,12 +401,15 @@ TEST(ApiServerSource, ListIsPagedAndBoundedPerPage) {
 
 TEST(ApiServerSource, ExpiredContinuationIsAnErrorAndTheOldMapStays) {
   Harness h;
+  ApiServerSourceOptions o = h.options();
+  o.max_page_bytes = 450;  // the watch cache's one page is over it: the LIST goes to etcd, in pages
+  h.api->lists.push_back(StubApi::ok(pod_list({pod_json("a", "uid-a"), pod_json("b", "uid-b")}, "100")));
   h.api->lists.push_back(StubApi::ok(pod_list({pod_json("a", "uid-a")}, "100", "c1")));
   k8s::HttpResponse gone;
   gone.status = 410;
   gone.body = R"({"kind":"Status","code":410})";
   h.api->lists.push_back(gone);
-  ApiServerPodSource src(h.options());
+  ApiServerPodSource src(o);
   auto r = src.refresh();
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("continuation expired"), std::string::npos) << r.error().message;
@@ -457,6 +462,183 @@ TEST(ApiServerSource, ListsOverHttpCompressedAndPaged) {
   for (const auto& e : seen_encodings) EXPECT_NE(e.find("gzip"), std::string::npos) << e;
   EXPECT_NE(seen_paths[0].find("resourceVersion=0"), std::string::npos) << seen_paths[0];
   EXPECT_GT(src.counters().list_pages.load(), 2u);
+}
+
+// --- A whole LIST is bounded (a server or proxy that keeps paging) ----------
+
+// An HTTP server on 127.0.0.1 for the duration of a test; `pods` answers
+// GET /api/v1/pods.
+struct LocalApiServer {
+  httplib::Server srv;
+  std::thread thread;
+  int port = 0;
+  std::mutex mu;
+  std::vector<std::string> targets;  // every request's path and query
+
+  explicit LocalApiServer(std::function<void(const httplib::Request&, httplib::Response&)> pods) {
+    srv.Get("/api/v1/pods", [this, pods](const httplib::Request& req, httplib::Response& res) {
+      {
+        std::lock_guard lk(mu);
+        targets.push_back(req.target);
+      }
+      pods(req, res);
+    });
+    port = srv.bind_to_any_port("127.0.0.1");
+    thread = std::thread([this] { srv.listen_after_bind(); });
+    for (int i = 0; i < 200 && !srv.is_running(); ++i) std::this_thread::sleep_for(5ms);
+  }
+  ~LocalApiServer() {
+    srv.stop();
+    thread.join();
+  }
+  std::vector<std::string> seen() {
+    std::lock_guard lk(mu);
+    return targets;
+  }
+  ApiServerSourceOptions options() const {
+    ApiServerSourceOptions o;
+    o.server.server = fmt::format("http://127.0.0.1:{}", port);
+    o.node_name = "node-a";
+    o.request_timeout = 5s;
+    return o;
+  }
+};
+
+// `n` pods named after the page they come on, each uid new.
+std::vector<std::string> fresh_pods(std::size_t page, std::size_t n, std::size_t annotation_bytes = 0) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    out.push_back(pod_json(fmt::format("p{}-{}", page, i), fmt::format("uid-{}-{}", page, i)));
+    if (annotation_bytes > 0) {
+      out.back().insert(out.back().find("\"uid\""),
+                        fmt::format(R"("annotations":{{"a":"{}"}},)", std::string(annotation_bytes, 'x')));
+    }
+  }
+  return out;
+}
+
+// A server that pages new pods without end (stopped by the test after 30
+// pages of 100, so that the LIST ends without the bound too): the LIST is
+// refused at the pod bound (1000 here; 20 000 by default), not followed
+// further, and nothing of it is published. It pages its resourceVersion=0
+// answer too: that token is not followed, the LIST goes to etcd.
+TEST(ApiServerSourceBounds, AServerThatKeepsPagingNewPodsIsRefusedAtThePodBound) {
+  LocalApiServer server([](const httplib::Request& req, httplib::Response& res) {
+    const std::size_t page = req.has_param("continue") ? std::stoul(req.get_param_value("continue")) : 0;
+    const bool more = page + 1 < 30;
+    res.set_content(pod_list(fresh_pods(page, 100), "77", more ? std::to_string(page + 1) : ""), "application/json");
+  });
+  ApiServerSourceOptions o = server.options();
+  o.page_size = 100;
+  o.max_list_pods = 1000;
+  ApiServerPodSource src(o);
+  auto r = src.refresh();
+  ASSERT_FALSE(r) << "a LIST of 3000 pods was taken whole";
+  EXPECT_NE(r.error().message.find("more than 1000 pods"), std::string::npos) << r.error().message;
+  EXPECT_EQ(src.current()->size(), 0u) << "half a list is never published";
+  EXPECT_EQ(src.counters().refused_pods.load(), 1u);
+  EXPECT_EQ(src.counters().refused_cache_continue.load(), 1u);
+  EXPECT_EQ(src.counters().errors.load(), 1u);
+  EXPECT_EQ(server.seen().size(), 1u + 11u) << "the resourceVersion=0 answer, then etcd's pages up to the bound";
+  EXPECT_EQ(ApiServerSourceOptions{}.max_list_pods, 20000u);
+  EXPECT_EQ(ApiServerSourceOptions{}.max_list_bytes, std::size_t{64} << 20);
+}
+
+// The same by bytes: pods of 64 KiB each, a few hundred of them, paged
+// without end, stop at the byte bound (1 MiB here) long before the pod bound.
+TEST(ApiServerSourceBounds, AServerThatKeepsPagingLargePodsIsRefusedAtTheByteBound) {
+  LocalApiServer server([](const httplib::Request& req, httplib::Response& res) {
+    const std::size_t page = req.has_param("continue") ? std::stoul(req.get_param_value("continue")) : 0;
+    const bool more = page + 1 < 200;
+    res.set_content(pod_list(fresh_pods(page, 2, 64 * 1024), "77", more ? std::to_string(page + 1) : ""),
+                    "application/json");
+  });
+  ApiServerSourceOptions o = server.options();
+  o.max_list_bytes = std::size_t{1} << 20;
+  ApiServerPodSource src(o);
+  auto r = src.refresh();
+  ASSERT_FALSE(r) << "a LIST of 25 MiB was taken whole";
+  EXPECT_NE(r.error().message.find("more than 1048576 bytes"), std::string::npos) << r.error().message;
+  EXPECT_EQ(src.counters().refused_bytes.load(), 1u);
+  EXPECT_EQ(src.current()->size(), 0u);
+  EXPECT_EQ(server.seen().size(), 1u + 8u) << "the resourceVersion=0 answer, then etcd's pages up to the bound";
+}
+
+// A server that answers every page with the same continue token: refused
+// at the first repeat, not asked 20 000 times. (Stopped by the test after
+// 100 pages, so that the LIST ends without the check too.)
+TEST(ApiServerSourceBounds, ARepeatedContinueTokenIsRefusedAtOnce) {
+  std::atomic<int> asked{0};
+  LocalApiServer server([&](const httplib::Request&, httplib::Response& res) {
+    const bool more = ++asked < 100;
+    res.set_content(pod_list({pod_json("a", "uid-a")}, "77", more ? "again" : ""), "application/json");
+  });
+  ApiServerPodSource src(server.options());
+  auto r = src.refresh();
+  ASSERT_FALSE(r) << "a LIST that repeated its token 99 times was taken";
+  EXPECT_NE(r.error().message.find("continue token it had sent before"), std::string::npos) << r.error().message;
+  EXPECT_EQ(src.counters().refused_repeated_token.load(), 1u);
+  const auto seen = server.seen();
+  // The resourceVersion=0 answer's token is not followed; from etcd, the
+  // first page, then the token once, whose answer repeats it.
+  ASSERT_EQ(seen.size(), 3u) << "asked once with the token, and refused its answer";
+  EXPECT_EQ(seen[1].find("continue"), std::string::npos) << seen[1];
+  EXPECT_NE(seen[2].find("continue=again"), std::string::npos) << seen[2];
+}
+
+// The watch cache answers resourceVersion=0 in one page whatever the limit:
+// a continue token on such an answer comes from something else (the cache
+// off for pods, a proxy). It is not followed; this node's pods are listed
+// from etcd in pages instead, from then on.
+TEST(ApiServerSourceBounds, AContinueOnAResourceVersionZeroAnswerIsNotFollowed) {
+  LocalApiServer server([](const httplib::Request& req, httplib::Response& res) {
+    const std::size_t from = req.has_param("continue") ? std::stoul(req.get_param_value("continue")) : 0;
+    std::vector<std::string> page;
+    for (std::size_t i = from; i < std::min<std::size_t>(from + 2, 5); ++i) {
+      page.push_back(pod_json(fmt::format("p{}", i), fmt::format("uid-{}", i)));
+    }
+    const std::string rv = req.get_param_value("resourceVersion") == "0" ? "50" : "60";
+    res.set_content(pod_list(page, rv, from + 2 < 5 ? std::to_string(from + 2) : ""), "application/json");
+  });
+  ApiServerSourceOptions o = server.options();
+  o.page_size = 2;
+  ApiServerPodSource src(o);
+  auto r = src.refresh();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(src.current()->size(), 5u);
+  EXPECT_EQ(src.resource_version(), "60") << "the etcd LIST's snapshot, not the cache answer's";
+  EXPECT_EQ(src.counters().refused_cache_continue.load(), 1u);
+  EXPECT_EQ(src.counters().errors.load(), 0u) << "not a failure: listed again at once";
+  auto seen = server.seen();
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_NE(seen[0].find("resourceVersion=0"), std::string::npos) << seen[0];
+  for (std::size_t i = 1; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].find("resourceVersion"), std::string::npos) << "the RV=0 answer's token was followed: " << seen[i];
+  }
+  EXPECT_EQ(seen[1].find("continue"), std::string::npos) << seen[1];
+  // The next LIST goes to etcd directly.
+  ASSERT_TRUE(src.refresh());
+  seen = server.seen();
+  EXPECT_EQ(seen[4].find("resourceVersion"), std::string::npos) << seen[4];
+}
+
+// A refused LIST is a failed LIST: the loop backs off before the next, as
+// after any error (never a tight loop of LISTs), and each refusal is counted.
+TEST(ApiServerSourceBounds, ARefusedListIsFollowedByABackoff) {
+  Harness h;
+  h.max_sleeps = 4;
+  h.api->list_fallback = StubApi::ok(pod_list({pod_json("a", "uid-a")}, "77", "same"));
+  ApiServerPodSource src(h.options());
+  src.run();
+  ASSERT_EQ(h.sleeps.size(), 4u);
+  for (const auto& d : h.sleeps) EXPECT_GE(d, 800ms) << "each LIST refused is followed by a backoff";
+  EXPECT_EQ(src.counters().refused_repeated_token.load(), 4u) << "one refusal per LIST";
+  EXPECT_EQ(src.counters().errors.load(), 4u);
+  // The first LIST: the RV=0 answer's token not followed, then from etcd:
+  // the token, and its repeat. The next three: from etcd, two requests each.
+  EXPECT_EQ(src.counters().refused_cache_continue.load(), 1u);
+  EXPECT_EQ(h.api->list_paths.size(), 3u + 3 * 2u) << "a backoff between LISTs, none within";
+  EXPECT_EQ(src.counters().lists.load(), 0u);
 }
 
 }  // namespace

@@ -117,6 +117,41 @@ TEST(ReliefDaemon, AHeldEvictionGoesAheadAtTheBudgetWhenReclaimDoesNotAnswer) {
   r.writer.release();
 }
 
+// A soft threshold's run holds evictions for the soft grace period (90 s);
+// a hard threshold met while its memory.reclaim write blocks is evicted at
+// the end of the hard budget, and the daemon's deadline says when.
+TEST(ReliefDaemon, AHardThresholdMetDuringASoftRunIsEvictedAtTheHardBudget) {
+  Config c = relief_config();
+  Threshold soft = c.eviction.thresholds.front();
+  soft.kind = ThresholdKind::Soft;
+  soft.value = ThresholdValue{ThresholdValue::Kind::Quantity, 300.0 * kMiB, 0};
+  soft.grace_period = 90s;
+  c.eviction.thresholds.push_back(soft);
+  FakeObserver obs;
+  Pod& p = obs.add("cache", QosClass::BestEffort, 750 * kMiB);  // 274Mi available: soft only
+  p.usage.memory_active_file_bytes = 600 * kMiB;
+  FakeReclaim writer(obs);
+  writer.block = true;
+  RecordingEvictor evictor;
+  auto d = std::make_unique<Daemon>(c, relief_deps(obs, evictor, writer));
+  d->evaluate(at_ms(1000), "test", std::nullopt);
+  ASSERT_TRUE(d->relief().running()) << "the soft crossing started a run";
+  ASSERT_EQ(d->relief().stage().running()->kind, ThresholdKind::Soft);
+
+  obs.pods[0].usage.memory_working_set_bytes = 900 * kMiB;  // 124Mi available: hard met at 5 s
+  d->evaluate(at_ms(5000), "test", std::nullopt);
+  EXPECT_TRUE(evictor.calls().empty()) << "within the hard budget";
+  ASSERT_TRUE(d->relief().deadline());
+  EXPECT_EQ(*d->relief().deadline(), at_ms(5250)) << "the hard budget's end, not the soft grace end";
+  d->evaluate(at_ms(5250), "test", std::nullopt);
+  ASSERT_FALSE(evictor.calls().empty()) << "the hard threshold's candidate was held for the soft run";
+  EXPECT_EQ(evictor.calls().front().step, "kill");
+  EXPECT_TRUE(d->relief().running()) << "the soft run's write still blocks";
+  writer.release();
+  d.reset();
+  std::filesystem::remove(c.daemon.state_file);
+}
+
 TEST(ReliefDaemon, ReclaimThatBringsTheNodeBackAvoidsTheEviction) {
   CachePodDaemon r;
   Daemon& d = *r.d;

@@ -16,11 +16,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -142,7 +144,9 @@ struct DaemonOnV2Node {
   std::unique_ptr<Daemon> daemon;  // last: stopped before what it uses
   std::string error;
 
-  DaemonOnV2Node(const V2Node& node, const Config& c) : writer(node.sb->path("kubepods")) {
+  // `reclaim`: what the daemon writes memory.reclaim through (null: `writer`).
+  DaemonOnV2Node(const V2Node& node, const Config& c, ReclaimWriter* reclaim = nullptr)
+      : writer(node.sb->path("kubepods")) {
     auto obs = make_node_observer(c.observe);
     if (!obs) {
       error = obs.error().message;
@@ -152,10 +156,24 @@ struct DaemonOnV2Node {
     DaemonDeps deps;
     deps.observer = observer.get();
     deps.evictor = &evictor;
-    deps.reclaim = &writer;
+    deps.reclaim = reclaim != nullptr ? reclaim : &writer;
     daemon = std::make_unique<Daemon>(c, deps);
   }
 };
+
+const char* const kCachePod = "kubepods/burstable/podrelief-cache-0001";
+
+// Forks the cache pod's reader (240 MiB of `file`, written, read twice, then
+// held) and waits, bounded, until the two passes are done: its active page
+// cache near the file's size (or the kernel keeps it inactive). Returns the
+// reader's pid; not above 0: it did not start.
+pid_t start_cache_reader(V2Node& node, const std::string& file) {
+  const pid_t reader = fork_into(*node.sb, std::string(kCachePod) + "/c", [&] { write_and_reread(file, 240, 120); });
+  if (reader <= 0) return reader;
+  const std::string path = node.sb->path(kCachePod);
+  for (int i = 0; i < 600 && stat_key(path, "active_file") < 200 * kMiB; ++i) std::this_thread::sleep_for(100ms);
+  return reader;
+}
 
 Threshold allocatable(ThresholdKind kind, uint64_t mib, uint64_t min_reclaim_mib, Duration grace = {}) {
   Threshold t;
@@ -187,23 +205,27 @@ bool v2_required() {
     }                                                                                                    \
   } while (0)
 
+// What the page-cache tests need besides a v2 memory controller: a
+// disk-backed /scratch for the reader's file, the sandbox set up with 384Mi
+// for the pods, and memory.reclaim.
+#define REQUIRE_PAGE_CACHE_NODE(node)                                                                         \
+  do {                                                                                                       \
+    REQUIRE_V2(node);                                                                                        \
+    if (HasFatalFailure() || IsSkipped()) return;                                                            \
+    struct stat scratch {};                                                                                  \
+    PRESSURED_REQUIRE(::stat((kScratch + "/.").c_str(), &scratch) == 0 && ::access(kScratch.c_str(), W_OK) == 0, \
+                      "a disk-backed file system at /scratch (the VM guest's scratch disk)");                \
+    ASSERT_TRUE((node).setup(384)) << (node).sb->error();                                                    \
+    PRESSURED_REQUIRE(memory_reclaim_available((node).sb->path("kubepods")), "memory.reclaim (Linux 5.19+)"); \
+  } while (0)
+
 TEST(V2Relief, APodWhosePageCacheMeetsTheThresholdIsNotEvictedAndItsCacheShrinks) {
   V2Node node("relief-cache");
-  REQUIRE_V2(node);
-  if (HasFatalFailure() || IsSkipped()) return;
-  struct stat st {};
-  PRESSURED_REQUIRE(::stat((kScratch + "/.").c_str(), &st) == 0 && ::access(kScratch.c_str(), W_OK) == 0,
-                    "a disk-backed file system at /scratch (the VM guest's scratch disk)");
-  ASSERT_TRUE(node.setup(384)) << node.sb->error();
-  PRESSURED_REQUIRE(memory_reclaim_available(node.sb->path("kubepods")), "memory.reclaim (Linux 5.19+)");
+  REQUIRE_PAGE_CACHE_NODE(node);
 
   const std::string file = kScratch + "/relief-" + std::to_string(::getpid()) + ".dat";
-  const std::string pod = "kubepods/burstable/podrelief-cache-0001";
-  const pid_t reader = fork_into(*node.sb, pod + "/c", [&] { write_and_reread(file, 240, 120); });
-  ASSERT_GT(reader, 0);
-  // Bounded wait until the two passes are done: active cache near the file's size.
-  const std::string pod_path = node.sb->path(pod);
-  for (int i = 0; i < 600 && stat_key(pod_path, "active_file") < 200 * kMiB; ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_GT(start_cache_reader(node, file), 0);
+  const std::string pod_path = node.sb->path(kCachePod);
   const uint64_t active_before = stat_key(pod_path, "active_file");
   if (active_before < 200 * kMiB && stat_key(pod_path, "inactive_file") >= 200 * kMiB) {
     // Multi-gen LRU (e.g. Debian's 6.12): read() cache stays in the oldest
@@ -258,6 +280,114 @@ TEST(V2Relief, APodWhosePageCacheMeetsTheThresholdIsNotEvictedAndItsCacheShrinks
   EXPECT_EQ(s.failed, 0u);
   EXPECT_LT(stat_key(pod_path, "active_file"), active_before) << "the pod's cache did not shrink";
   EXPECT_TRUE(rig.evictor.calls().empty()) << "the pod was evicted although its cache could be given back";
+  EXPECT_EQ(node.sb->read_key("kubepods", "memory.events", "oom_kill"), 0);
+}
+
+// The real memory.reclaim writer behind a gate: the first write waits until
+// released (bounded), as a write can block in the kernel; the rest go through.
+class BlockingFirstWrite final : public ReclaimWriter {
+ public:
+  explicit BlockingFirstWrite(const std::string& pods_root) : real_(pods_root) {}
+  ~BlockingFirstWrite() override { release(); }
+  Result<uint64_t> reclaim(const std::string& cgroup_path, uint64_t bytes) override {
+    {
+      std::unique_lock lk(mu_);
+      if (!first_done_) {
+        blocked_ = true;
+        cv_.wait_for(lk, 90s, [&] { return released_; });
+        blocked_ = false;
+        first_done_ = true;
+      }
+    }
+    return real_.reclaim(cgroup_path, bytes);
+  }
+  bool blocked() {
+    std::lock_guard lk(mu_);
+    return blocked_;
+  }
+  void release() {
+    std::lock_guard lk(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  CgroupReclaimWriter real_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool blocked_ = false;
+  bool first_done_ = false;
+  bool released_ = false;
+};
+
+// The daemon writing through a BlockingFirstWrite; the gate opens before the
+// daemon (and its worker, which waits for the write) stops.
+struct GatedDaemon {
+  BlockingFirstWrite gate;
+  DaemonOnV2Node rig;
+  GatedDaemon(const V2Node& node, const Config& c) : gate(node.sb->path("kubepods")), rig(node, c, &gate) {}
+  ~GatedDaemon() { gate.release(); }
+};
+
+// A tenant holds page cache (a soft threshold met: a reclaim run starts and
+// its write blocks), then allocates: the hard threshold met meanwhile must
+// not wait for the soft run's hold (its grace period, 120 s), only for
+// relief.hardThresholdBudget. The loop stops long before the grace end.
+TEST(V2Relief, AHardThresholdMetDuringASoftRunIsNotHeldForIt) {
+  V2Node node("relief-hard");
+  REQUIRE_PAGE_CACHE_NODE(node);
+
+  const std::string file = kScratch + "/relief-hard-" + std::to_string(::getpid()) + ".dat";
+  ASSERT_GT(start_cache_reader(node, file), 0);
+  const std::string cache_path = node.sb->path(kCachePod);
+  if (stat_key(cache_path, "active_file") < 200 * kMiB && stat_key(cache_path, "inactive_file") >= 200 * kMiB) {
+    std::filesystem::remove(file);
+    GTEST_SKIP() << "SKIPPED: this kernel keeps read() page cache inactive (multi-gen LRU): no soft threshold is "
+                    "met by it, so no soft run to hold a hard threshold";
+  }
+  ASSERT_GE(stat_key(cache_path, "active_file"), 200 * kMiB) << "the reader's cache did not become active";
+
+  // ~140Mi available: the soft threshold (180Mi, grace 120 s) is met by the
+  // cache alone; the hard one (100Mi) once the grower has ~60Mi.
+  Config c = node.config();
+  c.eviction.thresholds = {allocatable(ThresholdKind::Soft, 180, 40, 120s), allocatable(ThresholdKind::Hard, 100, 0)};
+  GatedDaemon gated(node, c);
+  ASSERT_TRUE(gated.rig.daemon) << gated.rig.error;
+  Daemon& daemon = *gated.rig.daemon;
+
+  // The soft run starts, and its first write blocks (bounded wait).
+  for (int i = 0; i < 200 && !gated.gate.blocked(); ++i) {
+    daemon.evaluate(MonotonicClock().now(), "test", std::nullopt);
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(gated.gate.blocked()) << "no soft run started (or its write did not reach the writer)";
+  ASSERT_TRUE(daemon.relief().running());
+  ASSERT_EQ(daemon.relief().stage().running()->kind, ThresholdKind::Soft);
+
+  const std::string anon_pod = "kubepods/besteffort/podrelief-anon-0002";
+  const pid_t grower = fork_into(*node.sb, anon_pod + "/c", [] { grow_anon(16, 112, 60); });
+  ASSERT_GT(grower, 0);
+  // Evaluate as the loop would, for at most ~30 s (a quarter of the soft grace).
+  bool evicted = false, blocked_at_eviction = false, hard_met = false;
+  for (int i = 0; i < 1500 && !evicted; ++i) {
+    daemon.evaluate(MonotonicClock().now(), "test", std::nullopt);
+    for (const auto& t : daemon.last_decisions().thresholds) {
+      hard_met = hard_met || (t.met && t.threshold.kind == ThresholdKind::Hard);
+    }
+    evicted = !gated.rig.evictor.calls().empty();
+    blocked_at_eviction = evicted && gated.gate.blocked();
+    std::this_thread::sleep_for(20ms);
+  }
+  gated.gate.release();
+  std::filesystem::remove(file);
+  const auto s = daemon.relief().stats().values();
+  std::printf("[ measured ] relief hard during soft run: hard met %s, evicted %s (run still blocked: %s), held=%llu\n",
+              hard_met ? "yes" : "no", evicted ? "yes" : "no", blocked_at_eviction ? "yes" : "no",
+              static_cast<unsigned long long>(s.held));
+  ASSERT_TRUE(hard_met) << "the grower never met the hard threshold";
+  ASSERT_TRUE(evicted) << "the hard threshold's candidate was held for the soft run";
+  EXPECT_TRUE(blocked_at_eviction) << "the eviction must not have waited for the soft run's write";
+  EXPECT_NE(gated.rig.evictor.calls().front().target.cgroup_path.find("podrelief-anon-0002"), std::string::npos);
   EXPECT_EQ(node.sb->read_key("kubepods", "memory.events", "oom_kill"), 0);
 }
 

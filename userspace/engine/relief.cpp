@@ -75,6 +75,19 @@ std::size_t ReliefStage::restore(const ReliefState& state) {
   return backoff_.size();
 }
 
+TimePoint ReliefStage::candidate_window_end(const Eviction& c, const std::vector<ThresholdStatus>& thresholds) const {
+  for (const auto& t : thresholds) {
+    if (t.threshold.signal != c.signal || t.threshold.kind != c.kind || !t.first_observed) continue;
+    // A hard threshold: its budget from when it was first met (0: no wait at
+    // all); a soft one: its grace period (its eviction comes at the grace end).
+    return *t.first_observed +
+           (t.threshold.kind == ThresholdKind::Hard ? config_.hard_threshold_budget : t.threshold.grace_period);
+  }
+  // The threshold that chose it is not among the met ones (cannot happen for
+  // an engine candidate): no window to wait in.
+  return TimePoint::min();
+}
+
 ReliefStep ReliefStage::step(TimePoint now, const NodeSnapshot& snapshot, Decisions& decisions,
                              const EvictionConfig& eviction, const std::vector<std::string>& excluded,
                              bool memory_lane_busy, const std::optional<ReliefOutcome>& outcome) {
@@ -214,18 +227,26 @@ ReliefStep ReliefStage::step(TimePoint now, const NodeSnapshot& snapshot, Decisi
     out.skipped = skip;
   }
 
-  // 3. Memory candidates wait while a run is on and its window lasts;
-  // afterwards they go to the policy with what reclaim achieved.
-  const bool hold = running_ && now < running_->hold_until;
+  // 3. Memory candidates wait while a run is on, each no longer than its
+  // own threshold allows: the run's hold, cut to the candidate's threshold's
+  // window. A hard threshold met during a soft threshold's run thus waits at
+  // most hardThresholdBudget from when it was met, never the soft grace
+  // period the run was started with, whatever the worker is doing.
+  // Afterwards candidates go to the policy with what reclaim achieved.
+  std::optional<TimePoint> hold_end;
   std::vector<Eviction> kept;
   for (auto& c : decisions.candidates) {
     if (!memory_lane(c.signal)) {
       kept.push_back(std::move(c));
       continue;
     }
-    if (hold) {
-      out.held.push_back(std::move(c));
-      continue;
+    if (running_) {
+      const TimePoint until = std::min(running_->hold_until, candidate_window_end(c, decisions.thresholds));
+      if (now < until) {
+        hold_end = hold_end ? std::min(*hold_end, until) : until;
+        out.held.push_back(std::move(c));
+        continue;
+      }
     }
     if (last_ && met != nullptr && last_decided_at_ >= *met->first_observed) c.relief = last_;
     kept.push_back(std::move(c));
@@ -233,7 +254,7 @@ ReliefStep ReliefStage::step(TimePoint now, const NodeSnapshot& snapshot, Decisi
   decisions.candidates = std::move(kept);
   decisions.eviction.reset();
   if (!decisions.candidates.empty()) decisions.eviction = decisions.candidates.front();
-  if (hold) out.deadline = running_->hold_until;
+  out.deadline = hold_end;
   return out;
 }
 

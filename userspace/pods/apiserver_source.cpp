@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <random>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -69,6 +70,11 @@ struct ApiServerPodSource::ListPages {
   PodMetadataMap map;
   std::string resource_version;
   uint64_t skipped = 0;
+  // The LIST was refused for its whole (a bound, a repeated token): logged
+  // at error at every refusal, each of them followed by a backoff.
+  bool refused = false;
+  // A resourceVersion=0 answer carried a continue token: not followed.
+  bool cache_paged = false;
 };
 
 ApiServerPodSource::ApiServerPodSource(ApiServerSourceOptions options)
@@ -151,11 +157,17 @@ void ApiServerPodSource::publish(PodMetadataMap map, bool from_list) {
   map_ = std::make_shared<const PodMetadataMap>(std::move(map));
 }
 
-void ApiServerPodSource::failed(const std::string& what) {
+void ApiServerPodSource::failed(const std::string& what, bool loud) {
   ++counters_.errors;
   std::lock_guard lk(mu_);
   ++stats_.refresh_failures;
-  if (stats_.last_error != what) {
+  if (loud) {
+    // A LIST refused for its whole: at every refusal (one per backoff), not
+    // once, for an operator must find what feeds the daemon such answers.
+    spdlog::error("pod metadata ({}): {}; {}, listing again after a backoff", describe(), what,
+                  stats_.last_success ? fmt::format("keeping the previous {} pods", stats_.pods)
+                                      : std::string("no pod list yet: pods without metadata are not evicted"));
+  } else if (stats_.last_error != what) {
     if (!stats_.last_success) {
       // Nothing delivered yet: no pod has metadata, so none is evicted by
       // the engine's ranking and /readyz fails (docs/operations.md).
@@ -173,8 +185,21 @@ Result<void> ApiServerPodSource::list_pages(bool from_cache, ListPages& out) {
   const std::string base = "/api/v1/pods?fieldSelector=" + url_encode("spec.nodeName=" + opts_.node_name);
   std::size_t limit = std::max<std::size_t>(opts_.page_size, 1);
   std::string cont;
+  // What the whole LIST has brought so far, against its bounds; the tokens
+  // received (their hashes: a token is up to a page long), so that a server
+  // sending one again is not followed round its loop until the page bound.
+  std::size_t total_items = 0;
+  std::size_t total_bytes = 0;
+  std::unordered_set<std::size_t> tokens;
+  const auto refuse = [&](std::atomic<uint64_t>& counter, std::string what) -> Result<void> {
+    ++counter;
+    out.refused = true;
+    return Error{EOVERFLOW, "LIST pods refused: " + what};
+  };
   for (int pages = 0;; ++pages) {
-    if (pages >= kMaxListPages) return Error{EPROTO, fmt::format("LIST pods: more than {} pages", kMaxListPages)};
+    if (pages >= kMaxListPages) {
+      return refuse(counters_.refused_pages, fmt::format("more than {} pages (a server paging without end?)", kMaxListPages));
+    }
     // resourceVersion=0: served from the API server's watch cache, as the
     // kubelet's own informer does (a quorum read of every pod per node would
     // not scale); the cache ignores `limit` and answers in one page. Without
@@ -200,6 +225,12 @@ Result<void> ApiServerPodSource::list_pages(bool from_cache, ListPages& out) {
     if (r->status != 200) {
       return Error{EIO, fmt::format("LIST pods: HTTP {} {}", r->status, printable_excerpt(r->body, 300))};
     }
+    total_bytes += r->body.size();
+    if (total_bytes > opts_.max_list_bytes) {
+      return refuse(counters_.refused_bytes, fmt::format("more than {} bytes over {} pages (a server paging without "
+                                                         "end?)",
+                                                         opts_.max_list_bytes, pages + 1));
+    }
     auto doc = k8s::parse_bounded_json(r->body);
     r->body = std::string();  // the page's DOM is enough from here
     if (!doc) return Error{EPROTO, "LIST pods: " + doc.error().message};
@@ -215,6 +246,31 @@ Result<void> ApiServerPodSource::list_pages(bool from_cache, ListPages& out) {
       return Error{EPROTO, "LIST pods: items is not a list"};
     }
     ++counters_.list_pages;
+    if (items != nullptr && items->is_array()) {
+      total_items += items->size();
+      if (total_items > opts_.max_list_pods) {
+        return refuse(counters_.refused_pods, fmt::format("more than {} pods over {} pages (a server paging "
+                                                          "without end?)",
+                                                          opts_.max_list_pods, pages + 1));
+      }
+    }
+    const std::string next_token = next != nullptr ? next->get<std::string>() : std::string();
+    if (!next_token.empty() && cont.empty() && from_cache) {
+      // The watch cache answers resourceVersion=0 in one page whatever the
+      // limit (Kubernetes API concepts; KEP-4988 keeps that), so a token here
+      // is not the cache's: an API server without it for pods, or something
+      // between. Not followed: list() lists again from etcd, in pages,
+      // where the same bounds hold.
+      ++counters_.refused_cache_continue;
+      out.cache_paged = true;
+      return Error{ENOTSUP, "LIST pods: a resourceVersion=0 answer carried a continue token"};
+    }
+    if (!next_token.empty() && !tokens.insert(std::hash<std::string>{}(next_token)).second) {
+      return refuse(counters_.refused_repeated_token,
+                    fmt::format("the server sent a continue token it had sent before (page {}): it would page in a "
+                                "loop",
+                                pages + 1));
+    }
     // A paged LIST is one snapshot: every page carries its resourceVersion.
     if (out.resource_version.empty() && rv != nullptr) out.resource_version = rv->get<std::string>();
     if (items != nullptr && items->is_array()) {
@@ -231,7 +287,7 @@ Result<void> ApiServerPodSource::list_pages(bool from_cache, ListPages& out) {
         }
       }
     }
-    cont = next != nullptr ? next->get<std::string>() : std::string();
+    cont = next_token;
     if (cont.empty()) return {};
   }
 }
@@ -239,9 +295,17 @@ Result<void> ApiServerPodSource::list_pages(bool from_cache, ListPages& out) {
 Result<void> ApiServerPodSource::list() {
   std::lock_guard fetch(list_mu_);
   ListPages got;
-  const bool from_cache = !relist_after_gone_ && !cache_too_large_;
+  const bool from_cache = !relist_after_gone_ && !cache_too_large_ && !cache_pages_;
   auto r = list_pages(from_cache, got);
-  if (!r && from_cache && r.error().code == EFBIG) {
+  if (!r && got.cache_paged) {
+    spdlog::warn("pod metadata ({}): the API server paged a resourceVersion=0 answer, which its watch cache never "
+                 "does (the cache is off for pods, or a proxy answers); the continue token is not followed: listing "
+                 "from etcd in pages of {} pods from now on",
+                 describe(), opts_.page_size);
+    cache_pages_ = true;
+    got = ListPages{};
+    r = list_pages(false, got);
+  } else if (!r && from_cache && r.error().code == EFBIG) {
     // The watch cache answers in one page: a node whose pods are over the
     // page bound is listed from etcd, in pages, from now on.
     spdlog::info("pod metadata ({}): this node's pod list is over {} bytes in one answer; listing from etcd in "
@@ -252,7 +316,7 @@ Result<void> ApiServerPodSource::list() {
     r = list_pages(false, got);
   }
   if (!r) {
-    failed(r.error().message);
+    failed(r.error().message, got.refused);
     return r.error();
   }
   if (got.resource_version.empty()) {

@@ -50,6 +50,15 @@ struct ApiServerSourceOptions {
   // a LIST holds at once is one page, whatever the node's pod count.
   std::size_t page_size = 500;
   std::size_t max_page_bytes = 8u << 20;
+  // Bounds of one whole LIST, over all its pages: a server or proxy that
+  // keeps paging (new pods, or its own token again) is refused rather than
+  // followed until the daemon's memory limit. The pods are this node's:
+  // maxPods (110 by default) plus the finished pods not yet collected (the
+  // controller manager collects past 12 500 in the whole cluster), so 20 000
+  // is far over any real node; the bytes are the decoded answers' (what a
+  // pod map can hold grows with them), 64 MiB being 3 KiB a pod at that count.
+  std::size_t max_list_pods = 20000;
+  std::size_t max_list_bytes = std::size_t{64} << 20;
   // One watch event (one line) longer than this ends the watch as an error.
   // The API server stores objects of at most ~1.5 MiB (etcd's request bound).
   std::size_t max_event_bytes = 8u << 20;
@@ -70,6 +79,13 @@ struct ApiServerSourceOptions {
   std::function<bool(Duration)> sleep;
   uint32_t jitter_seed = 0;
 };
+
+inline constexpr std::string_view kListRefusedHelp =
+    "LIST answers refused by reason: too_many_pods, too_many_bytes, too_many_pages (the whole LIST over its "
+    "bound), repeated_continue (the server sent a continue token it had sent before): the LIST fails, the "
+    "previous pod map is kept and the next LIST comes after a backoff; paged_cache_answer: a "
+    "resourceVersion=0 answer carried a continue token (the watch cache never pages), not followed: this node's "
+    "pods are listed from etcd in pages from then on.";
 
 /// What the list+watch loop did (pressured/stats.hpp): exported by the daemon
 /// under these series (PodMetadataSource::exported_stats), read by tests.
@@ -96,6 +112,16 @@ struct ApiServerSourceOptions {
   COUNTER(list_pages, "pressured_pod_source_api_list_pages_total", "",                                          \
           "LIST pages received (a LIST is paged by `limit`/`continue`; a page over the size bound is asked "   \
           "again with half the limit).")                                                                       \
+  COUNTER(refused_pods, "pressured_pod_source_api_list_refused_total", "reason=too_many_pods",                   \
+          ::pressured::pods::kListRefusedHelp)                                                                 \
+  COUNTER(refused_bytes, "pressured_pod_source_api_list_refused_total", "reason=too_many_bytes",                 \
+          ::pressured::pods::kListRefusedHelp)                                                                 \
+  COUNTER(refused_pages, "pressured_pod_source_api_list_refused_total", "reason=too_many_pages",                 \
+          ::pressured::pods::kListRefusedHelp)                                                                 \
+  COUNTER(refused_repeated_token, "pressured_pod_source_api_list_refused_total", "reason=repeated_continue",      \
+          ::pressured::pods::kListRefusedHelp)                                                                 \
+  COUNTER(refused_cache_continue, "pressured_pod_source_api_list_refused_total", "reason=paged_cache_answer",     \
+          ::pressured::pods::kListRefusedHelp)                                                                 \
   COUNTER(short_watches, "pressured_pod_source_api_short_watches_total", "",                                    \
           "Watches that ended at once with nothing received (a server or proxy closing them), each "          \
           "followed by a backoff.")
@@ -136,7 +162,9 @@ class ApiServerPodSource final : public PodMetadataSource {
   // One watch line; false ends the watch (gone or parse_error set).
   bool watch_line(std::string_view line, PodMetadataMap& map, bool& changed, bool& gone, std::string& parse_error);
   void publish(PodMetadataMap map, bool from_list);
-  void failed(const std::string& what);
+  // A failed request (counted, logged when it differs from the last one;
+  // `loud`: at error level every time).
+  void failed(const std::string& what, bool loud = false);
   bool sleep_interruptible(Duration d);
   bool pause();  // the next backoff; false: stop
   void gone_seen();
@@ -154,6 +182,7 @@ class ApiServerPodSource final : public PodMetadataSource {
   // max_page_bytes. Under list_mu_.
   bool relist_after_gone_ = false;
   bool cache_too_large_ = false;
+  bool cache_pages_ = false;  // a resourceVersion=0 answer came with a continue token
   mutable std::mutex mu_;
   std::shared_ptr<const PodMetadataMap> map_;
   std::string resource_version_;
