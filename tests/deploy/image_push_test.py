@@ -17,8 +17,6 @@ As root a missing umoci/skopeo is a failure; otherwise a loud skip (77).
 
 import argparse
 import hashlib
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -28,20 +26,14 @@ import subprocess
 import sys
 import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from harness import log, skip_or_fail  # noqa: E402
+from harness import skip_or_fail  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from image_test import load_image_module  # noqa: E402
 
 # The distribution reference grammar (github.com/distribution/reference), what a scanner pulls.
 _COMP = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _DOMAIN = r"(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
 REFERENCE = re.compile(rf"^(?:{_DOMAIN}/)?{_COMP}(?:/{_COMP})*(?::[\w][\w.-]{{0,127}})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{{32,}})?$")
-
-
-def load_image_module(src):
-    loader = importlib.machinery.SourceFileLoader("scripts_image", os.path.join(src, "scripts", "image"))
-    spec = importlib.util.spec_from_loader("scripts_image", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
 
 
 def check_metadata(ann, sbom, license_text, errors):
