@@ -6,7 +6,8 @@ prints the effective configuration in the config-file schema, every section and 
   - each code span `section.key` (or `section.key: value`) whose section is a top-level key of that
     schema names a key of that section;
   - each `section.key: value` is a value pressured accepts (`check-config` on that one setting);
-  - no code span is a key spelled as in the C++ code (`kubepods_name` for cgroup.kubepodsName).
+  - no code span is a key spelled as in the C++ code (`kubepods_name` for cgroup.kubepodsName,
+    `cgroup_driver` for cgroup.driver).
 The checks are run against the old misspellings first, so they can fail.
 usage: check_runbook_keys.py --pressured BIN --source-dir DIR
 """
@@ -67,9 +68,13 @@ def check(text, sections, pressured, where):
                         errors.append(f"{where}:{n}: `{span}`: check-config refuses it: {out}")
             elif "_" in span and re.fullmatch(r"[a-z][a-z0-9_]*", span.strip()):
                 c = camel(span.strip())
-                owners = [s for s, k in all_keys if k == c]
+                owners = [f"{s}.{k}" for s, k in all_keys if k == c]
+                # cgroup_driver: the section's name and the key (cgroup.driver).
+                head, _, rest = span.strip().partition("_")
+                if head in sections and camel(rest) in sections[head]:
+                    owners.append(f"{head}.{camel(rest)}")
                 if owners:
-                    errors.append(f"{where}:{n}: `{span}` is the code's spelling of {owners[0]}.{c}")
+                    errors.append(f"{where}:{n}: `{span}` is the code's spelling of {owners[0]}")
     return errors, seen
 
 
@@ -83,7 +88,7 @@ def main():
         text = f.read()
     problems = []
     # Self-test: the spellings docs/runbooks.md once had are caught.
-    for bad in ("`events.ring_buffer_bytes`", "`daemon.release_wait_timeout`", "`kubepods_name`",
+    for bad in ("`events.ring_buffer_bytes`", "`daemon.release_wait_timeout`", "`kubepods_name`", "`cgroup_driver`",
                 "`events.bpf: sometimes`"):
         e, _ = check(bad, sections, args.pressured, "self-test")
         if not e:
