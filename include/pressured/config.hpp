@@ -113,6 +113,10 @@ struct ObserveConfig {
   std::string kubepods_name = "kubepods";       // kubepods (cgroupfs) / kubepods.slice (systemd)
   CgroupDriver driver = CgroupDriver::Auto;
   std::string proc_root = "/proc";
+  // The system PSI files (memory, io, cpu); empty: <proc_root>/pressure. PSI
+  // is system-wide, so a container may read it from its own /proc, which
+  // needs no host mount of a directory a PSI-less kernel lacks.
+  std::string psi_path;
   std::string nodefs_path = "/var/lib/kubelet";
   std::string imagefs_path = "/var/lib/containerd";
   std::string pod_logs_path = "/var/log/pods";
@@ -128,6 +132,7 @@ struct ObserveConfig {
   // Container runtime root: overlay upper dirs (writable layers) below it are
   // counted in pod ephemeral storage; empty: imagefs_path.
   std::string runtime_root;
+  std::string psi_dir() const { return psi_path.empty() ? proc_root + "/pressure" : psi_path; }
   bool operator==(const ObserveConfig&) const = default;
 };
 

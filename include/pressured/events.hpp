@@ -376,6 +376,7 @@ struct ReactorOptions {
   std::string memory_mount = "/sys/fs/cgroup/memory";  // memory controller hierarchy (v1 or v2 root)
   bool cgroup_v2 = false;                               // memory on the unified hierarchy
   std::string proc_root = "/proc";
+  std::string psi_dir;  // the system PSI files; empty: <proc_root>/pressure
   bool handle_signals = true;                           // block SIGTERM/INT/HUP, read them via signalfd
   uint32_t post_queue_capacity = 1024;
 };

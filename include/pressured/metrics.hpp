@@ -289,6 +289,9 @@ class Metrics {
 
   /// Events are attached (BPF, or the PSI/notification fallback) or not.
   void set_events_attached(bool attached);
+  /// Whether the kernel has PSI (the system's pressure files exist).
+  /// -> pressured_psi_available
+  void set_psi_available(bool available);
 
   /// Runs `hook` at the start of every render(), on the rendering thread:
   /// copies values that other components keep outside Metrics (e.g. the

@@ -14,11 +14,20 @@
   - the ConfigMap is labelled grafana_dashboard: "1" and holds dashboards/pressured.json byte for byte;
   - the PodMonitor selects the DaemonSet's pods and port, keeps pressured's labels, puts the node in
     `node` and names the job as the rules' job="pressured" selectors expect;
-  - the DaemonSet keeps the prometheus.io/* annotations for a plain Prometheus.
+  - the DaemonSet keeps the prometheus.io/* annotations for a plain Prometheus;
+  - the base sets AppArmor through the 1.30+ securityContext field; overlays/before-1.30 renders (both
+    kubectls) to the base with only that field turned into the annotation;
+  - overlays/cri-o mounts CRI-O's storage root where pressured's --imagefs-path says, nothing else;
+  - a changed config.yaml renders as a ConfigMap of another name that the DaemonSet mounts (the pods
+    roll), in deploy/ and in vmtests/deploy (whose committed config.yaml is deploy/'s);
+  - deploy/monitoring's release-label knob (an overlay's `commonLabels: {release: NAME}`) relabels the
+    PodMonitor and the PrometheusRule and changes nothing else.
 As root a missing kubectl 1.20 or promtool is a failure; otherwise a loud skip (77).
 """
 
 import argparse
+import copy
+import json
 import os
 import re
 import shutil
@@ -131,6 +140,142 @@ def check_overlay(kubectl, src, errors, where, field):
         print(f"{where}: overlay with `{field}:` + `images:` sets both containers to {image}, nothing else")
 
 
+def kustomize(kubectl, path):
+    r = subprocess.run([kubectl, "kustomize", path], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise AssertionError(f"{kubectl} kustomize {path}: {r.stderr.strip()[-400:]}")
+    return [o for o in yaml.safe_load_all(r.stdout) if o]
+
+
+def by_kind(objs, kind):
+    return [o for o in objs if o["kind"] == kind]
+
+
+def pressured_container(ds):
+    return next(c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "pressured")
+
+
+def check_apparmor(kubectl, src, errors, where):
+    """The base: the field; overlays/before-1.30: the annotation instead, nothing else changed."""
+    base = kustomize(kubectl, os.path.join(src, "deploy"))
+    old = kustomize(kubectl, os.path.join(src, "overlays", "before-1.30"))
+    ds = by_kind(base, "DaemonSet")[0]
+    ann = ds["spec"]["template"]["metadata"].get("annotations", {})
+    if pressured_container(ds)["securityContext"].get("appArmorProfile") != {"type": "Unconfined"} or \
+            any(k.startswith("container.apparmor.security.beta.kubernetes.io/") for k in ann):
+        errors.append(f"{where}: deploy/ does not set AppArmor through the securityContext field alone")
+    want = copy.deepcopy(base)
+    wds = by_kind(want, "DaemonSet")[0]
+    del pressured_container(wds)["securityContext"]["appArmorProfile"]
+    wds["spec"]["template"]["metadata"].setdefault("annotations", {})[
+        "container.apparmor.security.beta.kubernetes.io/pressured"] = "unconfined"
+    key = lambda o: (o["kind"], o["metadata"]["name"])
+    if sorted(old, key=key) != sorted(want, key=key):
+        errors.append(f"{where}: overlays/before-1.30 is not deploy/ with the AppArmor field turned into the annotation")
+    else:
+        print(f"{where}: deploy/ has the appArmorProfile field, overlays/before-1.30 the annotation, nothing else differs")
+
+
+def check_crio(kubectl, src, errors, where):
+    objs = kustomize(kubectl, os.path.join(src, "overlays", "cri-o"))
+    base = kustomize(kubectl, os.path.join(src, "deploy"))
+    ds = by_kind(objs, "DaemonSet")[0]
+    ct = pressured_container(ds)
+    vol = next(v for v in ds["spec"]["template"]["spec"]["volumes"] if v["name"] == "imagefs")
+    mount = next(m for m in ct["volumeMounts"] if m["name"] == "imagefs")
+    root = "/var/lib/containers/storage"
+    if vol["hostPath"]["path"] != root or mount["mountPath"] != root or f"--imagefs-path={root}" not in ct["args"]:
+        errors.append(f"{where}: overlays/cri-o does not mount {root} where --imagefs-path says: volume "
+                      f"{vol['hostPath']}, mount {mount['mountPath']}, args {ct['args']}")
+    # Nothing else: undo the three changes and compare with the base.
+    vol["hostPath"]["path"] = mount["mountPath"] = "/var/lib/containerd"
+    ct["args"].remove(f"--imagefs-path={root}")
+    key = lambda o: (o["kind"], o["metadata"]["name"])
+    if sorted(objs, key=key) != sorted(base, key=key):
+        errors.append(f"{where}: overlays/cri-o changes more than the imagefs volume, its mount and the flag")
+    else:
+        print(f"{where}: overlays/cri-o mounts {root} for --imagefs-path, nothing else")
+
+
+def config_names(objs):
+    cms = [o["metadata"]["name"] for o in by_kind(objs, "ConfigMap") if o["metadata"]["name"].startswith("pressured-config")]
+    refs = [v["configMap"]["name"] for ds in by_kind(objs, "DaemonSet")
+            for v in ds["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    return cms, refs
+
+
+def check_rollout(kubectl, src, errors, where):
+    """A changed config.yaml is a ConfigMap of another name, mounted by the pods: apply rolls them."""
+    with tempfile.TemporaryDirectory() as d:
+        for tree in ("deploy", "overlays", "vmtests/deploy"):
+            shutil.copytree(os.path.join(src, tree), os.path.join(d, tree),
+                            ignore=shutil.ignore_patterns("monitoring", "uninstall"))
+        for path, cfg in (("deploy", "deploy/config.yaml"), ("vmtests/deploy", "vmtests/deploy/config.yaml")):
+            before = kustomize(kubectl, os.path.join(d, path))
+            with open(os.path.join(d, cfg), "a") as f:
+                f.write("# changed\n")
+            after = kustomize(kubectl, os.path.join(d, path))
+            (cb, rb), (ca, ra) = config_names(before), config_names(after)
+            if len(cb) != 1 or rb != cb or len(ca) != 1 or ra != ca or ca == cb:
+                errors.append(f"{where}: {path}: config.yaml changed, ConfigMap {cb} -> {ca}, DaemonSet mounts "
+                              f"{rb} -> {ra}: the pods would not roll")
+            else:
+                print(f"{where}: {path}: a changed config.yaml mounts {ca[0]} instead of {cb[0]} (the pods roll)")
+    with open(os.path.join(src, "deploy", "config.yaml")) as a, open(os.path.join(src, "vmtests", "deploy", "config.yaml")) as b:
+        if a.read() != b.read():
+            errors.append("vmtests/deploy/config.yaml is not deploy/config.yaml (as committed it must be the base's)")
+
+
+def check_release_knob(kubectl, src, errors, where, field):
+    """README step 4's knob: an overlay of deploy/monitoring with commonLabels: {release: NAME}."""
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "kustomization.yaml"), "w") as f:
+            f.write(f"{field}:\n  - {os.path.relpath(os.path.join(src, 'deploy', 'monitoring'), d)}\n"
+                    "commonLabels:\n  release: my-prometheus\n")
+        got = kustomize(kubectl, d)
+    base = kustomize(kubectl, os.path.join(src, "deploy", "monitoring"))
+    for o in got:
+        if o["kind"] in ("PodMonitor", "PrometheusRule") and o["metadata"]["labels"].get("release") != "my-prometheus":
+            errors.append(f"{where}: the release knob did not relabel the {o['kind']}")
+    strip = lambda objs: sorted((json.dumps({k: v for k, v in o.items() if k != "metadata"}, sort_keys=True),
+                                 o["metadata"]["name"]) for o in objs)
+    if strip(got) != strip(base):
+        errors.append(f"{where}: the release knob changed more than labels")
+    else:
+        print(f"{where}: commonLabels release: my-prometheus relabels the PodMonitor and PrometheusRule, "
+              f"changes labels only")
+
+
+def check_runbook_prefix(src, errors):
+    """generate.py --runbook-url-prefix: every alert's runbook_url under the prefix, at its own anchor,
+    and nothing else changed, in both files it writes."""
+    prefix = "https://wiki.example.com/platform/pressured-runbooks"
+    with open(os.path.join(src, "dashboards/pressured.rules.yml")) as f:
+        rules = yaml.safe_load(f)
+    with tempfile.TemporaryDirectory() as d:
+        r = subprocess.run([sys.executable, os.path.join(src, "deploy/monitoring/generate.py"),
+                            "--runbook-url-prefix", prefix, "--out", d], capture_output=True, text=True)
+        if r.returncode != 0:
+            errors.append(f"generate.py --runbook-url-prefix: {r.stderr[-300:]}")
+            return
+        with open(os.path.join(d, "pressured.rules.yml")) as f:
+            plain = yaml.safe_load(f)
+        with open(os.path.join(d, "prometheusrule.yaml")) as f:
+            pr = yaml.safe_load(f)
+    for where, got in (("pressured.rules.yml", plain), ("prometheusrule.yaml", pr.get("spec"))):
+        want = copy.deepcopy(rules)
+        for g in want["groups"]:
+            for rule in g["rules"]:
+                if "alert" in rule:
+                    rule["annotations"]["runbook_url"] = f"{prefix}#{rule['alert'].lower()}"
+        if got != want:
+            errors.append(f"generate.py --runbook-url-prefix: {where} is not the rules with every runbook_url "
+                          f"at {prefix}#<alert>")
+    if pr.get("metadata", {}).get("labels", {}).get("release") != "kube-prometheus-stack":
+        errors.append("generate.py --runbook-url-prefix: the PrometheusRule lost its release label")
+    print(f"generate.py --runbook-url-prefix: every runbook_url at {prefix}#<alert>, nothing else changed")
+
+
 def promtool_check(pr, errors):
     promtool = shutil.which("promtool")
     with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as f:
@@ -176,6 +321,7 @@ def main():
     if r.returncode != 0:
         errors.append(r.stdout.strip() or r.stderr.strip())
     errors += self_test(src)
+    check_runbook_prefix(src, errors)
     with open(os.path.join(src, "deploy/daemonset.yaml")) as f:
         ds = yaml.safe_load(f)
     if ds["spec"]["template"]["metadata"]["annotations"].get("prometheus.io/scrape") != "true":
@@ -187,6 +333,15 @@ def main():
             subprocess.run([k, "version", "--client"], capture_output=True, text=True).stdout.strip()
         where = f"{k} ({v.splitlines()[0] if v else '?'})"
         check_overlay(k, src, errors, where, "bases" if k == k120 else "resources")
+        for check in (check_apparmor, check_crio, check_rollout):
+            try:
+                check(k, src, errors, where)
+            except AssertionError as e:
+                errors.append(f"{where}: {e}")
+        try:
+            check_release_knob(k, src, errors, where, "bases" if k == k120 else "resources")
+        except AssertionError as e:
+            errors.append(f"{where}: {e}")
         objs = render(k, os.path.join(src, "deploy/monitoring"), errors)
         if objs:
             check_rendered(objs, src, ds, errors, where)

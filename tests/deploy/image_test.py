@@ -13,7 +13,8 @@
      binary runs in a chroot of it (--version, install-seccomp).
   4. The SPDX SBOM lists every package of the status file with its version.
   5. The manifest carries the OCI annotations source, revision (this commit), version
-     (the binary's) and created (the commit time); config and history are dated the same.
+     (the binary's), created (the commit time) and licenses (Apache-2.0), and no base.name (no
+     base image); config and history are dated the same. The SBOM declares pressured Apache-2.0.
   6. The compressed image is at most 30 MiB.
 With several --arch (scripts/image --arch amd64 --arch arm64), each architecture's image gets
 all of the above (its binary and every ELF file in it of that architecture, its packages of that
@@ -234,6 +235,9 @@ def check_sbom(sbom, status, errors):
             errors.append(f"SBOM lists {pkg} {listed[pkg]}, the image has {ver}")
     for pkg in set(listed) - set(status):
         errors.append(f"SBOM lists {pkg}, which the image's dpkg status does not")
+    own = [p for p in sbom.get("packages", []) if p.get("SPDXID") == "SPDXRef-pressured"]
+    if not own or own[0].get("licenseDeclared") != "Apache-2.0":
+        errors.append("the SBOM's pressured package does not declare Apache-2.0")
     if sbom.get("spdxVersion") != "SPDX-2.3":
         errors.append(f"SBOM spdxVersion {sbom.get('spdxVersion')!r}")
 
@@ -247,6 +251,11 @@ def check_annotations(manifest, config, revision, version, created, errors):
             errors.append(f"annotation {k} missing")
         elif v is not None and ann[k] != v:
             errors.append(f"annotation {k} is {ann[k]!r}, expected {v!r}")
+    # pressured's license (LICENSE) as SPDX; no base.name: the rootfs is packages, not a base image.
+    if ann.get("org.opencontainers.image.licenses") != "Apache-2.0":
+        errors.append(f"annotation licenses is {ann.get('org.opencontainers.image.licenses')!r}, expected Apache-2.0")
+    if "org.opencontainers.image.base.name" in ann:
+        errors.append(f"annotation base.name {ann['org.opencontainers.image.base.name']!r}: the image has no base image")
     if config.get("created") != created:
         errors.append(f"config created {config.get('created')!r}, expected {created}")
     for h in config.get("history", []):

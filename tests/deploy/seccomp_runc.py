@@ -11,8 +11,9 @@ the OCI runtime spec's linux.seccomp, which runc hands to libseccomp, and the
 container is built the way deploy/daemonset.yaml asks for it: hostPID and
 hostNetwork (no pid or network namespace), its own mount/uts/ipc/cgroup
 namespaces, uid 0 with exactly the DaemonSet's capabilities, no new
-privileges, a read-only root, the host's /proc read-only at /host/proc with
-/host/proc/pressure writable, and the host's /sys/fs/cgroup.
+privileges, a read-only root, the host's /proc read-only at /host/proc (PSI
+through the container's own /proc/pressure, BTF through its own /sys), and the
+host's /sys/fs/cgroup.
 
 daemon:   runs the real `pressured` in that container, with its cgroupsPath
           inside a sandbox memory cgroup this test creates and its pods root
@@ -334,9 +335,8 @@ def bundle(tmp, name, args, seccomp, cgroups_path, binds, rt=False):
         {"destination": "/etc/ld.so.cache", "type": "bind", "source": "/etc/ld.so.cache", "options": ["bind", "ro"]},
         # deploy/daemonset.yaml's volumes.
         {"destination": "/sys/fs/cgroup", "type": "bind", "source": "/sys/fs/cgroup", "options": ["rbind", "rw"]},
-        {"destination": "/sys/kernel/btf", "type": "bind", "source": "/sys/kernel/btf", "options": ["rbind", "ro"]},
+        # BTF and PSI come from the container's own /sys and /proc (cgroup.psiPath: /proc/pressure).
         {"destination": "/host/proc", "type": "bind", "source": "/proc", "options": ["rbind", "ro"]},
-        {"destination": "/host/proc/pressure", "type": "bind", "source": "/proc/pressure", "options": ["bind", "rw"]},
     ]
     for src, dst, mode in binds:
         mounts.append({"destination": dst, "type": "bind", "source": src, "options": ["rbind", mode]})
@@ -623,7 +623,7 @@ def test_daemon(args, runc, sandbox, tmp, profile):
     with open(os.path.join(work, "config.yaml"), "w") as f:
         f.write("evictionHard:\n  allocatableMemory.available: 64Mi\n"
                 "evictionPressureTransitionPeriod: 2s\n"
-                "cgroup:\n  cgroupMount: /sys/fs/cgroup\n  procRoot: /host/proc\n"
+                "cgroup:\n  cgroupMount: /sys/fs/cgroup\n  procRoot: /host/proc\n  psiPath: /proc/pressure\n"
                 "...\n")
     write_pods(work, scenario_pods("00"))
     modes_outside, baseline_log = baseline_modes(binary, sandbox, tmp)

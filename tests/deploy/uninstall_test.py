@@ -5,7 +5,7 @@ exactly that from a fake node.
   - every container of the uninstall DaemonSet runs `pressured uninstall` on the node paths
     deploy/ uses (through its mounts, each host path resolved): the kubelet's seccomp
     directory of deploy/'s kubelet-seccomp volume, whose profiles/pressured.json is the
-    DaemonSet's localhostProfile, and daemon.stateFile of deploy/configmap.yaml on its state
+    DaemonSet's localhostProfile, and daemon.stateFile of deploy/config.yaml on its state
     volume; the same image as deploy/; the init container without --wait, the main one with;
     no capability, not privileged, no ServiceAccount token, every taint tolerated;
   - on a fake node in a temporary directory, prepared as deploy/ would leave it (the init
@@ -67,11 +67,12 @@ def main():
             failures.append(what)
             log(f"FAIL: {what}")
 
-    base = {d["kind"]: d for name in ("daemonset.yaml", "configmap.yaml") for d in load(os.path.join(deploy, name))}
+    base = {d["kind"]: d for d in load(os.path.join(deploy, "daemonset.yaml"))}
     bspec = base["DaemonSet"]["spec"]["template"]["spec"]
     bvol = {v["name"]: v["hostPath"]["path"] for v in bspec["volumes"] if "hostPath" in v}
     bmain = bspec["containers"][0]
-    config = yaml.safe_load(base["ConfigMap"]["data"]["config.yaml"])
+    with open(os.path.join(deploy, "config.yaml")) as f:  # the ConfigMap's (kustomization.yaml generates it)
+        config = yaml.safe_load(f)
     state_on_node = host_path(config["daemon"]["stateFile"], bmain["volumeMounts"], bvol)
     seccomp_on_node = bvol["kubelet-seccomp"]
     check(bmain["securityContext"]["seccompProfile"].get("localhostProfile") == "profiles/pressured.json",

@@ -207,17 +207,19 @@ TEST(K8sConnection, WrongCaFailsWithAClearErrorNotATimeout) {
 
 TEST(K8sManifests, DeployKustomizationIsAcceptedByTheServer) {
   PRESSURED_REQUIRE_CONTROL_PLANE(cp);
-  std::string deploy = std::string(PRESSURED_SOURCE_DIR) + "/deploy";
+  // The path of 1.20-1.29 clusters: deploy/ through overlays/before-1.30.
+  std::string deploy = std::string(PRESSURED_SOURCE_DIR) + "/overlays/before-1.30";
   // kubectl 1.20 with its client-side schema validation on, against the 1.20
   // server's admission and validation: what an operator of the oldest
   // supported cluster runs. Fields newer than 1.20 (securityContext.
-  // appArmorProfile, 1.30) would fail here; the AppArmor annotation passes.
+  // appArmorProfile, 1.30, which deploy/ itself sets) would fail here; the
+  // overlay's AppArmor annotation passes.
   std::string out;
   int rc = cp->kubectl({"apply", "--dry-run=server", "-k", deploy}, &out);
   EXPECT_EQ(rc, 0) << out;
   for (const char* what : {"namespace/pressured", "serviceaccount/pressured", "clusterrole.rbac.authorization.k8s.io/pressured",
-                           "clusterrolebinding.rbac.authorization.k8s.io/pressured", "configmap/pressured-config",
-                           "daemonset.apps/pressured"}) {
+                           "clusterrolebinding.rbac.authorization.k8s.io/pressured", "configmap/pressured-config-",
+                           "resourcequota/pressured-critical-pods", "daemonset.apps/pressured"}) {
     EXPECT_NE(out.find(std::string(what)), std::string::npos) << what << " not in: " << out;
   }
   // What the server would store: the annotation kept, the init container
@@ -251,6 +253,15 @@ TEST(K8sManifests, DeployKustomizationIsAcceptedByTheServer) {
   const auto& tmpl = (*ds)["spec"]["template"];
   EXPECT_EQ(tmpl["metadata"]["annotations"].value("container.apparmor.security.beta.kubernetes.io/pressured", ""),
             "unconfined");
+  EXPECT_FALSE(tmpl["spec"]["containers"][0]["securityContext"].contains("appArmorProfile")) << tmpl.dump();
+  // The generated ConfigMap's hashed name is what the pods mount (a change rolls them).
+  std::string cm;
+  for (const auto& v : tmpl["spec"]["volumes"]) {
+    if (v.contains("configMap")) cm = v["configMap"].value("name", "");
+  }
+  EXPECT_EQ(cm.rfind("pressured-config-", 0), 0u) << tmpl.dump();
+  EXPECT_NE(out.find("\"name\": \"" + cm + "\""), std::string::npos) << cm << " is not among the applied objects";
+  EXPECT_EQ(tmpl["spec"]["nodeSelector"].value("kubernetes.io/os", ""), "linux");
   ASSERT_EQ(tmpl["spec"]["initContainers"].size(), 1u) << tmpl.dump();
   const auto& init = tmpl["spec"]["initContainers"][0];
   EXPECT_EQ(init["args"][0], "install-seccomp");

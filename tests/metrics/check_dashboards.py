@@ -35,6 +35,8 @@ import yaml
 
 # Series Prometheus itself adds to every target; rules may use them.
 PROMETHEUS_SYNTHETIC = {"up"}
+# Series of kube-state-metrics (kube-prometheus-stack ships it) that rules may join with pressured's.
+KUBE_STATE_METRICS = {"kube_pod_info"}
 DS_VAR = {"${datasource}", "$datasource"}
 GRAFANA_VARS = {
     "$__rate_interval": "5m", "${__rate_interval}": "5m", "$__interval": "1m", "${__interval}": "1m",
@@ -201,7 +203,7 @@ def check_rules(rules, tests, runbook_text, exported, errors):
             name = r.get("alert") or r.get("record")
             expr = str(r.get("expr", ""))
             exprs.append((name, expr))
-            for n in sorted(metric_names_in(expr) - exported - PROMETHEUS_SYNTHETIC):
+            for n in sorted(metric_names_in(expr) - exported - PROMETHEUS_SYNTHETIC - KUBE_STATE_METRICS):
                 errors.append(f"rule {name}: metric {n} is not exported by pressured")
             if "alert" not in r:
                 continue

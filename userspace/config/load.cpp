@@ -416,6 +416,7 @@ const std::vector<Section>& sections() {
                                  string_field("kubepodsName", &ObserveConfig::kubepods_name),
                                  enum_field("driver", &ObserveConfig::driver, kDrivers),
                                  string_field("procRoot", &ObserveConfig::proc_root),
+                                 string_field("psiPath", &ObserveConfig::psi_path),
                                  string_field("nodefsPath", &ObserveConfig::nodefs_path),
                                  string_field("imagefsPath", &ObserveConfig::imagefs_path),
                                  string_field("podLogsPath", &ObserveConfig::pod_logs_path),
@@ -558,6 +559,11 @@ const FlagSpec kFlags[] = {
      "auto|cgroupfs|systemd"},
     {"--memory-available-mode", &ConfigOptions::memory_available_mode, "cgroup", "memoryAvailableMode",
      FlagSyntax::Scalar, "kubelet|excludeReserved|reclaimableActive"},
+    {"--imagefs-path", &ConfigOptions::imagefs_path, "cgroup", "imagefsPath", FlagSyntax::Scalar,
+     "The container runtime's image store (imagefs.*; containerd /var/lib/containerd, CRI-O "
+     "/var/lib/containers/storage)"},
+    {"--runtime-root", &ConfigOptions::runtime_root, "cgroup", "runtimeRoot", FlagSyntax::Scalar,
+     "The container runtime's root holding the writable layers (default: --imagefs-path)"},
     {"--pod-source", &ConfigOptions::pod_source, "pods", "kind", FlagSyntax::Scalar, "none|kubelet|file|apiserver"},
     {"--pod-file", &ConfigOptions::pod_file, "pods", "path", FlagSyntax::Scalar,
      "Pod/PodList file or directory (implies --pod-source=file)"},
@@ -1433,6 +1439,9 @@ Result<void> validate_config(const Config& c) {
     return invalid("cgroup.kubepodsName", ob.kubepods_name, "must be a single cgroup name");
   }
   if (!absolute(ob.proc_root)) return invalid("cgroup.procRoot", ob.proc_root, "must be an absolute path");
+  if (!ob.psi_path.empty() && !absolute(ob.psi_path)) {
+    return invalid("cgroup.psiPath", ob.psi_path, "must be an absolute path (empty: <procRoot>/pressure)");
+  }
   if (auto r = require_positive(ob.disk_walk_interval, "cgroup.diskWalkInterval"); !r) return r;
   if (auto r = require_positive(ob.disk_walk_budget, "cgroup.diskWalkBudget"); !r) return r;
   if (ob.disk_walk_max_entries == 0) return invalid("cgroup.diskWalkMaxEntries", "0", "must be at least 1");

@@ -47,6 +47,8 @@ struct ConfigOptions {
   std::optional<std::string> pod_source;     // none|kubelet|file
   std::optional<std::string> pod_file;       // implies --pod-source=file unless that is given
   std::optional<std::string> memory_available_mode;  // kubelet|excludeReserved|reclaimableActive
+  std::optional<std::string> imagefs_path;           // the runtime's image store
+  std::optional<std::string> runtime_root;           // the runtime's root (writable layers)
 
   // Events (events:).
   std::optional<std::string> bpf;  // auto|on|off

@@ -19,6 +19,7 @@
 #include "commands.hpp"
 #include "common/log.hpp"
 #include "config/load.hpp"
+#include "config/psi_check.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/progress_timer.hpp"
 #include "daemon/reactor_metrics.hpp"
@@ -95,6 +96,10 @@ int run_daemon(const ConfigOptions& options) {
                  containerfs.layout == ContainerfsLayout::Imagefs ? "imagefs" : "nodefs");
   }
 
+  // A kernel without PSI: say once what is lost and run on (the metric below).
+  const PsiCheck psi = check_psi(config);
+  if (!psi.available) spdlog::warn("{}", psi.message);
+
   // The reactor blocks SIGTERM/SIGINT/SIGHUP for a signalfd: build it before
   // any other thread starts so they inherit the mask.
   EventStats event_stats;
@@ -102,6 +107,7 @@ int run_daemon(const ConfigOptions& options) {
   ropts.memory_mount = layout->memory_mount;
   ropts.cgroup_v2 = layout->memory_on_v2;
   ropts.proc_root = config.observe.proc_root;
+  ropts.psi_dir = config.observe.psi_dir();
   // The features hold the kernel's BTF (5 MiB and more, resident), needed only
   // to choose and load the BPF programs: they go once the reactor is built.
   auto reactor = Reactor::create(config.events, ropts, *make_kernel_bpf_features(config.observe.proc_root), event_stats);
@@ -140,6 +146,7 @@ int run_daemon(const ConfigOptions& options) {
   // triggers, the safety-net timer), are attached. /readyz also waits for the
   // first observation (Metrics::observation_completed, from the daemon loop).
   metrics.set_events_attached(true);
+  metrics.set_psi_available(psi.available);
   // Until the pod source delivers, no pod has metadata and none would be
   // evicted: the pod must show NotReady rather than a node silently unprotected.
   if (metadata) metrics.require_pod_source([metadata] { return metadata->stats().last_success.has_value(); });

@@ -115,7 +115,8 @@ class ReactorImpl final : public Reactor {
     if (auto r = setup_bpf_result_; !r && config_.bpf == BpfMode::On) return r;
 
     if (config_.psi_triggers) {
-      auto t = add_psi_trigger(options_.proc_root + "/pressure/memory", false, config_.psi_stall, config_.psi_window, 0);
+      const std::string psi = options_.psi_dir.empty() ? options_.proc_root + "/pressure" : options_.psi_dir;
+      auto t = add_psi_trigger(psi + "/memory", false, config_.psi_stall, config_.psi_window, 0);
       if (!t) spdlog::warn("events: no system PSI trigger: {}", t.error().message);
     }
     return {};

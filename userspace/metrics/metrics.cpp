@@ -278,6 +278,7 @@ struct Metrics::Impl {
   Family<Counter>* config_reloads = nullptr;
   Family<Counter>* checkpoint_writes = nullptr;
   Family<Gauge>* config_last_ok = nullptr;
+  Family<Gauge>* psi_available = nullptr;
   Family<Gauge>* pod_ws = nullptr;
   Family<Gauge>* pod_req = nullptr;
   Family<Gauge>* pod_ratio = nullptr;
@@ -337,6 +338,7 @@ struct Metrics::Impl {
   Gauge* ready_g = nullptr;
   Gauge* pod_source_synced_g = nullptr;
   Gauge* config_last_ok_g = nullptr;
+  Gauge* psi_available_g = nullptr;
 
   std::atomic<bool> events_attached{false};
   std::atomic<bool> observed_once{false};
@@ -460,6 +462,9 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
                                    "may not resume the evictions in flight.");
   m.config_last_ok = &m.gauge("pressured_config_last_reload_successful",
                               "1 when the last configuration reload succeeded (or none happened yet), else 0.");
+  m.psi_available = &m.gauge("pressured_psi_available",
+                             "1 when the kernel has PSI (the system's pressure files exist), 0 when not (booted "
+                             "with psi=0 or built without CONFIG_PSI): PSI signals and triggers are off.");
   m.pod_ws = &m.gauge("pressured_pod_memory_working_set_bytes",
                       "Memory working set of a pod (usage - inactive_file); top pods by working set only.");
   m.pod_req = &m.gauge("pressured_pod_memory_request_bytes", "Memory request of a pod; top pods only.");
@@ -494,6 +499,9 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.observations_c = &m.observations->Add({});
   m.config_last_ok_g = &m.config_last_ok->Add({});
   m.config_last_ok_g->Set(1);
+  // Until the daemon has looked (run): a node is taken to have PSI.
+  m.psi_available_g = &m.psi_available->Add({});
+  m.psi_available_g->Set(1);
   for (std::size_t i = 0; i < kConditionCount; ++i) {
     const auto c = static_cast<Condition>(i);
     m.condition_g[i] = &m.node_condition->Add({{"condition", str(name(c))}});
@@ -867,6 +875,8 @@ void Metrics::memcg_activity(std::string_view cgroup, const MemcgActivitySample&
     follow(*it->second[i], values[i]);
   }
 }
+
+void Metrics::set_psi_available(bool available) { impl_->psi_available_g->Set(available ? 1 : 0); }
 
 void Metrics::set_events_attached(bool attached) {
   impl_->events_attached = attached;

@@ -63,9 +63,10 @@ NodeSignals::NodeSignals(ObserveConfig config, CgroupLayout layout, ObserverCoun
     scope_is_root_ = !layout_.memory_mount.empty() && scope_path_ == cgroup::normalize_path(layout_.memory_mount);
     if (!scope_is_root_) scope_usage_.reset(scope_path_ + usage_file());
   }
-  psi_memory_.reset(proc + "/pressure/memory");
-  psi_io_.reset(proc + "/pressure/io");
-  psi_cpu_.reset(proc + "/pressure/cpu");
+  const std::string psi = cfg_.psi_dir();
+  psi_memory_.reset(psi + "/memory");
+  psi_io_.reset(psi + "/io");
+  psi_cpu_.reset(psi + "/cpu");
   loadavg_.reset(proc + "/loadavg");
   // sysctls, re-read at every full observation.
   min_free_kbytes_.reset(proc + "/sys/vm/min_free_kbytes");

@@ -507,7 +507,7 @@ vmt_ds_json() {
     END { print "{" o "}" }' $DS_FACTS 2>/dev/null
 }
 
-# vmt_ds_config: the overlay's ConfigMap patch: deploy/configmap.yaml with its
+# vmt_ds_config: the overlay's config.yaml: deploy/config.yaml with its
 # eviction settings (the kubelet's file and offsets, the PSI threshold) replaced by
 # the scenario's acting thresholds (vmt_thresholds), the ones pressured+kubelet takes
 # from the guest kubelet's file plus its offset (the guest kubelet's file is not at
@@ -515,26 +515,26 @@ vmt_ds_json() {
 vmt_ds_config() {
   awk -v hard="$ACT_MI" -v soft="$ACT_SOFT_MI" -v grace="$SOFT_GRACE" -v mr="$MIN_RECLAIM_MI" \
       -v pg="$MAX_POD_GRACE" -v tr="$TRANSITION" -v pid="$PID_HARD" '
-    /^    # The eviction settings are the node/ { skip = 1; next }
-    /^    kubelet:/ {
+    /^# The eviction settings are the node/ { skip = 1; next }
+    /^kubelet:/ {
       skip = 1
-      print "    # vmtests: the scenario'"'"'s thresholds (vmtests/guest/node.sh, vmt_ds_config)"
-      print "    evictionHard:"
-      print "      memory.available: " hard "Mi"
-      if (pid > 0) print "      pid.available: \"" pid "\""
+      print "# vmtests: the scenario'"'"'s thresholds (vmtests/guest/node.sh, vmt_ds_config)"
+      print "evictionHard:"
+      print "  memory.available: " hard "Mi"
+      if (pid > 0) print "  pid.available: \"" pid "\""
       if (soft > 0) {
-        print "    evictionSoft:"
-        print "      memory.available: " soft "Mi"
-        print "    evictionSoftGracePeriod:"
-        print "      memory.available: " grace
+        print "evictionSoft:"
+        print "  memory.available: " soft "Mi"
+        print "evictionSoftGracePeriod:"
+        print "  memory.available: " grace
       }
-      if (mr > 0) { print "    evictionMinimumReclaim:"; print "      memory.available: " mr "Mi" }
-      print "    evictionMaxPodGracePeriod: " pg
-      print "    evictionPressureTransitionPeriod: " tr
+      if (mr > 0) { print "evictionMinimumReclaim:"; print "  memory.available: " mr "Mi" }
+      print "evictionMaxPodGracePeriod: " pg
+      print "evictionPressureTransitionPeriod: " tr
       next
     }
-    skip && /^    daemonSetPods:/ { skip = 0 }
-    !skip' $DS_REPO/deploy/configmap.yaml > $DS_OVERLAY/config-patch.yaml
+    skip && /^daemonSetPods:/ { skip = 0 }
+    !skip' $DS_REPO/deploy/config.yaml > $DS_OVERLAY/config.yaml.new && mv $DS_OVERLAY/config.yaml.new $DS_OVERLAY/config.yaml
 }
 
 vmt_ds_pod_line() {
