@@ -231,6 +231,34 @@ struct ReliefConfig {
   uint64_t minimum_ask_bytes = 64ull << 20;
 };
 
+/// Out-of-process eviction plugins (docs/plugins.md). Off while `directory`
+/// is empty: nothing of gRPC is loaded then.
+struct PluginsConfig {
+  // The root-only directory plugins create their Unix sockets in (watched
+  // with inotify); created 0700 when missing.
+  std::string directory;
+  // The deadline of every call to a plugin. Tens of milliseconds: the calls
+  // run off the event loop and a decision never waits for them, but a slow
+  // plugin's answers arrive that much later.
+  Duration call_timeout = std::chrono::milliseconds(50);
+  // Answers older than this are not used (a plugin that stopped answering
+  // stops advising).
+  Duration answer_max_age = std::chrono::seconds(30);
+  // At most one proposal a plugin is taken per interval.
+  Duration proposal_interval = std::chrono::seconds(60);
+  // A failing plugin is asked again after backoffInitial, doubling up to backoffMax.
+  Duration backoff_initial = std::chrono::seconds(1);
+  Duration backoff_max = std::chrono::seconds(60);
+  // How many of the ranking's first pods a plugin is shown per resource.
+  uint64_t max_candidates = 32;
+  // At most this many plugins are registered; further sockets are ignored.
+  uint64_t max_plugins = 16;
+  // The gRPC transport module; empty: next to the executable or under
+  // ../lib/pressured/.
+  std::string module;
+  bool operator==(const PluginsConfig&) const = default;
+};
+
 /// The node's own KubeletConfiguration as the source of the eviction settings
 /// (`kubelet:` section, --kubelet-config), so pressured and the kubelet cannot
 /// drift apart; per-signal offsets put pressured's thresholds above them.
@@ -259,6 +287,7 @@ struct Config {
   LogConfig log;
   DaemonConfig daemon;
   ReliefConfig relief;
+  PluginsConfig plugins;
 };
 
 /// The configuration in force, held once and read by everything that acts on

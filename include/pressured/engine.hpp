@@ -87,6 +87,16 @@ struct ReliefSummary {
   bool operator==(const ReliefSummary&) const = default;
 };
 
+/// A plugin's part in a decision (docs/plugins.md): which plugin did what to
+/// which pod, and why, as the plugin put it.
+struct PluginNote {
+  std::string plugin;
+  std::string action;  // protect, demote, promote, propose, threshold, protect-overridden
+  std::string pod;     // namespace/name, or <uid> without metadata
+  std::string reason;
+  bool operator==(const PluginNote&) const = default;
+};
+
 /// One pod to evict, and why. The engine fills in who and why; the policy
 /// numbers and times it when it starts the eviction. The same value goes to
 /// the evictor (EvictionTarget is built from it), the API reporter, the
@@ -127,11 +137,16 @@ struct Eviction {
   // Set when reclaim was tried for this threshold crossing and the node
   // stayed short (docs/engine.md, "Relief before eviction").
   std::optional<ReliefSummary> relief;
+  // Plugins (docs/plugins.md): what they changed in this decision, and the
+  // plugin threshold that decided it ("plugin/signal"; empty: a node
+  // threshold or a local-storage limit decided).
+  std::vector<PluginNote> plugin_notes;
+  std::string plugin_signal;
   bool operator==(const Eviction&) const = default;
 };
 
 /// What decided an eviction, for logs, metrics and records: the local-storage
-/// rule when one did, else the signal's name.
+/// rule or the plugin threshold when one did, else the signal's name.
 std::string_view eviction_reason(const Eviction& e);
 
 struct Decisions {

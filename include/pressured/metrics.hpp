@@ -196,6 +196,13 @@ class Metrics {
   /// -> pressured_eviction_policy_actions_total {action}
   void policy_action(std::string_view action, uint64_t count = 1);
 
+  /// What one eviction plugin did (docs/plugins.md), `count` more of it; 0
+  /// creates the series (a plugin's first registration).
+  enum class PluginEvent : uint8_t { Calls, Timeouts, Errors, Vetoes, Proposals };
+  /// -> pressured_plugin_calls_total, _timeouts_total, _errors_total,
+  ///    _vetoes_total, _proposals_total {plugin}
+  void plugin_event(std::string_view plugin, PluginEvent event, uint64_t count);
+
   /// A local kill of a pod's processes finished (all gone) or failed.
   /// -> pressured_local_kills_total {result="success|failure"}
   void local_kill(bool ok);

@@ -1,6 +1,7 @@
 // The relief section: defaults, parsing, and the errors an operator sees.
 #include <gtest/gtest.h>
 
+#include "config/config_errors.hpp"
 #include "config/load.hpp"
 
 namespace pressured {
@@ -8,13 +9,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << "message: " << (text)
-
-std::string error_of(const std::string& yaml) {
-  auto r = parse_config_yaml(yaml);
-  EXPECT_FALSE(r.ok()) << "accepted:\n" << yaml;
-  return r.ok() ? "" : r.error().message;
-}
+using testing::error_of;
 
 TEST(ReliefConfig, DefaultsAreOnWithASmallHardBudget) {
   auto r = parse_config_yaml("{}\n");

@@ -373,6 +373,7 @@ LogConfig& log_of(Config& c) { return c.log; }
 DaemonConfig& daemon_of(Config& c) { return c.daemon; }
 KubeletConfigSource& kubelet_of(Config& c) { return c.kubelet; }
 ReliefConfig& relief_of(Config& c) { return c.relief; }
+PluginsConfig& plugins_of(Config& c) { return c.plugins; }
 
 // kubelet.thresholdOffset: signal -> quantity or percentage added to the
 // kubelet's threshold for that signal.
@@ -503,6 +504,18 @@ const std::vector<Section>& sections() {
                                 number_field("lowYieldPercent", &ReliefConfig::low_yield_percent),
                                 count_field("minimumAsk", &ReliefConfig::minimum_ask_bytes),
                             }),
+      section<PluginsConfig>("plugins", plugins_of,
+                             {
+                                 string_field("directory", &PluginsConfig::directory),
+                                 duration_field("callTimeout", &PluginsConfig::call_timeout),
+                                 duration_field("answerMaxAge", &PluginsConfig::answer_max_age),
+                                 duration_field("proposalInterval", &PluginsConfig::proposal_interval),
+                                 duration_field("backoffInitial", &PluginsConfig::backoff_initial),
+                                 duration_field("backoffMax", &PluginsConfig::backoff_max),
+                                 count_field("maxCandidates", &PluginsConfig::max_candidates),
+                                 count_field("maxPlugins", &PluginsConfig::max_plugins),
+                                 string_field("module", &PluginsConfig::module),
+                             }),
   };
   return kSections;
 }
@@ -583,6 +596,8 @@ const FlagSpec kFlags[] = {
      "This node's name (default: hostname)"},
     {"--kubeconfig", &ConfigOptions::kubeconfig, "kubernetes", "kubeconfig", FlagSyntax::Scalar,
      "kubeconfig for the API server (turns kubernetes.enabled on)"},
+    {"--plugins-directory", &ConfigOptions::plugins_directory, "plugins", "directory", FlagSyntax::Scalar,
+     "Directory eviction plugins create their sockets in (turns plugins on; docs/plugins.md)"},
 };
 
 std::string trim(std::string_view s) {
@@ -1398,6 +1413,44 @@ Result<Config> reload_config(const ConfigOptions& options, std::vector<std::stri
   return load_text(*t, options, warnings);
 }
 
+namespace {
+
+Result<void> validate_plugins(const PluginsConfig& p) {
+  using std::chrono::milliseconds;
+  using std::chrono::seconds;
+  if (!p.directory.empty() && p.directory.front() != '/') {
+    return invalid("plugins.directory", p.directory, "is not an absolute path");
+  }
+  if (!p.module.empty() && p.module.front() != '/') return invalid("plugins.module", p.module, "is not an absolute path");
+  if (p.call_timeout < milliseconds(1) || p.call_timeout > seconds(1)) {
+    return invalid("plugins.callTimeout", format_duration(p.call_timeout),
+                   "is not between 1ms and 1s (tens of ms: a plugin's answer is advice that must come quickly)");
+  }
+  if (p.answer_max_age < seconds(1) || p.answer_max_age > std::chrono::minutes(10)) {
+    return invalid("plugins.answerMaxAge", format_duration(p.answer_max_age), "is not between 1s and 10m");
+  }
+  if (p.proposal_interval < seconds(1)) {
+    return invalid("plugins.proposalInterval", format_duration(p.proposal_interval),
+                   "is under 1s (proposals are rate-limited per plugin)");
+  }
+  if (p.backoff_initial < milliseconds(10)) {
+    return invalid("plugins.backoffInitial", format_duration(p.backoff_initial), "is under 10ms");
+  }
+  if (p.backoff_max < p.backoff_initial || p.backoff_max > std::chrono::hours(1)) {
+    return invalid("plugins.backoffMax", format_duration(p.backoff_max),
+                   "is not between plugins.backoffInitial and 1h");
+  }
+  if (p.max_candidates < 1 || p.max_candidates > 1000) {
+    return invalid("plugins.maxCandidates", std::to_string(p.max_candidates), "is not between 1 and 1000");
+  }
+  if (p.max_plugins < 1 || p.max_plugins > 64) {
+    return invalid("plugins.maxPlugins", std::to_string(p.max_plugins), "is not between 1 and 64");
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<void> validate_config(const Config& c) {
   // Eviction (the loader already checks these; a hand-built Config may not be).
   const auto& ev = c.eviction;
@@ -1576,7 +1629,7 @@ Result<void> validate_config(const Config& c) {
   if (!(rl.low_yield_percent >= 0 && rl.low_yield_percent <= 100)) {
     return invalid("relief.lowYieldPercent", format_quantity(rl.low_yield_percent), "is not between 0 and 100");
   }
-  return {};
+  return validate_plugins(c.plugins);
 }
 
 namespace {

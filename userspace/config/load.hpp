@@ -63,6 +63,7 @@ struct ConfigOptions {
   std::optional<std::string> state_file;
   std::optional<std::string> node_name;
   std::optional<std::string> kubeconfig;  // also turns kubernetes.enabled on
+  std::optional<std::string> plugins_directory;  // eviction plugins (docs/plugins.md)
 };
 
 /// Registers --config and the configuration flags on `sub`. The returned

@@ -171,6 +171,14 @@ Eviction decode_eviction(const json& p) {
       u.keys = decode_keys(ru);
       e.runner_up = std::move(u);
     }
+    // What plugins changed in the decision (docs/plugins.md); absent without plugins.
+    if (auto pl = r->find("plugins"); pl != r->end()) {
+      for (const json& n : pl->get_ref<const json::array_t&>()) {
+        e.plugin_notes.push_back(PluginNote{n.at("plugin").get<std::string>(), n.at("action").get<std::string>(),
+                                            n.at("pod").get<std::string>(), n.at("reason").get<std::string>()});
+      }
+    }
+    if (auto ps = r->find("plugin_signal"); ps != r->end()) e.plugin_signal = ps->get<std::string>();
   }
   return e;
 }

@@ -60,6 +60,7 @@ Daemon::Daemon(Config config, DaemonDeps deps)
                         },
                   deps_.metrics),
       alarms_(deps_.alarms),
+      plugins_(config_, deps_.plugins, deps_.metrics),
       executor_({deps_.evictor, deps_.reporter, deps_.metrics, &stats_, config_.get(),
                  [this] { start_disk_reclaim(); }}),
       disk_reclaim_(deps_.loop),
@@ -328,6 +329,7 @@ bool Daemon::reload() {
   keep(n.kubernetes, old.kubernetes, "kubernetes");
   keep(n.metrics, old.metrics, "metrics");
   keep(n.log.format, old.log.format, "log.format");
+  keep(n.plugins, old.plugins, "plugins");
   keep(n.daemon.lock_memory, old.daemon.lock_memory, "daemon.lockMemory");
   if (!needs_restart.empty()) {
     spdlog::warn("config reload: changes to {} take effect at the next restart; the running values stay",
@@ -431,6 +433,12 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
 
   // Decide: the engine, on fresh reads; targets the evictor refuses never reach the policy.
   Decisions d = engine_.evaluate(last_, now, policy_.excluded());
+  if (plugins_.enabled()) {
+    // Plugins' latest answers (never waited for), then the next questions.
+    std::array<bool, kLaneCount> held{};
+    for (std::size_t l = 0; l < kLaneCount; ++l) held[l] = policy_.holds_lane(static_cast<Lane>(l), now);
+    plugins_.step(now, last_, d, policy_.excluded(), held);
+  }
   stamp_wake(d, source, kernel_time);
   conditions_.publish(d, now);
   if (m) publish_decisions(*m, d);

@@ -25,6 +25,7 @@
 #include "daemon/disk_reclaim.hpp"
 #include "daemon/eviction_executor.hpp"
 #include "daemon/oom_kill_ledger.hpp"
+#include "daemon/plugin_stage.hpp"
 #include "daemon/relief_driver.hpp"
 #include "pressured/config.hpp"
 #include "pressured/engine.hpp"
@@ -61,6 +62,9 @@ struct DaemonDeps {
   /// `reclaim_unavailable` says in words for the log.
   ReclaimWriter* reclaim = nullptr;
   std::string reclaim_unavailable = "not configured";
+  /// Eviction plugins (plugins.directory set): the host that asks them off
+  /// the loop's thread; null: no plugins, nothing of them runs.
+  plugins::PluginHost* plugins = nullptr;
   /// Called when busy() changes (an eviction started or the last one ended,
   /// also by a restored checkpoint): the progress ticks run only while busy.
   std::function<void(bool busy)> on_busy_changed;
@@ -175,6 +179,7 @@ class Daemon final : public ReactorHandler {
   AlarmReader alarm_reader_;
   OomKillLedger oom_kills_;
   ArmedAlarms alarms_;
+  PluginStage plugins_;
   EvictionExecutor executor_;
   std::optional<TimePoint> next_deadline_;  // armed with Reactor::wake_at
   std::optional<TimePoint> last_full_observation_;  // when last_ was last observed in full

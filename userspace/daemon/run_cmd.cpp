@@ -235,7 +235,31 @@ int run_daemon(const ConfigOptions& options) {
     reclaim_writer = std::make_unique<CgroupReclaimWriter>(layout->kubepods_memory_path);
   }
 
+  // Eviction plugins: the gRPC transport is loaded only when a directory is
+  // configured (a node without plugins maps none of gRPC).
+  std::unique_ptr<plugins::PluginHost> plugin_host;
+  if (!config.plugins.directory.empty()) {
+    auto connector = plugins::load_grpc_connector(config.plugins.module);
+    if (!connector) {
+      spdlog::error("plugins.directory is set, but {}", connector.error().message);
+      return 2;
+    }
+    plugins::HostOptions ho;
+    ho.directory = config.plugins.directory;
+    ho.call_timeout = config.plugins.call_timeout;
+    ho.answer_max_age = config.plugins.answer_max_age;
+    ho.backoff_initial = config.plugins.backoff_initial;
+    ho.backoff_max = config.plugins.backoff_max;
+    ho.max_plugins = config.plugins.max_plugins;
+    plugin_host = std::make_unique<plugins::PluginHost>(std::move(ho), std::move(*connector));
+    if (auto started = plugin_host->start(); !started) {
+      spdlog::error("plugins: {}", started.error().message);
+      return 2;
+    }
+  }
+
   DaemonDeps deps;
+  deps.plugins = plugin_host.get();
   deps.reclaim = reclaim_writer.get();
   deps.reclaim_unavailable = reclaim_unavailable;
   deps.observer = observer->get();

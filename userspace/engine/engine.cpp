@@ -318,8 +318,29 @@ std::string deciding_words(const RankKeys& v, const RankKeys& o, StarvedResource
 }  // namespace
 
 std::string_view eviction_reason(const Eviction& e) {
+  if (!e.plugin_signal.empty()) return e.plugin_signal;
   return e.local_storage_rule.empty() ? name(e.signal) : std::string_view(e.local_storage_rule);
 }
+
+namespace {
+
+// "; plugins: batch-first protect shop/web (\"serving\")": what plugins changed.
+std::string plugin_words(const Eviction& e) {
+  if (e.plugin_notes.empty()) return "";
+  // The first three (the log, the Event and `top` stay short); the "why"
+  // JSON holds every note.
+  constexpr std::size_t kShown = 3;
+  std::string s = "; plugins:";
+  for (std::size_t i = 0; i < e.plugin_notes.size() && i < kShown; ++i) {
+    const PluginNote& n = e.plugin_notes[i];
+    s += (i == 0 ? " " : ", ") + n.plugin + " " + n.action + " " + n.pod;
+    if (!n.reason.empty()) s += " (\"" + n.reason + "\")";
+  }
+  if (e.plugin_notes.size() > kShown) s += " and " + std::to_string(e.plugin_notes.size() - kShown) + " more";
+  return s;
+}
+
+}  // namespace
 
 std::string explain_choice(const Eviction& e) {
   const StarvedResource r = info(e.signal).resource;
@@ -329,16 +350,16 @@ std::string explain_choice(const Eviction& e) {
            " of the pod; no ranking, the first pod over a limit";
   }
   std::string s = "victim " + describe_keys(e.keys, r);
-  if (!e.runner_up) return s + "; no runner-up (the only pod that could be evicted)";
+  if (!e.runner_up) return s + "; no runner-up (the only pod that could be evicted)" + plugin_words(e);
   return s + "; runner-up " + runner_up_label(*e.runner_up) + " " + describe_keys(e.runner_up->keys, r) +
-         "; chosen by " + deciding_words(e.keys, e.runner_up->keys, r);
+         "; chosen by " + deciding_words(e.keys, e.runner_up->keys, r) + plugin_words(e);
 }
 
 std::string choice_summary(const Eviction& e) {
   if (!e.local_storage_rule.empty()) return "over its own local storage limit, before any node threshold";
-  if (!e.runner_up) return "the only pod that could be evicted";
+  if (!e.runner_up) return "the only pod that could be evicted" + plugin_words(e);
   return "chosen before " + runner_up_label(*e.runner_up) + " by " +
-         deciding_words(e.keys, e.runner_up->keys, info(e.signal).resource);
+         deciding_words(e.keys, e.runner_up->keys, info(e.signal).resource) + plugin_words(e);
 }
 
 std::vector<std::size_t> threshold_eviction_order(const std::vector<Threshold>& thresholds) {

@@ -53,6 +53,15 @@ nlohmann::ordered_json why_json(const Eviction& e, JsonKeys style, bool explanat
     r["seconds"] = e.relief->seconds;
     o["relief"] = r;
   }
+  if (!e.plugin_notes.empty()) {
+    // What plugins changed in this decision (docs/plugins.md).
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (const PluginNote& n : e.plugin_notes) {
+      a.push_back({{"plugin", n.plugin}, {"action", n.action}, {"pod", n.pod}, {"reason", n.reason}});
+    }
+    o["plugins"] = std::move(a);
+    if (!e.plugin_signal.empty()) o[key("pluginSignal", "plugin_signal", style)] = e.plugin_signal;
+  }
   if (explanation) o["explanation"] = explain_choice(e);
   return o;
 }

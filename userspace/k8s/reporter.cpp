@@ -108,7 +108,7 @@ std::string eviction_message(const Eviction& e) {
     m += "Evicted by pressured (eviction " + e.id + ") for " + e.local_storage_rule + " (usage " +
          quantity(r, e.observed) + ", limit " + quantity(r, e.threshold_value) + ")";
   } else {
-    m += "Evicted by pressured (eviction " + e.id + ") for " + std::string(name(e.signal)) + " (" +
+    m += "Evicted by pressured (eviction " + e.id + ") for " + std::string(eviction_reason(e)) + " (" +
          (e.kind == ThresholdKind::Hard ? "hard" : "soft") + " threshold" + (e.signal_stale ? ", stale reading" : "") +
          ")";
   }

@@ -267,6 +267,7 @@ struct Metrics::Impl {
   Family<Histogram>* eviction_latency = nullptr;
   Family<Counter>* local_kills = nullptr;
   Family<Counter>* policy_actions = nullptr;
+  std::array<Family<Counter>*, 5> plugin_events{};  // by Metrics::PluginEvent
   Family<Counter>* api_requests = nullptr;
   Family<Counter>* oom_kills = nullptr;
   Family<Histogram>* detection_latency = nullptr;
@@ -440,6 +441,16 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.local_kills = &m.counter("pressured_local_kills_total", "Local kills of a pod's processes, by result.");
   m.policy_actions = &m.counter("pressured_eviction_policy_actions_total",
                                 "Actions of the eviction policy (evict, escalate, kill, stuck, releasetimeout, ...).");
+  m.plugin_events = {
+      &m.counter("pressured_plugin_calls_total", "Calls pressured made to an eviction plugin, by plugin."),
+      &m.counter("pressured_plugin_timeouts_total",
+                 "Calls to an eviction plugin that missed plugins.callTimeout (the plugin was skipped and backed off)."),
+      &m.counter("pressured_plugin_errors_total",
+                 "Calls to an eviction plugin that failed otherwise: unreachable, an invalid or too large answer."),
+      &m.counter("pressured_plugin_vetoes_total",
+                 "Protections by an eviction plugin that kept the pod pressured's ranking chose from eviction."),
+      &m.counter("pressured_plugin_proposals_total", "Proposals of an eviction plugin that decided an eviction."),
+  };
   m.api_requests = &m.counter("pressured_kubernetes_api_requests_total",
                               "Kubernetes API calls made by pressured, by action and result.");
   m.oom_kills = &m.counter("pressured_kernel_oom_kills_total",
@@ -631,6 +642,12 @@ void Metrics::eviction_completed(ThresholdKind kind, double seconds_since_decisi
 void Metrics::policy_action(std::string_view action, uint64_t count) {
   auto& m = *impl_;
   m.counter_for(*m.policy_actions, {{"action", token(action)}}).Increment(static_cast<double>(count));
+}
+
+void Metrics::plugin_event(std::string_view plugin, PluginEvent event, uint64_t count) {
+  auto& m = *impl_;
+  m.counter_for(*m.plugin_events.at(static_cast<std::size_t>(event)), {{"plugin", bounded(plugin, 63)}})
+      .Increment(static_cast<double>(count));
 }
 
 void Metrics::local_kill(bool ok) {
