@@ -172,7 +172,7 @@ std::vector<pid_t> CgroupEvictor::members(const std::string& dir) {
 }
 
 CgroupEvictor::SignalResult CgroupEvictor::signal_tree(const std::string& dir, int sig, const std::string& pod,
-                                                       std::vector<kernel::Fd>* killed) const {
+                                                       std::vector<std::pair<pid_t, kernel::Fd>>* killed) const {
   // Membership is checked against the cgroup itself, never against the text
   // of /proc/<pid>/cgroup: that text is relative to the reader's cgroup
   // namespace (a containerised daemon reads "/../../kubepods/...") and says
@@ -230,7 +230,7 @@ CgroupEvictor::SignalResult CgroupEvictor::signal_tree(const std::string& dir, i
         ++r.vanished;  // moved away or exited: not ours to signal
       } else if (pidfd_send_signal(fd.get(), sig) == 0) {
         ++r.signalled;
-        if (killed != nullptr) killed->push_back(std::move(fd));
+        if (killed != nullptr) killed->emplace_back(pid, std::move(fd));
       } else if (errno == ESRCH) {
         ++r.vanished;
       } else {
@@ -293,8 +293,8 @@ Result<KillReport> CgroupEvictor::kill(const EvictionTarget& target) {
   if (::access((dir + "/cgroup.kill").c_str(), W_OK) == 0 && write_small(dir + "/cgroup.kill", "1")) {
     rep.used_cgroup_kill = true;
   }
-  std::vector<kernel::Fd> killed;
-  std::vector<kernel::Fd>* keep = opts_.release_memory && mrelease_supported_ ? &killed : nullptr;
+  std::vector<std::pair<pid_t, kernel::Fd>> killed;
+  std::vector<std::pair<pid_t, kernel::Fd>>* keep = opts_.release_memory && mrelease_supported_ ? &killed : nullptr;
   auto r = signal_tree(dir, SIGKILL, {}, keep);
   rep.signalled = r.signalled;
   rep.skipped_unsafe = r.skipped;
@@ -332,10 +332,14 @@ Result<KillReport> CgroupEvictor::kill(const EvictionTarget& target) {
   return rep;
 }
 
-void CgroupEvictor::release_memory(const std::vector<kernel::Fd>& killed, KillReport& rep) {
+void CgroupEvictor::release_memory(std::vector<std::pair<pid_t, kernel::Fd>>& killed, KillReport& rep) {
   // Every victim has its SIGKILL by now (a group exit is under way), which is
-  // what the kernel asks before it reaps an address space from outside.
-  for (const auto& fd : killed) {
+  // what the kernel asks before it reaps an address space from outside. The
+  // v1 freezer pass signals the pod's processes a second time: each once here.
+  std::sort(killed.begin(), killed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  killed.erase(std::unique(killed.begin(), killed.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
+               killed.end());
+  for (const auto& [pid, fd] : killed) {
     if (process_mrelease(fd.get()) == 0) {
       ++rep.memory_released;
     } else if (errno == ENOSYS) {

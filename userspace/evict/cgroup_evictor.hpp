@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernel/fd.hpp"
@@ -77,9 +78,9 @@ class CgroupEvictor final : public Evictor {
   // which processes are the pod's.
   // With `killed`, the pidfds of the processes signalled are moved there.
   SignalResult signal_tree(const std::string& dir, int sig, const std::string& pod = {},
-                           std::vector<kernel::Fd>* killed = nullptr) const;
-  // process_mrelease(2) on each pidfd; counts into `rep`.
-  void release_memory(const std::vector<kernel::Fd>& killed, KillReport& rep);
+                           std::vector<std::pair<pid_t, kernel::Fd>>* killed = nullptr) const;
+  // process_mrelease(2) on each pidfd (once per pid); counts into `rep`.
+  void release_memory(std::vector<std::pair<pid_t, kernel::Fd>>& killed, KillReport& rep);
   bool is_safe_pid(pid_t pid) const;
   // The pids in one directory's own cgroup.procs, sorted.
   static std::vector<pid_t> members(const std::string& dir);
