@@ -307,8 +307,10 @@ Result<KillReport> CgroupEvictor::kill(const EvictionTarget& target) {
     rep.signalled += fr.signalled;
     rep.skipped_unsafe += fr.skipped;
   }
-  if (rep.froze) write_small(freezer + "/freezer.state", "THAWED");  // SIGKILLed tasks exit once thawed
+  // Reaped while still frozen: a thawed victim starts its own exit at once
+  // and its exit path then races the reaper (ESRCH once it dropped its mm).
   release_memory(killed, rep);
+  if (rep.froze) write_small(freezer + "/freezer.state", "THAWED");  // SIGKILLed tasks exit once thawed
 
   // Confirm empty, bounded; re-kill stragglers (a fork racing the first pass
   // when there is no freezer).
@@ -347,7 +349,8 @@ void CgroupEvictor::release_memory(std::vector<std::pair<pid_t, kernel::Fd>>& ki
       rep.release_unsupported = true;
       return;
     }
-    // ESRCH: it exited already; EINVAL: its memory is shared with a process
+    // ESRCH: its exit path dropped its memory first (a v2 kill, nothing
+    // frozen: the victim and the reaper race); EINVAL: its memory is shared with a process
     // not killed (a CLONE_VM sibling elsewhere) and comes back when both exit.
   }
 }
