@@ -203,6 +203,18 @@ struct DaemonConfig {
   // pages are never reclaimed under the pressure it fights (needs
   // CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK; a failure is logged).
   bool lock_memory = true;
+  // After a victim's SIGKILL, reap its memory with process_mrelease(2) from
+  // the daemon (Linux 5.15+): it comes back without waiting for the victim's
+  // exit path, while other pods may still be growing. Needs a restart.
+  bool release_victim_memory = true;
+  // Under a hard memory threshold, evict the next pod while the killed
+  // victims are still giving their memory back, when the projected
+  // `available` (what they give back, minus what the others add over
+  // release_horizon) stays under the threshold (docs/engine.md, "Evicting
+  // ahead of the release"). Off: the kubelet's one eviction at a time.
+  bool evict_ahead_of_release = false;
+  // How long a killed victim's memory takes to come back, for that projection.
+  Duration release_horizon = std::chrono::milliseconds(100);
 };
 
 /// Relief: before a memory eviction, ask the kernel to reclaim the page cache

@@ -35,6 +35,8 @@ struct KillReport {
   bool froze = false;                // v1 freezer held the pod during the kill
   bool empty = false;                // the pod cgroup has no process left (or is gone)
   bool cgroup_vanished = false;      // the pod cgroup disappeared
+  std::size_t memory_released = 0;   // killed processes whose memory process_mrelease(2) reaped
+  bool release_unsupported = false;  // the kernel has no process_mrelease(2) (ENOSYS): off from now on
 };
 
 class Evictor {

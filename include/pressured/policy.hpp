@@ -78,6 +78,15 @@ struct PolicyConfig {
   /// runs again within this long after its kill (checked every restart_check_interval).
   Duration restart_watch = std::chrono::minutes(5);
   Duration restart_check_interval = std::chrono::seconds(1);
+  /// Under a hard memory threshold, start the next eviction while every
+  /// victim in flight in the memory lane is killed and still giving its memory
+  /// back, when the projected `available` stays under the threshold: the
+  /// decision's `available`, plus the victims' usage still held, minus what
+  /// the node lost since the earliest of their decisions (net of what they
+  /// gave back) per second, over `release_horizon`. The Start's `reason` says
+  /// so. Off: one eviction at a time per lane.
+  bool evict_ahead_of_release = false;
+  Duration release_horizon = std::chrono::milliseconds(100);
   /// Prefix of eviction ids (the daemon passes its start time: ids stay
   /// unique across restarts even without a checkpoint).
   std::string id_prefix = "e";
@@ -197,7 +206,7 @@ struct PolicyAction {
   bool report = false;   // Start: a ReportApi follows (pod with metadata, not a dry run)
   bool delegate = false;  // Start: the API terminates the pod; no local SIGTERM
   bool killed_before = false;  // Exited: whether our SIGKILL was sent (false: it exited on its own)
-  std::string reason;    // Deferred: why
+  std::string reason;    // Deferred: why; Start ahead of a release: the projection
   ApiAnswer::Result api_result = ApiAnswer::Result::Landed;  // ApiConfirmed
   Duration since_kill{};  // RestartKill: how long after its kill it ran again
   RecordUndone undone = RecordUndone::None;  // EndApi: what showed the record undone
@@ -280,8 +289,11 @@ class EvictionPolicy {
   bool watched(const ApiEviction& r, TimePoint at) const;
   bool in_flight_uid(const std::string& uid) const;
   void escalate(TimePoint now, const Decisions& decisions, std::vector<PolicyAction>& out);
-  void decide(TimePoint now, const Decisions& decisions, const std::vector<std::string>& refused,
-              std::vector<PolicyAction>& out);
+  void decide(TimePoint now, const NodeSnapshot& snapshot, const Decisions& decisions,
+              const std::vector<std::string>& refused, std::vector<PolicyAction>& out);
+  /// evict_ahead_of_release: whether candidate `c` starts although its lane
+  /// is busy; `why` gets the projection either way.
+  bool ahead_of_release(const Eviction& c, const NodeSnapshot& snapshot, TimePoint now, std::string& why) const;
   void finish(std::size_t index, const NodeSnapshot& snapshot);
   void kill(InFlightEviction& f, TimePoint now);
 

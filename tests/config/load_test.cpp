@@ -302,6 +302,9 @@ daemon:
   diskReclaimTimeout: 30s
   releaseWaitTimeout: 5s
   softKillMargin: 0s
+  releaseVictimMemory: false
+  evictAheadOfRelease: true
+  releaseHorizon: 250ms
 )");
   EXPECT_EQ(c.observe.cgroup_mount, "/mnt/cg");
   EXPECT_EQ(c.observe.cgroup_root, "/kube");
@@ -333,6 +336,9 @@ daemon:
   EXPECT_TRUE(c.daemon.dry_run);
   EXPECT_EQ(c.daemon.disk_reclaim_command, (std::vector<std::string>{"crictl", "rmi", "--prune"}));
   EXPECT_EQ(c.daemon.soft_kill_margin, Duration(0));
+  EXPECT_FALSE(c.daemon.release_victim_memory);
+  EXPECT_TRUE(c.daemon.evict_ahead_of_release);
+  EXPECT_EQ(c.daemon.release_horizon, std::chrono::milliseconds(250));
 }
 
 TEST(ConfigValidation, CrossFieldRules) {
@@ -347,6 +353,7 @@ TEST(ConfigValidation, CrossFieldRules) {
   EXPECT_HAS(fails("events: {safetyNetInterval: -1s}\n"), "events.safetyNetInterval: '-1s' is negative");
   EXPECT_HAS(fails("cgroup: {cgroupRoot: relative}\n"), "cgroup.cgroupRoot");
   EXPECT_HAS(fails("metrics: {topPods: -3}\n"), "metrics.topPods: '-3' is negative");
+  EXPECT_HAS(fails("daemon: {releaseHorizon: -1s}\n"), "daemon.releaseHorizon: '-1s' is negative");
   EXPECT_HAS(fails("events: {chargeSampleEvery: 1.5}\n"), "not a whole number");
   EXPECT_HAS(fails("cgroup: {reclaimableActiveFilePercent: 150}\n"), "cgroup.reclaimableActiveFilePercent: '150'");
   EXPECT_HAS(fails("cgroup: {reclaimableActiveFilePercent: lots}\n"), "'lots' is not a number");

@@ -208,6 +208,78 @@ TEST(Policy, SecondDecisionWaitsForTheReleaseAndTheReleaseWaitIsBounded) {
   EXPECT_EQ(a[1].eviction.uid, "b") << "a stays out of ranking while it is still observed";
 }
 
+// daemon.evictAheadOfRelease: under a hard memory threshold a second pod is
+// evicted while the first victim still gives its memory back only when the
+// projection (what the victims still hold, minus what the others take over
+// the release horizon) stays under the threshold, and no further.
+World ahead_node(bool ahead) {
+  PolicyConfig pc;
+  pc.evict_ahead_of_release = ahead;
+  pc.release_horizon = 100ms;
+  World w(config({hard(Signal::MemoryAvailable, qty(200 * kMi))}), pc);
+  w.snap.add(pod("a", QosClass::BestEffort, 400 * kMi))
+      .add(pod("b", QosClass::BestEffort, 390 * kMi))
+      .add(pod("c", QosClass::BestEffort, 110 * kMi));
+  w.settle(kGi);  // 124Mi available
+  return w;
+}
+
+TEST(PolicyAheadOfRelease, TheNextPodGoesAtOnceWhenTheVictimsReleaseWillNotBeEnough) {
+  World w = ahead_node(true);
+  auto first = w.step(1);
+  ASSERT_EQ(kinds(first), std::vector<K>{K::Start});
+  EXPECT_EQ(first[0].eviction.uid, "a");
+  EXPECT_TRUE(first[0].reason.empty()) << "nothing was in flight";
+  EXPECT_FALSE(w.policy.holds_lane(Lane::Memory, at(1.01))) << "the next pod may go ahead: ranked";
+  // 50 ms later the victim gave back 100Mi, b took 200Mi: 24Mi available,
+  // 4000Mi/s lost, 400Mi more in the 100 ms horizon against 300Mi still held.
+  w.pod("a")->usage.memory_working_set_bytes = 300 * kMi;
+  w.pod("b")->usage.memory_working_set_bytes = 590 * kMi;
+  w.settle(kGi);
+  auto second = w.step(1.05);
+  ASSERT_EQ(kinds(second), std::vector<K>{K::Start});
+  EXPECT_EQ(second[0].eviction.uid, "b");
+  EXPECT_NE(second[0].reason.find("projected available -76Mi = 24Mi now + 300Mi"), std::string::npos)
+      << second[0].reason;
+  EXPECT_EQ(w.policy.state().in_flight.size(), 2u);
+  // With b in flight too, what both hold is more than enough: c stays.
+  auto third = w.step(1.06);
+  ASSERT_EQ(kinds(third), std::vector<K>{K::Deferred});
+  EXPECT_EQ(third[0].eviction.uid, "c");
+  EXPECT_NE(third[0].reason.find("projected available"), std::string::npos) << third[0].reason;
+  // Both exit and release: the lane is free again, one eviction record each.
+  w.exited = {"a", "b"};
+  EXPECT_EQ(kinds(w.step(1.1)), (std::vector<K>{K::Exited, K::Exited, K::Deferred}));
+  w.pod("a")->usage.memory_working_set_bytes = 0;
+  w.pod("b")->usage.memory_working_set_bytes = 0;
+  w.settle(kGi);
+  EXPECT_EQ(kinds(w.step(1.2)), (std::vector<K>{K::Released, K::Released}));
+  EXPECT_TRUE(w.policy.state().in_flight.empty());
+}
+
+TEST(PolicyAheadOfRelease, EnoughComingBackWaitsForIt) {
+  World w = ahead_node(true);
+  ASSERT_EQ(kinds(w.step(1)), std::vector<K>{K::Start});
+  // b took 100Mi in 50 ms (2000Mi/s: 200Mi over the horizon); a still holds 400Mi.
+  w.pod("b")->usage.memory_working_set_bytes = 490 * kMi;
+  w.settle(kGi);
+  auto a = w.step(1.05);
+  ASSERT_EQ(kinds(a), std::vector<K>{K::Deferred});
+  EXPECT_NE(a[0].reason.find("projected available 224Mi"), std::string::npos) << a[0].reason;
+}
+
+TEST(PolicyAheadOfRelease, OffItIsOneAtATime) {
+  World w = ahead_node(false);
+  ASSERT_EQ(kinds(w.step(1)), std::vector<K>{K::Start});
+  w.pod("a")->usage.memory_working_set_bytes = 300 * kMi;
+  w.pod("b")->usage.memory_working_set_bytes = 590 * kMi;
+  w.settle(kGi);
+  auto a = w.step(1.05);
+  ASSERT_EQ(kinds(a), std::vector<K>{K::Deferred});
+  EXPECT_EQ(a[0].reason, "an eviction is in flight");
+  EXPECT_TRUE(w.policy.holds_lane(Lane::Memory, at(1.06)));
+}
+
 // A done victim the kubelet restarted (before the API eviction reached it) is
 // back in flight as the same eviction, killed: its lane waits for that memory
 // and chooses nobody else meanwhile. Only a victim killed here and evicted

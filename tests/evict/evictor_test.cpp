@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -410,6 +411,67 @@ TEST(EvictorHost, PodCgroupVanishingMidEvictionIsNotAnError) {
   ASSERT_TRUE(sb.make("elsewhere"));
   t.cgroup_path = sb.mem->path("elsewhere");
   EXPECT_FALSE(ev.kill(t).ok());
+}
+
+// daemon.releaseVictimMemory: the killed victim's memory is reaped by the
+// kill itself (process_mrelease(2)), not when its exit path gets to it.
+TEST(EvictorHost, ReleasesAKilledVictimsMemoryAtOnce) {
+  PRESSURED_REQUIRE_ROOT();
+  PodSandbox sb("evict-mrelease");
+  PRESSURED_REQUIRE(sb.mem->ok(), "a memory cgroup sandbox: " + sb.mem->error());
+  const std::string rel = "kubepods/besteffort/podm";
+  ASSERT_TRUE(sb.make(rel));
+  const std::string usage_file = sb.mem->v2() ? "memory.current" : "memory.usage_in_bytes";
+  auto usage = [&] {
+    auto text = sb.mem->read(rel, usage_file);
+    return text.empty() ? 0ull : std::stoull(text);
+  };
+  constexpr std::size_t kHog = 128u << 20;
+  for (bool release : {false, true}) {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    pid_t p = ::fork();
+    if (p == 0) {
+      ::close(ready[0]);
+      std::string me = std::to_string(::getpid());
+      for (auto* cg : {sb.mem.get(), sb.freezer.get()}) {
+        if (cg != nullptr && !cg->write(rel, "cgroup.procs", me)) ::_exit(126);
+      }
+      void* m = ::mmap(nullptr, kHog, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) ::_exit(1);
+      for (std::size_t off = 0; off < kHog; off += 4096) static_cast<volatile char*>(m)[off] = 1;
+      (void)!::write(ready[1], "r", 1);
+      for (int i = 0; i < 300; ++i) ::usleep(100000);
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    char c = 0;
+    ASSERT_EQ(::read(ready[0], &c, 1), 1) << "the hog did not start";
+    ::close(ready[0]);
+    ASSERT_GE(usage(), kHog);
+    CgroupEvictorOptions o = sb.evictor().options();
+    o.empty_wait = Duration::zero();  // as the daemon: return once the signals are sent
+    o.release_memory = release;
+    CgroupEvictor ev(o);
+    EvictionTarget t;
+    t.cgroup_path = sb.mem->path(rel);
+    auto k = ev.kill(t);
+    ASSERT_TRUE(k.ok()) << k.error().message;
+    EXPECT_GE(k->signalled, 1u);  // v1: the freezer pass signals it again
+    PRESSURED_REQUIRE(!k->release_unsupported, "process_mrelease(2) (Linux 5.15+)");
+    if (release && sb.freezer) {
+      // Reaped while frozen, before kill() returned: the hog's pages are uncharged already.
+      EXPECT_EQ(k->memory_released, 1u);
+      EXPECT_LT(usage(), kHog / 4) << "the victim's memory was not back when the kill returned";
+    } else if (release) {
+      // v2, nothing frozen: the victim's own exit may drop its memory first (ESRCH).
+      EXPECT_LE(k->memory_released, 1u);
+    } else {
+      EXPECT_EQ(k->memory_released, 0u);
+    }
+    EXPECT_TRUE(wait_dead(p));
+    for (int i = 0; i < 300 && !*ev.is_empty(t); ++i) std::this_thread::sleep_for(10ms);
+  }
 }
 
 }  // namespace

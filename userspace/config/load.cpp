@@ -494,6 +494,9 @@ const std::vector<Section>& sections() {
                                 duration_field("softKillMargin", &DaemonConfig::soft_kill_margin),
                                 duration_field("killTimeout", &DaemonConfig::kill_timeout),
                                 bool_field("lockMemory", &DaemonConfig::lock_memory),
+                                bool_field("releaseVictimMemory", &DaemonConfig::release_victim_memory),
+                                bool_field("evictAheadOfRelease", &DaemonConfig::evict_ahead_of_release),
+                                duration_field("releaseHorizon", &DaemonConfig::release_horizon),
                             }),
       section<ReliefConfig>("relief", relief_of,
                             {
@@ -1596,6 +1599,9 @@ Result<void> validate_config(const Config& c) {
 
   if (c.daemon.state_file.empty()) return invalid("daemon.stateFile", "", "must not be empty");
   if (auto r = require_positive(c.daemon.disk_reclaim_timeout, "daemon.diskReclaimTimeout"); !r) return r;
+  if (c.daemon.release_horizon.count() < 0) {
+    return invalid("daemon.releaseHorizon", format_duration(c.daemon.release_horizon), "is negative");
+  }
   if (c.daemon.release_wait_timeout.count() < 0) {
     return invalid("daemon.releaseWaitTimeout", format_duration(c.daemon.release_wait_timeout), "is negative");
   }

@@ -331,6 +331,7 @@ bool Daemon::reload() {
   keep(n.log.format, old.log.format, "log.format");
   keep(n.plugins, old.plugins, "plugins");
   keep(n.daemon.lock_memory, old.daemon.lock_memory, "daemon.lockMemory");
+  keep(n.daemon.release_victim_memory, old.daemon.release_victim_memory, "daemon.releaseVictimMemory");
   if (!needs_restart.empty()) {
     spdlog::warn("config reload: changes to {} take effect at the next restart; the running values stay",
                  fmt::join(needs_restart, ", "));

@@ -37,6 +37,9 @@ inline constexpr std::string_view kCheckpointLoadsHelp =
   COUNTER(sigkills, "pressured_eviction_sigkills_total", "",                                                  \
           "Rounds of SIGKILL sent to a victim's processes: hard evictions, grace period ends, escalations, "  \
           "stragglers.")                                                                                     \
+  COUNTER(victim_memory_released, "pressured_eviction_memory_released_total", "",                             \
+          "Killed victim processes whose memory pressured reaped with process_mrelease(2) right after the "  \
+          "SIGKILL (daemon.releaseVictimMemory), without waiting for their exit.")                            \
   COUNTER(victim_exited_early, "pressured_eviction_exited_before_kill_total", "",                             \
           "Victims whose processes were all gone within their grace period, before pressured's SIGKILL.")    \
   COUNTER(cgroup_vanished, "pressured_eviction_cgroup_vanished_total", "",                                    \

@@ -178,6 +178,9 @@ void EvictionExecutor::start(const PolicyAction& a, TimePoint /*now*/) {
   const EvictionTarget target = target_of(e);
   const bool dry = daemon_config().dry_run;
   spdlog::info("{}", eviction_start_line(e, dry));
+  if (!a.reason.empty()) {
+    spdlog::info("eviction {}: started ahead of the release of the memory eviction(s) in flight: {}", e.id, a.reason);
+  }
   if (metrics_) metrics_->eviction(eviction_reason(e), e.qos, e.kind, e.namespace_, e.name, e.uid);
   if (e.grace_period_seconds == 0) {
     kill_now(e, "hard");  // relief in milliseconds first; the API eviction (a ReportApi) follows
@@ -199,6 +202,13 @@ void EvictionExecutor::kill_now(const Eviction& e, const char* why) {
     return;
   }
   if (r->cgroup_vanished) ++stats_->cgroup_vanished;
+  stats_->victim_memory_released += r->memory_released;
+  if (r->release_unsupported) {
+    spdlog::warn("daemon.releaseVictimMemory: the kernel has no process_mrelease(2) (Linux 5.15+): victims' memory "
+                 "comes back when they exit");
+  }
+  spdlog::debug("eviction {}: SIGKILL sent to {} process(es) ({}), memory of {} reaped", e.id, r->signalled, why,
+                r->memory_released);
   if (r->skipped_unsafe > 0) {
     spdlog::warn("eviction {}: {} process(es) not signalled (pid 1, the daemon, kernel threads)", e.id,
                  r->skipped_unsafe);

@@ -221,6 +221,7 @@ int run_daemon(const ConfigOptions& options) {
   // emptying is an event (cgroup_notify_populated), every progress tick
   // re-checks, and the policy re-kills stragglers once a second.
   eo.empty_wait = Duration::zero();
+  eo.release_memory = config.daemon.release_victim_memory;
   CgroupEvictor real_evictor(eo);
   RecordingEvictor dry_evictor;
 

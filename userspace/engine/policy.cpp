@@ -6,6 +6,7 @@
 #include "pressured/policy.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace pressured {
 namespace {
@@ -106,6 +107,8 @@ PolicyConfig with_daemon_config(PolicyConfig p, const DaemonConfig& daemon) {
   p.soft_kill_margin = daemon.soft_kill_margin;
   p.dry_run = daemon.dry_run;
   p.disk_reclaim = !daemon.disk_reclaim_command.empty();
+  p.evict_ahead_of_release = daemon.evict_ahead_of_release;
+  p.release_horizon = daemon.release_horizon;
   return p;
 }
 
@@ -175,6 +178,8 @@ std::optional<TimePoint> EvictionPolicy::next_deadline() const {
 bool EvictionPolicy::holds_lane(Lane lane, TimePoint now) const {
   const InFlightEviction* f = in_flight(lane);
   if (f == nullptr || restored_ || f->phase != InFlightEviction::Phase::Terminating) return false;
+  // A killed memory victim may have the next pod evicted ahead of its release: ranked.
+  if (config_.evict_ahead_of_release && lane == Lane::Memory && f->killed) return false;
   return !(f->killed && now >= f->phase_deadline);
 }
 
@@ -347,7 +352,7 @@ std::vector<PolicyAction> EvictionPolicy::step(TimePoint now, const NodeSnapshot
   check_records(snapshot);
   escalate(now, decisions, out);
   if (!decisions.conditions[static_cast<std::size_t>(Condition::DiskPressure)]) state_.disk_reclaim_done_at.reset();
-  decide(now, decisions, inputs.refused, out);
+  decide(now, snapshot, decisions, inputs.refused, out);
   dispatch(out);
   return out;
 }
@@ -474,8 +479,49 @@ void EvictionPolicy::escalate(TimePoint now, const Decisions& decisions, std::ve
   }
 }
 
-void EvictionPolicy::decide(TimePoint now, const Decisions& decisions, const std::vector<std::string>& refused,
-                            std::vector<PolicyAction>& out) {
+bool EvictionPolicy::ahead_of_release(const Eviction& c, const NodeSnapshot& snapshot, TimePoint now,
+                                     std::string& why) const {
+  if (!config_.evict_ahead_of_release || c.kind != ThresholdKind::Hard ||
+      (c.signal != Signal::MemoryAvailable && c.signal != Signal::AllocatableMemoryAvailable)) {
+    return false;
+  }
+  // What the victims in flight still hold comes back; meanwhile the others
+  // keep taking memory at the rate the node lost it since the earliest of
+  // their decisions, net of what the victims gave back so far.
+  double held = 0, given_back = 0, lost_since = 0;
+  std::optional<TimePoint> first;
+  std::size_t victims = 0;
+  for (const auto& f : state_.in_flight) {
+    if (lane_or_memory(f.eviction.signal) != Lane::Memory) continue;
+    if (!f.killed) return false;  // a soft victim within its grace: escalate() kills it first
+    ++victims;
+    const Pod* pod = find_pod(snapshot, f.eviction.uid);
+    const uint64_t usage = pod == nullptr ? 0 : pod_usage(*pod, f.eviction.signal, snapshot.containerfs_layout);
+    held += static_cast<double>(usage);
+    given_back += static_cast<double>(f.eviction.usage_at_decision - std::min(usage, f.eviction.usage_at_decision));
+    if (!first || f.eviction.decided_at < *first) {
+      first = f.eviction.decided_at;
+      lost_since = f.eviction.observed - c.observed;
+    }
+  }
+  if (victims == 0 || !first) return false;
+  const double elapsed = std::chrono::duration<double>(now - *first).count();
+  const double rate = elapsed > 0 ? std::max(0.0, (lost_since + given_back) / elapsed) : 0.0;
+  const double horizon = std::chrono::duration<double>(config_.release_horizon).count();
+  const double projected = c.observed + held - rate * horizon;
+  constexpr double kMiB = 1 << 20;
+  char b[320];
+  std::snprintf(b, sizeof b,
+                "projected available %.0fMi = %.0fMi now + %.0fMi the %zu victim(s) in flight still hold - %.0fMi "
+                "the others take in %.0f ms at %.0fMi/s; threshold %.0fMi",
+                projected / kMiB, c.observed / kMiB, held / kMiB, victims, rate * horizon / kMiB, horizon * 1e3,
+                rate / kMiB, c.threshold_value / kMiB);
+  why = b;
+  return projected < c.threshold_value;
+}
+
+void EvictionPolicy::decide(TimePoint now, const NodeSnapshot& snapshot, const Decisions& decisions,
+                            const std::vector<std::string>& refused, std::vector<PolicyAction>& out) {
   using K = PolicyAction::Kind;
   for (const Eviction& c : decisions.candidates) {
     const auto lane = lane_of(c.signal);
@@ -484,15 +530,19 @@ void EvictionPolicy::decide(TimePoint now, const Decisions& decisions, const std
     a.eviction = c;
     const bool victim_elsewhere = std::any_of(state_.in_flight.begin(), state_.in_flight.end(),
                                               [&](const auto& f) { return f.eviction.uid == c.uid; });
-    if (in_flight(*lane) != nullptr || victim_elsewhere) {
+    std::string projection;
+    if (victim_elsewhere ||
+        (in_flight(*lane) != nullptr && !ahead_of_release(c, snapshot, now, projection))) {
       // One eviction at a time per lane: the next decision comes from
-      // observations taken after the victim's usage is back (seeds/002,
-      // "evicts more pods than needed").
+      // observations taken after the victim's usage is back (the kubelet
+      // "evicts more pods than needed" otherwise). Ahead of the release
+      // only when the projection says the victims' memory will not be enough.
       a.kind = K::Deferred;
-      a.reason = "an eviction is in flight";
+      a.reason = projection.empty() ? "an eviction is in flight" : "an eviction is in flight; " + projection;
       out.push_back(std::move(a));
       continue;
     }
+    a.reason = std::move(projection);
     // A pod over its own storage limit is evicted whatever a node-wide
     // reclaim could free (the kubelet does not garbage-collect for it).
     const bool own_limit = !c.local_storage_rule.empty();

@@ -29,6 +29,9 @@
 #ifndef SYS_pidfd_send_signal
 #define SYS_pidfd_send_signal 424
 #endif
+#ifndef SYS_process_mrelease
+#define SYS_process_mrelease 448
+#endif
 
 namespace pressured {
 
@@ -66,6 +69,7 @@ void collect_dirs(const std::string& dir, std::vector<std::string>& out, int dep
 
 int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 int pidfd_send_signal(int pidfd, int sig) { return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0)); }
+int process_mrelease(int pidfd) { return static_cast<int>(::syscall(SYS_process_mrelease, pidfd, 0u)); }
 
 }  // namespace
 
@@ -167,8 +171,8 @@ std::vector<pid_t> CgroupEvictor::members(const std::string& dir) {
   return out;
 }
 
-CgroupEvictor::SignalResult CgroupEvictor::signal_tree(const std::string& dir, int sig,
-                                                       const std::string& pod) const {
+CgroupEvictor::SignalResult CgroupEvictor::signal_tree(const std::string& dir, int sig, const std::string& pod,
+                                                       std::vector<std::pair<pid_t, kernel::Fd>>* killed) const {
   // Membership is checked against the cgroup itself, never against the text
   // of /proc/<pid>/cgroup: that text is relative to the reader's cgroup
   // namespace (a containerised daemon reads "/../../kubepods/...") and says
@@ -221,11 +225,12 @@ CgroupEvictor::SignalResult CgroupEvictor::signal_tree(const std::string& dir, i
       }
       std::sort(now.begin(), now.end());
     }
-    for (const auto& [pid, fd] : pinned) {
+    for (auto& [pid, fd] : pinned) {
       if (!std::binary_search(now.begin(), now.end(), pid)) {
         ++r.vanished;  // moved away or exited: not ours to signal
       } else if (pidfd_send_signal(fd.get(), sig) == 0) {
         ++r.signalled;
+        if (killed != nullptr) killed->emplace_back(pid, std::move(fd));
       } else if (errno == ESRCH) {
         ++r.vanished;
       } else {
@@ -288,7 +293,9 @@ Result<KillReport> CgroupEvictor::kill(const EvictionTarget& target) {
   if (::access((dir + "/cgroup.kill").c_str(), W_OK) == 0 && write_small(dir + "/cgroup.kill", "1")) {
     rep.used_cgroup_kill = true;
   }
-  auto r = signal_tree(dir, SIGKILL);
+  std::vector<std::pair<pid_t, kernel::Fd>> killed;
+  std::vector<std::pair<pid_t, kernel::Fd>>* keep = opts_.release_memory && mrelease_supported_ ? &killed : nullptr;
+  auto r = signal_tree(dir, SIGKILL, {}, keep);
   rep.signalled = r.signalled;
   rep.skipped_unsafe = r.skipped;
   rep.vanished = r.vanished;
@@ -296,10 +303,13 @@ Result<KillReport> CgroupEvictor::kill(const EvictionTarget& target) {
     // The freezer pass catches the pod's processes the first pass missed (a
     // fork racing it), and only those: a pid the freezer lists is killed only
     // if the pod's cgroup in the pods root's hierarchy lists it too.
-    auto fr = signal_tree(freezer, SIGKILL, dir);
+    auto fr = signal_tree(freezer, SIGKILL, dir, keep);
     rep.signalled += fr.signalled;
     rep.skipped_unsafe += fr.skipped;
   }
+  // Reaped while still frozen: a thawed victim starts its own exit at once
+  // and its exit path then races the reaper (ESRCH once it dropped its mm).
+  release_memory(killed, rep);
   if (rep.froze) write_small(freezer + "/freezer.state", "THAWED");  // SIGKILLed tasks exit once thawed
 
   // Confirm empty, bounded; re-kill stragglers (a fork racing the first pass
@@ -322,6 +332,27 @@ Result<KillReport> CgroupEvictor::kill(const EvictionTarget& target) {
   }
   if (!is_dir(dir)) rep.cgroup_vanished = true;
   return rep;
+}
+
+void CgroupEvictor::release_memory(std::vector<std::pair<pid_t, kernel::Fd>>& killed, KillReport& rep) {
+  // Every victim has its SIGKILL by now (a group exit is under way), which is
+  // what the kernel asks before it reaps an address space from outside. The
+  // v1 freezer pass signals the pod's processes a second time: each once here.
+  std::sort(killed.begin(), killed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  killed.erase(std::unique(killed.begin(), killed.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
+               killed.end());
+  for (const auto& [pid, fd] : killed) {
+    if (process_mrelease(fd.get()) == 0) {
+      ++rep.memory_released;
+    } else if (errno == ENOSYS) {
+      mrelease_supported_ = false;
+      rep.release_unsupported = true;
+      return;
+    }
+    // ESRCH: its exit path dropped its memory first (a v2 kill, nothing
+    // frozen: the victim and the reaper race); EINVAL: its memory is shared with a process
+    // not killed (a CLONE_VM sibling elsewhere) and comes back when both exit.
+  }
 }
 
 Result<bool> CgroupEvictor::is_empty(const EvictionTarget& target) const {

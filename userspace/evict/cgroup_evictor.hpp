@@ -7,8 +7,10 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "kernel/fd.hpp"
 #include "pressured/evictor.hpp"
 
 namespace pressured {
@@ -27,6 +29,12 @@ struct CgroupEvictorOptions {
   Duration empty_wait{std::chrono::milliseconds(2000)};
   /// How long kill() waits for the freezer to report FROZEN.
   Duration freeze_wait{std::chrono::milliseconds(100)};
+  /// After the SIGKILL, reap each killed process's address space with
+  /// process_mrelease(2) (Linux 5.15+, as Android's lmkd does): its anonymous
+  /// memory comes back in the daemon's context, without waiting for the
+  /// victim's exit path to run. A kernel without the call (ENOSYS) turns it
+  /// off for the evictor's life, reported once in the KillReport.
+  bool release_memory = false;
 };
 
 /// Pure check: is `pid` a kernel thread, given the text of /proc/<pid>/stat
@@ -68,7 +76,11 @@ class CgroupEvictor final : public Evictor {
   // pod's directory in the pods root's hierarchy (`dir` itself when empty): the
   // v1 freezer pass walks another hierarchy, whose lists prove nothing about
   // which processes are the pod's.
-  SignalResult signal_tree(const std::string& dir, int sig, const std::string& pod = {}) const;
+  // With `killed`, the pidfds of the processes signalled are moved there.
+  SignalResult signal_tree(const std::string& dir, int sig, const std::string& pod = {},
+                           std::vector<std::pair<pid_t, kernel::Fd>>* killed = nullptr) const;
+  // process_mrelease(2) on each pidfd (once per pid); counts into `rep`.
+  void release_memory(std::vector<std::pair<pid_t, kernel::Fd>>& killed, KillReport& rep);
   bool is_safe_pid(pid_t pid) const;
   // The pids in one directory's own cgroup.procs, sorted.
   static std::vector<pid_t> members(const std::string& dir);
@@ -76,6 +88,7 @@ class CgroupEvictor final : public Evictor {
 
   CgroupEvictorOptions opts_;
   pid_t self_;
+  bool mrelease_supported_ = true;  // until the kernel answers ENOSYS
 };
 
 }  // namespace pressured
