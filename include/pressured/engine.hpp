@@ -53,6 +53,11 @@ struct RankKeys {
   // the request, or for inodes the ephemeral-storage request (its quirk).
   bool kubelet = false;
   uint64_t offset = 0;
+  // `ranking: kubelet`: no stats for the pod on this resource. The kubelet
+  // evicts such a pod first: before any other key for memory and disk, after
+  // priority for pids (its PID order has priority first: `pid_order`).
+  bool no_stats = false;
+  bool pid_order = false;
   /// The figure compared last, larger first: usage above the request when
   /// over it, the usage when within.
   uint64_t amount() const { return over_request ? usage - request : usage; }
@@ -63,7 +68,7 @@ struct RankKeys {
 };
 
 /// The key that put one pod before another: the first on which they differ.
-enum class RankKey : uint8_t { ZeroUsage, DaemonSet, Qos, OverRequest, Priority, Amount, Uid };
+enum class RankKey : uint8_t { ZeroUsage, DaemonSet, Qos, OverRequest, Priority, Amount, Uid, NoStats };
 std::string_view name(RankKey key);
 std::optional<RankKey> parse_rank_key(std::string_view text);
 
@@ -101,6 +106,16 @@ struct PluginNote {
 /// numbers and times it when it starts the eviction. The same value goes to
 /// the evictor (EvictionTarget is built from it), the API reporter, the
 /// checkpoint, metrics and logs.
+/// A container of the victim as the kubelet's eviction message weighs it:
+/// its own usage of the starved resource (memory: its cgroup's working set;
+/// ephemeral storage: its writable layer plus its logs) and its own request.
+struct ContainerUsage {
+  std::string name;
+  uint64_t usage = 0;
+  uint64_t request = 0;
+  bool operator==(const ContainerUsage&) const = default;
+};
+
 struct Eviction {
   std::string id;  // set by the policy when the eviction starts (logs, Events)
   std::string uid;
@@ -142,8 +157,25 @@ struct Eviction {
   // threshold or a local-storage limit decided).
   std::vector<PluginNote> plugin_notes;
   std::string plugin_signal;
+  // The victim's containers, each measured on its own (memory and ephemeral
+  // storage only; empty when none could be): the kubelet names those over
+  // their request (offending_containers). Memory readings are added by the
+  // daemon when the eviction can start (a read of each container's cgroup).
+  std::vector<ContainerUsage> containers;
+  // Memory evictions of a pod with a pod-level memory request
+  // (PodLevelResources): that request, for the kubelet's "Pod X was using"
+  // sentence and offending_pod annotations.
+  std::optional<uint64_t> pod_level_request;
   bool operator==(const Eviction&) const = default;
 };
+
+/// Each container of `pod`'s spec that has a reading, with its usage and
+/// request of `resource` (the kubelet's evictionMessage accounting): memory
+/// from `memory` (matched by runtime id), ephemeral storage from the pod's
+/// storage breakdown (writable layer by id plus logs by name, both needed).
+/// Pure.
+std::vector<ContainerUsage> container_usage(const Pod& pod, StarvedResource resource,
+                                            const std::vector<ContainerMemory>& memory = {});
 
 /// What decided an eviction, for logs, metrics and records: the local-storage
 /// rule or the plugin threshold when one did, else the signal's name.

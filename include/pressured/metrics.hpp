@@ -38,6 +38,7 @@ enum class ApiAction : uint8_t {
   NodeStatus,  // PATCH nodes/status (pressured's conditions)
   ListPods,    // GET pods on this node
   PodStatus,   // PATCH pods/status (the evicted pod's Failed phase and DisruptionTarget condition)
+  NodeEvent,   // POST the node's EvictionThresholdMet event
 };
 
 /// How a Kubernetes API call ended.
@@ -57,6 +58,7 @@ inline constexpr EnumName<ApiAction> kApiActionNames[] = {
     {ApiAction::Eviction, "eviction"},     {ApiAction::Delete, "delete"},
     {ApiAction::Event, "event"},           {ApiAction::NodeStatus, "node_status"},
     {ApiAction::ListPods, "list_pods"},    {ApiAction::PodStatus, "pod_status"},
+    {ApiAction::NodeEvent, "node_event"},
 };
 inline constexpr EnumName<ApiOutcome> kApiOutcomeNames[] = {
     {ApiOutcome::Success, "success"},

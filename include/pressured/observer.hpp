@@ -116,6 +116,8 @@ struct PodMetadata {
   PodResources requests;  // sum over containers (init containers: max), as the scheduler sees them
   PodResources limits;    // 0 when any container has no limit
   LocalStorageSpec local_storage;  // per-container ephemeral-storage limits, emptyDir sizeLimits
+  std::vector<ContainerSpec> containers;  // per-container requests and runtime ids (eviction messages)
+  std::optional<uint64_t> pod_level_memory_request_bytes;  // spec.resources.requests.memory (pod-level)
   std::string phase;      // status.phase, may be empty
   bool unparsable = false;  // the source listed this uid but its fields could not be parsed
   // One of its memory (or ephemeral-storage / emptyDir) quantities could not
@@ -402,6 +404,15 @@ class NodeObserver {
   /// `pods`), when a pod's cgroup is gone or was recreated, and when a read
   /// fails: the caller then observes fully. The default (observers without
   /// kept-open usage files) always fails with ENOTSUP.
+  /// Each container's memory working set, read now from the container's own
+  /// cgroup below `pod`'s (cgroupfs and systemd drivers, v1 and v2), for the
+  /// kubelet's per-container eviction message. Containers that cannot be
+  /// read are left out. The default (observers without cgroups): none.
+  virtual std::vector<ContainerMemory> container_memory(const Pod& pod) {
+    (void)pod;
+    return {};
+  }
+
   virtual Result<void> refresh_memory_usage(const std::vector<Pod*>& pods, TimePoint now) {
     (void)pods;
     (void)now;

@@ -132,6 +132,27 @@ struct LocalStorageSpec {
   bool operator==(const LocalStorageSpec&) const = default;
 };
 
+/// One container of the pod's spec as the kubelet's eviction message reads
+/// it (evictionMessage: regular and init containers; ephemeral containers
+/// cannot set requests and are never named).
+struct ContainerSpec {
+  std::string name;
+  std::string id;  // runtime id from status.(init)containerStatuses ("containerd://" cut); empty if none
+  bool init = false;
+  uint64_t memory_request_bytes = 0;             // resources.requests.memory (API default: the limit)
+  uint64_t ephemeral_storage_request_bytes = 0;  // resources.requests.ephemeral-storage
+  bool operator==(const ContainerSpec&) const = default;
+};
+
+/// One container cgroup's memory working set (usage - inactive_file), read
+/// from the container's own cgroup below the pod's; `id` is the directory's
+/// runtime container id (ContainerCgroup::id).
+struct ContainerMemory {
+  std::string id;
+  uint64_t working_set_bytes = 0;
+  bool operator==(const ContainerMemory&) const = default;
+};
+
 struct Pod {
   std::string uid;
   std::string name;        // empty when metadata is unknown
@@ -156,6 +177,12 @@ struct Pod {
   bool memory_spec_unparsable = false;
   bool storage_spec_unparsable = false;
   bool stale = false;           // a usage read failed
+  // No stats at all for the resource (the kubelet's "no stats were found"):
+  // the pod's memory and pid usage was never read, or its ephemeral storage
+  // never measured. Usage is then 0; `ranking: kubelet` evicts such a pod
+  // first, as the kubelet does (docs/engine.md, "Ranking").
+  bool no_usage_stats = false;
+  bool no_storage_stats = false;
   std::string cgroup_path;      // absolute path of the pod cgroup (memory hierarchy)
   uint64_t cgroup_id = 0;       // kernfs inode id, as BPF sees it
   // Filled by the observation layer (docs/observation.md):
@@ -168,6 +195,10 @@ struct Pod {
   std::optional<TimePoint> storage_measured_at;  // when ephemeral storage was last walked
   std::optional<EphemeralStorageBreakdown> ephemeral_storage;  // logs / emptyDir / writable layers, when walked
   LocalStorageSpec local_storage;  // from metadata; empty when metadata is unknown
+  std::vector<ContainerSpec> containers;  // from metadata, spec order (init containers after); empty when unknown
+  // The pod-level memory request (PodLevelResources: spec.resources.requests.memory,
+  // the API's default being the pod-level limit); nullopt without one.
+  std::optional<uint64_t> pod_level_memory_request_bytes;
   std::string phase;               // status.phase as the metadata source last saw it; empty when unknown
 };
 

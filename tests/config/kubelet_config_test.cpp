@@ -3,6 +3,7 @@
 // today, offsets, where every value came from, and reloading.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -255,6 +256,162 @@ TEST(KubeletConfig, ReloadReadsTheKubeletsFileAgain) {
   ASSERT_TRUE(second.ok()) << second.error().message;
   EXPECT_DOUBLE_EQ(find(*second, Signal::MemoryAvailable, ThresholdKind::Hard)->value.quantity, 750 * kMi);
   std::remove(own.c_str());
+}
+
+// The kubelet's ParseThresholdConfig appends, when enforceNodeAllocatable
+// contains "pods" (its default), a copy of every hard memory.available
+// threshold on allocatableMemory.available, with its minimum reclaim
+// (pkg/kubelet/eviction/helpers.go, addAllocatableThresholds; the kubelet's
+// TestAddAllocatableThresholds: a soft one or another signal is not copied).
+TEST(KubeletConfig, AddAllocatableThresholdsCopiesTheHardMemoryThreshold) {
+  KubeletFile k;
+  k.write("evictionHard: {memory.available: 150Mi, nodefs.available: 10%}\n"
+          "evictionSoft: {memory.available: 300Mi}\nevictionSoftGracePeriod: {memory.available: 30s}\n"
+          "evictionMinimumReclaim: {memory.available: 0, nodefs.available: 500Mi}\n");
+  const std::string use = "kubelet: {configPath: " + k.path + "}\n";
+  Config c = load(use);
+  const Threshold* a = find(c, Signal::AllocatableMemoryAvailable, ThresholdKind::Hard);
+  ASSERT_NE(a, nullptr) << "enforceNodeAllocatable unset is [pods]: the kubelet derives the threshold";
+  EXPECT_DOUBLE_EQ(a->value.quantity, 150 * kMi);
+  EXPECT_EQ(a->min_reclaim, find(c, Signal::MemoryAvailable, ThresholdKind::Hard)->min_reclaim);
+  EXPECT_EQ(find(c, Signal::AllocatableMemoryAvailable, ThresholdKind::Soft), nullptr) << "hard thresholds only";
+  EXPECT_EQ(c.eviction.thresholds.size(), 4u) << "memory and allocatable hard, nodefs hard, memory soft";
+  EXPECT_HAS(describe_sources(c), "evictionHard.allocatableMemory.available: 150Mi  <- kubelet configuration " +
+                                      k.path + ": evictionHard.memory.available copied, as enforceNodeAllocatable "
+                                               "contains pods (its default)");
+
+  // The kubelet's defaults are copied the same way.
+  k.write("evictionSoft: {memory.available: 300Mi}\nevictionSoftGracePeriod: {memory.available: 30s}\n");
+  Config d = load(use);
+  ASSERT_NE(find(d, Signal::AllocatableMemoryAvailable, ThresholdKind::Hard), nullptr);
+  EXPECT_DOUBLE_EQ(find(d, Signal::AllocatableMemoryAvailable, ThresholdKind::Hard)->value.quantity, 100 * kMi);
+
+  // Only a list containing pods enforces it; an empty list is none.
+  for (const char* list : {"[]", "[system-reserved, kube-reserved]", "[none]"}) {
+    k.write("evictionHard: {memory.available: 150Mi}\nenforceNodeAllocatable: " + std::string(list) + "\n");
+    EXPECT_EQ(find(load(use), Signal::AllocatableMemoryAvailable, ThresholdKind::Hard), nullptr) << list;
+  }
+  k.write("evictionHard: {memory.available: 150Mi}\nenforceNodeAllocatable: [kube-reserved, pods]\n");
+  EXPECT_NE(find(load(use), Signal::AllocatableMemoryAvailable, ThresholdKind::Hard), nullptr);
+  k.write("evictionHard: {memory.available: 150Mi}\nenforceNodeAllocatable: [pod]\n");
+  EXPECT_HAS(error(use), "enforceNodeAllocatable: 'pod' is not one of pods");
+  k.write("evictionHard: {memory.available: 150Mi}\nenforceNodeAllocatable: pods\n");
+  EXPECT_HAS(error(use), "enforceNodeAllocatable: 'pods' is not a list");
+
+  // The offset of memory.available raises its copy too (one threshold to
+  // the kubelet); an offset of its own wins.
+  k.write("evictionHard: {memory.available: 150Mi}\n");
+  Config o = load("kubelet: {configPath: " + k.path + ", thresholdOffset: {memory.available: 50Mi}}\n");
+  EXPECT_DOUBLE_EQ(find(o, Signal::AllocatableMemoryAvailable, ThresholdKind::Hard)->value.quantity, 200 * kMi);
+  Config own = load("kubelet: {configPath: " + k.path +
+                    ", thresholdOffset: {memory.available: 50Mi, allocatableMemory.available: 10Mi}}\n");
+  EXPECT_DOUBLE_EQ(find(own, Signal::AllocatableMemoryAvailable, ThresholdKind::Hard)->value.quantity, 160 * kMi);
+
+  // Named in the file as well: the kubelet then watches both, the higher is met first.
+  k.write("evictionHard: {memory.available: 150Mi, allocatableMemory.available: 50Mi}\n");
+  EXPECT_DOUBLE_EQ(find(load(use), Signal::AllocatableMemoryAvailable, ThresholdKind::Hard)->value.quantity,
+                   150 * kMi);
+}
+
+// SetDefaults_KubeletConfiguration (pkg/kubelet/apis/config/v1beta1/defaults.go):
+// a zero evictionPressureTransitionPeriod is unset and becomes 5m.
+TEST(KubeletConfig, ZeroPressureTransitionPeriodIsDefaultedToFiveMinutes) {
+  KubeletFile k;
+  const std::string use = "kubelet: {configPath: " + k.path + "}\n";
+  for (const char* zero : {"0s", "0", "0m"}) {
+    k.write(std::string("evictionPressureTransitionPeriod: ") + zero + "\n");
+    Config c = load(use);
+    EXPECT_EQ(c.eviction.pressure_transition_period, std::chrono::minutes(5)) << zero;
+    EXPECT_HAS(describe_sources(c), "evictionPressureTransitionPeriod: 5m0s  <- the kubelet's default: " + k.path +
+                                        " sets 0s, which the kubelet's defaulting takes as unset");
+  }
+  k.write("evictionPressureTransitionPeriod: 1s\n");
+  EXPECT_EQ(load(use).eviction.pressure_transition_period, std::chrono::seconds(1));
+  k.write("evictionMaxPodGracePeriod: 30\n");
+  Config d = load(use);
+  EXPECT_EQ(d.eviction.pressure_transition_period, std::chrono::minutes(5));
+  EXPECT_HAS(describe_sources(d), "evictionPressureTransitionPeriod: 5m0s  <- the kubelet's default, as " + k.path +
+                                      " leaves it");
+}
+
+// loadConfigFile (cmd/kubelet/app/server.go): a nil evictionHard takes
+// DefaultEvictionHard, a non-nil one (even empty) is kept, merged with the
+// defaults only under mergeDefaultEvictionSettings. In YAML, a key with no
+// value is null: unset, like a key left out.
+TEST(KubeletConfig, NullEvictionHardIsUnsetAndTakesTheDefaults) {
+  KubeletFile k;
+  const std::string use = "kubelet: {configPath: " + k.path + "}\n";
+  const std::vector<Signal> defaults = {Signal::MemoryAvailable, Signal::AllocatableMemoryAvailable,
+                                        Signal::NodefsAvailable, Signal::NodefsInodesFree, Signal::ImagefsAvailable,
+                                        Signal::ImagefsInodesFree};
+  auto hard_signals = [](const Config& c) {
+    std::vector<Signal> out;
+    for (const auto& t : c.eviction.thresholds) {
+      if (t.kind == ThresholdKind::Hard) out.push_back(t.signal);
+    }
+    return out;
+  };
+  for (const char* null_form : {"evictionHard:\n", "evictionHard: null\n", "evictionHard: ~\n", ""}) {
+    k.write(null_form);
+    EXPECT_EQ(hard_signals(load(use)), defaults) << "'" << null_form << "'";
+  }
+  k.write("evictionHard: {}\n");
+  EXPECT_TRUE(hard_signals(load(use)).empty()) << "an empty map is set: no hard thresholds";
+  k.write("evictionHard: {}\nmergeDefaultEvictionSettings: true\n");
+  EXPECT_EQ(hard_signals(load(use)), defaults);
+  k.write("evictionHard:\nmergeDefaultEvictionSettings:\nlocalStorageCapacityIsolation:\n"
+          "evictionMaxPodGracePeriod:\nevictionPressureTransitionPeriod:\nevictionSoft:\nfeatureGates:\n");
+  Config n = load(use);
+  EXPECT_EQ(hard_signals(n), defaults);
+  EXPECT_TRUE(n.eviction.local_storage_capacity_isolation) << "null: the default, true";
+  EXPECT_EQ(n.eviction.max_pod_grace_period_seconds, 0);
+  EXPECT_EQ(n.eviction.pressure_transition_period, std::chrono::minutes(5));
+  // pressured's own file reads the kubelet's fields the same way.
+  std::vector<Signal> own_defaults = defaults;
+  own_defaults.erase(own_defaults.begin() + 1);  // no enforceNodeAllocatable there
+  EXPECT_EQ(hard_signals(load("evictionHard:\n")), own_defaults);
+  EXPECT_TRUE(hard_signals(load("evictionHard: {}\n")).empty());
+}
+
+// The SIGHUP reload takes the kubelet's file only whole: a file caught
+// mid-rewrite is refused with a message, and the settings in force stay.
+TEST(KubeletConfig, HalfWrittenFileIsRefused) {
+  KubeletFile k;
+  const std::string use = "kubelet: {configPath: " + k.path + "}\n";
+  // Cut mid-line: "500Mi" became "5" (5 bytes, never met).
+  std::ofstream(k.path, std::ios::trunc) << "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+                                            "evictionHard:\n  memory.available: 5";
+  EXPECT_HAS(error(use), "does not end with a line break: it may be cut mid-write");
+  std::ofstream(k.path, std::ios::trunc) << "apiVersion: kubelet.config.k8s.io/v1beta1\nevictionHard:\n";
+  EXPECT_HAS(error(use), "kind and apiVersion must both be there");
+  std::ofstream(k.path, std::ios::trunc) << "";
+  EXPECT_HAS(error(use), "is empty");
+  // A file that changes between the two reads is a write in progress.
+  k.write("evictionHard: {memory.available: 500Mi}\n");
+  auto r = read_kubelet_config_file(k.path, [&] { k.write("evictionHard: {memory.available: 5"); });
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.error().message, "changed while being read");
+  auto same = read_kubelet_config_file(k.path, [] {});
+  ASSERT_TRUE(same.ok()) << same.error().message;
+}
+
+// What is at the path is not trusted: a FIFO would block the event loop at
+// SIGHUP (the reload runs there), a huge file would cost the daemon its
+// memory.
+TEST(KubeletConfig, OnlyABoundedRegularFileIsRead) {
+  const std::string fifo = ::testing::TempDir() + "/pressured-kubelet-fifo-" + std::to_string(::getpid());
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_HAS(error("kubelet: {configPath: " + fifo + "}\n"), "not a regular file");
+  ConfigOptions own;
+  own.config_path = fifo;
+  auto r = reload_config(own);
+  ASSERT_FALSE(r.ok());
+  EXPECT_HAS(r.error().message, "not a regular file");
+  std::remove(fifo.c_str());
+  KubeletFile k;
+  k.write("evictionHard: {memory.available: 500Mi}\n# " + std::string(2u << 20, 'x') + "\n");
+  EXPECT_HAS(error("kubelet: {configPath: " + k.path + "}\n"), "more than the 1048576 a configuration file may have");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // evictor and synthetic time: ranking, one eviction at a time, soft grace,
 // dry run, reload, restart from the checkpoint, faults.
 #include "daemon/daemon.hpp"
+#include "config/load.hpp"
 
 #include <unistd.h>
 
@@ -309,6 +310,34 @@ TEST(DaemonLogic, ReloadRejectsInvalidConfigAndKeepsTheOld) {
   EXPECT_EQ(r.scraped("pressured_config_reloads_total", {{"result", "success"}}), 1u);
   r.d->evaluate(at(2), "test", std::nullopt);
   EXPECT_EQ(r.ev.calls, std::vector<std::string>{"kill be"});
+}
+
+// The node's KubeletConfiguration caught mid-rewrite at SIGHUP: refused, the
+// refusal counted as a failed reload, the last good kubelet settings kept.
+TEST(DaemonLogic, ReloadRefusesAHalfWrittenKubeletFileAndKeepsTheLastGood) {
+  const std::string dir = ::testing::TempDir() + "/pressured-reload-kubelet-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string kubelet = dir + "/config.yaml", own = dir + "/pressured.yaml";
+  const std::string head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
+  std::ofstream(kubelet, std::ios::trunc) << head << "evictionHard: {memory.available: 500Mi, pid.available: 10%}\n";
+  std::ofstream(own, std::ios::trunc) << "kubelet: {configPath: " << kubelet << "}\n...\n";
+  ConfigOptions options;
+  options.config_path = own;
+  auto first = reload_config(options);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  Rig r;
+  r.make(*first, [&options] { return reload_config(options); });
+  const auto before = r.d->config().eviction.thresholds;
+  ASSERT_EQ(before.size(), 3u) << "memory, allocatable memory, pid";
+  std::ofstream(kubelet, std::ios::trunc) << head << "evictionHard:\n  memory.available: \"5";
+  r.d->on_signal(SIGHUP);
+  EXPECT_EQ(r.scraped("pressured_config_reloads_total", {{"result", "failure"}}), 1u);
+  EXPECT_EQ(r.d->config().eviction.thresholds, before) << "the last good kubelet settings stay";
+  std::ofstream(kubelet, std::ios::trunc) << head << "evictionHard: {memory.available: 700Mi}\n";
+  r.d->on_signal(SIGHUP);
+  EXPECT_EQ(r.scraped("pressured_config_reloads_total", {{"result", "success"}}), 1u);
+  EXPECT_EQ(r.d->config().eviction.thresholds.size(), 2u);
+  std::filesystem::remove_all(dir);
 }
 
 // One configuration in force: a reload swaps the snapshot the daemon, the

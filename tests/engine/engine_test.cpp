@@ -676,7 +676,7 @@ TEST(EngineWhy, TheDecidingKeyIsTheFirstThatDiffers) {
   b.zero_usage = true;
   EXPECT_EQ(deciding_key(a, b), RankKey::ZeroUsage);
   for (auto k : {RankKey::ZeroUsage, RankKey::DaemonSet, RankKey::Qos, RankKey::OverRequest, RankKey::Priority,
-                 RankKey::Amount, RankKey::Uid}) {
+                 RankKey::Amount, RankKey::Uid, RankKey::NoStats}) {
     EXPECT_EQ(parse_rank_key(name(k)), k);
   }
   EXPECT_FALSE(parse_rank_key("size"));
@@ -787,6 +787,23 @@ TEST(EngineState, ReconfigureKeepsStateOfThresholdsThatStillExist) {
   d = e.evaluate(s, at(20));
   ASSERT_TRUE(d.eviction);
   EXPECT_EQ(d.eviction->kind, ThresholdKind::Soft);
+}
+
+// evictionMessage's ephemeral-storage usage of a container: its rootfs (the
+// writable layer, by runtime id) plus its logs (by name), only with both;
+// a container not started (no id) has nothing of its own.
+TEST(EngineContainers, StorageUsageIsTheWritableLayerPlusTheLogs) {
+  Pod p = pod("u", QosClass::Burstable, 0);
+  p.containers = {ContainerSpec{"app", "id-app", false, 0, 1000}, ContainerSpec{"side", "id-side", false, 0, 0},
+                  ContainerSpec{"late", "", false, 0, 0}};
+  EphemeralStorageBreakdown b;
+  b.container_layers = {{"id-app", 3000, 3}, {"id-side", 10, 1}};
+  b.container_logs = {{"app", 500, 1}};
+  p.ephemeral_storage = b;
+  EXPECT_EQ(container_usage(p, StarvedResource::EphemeralStorage),
+            (std::vector<ContainerUsage>{{"app", 3500, 1000}})) << "side has no logs measured: not counted";
+  EXPECT_TRUE(container_usage(p, StarvedResource::Memory).empty()) << "memory needs the cgroup readings";
+  EXPECT_TRUE(container_usage(p, StarvedResource::Pids).empty());
 }
 
 }  // namespace

@@ -121,6 +121,62 @@ TEST(KubeletRanking, InodesSubtractTheEphemeralStorageRequest) {
 }
 
 // What the "why" record says follows the mode: the kubelet's keys only.
+// helpers.go exceedMemoryRequests, memory, exceedDiskRequests, disk and
+// process: "prioritize evicting the pod for which no stats were found". For
+// memory and disk that comes before every other key (the first comparison
+// returns on it), for pids after priority (rankPIDPressure orders by
+// priority, then process). Two pods without stats are equal but for
+// priority. The default order keeps QoS first and takes a pod without stats
+// as using none: the last resort.
+TEST(KubeletRanking, PodWithoutStatsIsEvictedFirst) {
+  auto no_stats = [](const char* uid, QosClass q, uint64_t request, int32_t prio) {
+    Pod x = pod(uid, q, 0, request, prio);
+    x.no_usage_stats = true;
+    x.no_storage_stats = true;
+    return x;
+  };
+  std::vector<Pod> pods = {
+      pod("below-requests", QosClass::Burstable, 200 * kMi, kGi, kLow),
+      pod("above-requests", QosClass::BestEffort, 900 * kMi, 0, kLow),
+      no_stats("no-stats-high-priority", QosClass::Guaranteed, kGi, kHigh),
+      no_stats("no-stats-low-priority", QosClass::Guaranteed, kGi, kLow),
+  };
+  EXPECT_EQ(order(pods, StarvedResource::Memory, kubelet_config()),
+            (std::vector<std::string>{"no-stats-low-priority", "no-stats-high-priority", "above-requests",
+                                      "below-requests"}));
+  // Disk: the same, on the storage stats.
+  for (auto& p : pods) {
+    p.usage.ephemeral_storage_bytes = p.usage.memory_working_set_bytes;
+    p.requests.ephemeral_storage_bytes = p.requests.memory_bytes;
+  }
+  EXPECT_EQ(order(pods, StarvedResource::EphemeralStorage, kubelet_config()),
+            (std::vector<std::string>{"no-stats-low-priority", "no-stats-high-priority", "above-requests",
+                                      "below-requests"}));
+  pods[2].no_storage_stats = pods[3].no_storage_stats = false;  // measured, zero
+  EXPECT_EQ(order(pods, StarvedResource::EphemeralStorage, kubelet_config()).front(), "above-requests");
+  // PIDs: priority first, then no stats, then the process count.
+  std::vector<Pod> procs = {
+      pod("low-priority-many", QosClass::BestEffort, 0, 0, kLow),
+      pod("default-priority-many", QosClass::BestEffort, 0, 0, kDefault),
+      no_stats("default-priority-no-stats", QosClass::BestEffort, 0, kDefault),
+      no_stats("high-priority-no-stats", QosClass::BestEffort, 0, kHigh),
+  };
+  procs[0].usage.pids = procs[1].usage.pids = 900;
+  EXPECT_EQ(order(procs, StarvedResource::Pids, kubelet_config()),
+            (std::vector<std::string>{"low-priority-many", "default-priority-no-stats", "default-priority-many",
+                                      "high-priority-no-stats"}));
+  // The default order: QoS first, a pod without stats uses none (last resort).
+  const auto qos_first = order(pods, StarvedResource::Memory, EvictionConfig{});
+  EXPECT_EQ(std::vector<std::string>(qos_first.end() - 2, qos_first.end()),
+            (std::vector<std::string>{"no-stats-low-priority", "no-stats-high-priority"}));
+  // The deciding key and its words.
+  EvictionConfig c = kubelet_config();
+  const RankKeys a = rank_keys(pods[3], StarvedResource::Memory, c);
+  const RankKeys b = rank_keys(pods[1], StarvedResource::Memory, c);
+  EXPECT_EQ(deciding_key(a, b), RankKey::NoStats);
+  EXPECT_NE(describe_keys(a, StarvedResource::Memory).find("no-stats"), std::string::npos);
+}
+
 TEST(KubeletRanking, WhyNamesTheKubeletsKeys) {
   Pod a = pod("a", QosClass::Guaranteed, 800 * kMi, 100 * kMi, kDefault);
   Pod b = pod("b", QosClass::BestEffort, 300 * kMi, 0, kDefault);

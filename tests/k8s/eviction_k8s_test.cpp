@@ -93,6 +93,38 @@ TEST(K8sEviction, DisruptionBudgetRefusesWith429ThenDeleteWithSameGraceAndUid) {
   EXPECT_EQ(pod["metadata"].value("deletionGracePeriodSeconds", -1), 12) << "the DELETE keeps the eviction's grace";
 }
 
+// The kubelet's "immediate" is 1 s (eviction_manager.go,
+// immediateEvictionGracePeriodSeconds), never 0: in the API a grace of 0 is a
+// force deletion, the pod object gone before its containers are confirmed
+// gone. A hard eviction (grace 0 in the record, killed at once locally) asks
+// the API for 1 s on the Eviction and on its DELETE fallback: with no
+// kubelet here, the pod object stays, terminating.
+TEST(K8sEviction, ImmediateEvictionGracePeriodIsOneSecondNotAForceDeletion) {
+  PRESSURED_REQUIRE_CONTROL_PLANE(cp);
+  ASSERT_TRUE(cp->ensure_namespace("evict-hard"));
+  auto uid = cp->create_pod("evict-hard", "web", "node-a", json::object(), 30);
+  ASSERT_TRUE(uid) << uid.error().message;
+  auto db = cp->create_pod("evict-hard", "db-0", "node-a", json{{"app", "db"}}, 30);
+  ASSERT_TRUE(db) << db.error().message;
+  auto pdb = cp->create_pdb_allowing_none("evict-hard", "db", json{{"app", "db"}});
+  ASSERT_TRUE(pdb) << pdb.error().message;
+  auto running = cp->set_pod_running("evict-hard", "db-0");
+  ASSERT_TRUE(running) << running.error().message;
+
+  auto h = make_reporter(*cp);
+  h.reporter->report_eviction(eviction_of("evict-hard", "web", *uid, 0));
+  h.reporter->report_eviction(eviction_of("evict-hard", "db-0", *db, 0));
+  ASSERT_TRUE(h.reporter->drain(30s));
+  EXPECT_EQ(scraped(*h.metrics, "pressured_kubernetes_eviction_fallbacks_total"), 1u) << "db-0 through DELETE";
+  for (const char* name : {"web", "db-0"}) {
+    long st = 0;
+    json pod = get_pod(*cp, "evict-hard", name, &st);
+    ASSERT_EQ(st, 200) << name << ": a grace of 0 would have force-deleted the pod object";
+    EXPECT_TRUE(pod["metadata"].contains("deletionTimestamp")) << pod.dump();
+    EXPECT_EQ(pod["metadata"].value("deletionGracePeriodSeconds", -1), 1) << name;
+  }
+}
+
 TEST(K8sEviction, PodRecreatedUnderTheSameNameIsNeverHit) {
   PRESSURED_REQUIRE_CONTROL_PLANE(cp);
   ASSERT_TRUE(cp->ensure_namespace("evict-uid"));
@@ -157,6 +189,7 @@ TEST(K8sEviction, EventIsReadableBackWithTheKubeletStyleMessage) {
   auto e = eviction_of("evict-event", "cache", *uid, 0);
   e.keys.usage = 700ull << 20;
   e.keys.over_request = true;
+  e.containers = {{"app", 700ull << 20, 0}};
   e.wake_source = "psi";
   e.detection_latency_seconds = 0.0025;
   h.reporter->report_eviction(e);
@@ -172,10 +205,42 @@ TEST(K8sEviction, EventIsReadableBackWithTheKubeletStyleMessage) {
   EXPECT_EQ(ev["involvedObject"]["uid"], *uid);
   EXPECT_EQ(ev["source"]["component"], "pressured");
   EXPECT_EQ(ev["message"],
-            "The node was low on resource: memory. Threshold quantity: 256Mi, available: 255Mi. Pod cache was using "
+            "The node was low on resource: memory. Threshold quantity: 256Mi, available: 255Mi. Container app was using "
             "700Mi, request is 0, has larger consumption of memory. Evicted by pressured (eviction test-cache) for "
             "memory.available (hard threshold), woken by psi, decided 2.5 ms after the kernel's event; the only pod "
             "that could be evicted.");
+}
+
+// The kubelet's eviction manager records, on the Node, a Warning
+// EvictionThresholdMet "Attempting to reclaim <resource>" before it evicts
+// for a node threshold; pressured does the same, once per eviction (named by
+// it), read back from the 1.20 API server as the ServiceAccount wrote it.
+TEST(K8sEviction, NodeGetsTheKubeletsEvictionThresholdMetEvent) {
+  PRESSURED_REQUIRE_CONTROL_PLANE(cp);
+  ASSERT_TRUE(cp->ensure_namespace("evict-node-event"));
+  auto uid = cp->create_pod("evict-node-event", "hog", "node-a", json::object(), 0);
+  ASSERT_TRUE(uid);
+  auto h = make_reporter(*cp);
+  auto e = eviction_of("evict-node-event", "hog", *uid, 0);
+  e.id = "node-event-1";
+  h.reporter->report_eviction(e);
+  h.reporter->report_eviction(e);  // sent again (a restart): recorded once
+  ASSERT_TRUE(h.reporter->drain(30s));
+  EXPECT_EQ(api_requests(*h.metrics, "node_event", "success"), 1u);
+  EXPECT_EQ(api_requests(*h.metrics, "node_event", "conflict"), 1u);
+  auto r = cp->admin_call("GET", "/api/v1/namespaces/default/events?fieldSelector=reason%3DEvictionThresholdMet");
+  ASSERT_EQ(r.status, 200) << r.body;
+  json found;
+  for (const auto& ev : json::parse(r.body)["items"]) {
+    if (ev["metadata"]["name"] == "node-a.node-event-1") found = ev;
+  }
+  ASSERT_TRUE(found.is_object()) << r.body;
+  EXPECT_EQ(found["type"], "Warning");
+  EXPECT_EQ(found["message"], "Attempting to reclaim memory");
+  EXPECT_EQ(found["involvedObject"]["kind"], "Node");
+  EXPECT_EQ(found["involvedObject"]["name"], "node-a");
+  EXPECT_EQ(found["involvedObject"]["uid"], "node-a") << "the kubelet's nodeRef: the node's name as its uid";
+  EXPECT_EQ(scraped(*h.metrics, "pressured_kubernetes_report_failures_total"), 0u);
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ Eviction eviction_of(const std::string& ns, const std::string& name, const std::
   e.keys.usage = 700ull << 20;
   e.keys.request = 512ull << 20;
   e.keys.over_request = true;
+  e.containers = {{"app", 700ull << 20, 512ull << 20}};
   e.wake_source = "psi";
   return e;
 }
@@ -67,8 +68,8 @@ TEST(K8sEvictionRecord, PodStaysFailedEvictedWithTheMessageAndDisruptionTargetAn
   EXPECT_EQ(pod["status"]["reason"], "Evicted");
   const std::string message = eviction_message(e);
   EXPECT_EQ(pod["status"]["message"], message);
-  EXPECT_EQ(message.rfind("The node was low on resource: memory. Threshold quantity: 256Mi, available: 255Mi. Pod "
-                          "cache was using 700Mi, request is 512Mi, has larger consumption of memory. ",
+  EXPECT_EQ(message.rfind("The node was low on resource: memory. Threshold quantity: 256Mi, available: 255Mi. "
+                          "Container app was using 700Mi, request is 512Mi, has larger consumption of memory. ",
                           0),
             0u)
       << message;
@@ -81,6 +82,8 @@ TEST(K8sEvictionRecord, PodStaysFailedEvictedWithTheMessageAndDisruptionTargetAn
   EXPECT_EQ(disruption["reason"], "TerminationByKubelet");
   EXPECT_EQ(disruption["message"], message);
   EXPECT_TRUE(disruption.contains("lastTransitionTime"));
+  EXPECT_FALSE(disruption.contains("observedGeneration"))
+      << "1.20 tracks no pod generation: no observedGeneration is sent (the server-capability check)";
   bool ready_kept = false;
   for (const auto& c : pod["status"]["conditions"]) ready_kept = ready_kept || c["type"] == "Ready";
   EXPECT_TRUE(ready_kept) << "a strategic merge by type: the kubelet's conditions are left to the kubelet";
@@ -91,11 +94,7 @@ TEST(K8sEvictionRecord, PodStaysFailedEvictedWithTheMessageAndDisruptionTargetAn
   EXPECT_EQ(ev["reason"], "Evicted");
   EXPECT_EQ(ev["message"], message);
   EXPECT_EQ(ev["metadata"]["annotations"],
-            (json{{"offending_containers", ""},
-                  {"offending_containers_usage", ""},
-                  {"offending_pod", "cache"},
-                  {"offending_pod_usage", "700Mi"},
-                  {"starved_resource", "memory"}}));
+            (json{{"offending_containers", "app"}, {"offending_containers_usage", "700Mi"}, {"starved_resource", "memory"}}));
 
   // Sent again (a restart before the answer): the pod is terminal, its
   // record stays as it is, and the Event is not recorded twice. Answered as

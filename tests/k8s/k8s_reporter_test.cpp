@@ -163,6 +163,9 @@ ReporterOptions fast_options() {
   // The taint's read-modify-write of the Node is tested against a real
   // kube-apiserver (tests/k8s/node_k8s_test.cpp).
   o.taint_nodes = false;
+  // The node's EvictionThresholdMet Event: its body in eviction_message_test,
+  // the request against a real kube-apiserver (eviction_k8s_test.cpp).
+  o.threshold_met_events = false;
   // The Eviction API path; the status path has its own tests below.
   o.mark_failed = false;
   return o;
@@ -233,7 +236,8 @@ TEST(K8sReporter, EvictionUsesThePolicyV1SubresourceWithUidPreconditionAndRecord
   EXPECT_EQ(body["kind"], "Eviction");
   EXPECT_EQ(body["metadata"]["name"], "web");
   EXPECT_EQ(body["deleteOptions"]["preconditions"]["uid"], "1234-uid");
-  EXPECT_EQ(body["deleteOptions"]["gracePeriodSeconds"], 0);
+  EXPECT_EQ(body["deleteOptions"]["gracePeriodSeconds"], 1)
+      << "a hard eviction (grace 0, killed at once locally) asks the API for the kubelet's immediate 1 s";
   EXPECT_EQ(seen[1].path, "/api/v1/namespaces/shop/events");
   auto ev = json::parse(seen[1].body);
   EXPECT_EQ(ev["metadata"]["name"], "web.ev-7") << "named by the eviction, so a retry cannot record it twice";
@@ -325,6 +329,37 @@ TEST(K8sReporter, RefusedStatusUpdateFallsBackToTheEvictionApi) {
       EXPECT_EQ(seen[1].path, "/api/v1/namespaces/shop/events") << c.status << " " << c.body;
       EXPECT_EQ(scraped(metrics, "pressured_kubernetes_evictions_skipped_total", {{"reason", "uid_changed"}}), 1u);
       EXPECT_EQ(answers.results(), std::vector<EvictionResult>{EvictionResult::NotNeeded});
+    }
+    r.stop();
+  }
+}
+
+// The kubelet's DisruptionTarget carries observedGeneration, the pod's
+// metadata.generation (1.34+, PodObservedGenerationTracking). pressured sets
+// it only where the server tracks the pod's generation (its read of the pod
+// shows metadata.generation): a server that does not (1.20) gets no field it
+// would drop or refuse.
+TEST(K8sReporter, DisruptionTargetCarriesObservedGenerationOnlyWhereTheServerTracksIt) {
+  for (bool tracked : {true, false}) {
+    FakeApiServer api;
+    api.bodies["GET /api/v1/namespaces/shop/pods/web"] =
+        tracked ? R"({"metadata":{"uid":"1234-uid","generation":3},"status":{"phase":"Running"}})"
+                : R"({"metadata":{"uid":"1234-uid"},"status":{"phase":"Running"}})";
+    ReporterOptions o = fast_options();
+    o.mark_failed = true;
+    Reporter r(ApiClient(api.endpoint(), 2s), o);
+    r.start();
+    r.report_eviction(victim());
+    ASSERT_TRUE(r.drain(5s));
+    auto seen = api.requests();
+    auto patch = std::find_if(seen.begin(), seen.end(), [](const auto& q) { return q.method == "PATCH"; });
+    ASSERT_NE(patch, seen.end());
+    const json condition = json::parse(patch->body)["status"]["conditions"][0];
+    EXPECT_EQ(condition["type"], "DisruptionTarget");
+    if (tracked) {
+      EXPECT_EQ(condition["observedGeneration"], 3);
+    } else {
+      EXPECT_FALSE(condition.contains("observedGeneration")) << condition.dump();
     }
     r.stop();
   }
@@ -543,7 +578,7 @@ TEST(K8sReporter, AnUndoneRecordIsEndedThroughTheApiWithItsFallbackAndNoSecondEv
   EXPECT_EQ(seen[0].path, "/api/v1/namespaces/shop/pods/web/eviction");
   EXPECT_EQ(seen[1].method, "DELETE");
   EXPECT_EQ(seen[1].path, "/api/v1/namespaces/shop/pods/web");
-  EXPECT_EQ(json::parse(seen[1].body)["gracePeriodSeconds"], 0);
+  EXPECT_EQ(json::parse(seen[1].body)["gracePeriodSeconds"], 1) << "never a force deletion";
   EXPECT_EQ(json::parse(seen[1].body)["preconditions"]["uid"], "1234-uid");
   EXPECT_EQ(scraped(metrics, "pressured_kubernetes_eviction_records_undone_total", {{"cause", "restart"}}), 1u);
   EXPECT_EQ(scraped(metrics, "pressured_kubernetes_eviction_records_undone_total", {{"cause", "phase"}}), 0u);
@@ -691,6 +726,24 @@ TEST(K8sEvictionVersion, OnlyTheUnregisteredKindAnswerMeansV1IsNotServed) {
   EXPECT_FALSE(eviction_version_not_served(r));
   auto body = json::parse(eviction_body(Eviction{}, "policy/v1beta1"));
   EXPECT_EQ(body["apiVersion"], "policy/v1beta1");
+}
+
+// The kubelet's immediateEvictionGracePeriodSeconds (1, eviction_manager.go,
+// 1.33-1.36; 1.35+ for a pod's own local-storage limits too): the API never
+// gets a grace of 0 (a force deletion) from pressured; a longer grace is
+// passed as it is.
+TEST(K8sReporter, ImmediateEvictionGracePeriodIsOneSecondInEveryApiBody) {
+  Eviction e = victim();
+  e.grace_period_seconds = 0;
+  EXPECT_EQ(api_grace_period_seconds(e), 1);
+  EXPECT_EQ(json::parse(eviction_body(e))["deleteOptions"]["gracePeriodSeconds"], 1);
+  EXPECT_EQ(json::parse(eviction_body(e, "policy/v1beta1"))["deleteOptions"]["gracePeriodSeconds"], 1);
+  EXPECT_EQ(json::parse(delete_body(e))["gracePeriodSeconds"], 1);
+  e.local_storage_rule = "emptydirfs.limit";
+  EXPECT_EQ(json::parse(eviction_body(e))["deleteOptions"]["gracePeriodSeconds"], 1);
+  e.grace_period_seconds = 17;
+  EXPECT_EQ(json::parse(eviction_body(e))["deleteOptions"]["gracePeriodSeconds"], 17);
+  EXPECT_EQ(json::parse(delete_body(e))["gracePeriodSeconds"], 17);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "node/observer_test_helpers.hpp"
+#include "pressured/engine.hpp"
 
 namespace pressured {
 namespace {
@@ -142,6 +143,40 @@ TEST(PodUsage, PageCountersAreReadFreshAndAGoneCgroupIsStale) {
   auto r = u.usage->refresh_memory_usage({&stranger});
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ESTALE) << "a pod the last listing did not have";
+}
+
+// The kubelet's eviction message weighs each container on its own (its
+// cgroup's working set: usage - inactive_file), so the observer reads each
+// container cgroup below the pod's, with either driver, on v1 and v2; the
+// pod's sandbox (no container of the spec) is read but matches nothing.
+TEST(PodUsage, ContainerMemoryIsReadFromEachContainersOwnCgroup) {
+  for (auto version : {CgroupVersion::V1, CgroupVersion::V2}) {
+    for (auto driver : {CgroupDriver::Cgroupfs, CgroupDriver::Systemd}) {
+      SCOPED_TRACE(std::string(version == CgroupVersion::V1 ? "v1 " : "v2 ") +
+                   (driver == CgroupDriver::Systemd ? "systemd" : "cgroupfs"));
+      FakeNode fake(version, driver);
+      const std::string dir = fake.add_pod("u-1", QosClass::Burstable, mem(200, 60), "aaa");
+      fake.write_memcg(dir + (driver == CgroupDriver::Systemd ? "/cri-containerd-bbb.scope" : "/bbb"), mem(40, 10));
+      fake.write_memcg(dir + (driver == CgroupDriver::Systemd ? "/cri-containerd-pause.scope" : "/pause"), mem(1, 0));
+      auto layout = detect_layout(fake.config());
+      ASSERT_TRUE(layout) << layout.error().message;
+      ObserverCounters counters;
+      node::PodUsageReader reader(*layout, nullptr, counters);
+      Pod pod;
+      pod.uid = "u-1";
+      pod.cgroup_path = dir;
+      auto readings = reader.container_memory(pod);
+      std::sort(readings.begin(), readings.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+      ASSERT_EQ(readings.size(), 3u);
+      EXPECT_EQ(readings[0], (ContainerMemory{"aaa", 140 * MiB}));
+      EXPECT_EQ(readings[1], (ContainerMemory{"bbb", 30 * MiB}));
+      // Matched to the spec by runtime id, with each container's own request.
+      pod.containers = {ContainerSpec{"app", "aaa", false, 100 * MiB, 0}, ContainerSpec{"log", "bbb", false, 64 * MiB, 0},
+                        ContainerSpec{"init", "", true, 0, 0}};
+      EXPECT_EQ(container_usage(pod, StarvedResource::Memory, readings),
+                (std::vector<ContainerUsage>{{"app", 140 * MiB, 100 * MiB}, {"log", 30 * MiB, 64 * MiB}}));
+    }
+  }
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 
 #include "config/quantity.hpp"
 #include "config/yaml_guard.hpp"
+#include "kernel/file.hpp"
 #include "pressured/listen_address.hpp"
 
 namespace pressured {
@@ -39,6 +40,10 @@ using YAML::Node;
 
 // ---------------------------------------------------------------------------
 // Parse context: where values came from (for error messages) and warnings.
+
+// A configuration file is a few KiB; a bound keeps a hostile or broken one
+// (a huge file, a device) from costing the daemon its memory.
+constexpr std::size_t kMaxConfigFileBytes = 1u << 20;
 
 struct Ctx {
   std::map<std::string, std::string> origin;  // YAML path -> flag it came from
@@ -907,7 +912,9 @@ Result<void> decode_eviction(const std::map<std::string, Node>& keys, EvictionCo
   // Kubelet defaults: used when evictionHard is not set at all; setting any
   // entry drops the others unless mergeDefaultEvictionSettings is true.
   std::vector<Threshold> defaults = default_hard_thresholds();
-  const bool hard_given = get("evictionHard") != nullptr;
+  // null is unset, as for the kubelet (`evictionHard:` with no value);
+  // `evictionHard: {}` is set, and empty.
+  const bool hard_given = get("evictionHard") != nullptr && !get("evictionHard")->IsNull();
 
   // Minimum reclaim per signal.
   std::map<Signal, ThresholdValue> reclaim_values;
@@ -1030,9 +1037,10 @@ std::string threshold_path(const Threshold& t) {
 }
 
 Result<Config> parse_tree(Node root, const std::string& source, const ConfigOptions& o,
-                          std::vector<std::string>* warnings);
+                          std::vector<std::string>* warnings, const std::string* kubelet_text);
 
 Result<std::string> read_config_file(const std::string& path);
+bool no_content(std::string_view text);
 
 // The KubeletConfiguration fields pressured takes from the node's kubelet
 // (kubelet.config.k8s.io/v1beta1, as written today).
@@ -1071,14 +1079,104 @@ Result<ThresholdValue> add_offset(const ThresholdValue& t, const ThresholdValue&
   return v;
 }
 
-// Replaces the eviction settings with the node's KubeletConfiguration's
-// (kubelet.configPath), raised by kubelet.thresholdOffset. The kubelet's
-// other fields are its business and are not read; an unknown field whose
-// name starts with "eviction" is an error (a typo would silently drop a
-// threshold). pressured's own eviction keys (daemonSetPods, ranking,
+// What enforceNodeAllocatable may hold (the kubelet refuses anything else).
+constexpr const char* kEnforceNodeAllocatable[] = {"pods", "system-reserved", "kube-reserved",
+                                                   "system-reserved-compressible", "kube-reserved-compressible",
+                                                   "none"};
+
+// The kubelet's enforceNodeAllocatable: true when it contains "pods". Unset
+// (absent or null) is the kubelet's default, ["pods"]
+// (pkg/kubelet/apis/config/v1beta1/defaults.go); an empty list is none.
+Result<bool> enforces_pods(const Node& root, const std::string& path) {
+  const Node n = root["enforceNodeAllocatable"];
+  if (!n || n.IsNull()) return true;
+  if (!n.IsSequence()) return value_error(path + ": enforceNodeAllocatable", n, "is not a list");
+  bool pods = false;
+  for (const auto& item : n) {
+    if (!item.IsScalar() || std::none_of(std::begin(kEnforceNodeAllocatable), std::end(kEnforceNodeAllocatable),
+                                         [&](const char* k) { return item.Scalar() == k; })) {
+      std::string known;
+      for (const char* k : kEnforceNodeAllocatable) known += std::string(known.empty() ? "" : ", ") + k;
+      return value_error(path + ": enforceNodeAllocatable", item, "is not one of " + known);
+    }
+    pods = pods || item.Scalar() == "pods";
+  }
+  return pods;
+}
+
+// A KubeletConfiguration as the kubelet reads it: a mapping of kind
+// KubeletConfiguration, apiVersion kubelet.config.k8s.io/v1beta1. A file
+// caught mid-write by a tool rewriting it in place is a prefix of the real
+// one and often still parses, so the text must also end with a line break
+// (every writer ends its last line; a cut mid-line does not).
+Result<Node> parse_kubelet_text(const std::string& text, const std::string& path) {
+  if (no_content(text)) return Error{EINVAL, path + ": is empty (a write in progress?)"};
+  if (text.back() != '\n') {
+    return Error{EINVAL, path + ": does not end with a line break: it may be cut mid-write, so it is not taken"};
+  }
+  if (auto g = check_yaml(text); !g) return Error{EINVAL, path + ": " + g.error().message};
+  Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return Error{EINVAL, path + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg};
+  }
+  if (!root.IsMap()) return Error{EINVAL, path + ": is not a KubeletConfiguration (not a mapping)"};
+  const Node kind = root["kind"], api = root["apiVersion"];
+  if (!kind || !kind.IsScalar() || kind.Scalar() != "KubeletConfiguration" || !api || !api.IsScalar() ||
+      api.Scalar() != "kubelet.config.k8s.io/v1beta1") {
+    return Error{EINVAL, path + ": is not a KubeletConfiguration of apiVersion kubelet.config.k8s.io/v1beta1 (kind "
+                             "and apiVersion must both be there: a file without them may be cut mid-write)"};
+  }
+  return root;
+}
+
+// The allocatableMemory.available threshold the kubelet derives: a copy of
+// each hard memory.available threshold (value and minimum reclaim) when
+// enforceNodeAllocatable contains pods (eviction/helpers.go,
+// ParseThresholdConfig and addAllocatableThresholds, 1.6 through 1.36).
+void add_allocatable_thresholds(EvictionConfig& ev, const std::string& path, Ctx& kctx) {
+  std::vector<Threshold> copies;
+  for (const auto& t : ev.thresholds) {
+    if (t.signal != Signal::MemoryAvailable || t.kind != ThresholdKind::Hard) continue;
+    Threshold a = t;
+    a.signal = Signal::AllocatableMemoryAvailable;
+    copies.push_back(a);
+  }
+  for (const auto& copy : copies) {
+    auto own = std::find_if(ev.thresholds.begin(), ev.thresholds.end(), [](const Threshold& t) {
+      return t.signal == Signal::AllocatableMemoryAvailable && t.kind == ThresholdKind::Hard;
+    });
+    if (own == ev.thresholds.end()) {
+      ev.thresholds.push_back(copy);
+      continue;
+    }
+    // The file names allocatableMemory.available itself: the kubelet then
+    // holds two thresholds on the signal and the higher one is met first.
+    if (own->value.kind == copy.value.kind) {
+      const bool copy_higher = copy.value.kind == ThresholdValue::Kind::Percent
+                                   ? copy.value.percent > own->value.percent
+                                   : copy.value.quantity > own->value.quantity;
+      if (copy_higher) own->value = copy.value;
+    } else {
+      kctx.warnings.push_back("evictionHard.allocatableMemory.available: set in " + path +
+                              " as well as derived from memory.available in another unit (quantity, percentage); "
+                              "pressured keeps the one set, the kubelet watches both");
+    }
+  }
+}
+
+// Replaces the eviction settings with the ones the kubelet derives from its
+// KubeletConfiguration (`text`, read from kubelet.configPath; nullopt: the
+// file does not exist and kubelet.ifMissing says to take the defaults),
+// raised by kubelet.thresholdOffset. The kubelet's other fields are its
+// business and are not read; an unknown field whose name starts with
+// "eviction" is an error (a typo would silently drop a threshold).
+// pressured's own eviction keys (daemonSetPods, ranking,
 // softEvictionGraceCeilingSeconds) stay; setting a kubelet-owned one here too
 // is an error rather than a silent precedence.
-Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>& own_keys, Ctx& ctx) {
+Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>& own_keys, Ctx& ctx,
+                                  const std::optional<std::string>& text) {
   const std::string& path = cfg.kubelet.config_path;
   const std::string via = ctx.where("kubelet.configPath", "kubelet.configPath");
   // PSI thresholds are pressured's own (the kubelet has no such signal):
@@ -1106,42 +1204,34 @@ Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>
   // A node without the file (kubelet.ifMissing: kubeletDefaults): its
   // kubelet runs with the defaults unless its flags say otherwise, which
   // pressured cannot see; said at every load (start, each reload).
-  bool missing = false;
-  std::error_code ec;
-  if (cfg.kubelet.if_missing == KubeletConfigMissing::KubeletDefaults && !std::filesystem::exists(path, ec) && !ec) {
-    missing = true;
+  const bool missing = !text.has_value();
+  if (missing) {
     ctx.warnings.push_back(via + ": " + path +
                            " does not exist on this node: taking the kubelet's default eviction settings "
                            "(kubelet.ifMissing: kubeletDefaults); a kubelet configured by flags is not seen");
   }
   Node root(YAML::NodeType::Map);
   if (!missing) {
-    auto text = read_config_file(path);
-    if (!text) return Error{text.error().code, via + ": " + text.error().message};
-    if (auto g = check_yaml(*text); !g) return Error{EINVAL, path + ": " + g.error().message};
-    try {
-      root = YAML::Load(*text);
-    } catch (const YAML::Exception& e) {
-      return Error{EINVAL, path + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg};
-    }
-    if (!root.IsMap()) return Error{EINVAL, path + ": is not a KubeletConfiguration (not a mapping)"};
-    const Node kind = root["kind"], api = root["apiVersion"];
-    if (!kind || !kind.IsScalar() || kind.Scalar() != "KubeletConfiguration" || !api || !api.IsScalar() ||
-        api.Scalar() != "kubelet.config.k8s.io/v1beta1") {
-      return Error{EINVAL, path + ": is not a KubeletConfiguration of apiVersion kubelet.config.k8s.io/v1beta1"};
-    }
+    auto parsed = parse_kubelet_text(*text, path);
+    if (!parsed) return parsed.error();
+    root = *parsed;
   }
+  // A field given as null is unset, as for the kubelet's decoder: its
+  // default applies (`evictionHard:` with no value is the default hard
+  // thresholds, `evictionHard: {}` none).
   std::map<std::string, Node> keys;
   for (auto it = root.begin(); it != root.end(); ++it) {
     const std::string k = it->first.as<std::string>();
     if (is_kubelet_eviction_key(k)) {
-      keys[k] = it->second;
+      if (!it->second.IsNull()) keys[k] = it->second;
     } else if (k.rfind("eviction", 0) == 0) {
       std::string known;
       for (const char* e : kKubeletEvictionKeys) known += std::string(known.empty() ? "" : ", ") + e;
       return Error{EINVAL, path + ": " + k + ": unknown eviction field (known: " + known + ")"};
     }
   }
+  auto pods_enforced = enforces_pods(root, path);
+  if (!pods_enforced) return pods_enforced.error();
   // The kubelet has many feature gates; pressured has an equivalent of one.
   if (auto it = keys.find("featureGates"); it != keys.end()) {
     Node gates(YAML::NodeType::Map);
@@ -1157,8 +1247,29 @@ Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>
   Ctx kctx;
   if (auto r = decode_eviction(keys, ev, kctx); !r) return Error{EINVAL, path + ": " + r.error().message};
   const std::string from = "kubelet configuration " + path;
+  const std::string kubelet_default = missing ? "the kubelet's default (" + path + " does not exist)"
+                                              : "the kubelet's default, as " + path + " leaves it";
+  // v1beta1 defaulting: a zero evictionPressureTransitionPeriod is unset.
+  bool transition_defaulted = false;
+  if (keys.count("evictionPressureTransitionPeriod") && ev.pressure_transition_period.count() == 0) {
+    ev.pressure_transition_period = std::chrono::minutes(5);
+    transition_defaulted = true;
+  }
+  if (*pods_enforced) add_allocatable_thresholds(ev, path, kctx);
   const bool offset_flag = ctx.origin.count("kubelet.thresholdOffset") != 0;
   const std::string offset_via = offset_flag ? ctx.origin.at("kubelet.thresholdOffset") : "kubelet.thresholdOffset";
+  // The offset of a threshold: its signal's, and for the derived
+  // allocatable threshold, memory.available's when it has none of its own
+  // (it is the same threshold to the kubelet).
+  auto offset_of = [&](Signal sig) -> const ThresholdValue* {
+    if (auto it = cfg.kubelet.offsets.find(sig); it != cfg.kubelet.offsets.end()) return &it->second;
+    if (sig == Signal::AllocatableMemoryAvailable && *pods_enforced) {
+      if (auto it = cfg.kubelet.offsets.find(Signal::MemoryAvailable); it != cfg.kubelet.offsets.end()) {
+        return &it->second;
+      }
+    }
+    return nullptr;
+  };
   // An offset for a signal the kubelet has no threshold of raises nothing:
   // said, not refused (one DaemonSet's offsets serve nodes whose kubelets
   // set different thresholds).
@@ -1175,24 +1286,40 @@ Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>
   }
   for (auto& t : ev.thresholds) {
     const std::string where = threshold_path(t);
-    auto src = keys.count(t.kind == ThresholdKind::Hard ? "evictionHard" : "evictionSoft") != 0
-                   ? from
-               : missing ? "the kubelet's default (" + path + " does not exist)"
-                         : "the kubelet's default, as " + path + " leaves it";
-    if (auto off = cfg.kubelet.offsets.find(t.signal); off != cfg.kubelet.offsets.end()) {
-      auto v = add_offset(t.value, off->second, where + " (" + path + " + " + offset_via + " " +
-                                                    std::string(name(t.signal)) + ")");
+    std::string src = keys.count(t.kind == ThresholdKind::Hard ? "evictionHard" : "evictionSoft") != 0
+                          ? from
+                          : kubelet_default;
+    if (t.signal == Signal::AllocatableMemoryAvailable && t.kind == ThresholdKind::Hard && *pods_enforced) {
+      src = (keys.count("evictionHard") != 0 ? from + ": evictionHard.memory.available"
+                                             : "the kubelet's default memory.available") +
+            " copied, as enforceNodeAllocatable contains pods" +
+            (root["enforceNodeAllocatable"] && !root["enforceNodeAllocatable"].IsNull() ? ""
+                                                                                          : " (its default)");
+    }
+    if (const ThresholdValue* off = offset_of(t.signal)) {
+      auto v = add_offset(t.value, *off, where + " (" + path + " + " + offset_via + " " +
+                                             std::string(name(t.signal)) + ")");
       if (!v) return v.error();
-      src += " (" + format_threshold_value(t.value) + ") + " + offset_via + " " + format_threshold_value(off->second);
+      src += " (" + format_threshold_value(t.value) + ") + " + offset_via + " " + format_threshold_value(*off);
       t.value = *v;
     }
     cfg.sources[where] = src;
   }
-  for (const auto& [k, n] : keys) {
-    if (k != "evictionHard" && k != "evictionSoft") cfg.sources[k] = from;
+  for (const char* k : kKubeletEvictionKeys) {
+    const std::string key = k;
+    if (key == "evictionHard" || key == "evictionSoft") continue;
+    cfg.sources[key] = keys.count(key) ? from : kubelet_default;
+  }
+  if (transition_defaulted) {
+    cfg.sources["evictionPressureTransitionPeriod"] =
+        "the kubelet's default: " + path + " sets 0s, which the kubelet's defaulting takes as unset";
   }
   for (const auto& w : kctx.warnings) ctx.warnings.push_back(path + ": " + w);
   ev.thresholds.insert(ev.thresholds.end(), own_psi.begin(), own_psi.end());
+  std::stable_sort(ev.thresholds.begin(), ev.thresholds.end(), [](const Threshold& a, const Threshold& b) {
+    if (a.kind != b.kind) return a.kind < b.kind;
+    return a.signal < b.signal;
+  });
   cfg.eviction = std::move(ev);
   return {};
 }
@@ -1223,7 +1350,7 @@ void record_sources(Config& cfg, const Node& root, const std::string& source, co
 }
 
 Result<Config> parse_impl(const std::string& text, const std::string& source, const ConfigOptions& o,
-                          std::vector<std::string>* warnings) {
+                          std::vector<std::string>* warnings, const std::string* kubelet_text = nullptr) {
   // Bounded (depth, aliases) and strict: a key given twice is an error, not
   // a silent last-wins.
   if (auto g = check_yaml(text); !g) return Error{EINVAL, source + ": " + g.error().message};
@@ -1237,14 +1364,14 @@ Result<Config> parse_impl(const std::string& text, const std::string& source, co
   // Decoding only throws on shapes the checks above do not expect (a list
   // used as a key, ...): report it rather than crash.
   try {
-    return parse_tree(root, source, o, warnings);
+    return parse_tree(root, source, o, warnings, kubelet_text);
   } catch (const YAML::Exception& e) {
     return Error{EINVAL, source + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg};
   }
 }
 
 Result<Config> parse_tree(Node root, const std::string& source, const ConfigOptions& o,
-                          std::vector<std::string>* warnings) {
+                          std::vector<std::string>* warnings, const std::string* kubelet_text) {
   if (!root || root.IsNull()) root = Node(YAML::NodeType::Map);
   if (!root.IsMap()) return Error{EINVAL, source + ": the top level must be a mapping of keys to values"};
 
@@ -1284,7 +1411,16 @@ Result<Config> parse_tree(Node root, const std::string& source, const ConfigOpti
   if (auto r = decode_eviction(eviction_keys, cfg.eviction, ctx); !r) return r.error();
   record_sources(cfg, root, source, ctx);
   if (!cfg.kubelet.config_path.empty()) {
-    if (auto r = apply_kubelet_config(cfg, eviction_keys, ctx); !r) return r.error();
+    std::optional<std::string> text;
+    if (kubelet_text != nullptr) {
+      text = *kubelet_text;
+    } else if (std::error_code ec; cfg.kubelet.if_missing != KubeletConfigMissing::KubeletDefaults ||
+                                   std::filesystem::exists(cfg.kubelet.config_path, ec) || ec) {
+      auto t = read_kubelet_config_file(cfg.kubelet.config_path);
+      if (!t) return Error{t.error().code, ctx.where("kubelet.configPath", "kubelet.configPath") + ": " + t.error().message};
+      text = std::move(*t);
+    }
+    if (auto r = apply_kubelet_config(cfg, eviction_keys, ctx, text); !r) return r.error();
   } else if (!cfg.kubelet.offsets.empty()) {
     return field_error(ctx.where("kubelet.thresholdOffset", "kubelet.thresholdOffset"),
                        "needs kubelet.configPath (--kubelet-config): it raises the kubelet's thresholds");
@@ -1348,13 +1484,32 @@ Result<Config> parse_config_yaml(const std::string& text, const ConfigOptions& o
 namespace {
 
 Result<std::string> read_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error::from_errno(errno, "cannot read config file " + path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return Error::from_errno(errno, "cannot read config file " + path);
-  return buf.str();
+  auto r = kernel::read_regular_file(path, kMaxConfigFileBytes);
+  if (!r) return Error{r.error().code, "cannot read config file " + path + ": " + r.error().message};
+  return std::move(r->text);
 }
+
+}  // namespace
+
+Result<std::string> read_kubelet_config_file(const std::string& path, const std::function<void()>& between_reads) {
+  auto first = kernel::read_regular_file(path, kMaxConfigFileBytes);
+  if (!first) return first.error();
+  if (between_reads) between_reads();
+  auto second = kernel::read_regular_file(path, kMaxConfigFileBytes);
+  if (!second) return second.error();
+  if (!first->same_version(*second)) {
+    return Error{EAGAIN, path + ": changed while being read (a write in progress?): not taken; the settings in force "
+                                "stay until it reads the same twice"};
+  }
+  return std::move(first->text);
+}
+
+Result<Config> parse_config_yaml_with_kubelet(const std::string& text, const std::string& kubelet_text,
+                                              std::vector<std::string>* warnings) {
+  return parse_impl(text, "config", {}, warnings, &kubelet_text);
+}
+
+namespace {
 
 // True when the text has no YAML content: blank lines and comments only.
 bool no_content(std::string_view text) {

@@ -9,6 +9,7 @@
 // when operators need it on the command line, one flag in add_config_flags()
 // plus one line in apply_flags(). Validation rules go in validate_config().
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -89,6 +90,21 @@ bool ends_with_document_end(std::string_view text);
 /// Same as load_config() with the YAML text given directly (tests, reloads).
 Result<Config> parse_config_yaml(const std::string& text, const ConfigOptions& overrides = {},
                                  std::vector<std::string>* warnings = nullptr);
+
+/// parse_config_yaml() with the node's KubeletConfiguration given as text
+/// instead of read from kubelet.configPath (which then only names it in
+/// messages): the import on its own, for the fuzzer and tests.
+Result<Config> parse_config_yaml_with_kubelet(const std::string& text, const std::string& kubelet_text,
+                                              std::vector<std::string>* warnings = nullptr);
+
+/// Reads the node's KubeletConfiguration as pressured takes it: a regular
+/// file (opened non-blocking, so a FIFO at the path never blocks the event
+/// loop) of at most 1 MiB, read twice; two reads that differ (content,
+/// inode, size or mtime) mean a write in progress and an error, so a reload
+/// keeps the settings in force. `between_reads` runs between the two reads
+/// (tests). See docs/configuration.md, "The kubelet's configuration".
+Result<std::string> read_kubelet_config_file(const std::string& path,
+                                             const std::function<void()>& between_reads = {});
 
 /// Checks cross-field rules that the parser cannot see field by field (a file
 /// pod source needs a path, intervals must be positive, ...). load_config()

@@ -89,6 +89,7 @@ RankKeys decode_keys(const json& k) {
   r.request = as_uint64(k.at("request"));
   r.zero_usage = k.at("zero_usage").get<bool>();
   r.daemonset_last = k.at("daemonset_last").get<bool>();
+  if (auto it = k.find("no_stats"); it != k.end()) r.no_stats = it->get<bool>();
   // `ranking: kubelet` keys: the amount is usage - offset.
   if (auto it = k.find("ranking"); it != k.end() && *it == "kubelet") {
     r.kubelet = true;
@@ -129,6 +130,14 @@ json encode_eviction(const Eviction& e) {
     j["local_storage_rule"] = e.local_storage_rule;
     j["local_storage_message"] = e.local_storage_message;
   }
+  // The containers as measured at the decision (the kubelet's sentences):
+  // absent when none, so older records and readers are unchanged.
+  if (!e.containers.empty()) {
+    json cs = json::array();
+    for (const auto& c : e.containers) cs.push_back({{"name", c.name}, {"usage", c.usage}, {"request", c.request}});
+    j["containers"] = std::move(cs);
+  }
+  if (e.pod_level_request) j["pod_level_request"] = *e.pod_level_request;
   return j;
 }
 
@@ -161,6 +170,12 @@ Eviction decode_eviction(const json& p) {
     if (e.local_storage_rule.empty()) throw std::invalid_argument("local_storage_rule is empty");
     e.local_storage_message = p.at("local_storage_message").get<std::string>();
   }
+  if (auto cs = p.find("containers"); cs != p.end()) {
+    for (const auto& c : cs->get_ref<const json::array_t&>()) {
+      e.containers.push_back({c.at("name").get<std::string>(), as_uint64(c.at("usage")), as_uint64(c.at("request"))});
+    }
+  }
+  if (auto r = p.find("pod_level_request"); r != p.end()) e.pod_level_request = as_uint64(*r);
   if (auto r = p.find("ranking"); r != p.end()) {
     e.keys = decode_keys(r->at("victim"));
     if (const json& ru = r->at("runner_up"); !ru.is_null()) {
@@ -179,6 +194,10 @@ Eviction decode_eviction(const json& p) {
       }
     }
     if (auto ps = r->find("plugin_signal"); ps != r->end()) e.plugin_signal = ps->get<std::string>();
+    // The kubelet's PID order compares stats after priority (rank_keys).
+    const bool pids = info(e.signal).resource == StarvedResource::Pids;
+    e.keys.pid_order = e.keys.kubelet && pids;
+    if (e.runner_up) e.runner_up->keys.pid_order = e.runner_up->keys.kubelet && pids;
   }
   return e;
 }

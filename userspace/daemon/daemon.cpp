@@ -446,6 +446,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   // Relief: memory candidates may wait (within their budget) for reclaim.
   relief_.step(now, last_, d, policy_.excluded(), policy_.in_flight(Lane::Memory) != nullptr);
   in.refused = executor_.refuse_invalid(d.candidates);
+  attribute_containers(d, now);
 
   // Act: the policy's actions, checkpointed first so that a restart resumes a
   // kill or an API eviction instead of choosing a second victim.
@@ -489,6 +490,19 @@ void Daemon::stamp_wake(Decisions& d, std::string_view source, std::optional<Tim
   for (auto& c : d.candidates) {
     c.wake_source = source;
     c.detection_latency_seconds = latency;
+  }
+}
+
+void Daemon::attribute_containers(Decisions& d, TimePoint now) {
+  // Only a memory candidate the policy may start now (its lane free): each
+  // of its containers' cgroups is read once, for the kubelet's sentences.
+  for (auto& c : d.candidates) {
+    if (info(c.signal).resource != StarvedResource::Memory || !c.local_storage_rule.empty()) continue;
+    const auto lane = lane_of(c.signal);
+    if (!lane || policy_.holds_lane(*lane, now)) continue;
+    auto pod = std::find_if(last_.pods.begin(), last_.pods.end(), [&](const Pod& p) { return p.uid == c.uid; });
+    if (pod == last_.pods.end()) continue;
+    c.containers = container_usage(*pod, StarvedResource::Memory, deps_.observer->container_memory(*pod));
   }
 }
 

@@ -157,6 +157,8 @@ class Daemon final : public ReactorHandler {
   void stamp_wake(Decisions& d, std::string_view source, std::optional<TimePoint> kernel_time);
   /// Which victims the policy asked about are empty or running (its inputs).
   void probe_victims(TimePoint now, PolicyInputs& in);
+  // The memory candidates' per-container usage (Eviction::containers).
+  void attribute_containers(Decisions& d, TimePoint now);
   /// The reporter's answers since the last evaluation (its worker thread fills them).
   std::vector<ApiAnswer> take_api_answers();
   void on_api_answer(const std::string& id, ApiAnswer::Result result, bool recorded);

@@ -28,9 +28,15 @@ bool larger_kubelet_amount(const RankKeys& a, const RankKeys& b) {
 // rankPIDPressure): usage over the request first (for pids every pod is
 // "within", the PID order has no such key), then lower priority, then the
 // larger usage - request. Its sort is not stable; the uid makes this one total.
+// A pod without stats goes first ("prioritize evicting the pod for which no
+// stats were found": exceedMemoryRequests, exceedDiskRequests, process).
 inline bool kubelet_evict_before(const RankKeys& a, const std::string& ua, const RankKeys& b, const std::string& ub) {
+  if (!a.pid_order && a.no_stats != b.no_stats) return a.no_stats;
   if (a.over_request != b.over_request) return a.over_request;
   if (a.priority != b.priority) return a.priority < b.priority;
+  if (a.no_stats != b.no_stats) return a.no_stats;
+  // Two pods without stats are equal on every later key but the uid.
+  if (a.no_stats) return ua < ub;
   if (larger_kubelet_amount(a, b)) return true;
   if (larger_kubelet_amount(b, a)) return false;
   return ua < ub;
@@ -125,6 +131,38 @@ uint64_t pod_usage(const Pod& pod, StarvedResource resource) {
   return 0;
 }
 
+std::vector<ContainerUsage> container_usage(const Pod& pod, StarvedResource resource,
+                                            const std::vector<ContainerMemory>& memory) {
+  std::vector<ContainerUsage> out;
+  const EphemeralStorageBreakdown* b = pod.ephemeral_storage ? &*pod.ephemeral_storage : nullptr;
+  auto find = [](const std::vector<NamedStorageUsage>& list, const std::string& key) -> const NamedStorageUsage* {
+    auto it = std::find_if(list.begin(), list.end(), [&](const NamedStorageUsage& u) { return u.name == key; });
+    return it == list.end() ? nullptr : &*it;
+  };
+  for (const ContainerSpec& c : pod.containers) {
+    if (c.id.empty()) continue;  // not started: nothing of its own to measure
+    ContainerUsage u;
+    u.name = c.name;
+    if (resource == StarvedResource::Memory) {
+      auto m = std::find_if(memory.begin(), memory.end(), [&](const ContainerMemory& x) { return x.id == c.id; });
+      if (m == memory.end()) continue;
+      u.usage = m->working_set_bytes;
+      u.request = c.memory_request_bytes;
+    } else if (resource == StarvedResource::EphemeralStorage && b != nullptr) {
+      // The kubelet counts a container only with both its rootfs and its logs.
+      const NamedStorageUsage* layer = find(b->container_layers, c.id);
+      const NamedStorageUsage* logs = find(b->container_logs, c.name);
+      if (layer == nullptr || logs == nullptr) continue;
+      u.usage = layer->bytes + logs->bytes;
+      u.request = c.ephemeral_storage_request_bytes;
+    } else {
+      continue;
+    }
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
 uint64_t pod_request(const Pod& pod, StarvedResource resource) {
   switch (resource) {
     case StarvedResource::Memory: return pod.requests.memory_bytes;
@@ -194,6 +232,12 @@ RankKeys rank_keys(const Pod& pod, StarvedResource resource, const EvictionConfi
     // the inode count too (rankDiskPressureFunc with resourceInodes).
     k.offset = resource == StarvedResource::Inodes ? pod.requests.ephemeral_storage_bytes : k.request;
     if (resource == StarvedResource::Pids) k.over_request = false;
+    k.pid_order = resource == StarvedResource::Pids;
+    k.no_stats = resource == StarvedResource::EphemeralStorage || resource == StarvedResource::Inodes
+                     ? pod.no_storage_stats
+                     : pod.no_usage_stats;
+    // Without stats the kubelet compares nothing else but priority.
+    if (k.no_stats) k.over_request = false;
   }
   return k;
 }
@@ -216,13 +260,14 @@ std::string_view name(RankKey key) {
     case RankKey::Priority: return "priority";
     case RankKey::Amount: return "amount";
     case RankKey::Uid: return "uid";
+    case RankKey::NoStats: return "noStats";
   }
   return "?";
 }
 
 std::optional<RankKey> parse_rank_key(std::string_view text) {
   for (auto k : {RankKey::ZeroUsage, RankKey::DaemonSet, RankKey::Qos, RankKey::OverRequest, RankKey::Priority,
-                 RankKey::Amount, RankKey::Uid}) {
+                 RankKey::Amount, RankKey::Uid, RankKey::NoStats}) {
     if (name(k) == text) return k;
   }
   return std::nullopt;
@@ -230,8 +275,11 @@ std::optional<RankKey> parse_rank_key(std::string_view text) {
 
 RankKey deciding_key(const RankKeys& a, const RankKeys& b) {
   if (a.kubelet) {
+    if (!a.pid_order && a.no_stats != b.no_stats) return RankKey::NoStats;
     if (a.over_request != b.over_request) return RankKey::OverRequest;
     if (a.priority != b.priority) return RankKey::Priority;
+    if (a.no_stats != b.no_stats) return RankKey::NoStats;
+    if (a.no_stats) return RankKey::Uid;
     if (larger_kubelet_amount(a, b) || larger_kubelet_amount(b, a)) return RankKey::Amount;
     return RankKey::Uid;
   }
@@ -260,7 +308,8 @@ std::string describe_keys(const RankKeys& k, StarvedResource r) {
   if (k.kubelet) {
     // The kubelet's keys only (QoS is not one of them).
     std::string s;
-    if (r != StarvedResource::Pids) s += k.over_request ? "over-request " : "within-request ";
+    if (k.no_stats) s += "no-stats ";
+    if (r != StarvedResource::Pids && !k.no_stats) s += k.over_request ? "over-request " : "within-request ";
     s += "priority=" + std::to_string(k.priority);
     s += " usage=" + amount_text(k.usage, r);
     if (r != StarvedResource::Pids) {
@@ -311,6 +360,7 @@ std::string deciding_words(const RankKeys& v, const RankKeys& o, StarvedResource
                : "uses " + amount_text(v.amount(), r) + ", the runner-up " + amount_text(o.amount(), r);
       break;
     case RankKey::Uid: s += "every key equal, the smaller uid goes first"; break;
+    case RankKey::NoStats: s += "no stats for it (never read), evicted first as the kubelet does"; break;
   }
   return s;
 }
@@ -579,6 +629,8 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     e.signal_stale = st.stale;
     e.keys = best_key;
     if (second) e.runner_up = RunnerUp{second->uid, second->name, second->namespace_, second_key};
+    if (resource == StarvedResource::EphemeralStorage) e.containers = container_usage(*best, resource);
+    if (resource == StarvedResource::Memory) e.pod_level_request = best->pod_level_memory_request_bytes;
     lane_done[static_cast<std::size_t>(lane)] = true;
     d.candidates.push_back(std::move(e));
   }

@@ -287,7 +287,7 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
     if (auto r = check_keys(j,
                             {"t", "kind", "uid", "name", "namespace", "qosClass", "priority", "critical", "static",
                              "daemonSet", "terminationGracePeriodSeconds", "requests", "limits", "usage",
-                             "containers", "volumes", "storage"},
+                             "containers", "volumes", "storage", "noStats"},
                             "");
         !r) {
       return r;
@@ -330,6 +330,14 @@ Result<void> Simulator::feed(std::string_view line, std::vector<std::string>& ou
       auto v = bool_of(j[key], key);
       if (!v) return v.error();
       p.*member = *v;
+    }
+    // No stats at all for the pod (never read, never measured), as the
+    // observer reports a pod whose cgroup files could not be read yet.
+    if (j.contains("noStats")) {
+      auto v = bool_of(j["noStats"], "noStats");
+      if (!v) return v.error();
+      p.no_usage_stats = *v;
+      p.no_storage_stats = *v;
     }
     if (j.contains("terminationGracePeriodSeconds")) {
       auto v = int_of(j["terminationGracePeriodSeconds"], "terminationGracePeriodSeconds");

@@ -24,6 +24,7 @@ nlohmann::ordered_json rank_keys_json(const RankKeys& k, JsonKeys style) {
   }
   o[key("zeroUsage", "zero_usage", style)] = k.zero_usage;
   o[key("daemonsetLast", "daemonset_last", style)] = k.daemonset_last;
+  if (k.no_stats) o[key("noStats", "no_stats", style)] = true;
   return o;
 }
 

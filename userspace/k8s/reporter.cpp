@@ -56,16 +56,25 @@ std::string pod_path(const Eviction& e) {
   return "/api/v1/namespaces/" + e.namespace_ + "/pods/" + e.name;
 }
 
-// The kubelet names what used more than its request, and only for the
-// resources it measures per container (memory, ephemeral storage); pressured
-// measures the pod, so it names the pod, in the kubelet's sentence for
-// pod-level requests ("Pod %s was using %s, request is %s, has larger
-// consumption of %v. "), only when the pod is over its request as the
-// kubelet's per-container sentence is.
-bool names_offender(const Eviction& e) {
+// The kubelet's pod sentence ("Pod %s was using %s, request is %s, has
+// larger consumption of %v. ") and offending_pod annotations: memory
+// evictions of a pod with pod-level resources and a pod-level memory request
+// (PodLevelResources, on by default from 1.34), whatever its usage.
+bool names_pod(const Eviction& e) {
+  return e.local_storage_rule.empty() && info(e.signal).resource == StarvedResource::Memory &&
+         e.pod_level_request.has_value();
+}
+
+// The containers the kubelet names: usage above the container's own request.
+std::vector<const ContainerUsage*> offending_containers(const Eviction& e) {
+  std::vector<const ContainerUsage*> out;
+  if (!e.local_storage_rule.empty()) return out;
   const StarvedResource r = info(e.signal).resource;
-  return e.local_storage_rule.empty() && e.keys.over_request &&
-         (r == StarvedResource::Memory || r == StarvedResource::EphemeralStorage);
+  if (r != StarvedResource::Memory && r != StarvedResource::EphemeralStorage) return out;
+  for (const auto& c : e.containers) {
+    if (c.usage > c.request) out.push_back(&c);
+  }
+  return out;
 }
 
 }  // namespace
@@ -79,65 +88,87 @@ std::string rfc3339_now() {
   return buf;
 }
 
-std::string eviction_message(const Eviction& e) {
+std::string kubelet_eviction_message(const Eviction& e) {
+  // Over its own limit, not a node threshold: the kubelet's sentence naming
+  // the volume or container (localStorageEviction) is the whole message.
+  if (!e.local_storage_rule.empty()) return e.local_storage_message;
   const StarvedResource r = info(e.signal).resource;
   const std::string res = resource_name(e.signal);
-  // The kubelet's sentences (pkg/kubelet/eviction/helpers.go, evictionMessage);
-  // it speaks of containers, pressured measures pods.
   std::string m = "The node was low on resource: " + res + ". ";
-  if (!e.local_storage_rule.empty()) {
-    // Over its own limit, not a node threshold: the kubelet's sentence
-    // naming the volume or container (localStorageEviction) replaces the
-    // node-level one.
-    m = e.local_storage_message;
-  } else if (info(e.signal).is_psi) {
-    // A pressure percentage has no "available" amount.
+  if (info(e.signal).is_psi) {
+    // A pressure percentage has no "available" amount (the kubelet has no
+    // PSI signal: pressured's sentence, in its shape).
     char b[96];
     std::snprintf(b, sizeof b, "Threshold: %.6g%%, observed: %.2f%%. ", e.threshold_value, e.observed);
     m += b;
   } else {
     m += "Threshold quantity: " + quantity(r, e.threshold_value) + ", available: " + quantity(r, e.observed) + ". ";
   }
-  if (names_offender(e)) {
+  if (names_pod(e)) {
     m += fmt::format("Pod {} was using {}, request is {}, has larger consumption of {}. ",
                      e.name.empty() ? e.uid : e.name, quantity(r, static_cast<double>(e.keys.usage)),
-                     quantity(r, static_cast<double>(e.keys.request)), res);
+                     quantity(r, static_cast<double>(*e.pod_level_request)), res);
   }
-  // pressured's own facts.
+  for (const ContainerUsage* c : offending_containers(e)) {
+    m += fmt::format("Container {} was using {}, request is {}, has larger consumption of {}. ", c->name,
+                     quantity(r, static_cast<double>(c->usage)), quantity(r, static_cast<double>(c->request)), res);
+  }
+  return m;
+}
+
+std::string eviction_message(const Eviction& e) {
+  const StarvedResource r = info(e.signal).resource;
+  std::string m = kubelet_eviction_message(e);
+  // pressured's own facts, after the kubelet's message.
+  std::string own;
   if (!e.local_storage_rule.empty()) {
-    m += "Evicted by pressured (eviction " + e.id + ") for " + e.local_storage_rule + " (usage " +
-         quantity(r, e.observed) + ", limit " + quantity(r, e.threshold_value) + ")";
+    own = "Evicted by pressured (eviction " + e.id + ") for " + e.local_storage_rule + " (usage " +
+          quantity(r, e.observed) + ", limit " + quantity(r, e.threshold_value) + ")";
   } else {
-    m += "Evicted by pressured (eviction " + e.id + ") for " + std::string(eviction_reason(e)) + " (" +
-         (e.kind == ThresholdKind::Hard ? "hard" : "soft") + " threshold" + (e.signal_stale ? ", stale reading" : "") +
-         ")";
+    own = "Evicted by pressured (eviction " + e.id + ") for " + std::string(eviction_reason(e)) + " (" +
+          (e.kind == ThresholdKind::Hard ? "hard" : "soft") + " threshold" + (e.signal_stale ? ", stale reading" : "") +
+          ")";
   }
-  if (!e.wake_source.empty()) m += ", woken by " + e.wake_source;
+  if (!e.wake_source.empty()) own += ", woken by " + e.wake_source;
   if (e.detection_latency_seconds) {
     char b[48];
     std::snprintf(b, sizeof b, "%.1f ms", *e.detection_latency_seconds * 1e3);
-    m += std::string(", decided ") + b + " after the kernel's event";
+    own += std::string(", decided ") + b + " after the kernel's event";
   }
-  m += "; " + choice_summary(e) + ".";
+  own += "; " + choice_summary(e) + ".";
   // The Event message is for humans in `kubectl describe`; the kubelet's
-  // stays well under 1 KiB and so does this one.
-  if (m.size() > kMaxEventMessage) m = m.substr(0, kMaxEventMessage - 3) + "...";
-  return m;
+  // stays well under 1 KiB and so does this one. pressured's part is cut
+  // first: the kubelet's stays whole for what parses it.
+  if (m.size() + own.size() > kMaxEventMessage) {
+    if (m.size() + 3 >= kMaxEventMessage) {
+      m = m.substr(0, kMaxEventMessage - 3) + "...";
+    } else {
+      m += own.substr(0, kMaxEventMessage - 3 - m.size()) + "...";
+    }
+    return m;
+  }
+  return m + own;
 }
 
 std::map<std::string, std::string> eviction_annotations(const Eviction& e) {
   // The kubelet passes no annotations for its local-storage-limit evictions.
   if (!e.local_storage_rule.empty()) return {};
+  const StarvedResource r = info(e.signal).resource;
+  std::string names, usage;
+  for (const ContainerUsage* c : offending_containers(e)) {
+    names += (names.empty() ? "" : ",") + c->name;
+    usage += (usage.empty() ? "" : ",") + quantity(r, static_cast<double>(c->usage));
+  }
   std::map<std::string, std::string> a{
-      {"offending_containers", ""}, {"offending_containers_usage", ""}, {"starved_resource", resource_name(e.signal)}};
-  if (names_offender(e)) {
+      {"offending_containers", names}, {"offending_containers_usage", usage}, {"starved_resource", resource_name(e.signal)}};
+  if (names_pod(e)) {
     a["offending_pod"] = e.name.empty() ? e.uid : e.name;
-    a["offending_pod_usage"] = quantity(info(e.signal).resource, static_cast<double>(e.keys.usage));
+    a["offending_pod_usage"] = quantity(r, static_cast<double>(e.keys.usage));
   }
   return a;
 }
 
-std::string pod_status_patch(const Eviction& e, const std::string& now) {
+std::string pod_status_patch(const Eviction& e, const std::string& now, std::optional<int64_t> observed_generation) {
   const std::string message = eviction_message(e);
   json status{{"phase", "Failed"}, {"reason", "Evicted"}, {"message", message}};
   // The kubelet sets DisruptionTarget for threshold evictions only, not for
@@ -149,24 +180,27 @@ std::string pod_status_patch(const Eviction& e, const std::string& now) {
                                              {"reason", "TerminationByKubelet"},
                                              {"message", message},
                                              {"lastTransitionTime", now}}});
+    if (observed_generation) status["conditions"][0]["observedGeneration"] = *observed_generation;
   }
   json j{{"metadata", {{"uid", e.uid}}}, {"status", std::move(status)}};
   return j.dump();
 }
+
+int64_t api_grace_period_seconds(const Eviction& e) { return std::max<int64_t>(1, e.grace_period_seconds); }
 
 std::string eviction_body(const Eviction& e, const std::string& api_version) {
   json j{{"apiVersion", api_version},
          {"kind", "Eviction"},
          {"metadata", {{"name", e.name}, {"namespace", e.namespace_}}},
          {"deleteOptions",
-          {{"gracePeriodSeconds", e.grace_period_seconds}, {"preconditions", {{"uid", e.uid}}}}}};
+          {{"gracePeriodSeconds", api_grace_period_seconds(e)}, {"preconditions", {{"uid", e.uid}}}}}};
   return j.dump();
 }
 
 std::string delete_body(const Eviction& e) {
   json j{{"apiVersion", "v1"},
          {"kind", "DeleteOptions"},
-         {"gracePeriodSeconds", e.grace_period_seconds},
+         {"gracePeriodSeconds", api_grace_period_seconds(e)},
          {"preconditions", {{"uid", e.uid}}}};
   return j.dump();
 }
@@ -201,6 +235,30 @@ std::string event_body(const Eviction& e, const std::string& node, const std::st
           {{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", e.name}, {"namespace", e.namespace_}, {"uid", e.uid}}},
          {"reason", "Evicted"},
          {"message", eviction_message(e)},
+         {"type", "Warning"},
+         {"source", {{"component", "pressured"}, {"host", node}}},
+         {"reportingComponent", "pressured"},
+         {"reportingInstance", node},
+         {"firstTimestamp", now},
+         {"lastTimestamp", now},
+         {"count", 1}};
+  return j.dump();
+}
+
+std::optional<std::string> threshold_met_event_body(const Eviction& e, const std::string& node, const std::string& now) {
+  if (!e.local_storage_rule.empty() || node.empty()) return std::nullopt;
+  json meta;
+  if (e.id.empty()) {
+    meta = {{"generateName", node + "."}, {"namespace", "default"}};
+  } else {
+    meta = {{"name", node + "." + e.id}, {"namespace", "default"}};
+  }
+  json j{{"apiVersion", "v1"},
+         {"kind", "Event"},
+         {"metadata", std::move(meta)},
+         {"involvedObject", {{"kind", "Node"}, {"name", node}, {"uid", node}}},
+         {"reason", "EvictionThresholdMet"},
+         {"message", "Attempting to reclaim " + resource_name(e.signal)},
          {"type", "Warning"},
          {"source", {{"component", "pressured"}, {"host", node}}},
          {"reportingComponent", "pressured"},
@@ -381,6 +439,8 @@ void Reporter::eviction_done(const std::string& id, EvictionResult result) {
 
 void Reporter::report_eviction(const Eviction& e) {
   const bool event = !e.name.empty() && !e.namespace_.empty();
+  // The kubelet records the node's EvictionThresholdMet before it evicts.
+  if (opts_.threshold_met_events && e.local_storage_rule.empty()) push(Task{Task::Kind::NodeEvent, e, {}, {}});
   if (e.static_pod) {
     ++stats_.refused_static;
     spdlog::info("k8s: pod {}/{} is static/mirror: not evicted through the API", e.namespace_, e.name);
@@ -526,6 +586,14 @@ void Reporter::execute(const Task& t) {
       if (done) eviction_done(e.id, *done);
       return;
     }
+    case Task::Kind::NodeEvent: {
+      auto body = threshold_met_event_body(t.eviction, opts_.node_name, rfc3339_now());
+      if (!body) return;
+      auto r = with_retries(ApiAction::NodeEvent, "node event for " + opts_.node_name,
+                            [&] { return client_.request("POST", "/api/v1/namespaces/default/events", *body); });
+      if (r && r->status != 200 && r->status != 201 && r->status != 409) ++stats_.failures;
+      return;
+    }
     case Task::Kind::Conditions: {
       auto r = with_retries(ApiAction::NodeStatus, "node conditions", [&] {
         return client_.request("PATCH", "/api/v1/nodes/" + opts_.node_name + "/status",
@@ -548,14 +616,16 @@ void Reporter::execute(const Task& t) {
 
 EvictionResult Reporter::evict(const Eviction& e) {
   std::string what = "eviction of " + e.namespace_ + "/" + e.name;
-  if (auto done = already_done(e, what, opts_.mark_failed)) return *done;
+  std::optional<int64_t> generation;
+  if (auto done = already_done(e, what, opts_.mark_failed, &generation)) return *done;
   if (opts_.mark_failed) {
-    if (auto r = mark_failed(e, what)) return *r;
+    if (auto r = mark_failed(e, what, generation)) return *r;
   }
   return evict_through_api(e, what);
 }
 
-std::optional<EvictionResult> Reporter::already_done(const Eviction& e, const std::string& what, bool terminal_done) {
+std::optional<EvictionResult> Reporter::already_done(const Eviction& e, const std::string& what, bool terminal_done,
+                                                     std::optional<int64_t>* generation) {
   using R = EvictionResult;
   // Read the pod first: a pod already gone or recreated under the same
   // name needs no eviction at all, and API servers before 1.22 retry a
@@ -575,6 +645,13 @@ std::optional<EvictionResult> Reporter::already_done(const Eviction& e, const st
     const json* meta = pod ? member(*pod, "metadata") : nullptr;
     std::string uid = meta != nullptr ? string_member(*meta, "uid").value_or("") : "";
     if (!pod) spdlog::warn("k8s: {}: GET pod: {}", what, pod.error().message);
+    // Server capability: a server that tracks a pod's generation (1.34+,
+    // PodObservedGenerationTracking) serves conditions' observedGeneration;
+    // one that does not (1.20) leaves metadata.generation out.
+    if (const json* g = meta != nullptr ? member(*meta, "generation") : nullptr;
+        generation != nullptr && g != nullptr && g->is_number_integer() && g->get<int64_t>() > 0) {
+      *generation = g->get<int64_t>();
+    }
     if (!uid.empty() && uid != e.uid) {
       ++stats_.uid_conflicts;
       spdlog::info("k8s: {}: the pod now has uid {} (recreated), not {}: not evicted", what, uid, e.uid);
@@ -604,10 +681,11 @@ std::optional<EvictionResult> Reporter::already_done(const Eviction& e, const st
   return std::nullopt;
 }
 
-std::optional<EvictionResult> Reporter::mark_failed(const Eviction& e, const std::string& what) {
+std::optional<EvictionResult> Reporter::mark_failed(const Eviction& e, const std::string& what,
+                                                    std::optional<int64_t> generation) {
   using R = EvictionResult;
   auto r = with_retries(ApiAction::PodStatus, "status of " + e.namespace_ + "/" + e.name, [&] {
-    return client_.request("PATCH", pod_path(e) + "/status", pod_status_patch(e, rfc3339_now()),
+    return client_.request("PATCH", pod_path(e) + "/status", pod_status_patch(e, rfc3339_now(), generation),
                            "application/strategic-merge-patch+json");
   });
   if (!r) return R::GaveUp;  // counted by with_retries

@@ -103,42 +103,75 @@ struct ReporterOptions {
   // refused; false, the Eviction API only (the pod is deleted: no record
   // stays). docs/kubernetes.md, "The eviction record".
   bool mark_failed = true;
+  // The node's EvictionThresholdMet Event before an eviction for a node
+  // threshold, as the kubelet records it.
+  bool threshold_met_events = true;
 };
 
-/// Longest eviction message (longer ones are cut, ending in "...").
+/// Longest eviction message (longer ones are cut, ending in "..."; the cut
+/// takes pressured's facts first, the kubelet's part stays whole).
 inline constexpr std::size_t kMaxEventMessage = 1024;
-/// The message of an eviction's Event and log line: the kubelet's wording
-/// ("The node was low on resource: memory. Threshold quantity: X, available:
-/// Y. Pod NAME was using Z, request is W, has larger consumption of memory.")
-/// with quantities as the kubelet prints them, then pressured's own facts:
-/// the eviction id, signal and threshold kind, what woke the decision, the
-/// detection latency, and why this pod (docs/kubernetes.md). Pure.
+/// The kubelet's own message for this eviction, exactly as its
+/// evictionMessage (pkg/kubelet/eviction/helpers.go, 1.33-1.36) writes it:
+/// "The node was low on resource: memory. Threshold quantity: X, available:
+/// Y. ", then, for a memory eviction of a pod with a pod-level memory request,
+/// "Pod NAME was using Z, request is W, has larger consumption of memory. ",
+/// then "Container C was using U, request is R, has larger consumption of
+/// memory. " for each container over its own request, quantities as the
+/// kubelet prints them. For an own local-storage limit, the kubelet's
+/// sentence for it. Pure.
+std::string kubelet_eviction_message(const Eviction& e);
+/// The message of an eviction's Event, status record and log line: the
+/// kubelet's message, unchanged and first (tooling that parses it matches
+/// it as a prefix), then pressured's own facts: the eviction id, signal and
+/// threshold kind, what woke the decision, the detection latency, and why
+/// this pod (docs/kubernetes.md). Pure.
 std::string eviction_message(const Eviction& e);
 /// The annotations of an eviction's Event, under the kubelet's keys
 /// (pkg/kubelet/eviction/helpers.go): `starved_resource`,
-/// `offending_containers` and `offending_containers_usage` (empty:
-/// pressured measures pods, not containers), and, for a pod over its
-/// request, `offending_pod` / `offending_pod_usage` (the kubelet's keys for
-/// pod-level accounting). None for an own local-storage limit, as the
-/// kubelet's. Pure.
+/// `offending_containers` and `offending_containers_usage` (the containers
+/// over their own request, comma-separated, as in the message), and for the
+/// pod sentence's case `offending_pod` / `offending_pod_usage`. None for an
+/// own local-storage limit, as the kubelet's. Pure.
 std::map<std::string, std::string> eviction_annotations(const Eviction& e);
 /// Strategic-merge patch of pods/status that records an eviction as the
 /// kubelet does: phase Failed, reason Evicted, the message, and the
 /// DisruptionTarget condition (reason TerminationByKubelet; not for an own
 /// local-storage limit, as the kubelet's). The uid in metadata makes the
 /// server refuse it for a pod recreated under the name.
-std::string pod_status_patch(const Eviction& e, const std::string& now_rfc3339);
+/// `observed_generation`: the pod's metadata.generation, set only when the
+/// server serves the field (the DisruptionTarget condition then carries it as
+/// observedGeneration, as the kubelet's does from 1.34; an older server
+/// would drop or refuse it).
+std::string pod_status_patch(const Eviction& e, const std::string& now_rfc3339,
+                             std::optional<int64_t> observed_generation = std::nullopt);
+/// The grace period pressured asks the API for when it ends a pod: the
+/// eviction's, and at least 1 s. In the API a grace of 0 is a force deletion:
+/// the pod object goes before its containers are confirmed gone, and a
+/// StatefulSet can then run two pods of one identity. The kubelet's
+/// "immediate" is 1 s too (immediateEvictionGracePeriodSeconds). The local
+/// kill of a hard eviction stays immediate (the record keeps 0).
+int64_t api_grace_period_seconds(const Eviction& e);
 /// Body of the Eviction subresource request (policy/v1, or policy/v1beta1
-/// for servers older than 1.22).
+/// for servers older than 1.22), with api_grace_period_seconds().
 std::string eviction_body(const Eviction& e, const std::string& api_version = "policy/v1");
 /// True when an Eviction answer says the server does not serve this
 /// Eviction version (1.20 answers 400 "no kind "Eviction" is registered for
 /// version "policy/v1"").
 bool eviction_version_not_served(const HttpResponse& r);
-/// Body of the DELETE fallback (same grace period, uid precondition).
+/// Body of the DELETE fallback (the same grace period, at least 1 s; uid
+/// precondition).
 std::string delete_body(const Eviction& e);
 /// Body of the core/v1 Event.
 std::string event_body(const Eviction& e, const std::string& node, const std::string& now_rfc3339);
+/// Body of the node's Event before an eviction for a node threshold, as the
+/// kubelet's eviction manager records it (eviction_manager.go, synchronize):
+/// Warning `EvictionThresholdMet`, "Attempting to reclaim <resource>", about
+/// the Node (uid: its name, as the kubelet's nodeRef), in namespace default,
+/// named "<node>.<eviction id>" so that a retry or a resumed eviction records
+/// it once. nullopt for an own local-storage limit (not a node threshold).
+std::optional<std::string> threshold_met_event_body(const Eviction& e, const std::string& node,
+                                                    const std::string& now_rfc3339);
 /// Strategic-merge patch of nodes/status for pressured's own condition types;
 /// lastTransitionTime is set only for conditions in `flipped`.
 std::string conditions_patch(const std::string& prefix, const std::array<bool, kConditionCount>& status,
@@ -175,8 +208,9 @@ class Reporter {
   /// Stops the worker; what is still queued is dropped (and counted).
   void stop();
 
-  /// Queues the API eviction of a pod plus its Event. Static/mirror pods are
-  /// refused (counted) and only the Event is sent. Never blocks on the API.
+  /// Queues the API eviction of a pod plus its Event, after the node's
+  /// EvictionThresholdMet Event for a node threshold. Static/mirror pods are
+  /// refused (counted) and only the Events are sent. Never blocks on the API.
   void report_eviction(const Eviction& e);
   /// Queues the end of a pod whose status record the kubelet undid
   /// (`cause`, counted): the Eviction API with its DELETE fallback and the
@@ -211,7 +245,7 @@ class Reporter {
 
  private:
   struct Task {
-    enum class Kind { Evict, End, Event, Conditions } kind;
+    enum class Kind { Evict, End, Event, Conditions, NodeEvent } kind;
     Eviction eviction;
     std::array<bool, kConditionCount> status{};
     std::array<bool, kConditionCount> flipped{};
@@ -224,11 +258,15 @@ class Reporter {
   EvictionResult evict(const Eviction& e);
   // The pod as the API has it now: NotNeeded when gone, recreated under the
   // name or terminating (and, with `terminal_done`, Failed or Succeeded).
-  std::optional<EvictionResult> already_done(const Eviction& e, const std::string& what, bool terminal_done);
+  // `generation`: the pod's metadata.generation when the server tracks it
+  // (1.34+: it then also serves a condition's observedGeneration).
+  std::optional<EvictionResult> already_done(const Eviction& e, const std::string& what, bool terminal_done,
+                                             std::optional<int64_t>* generation = nullptr);
   // The Eviction API with its DELETE fallback.
   EvictionResult evict_through_api(const Eviction& e, const std::string& what);
   // PATCH pods/status; nullopt when refused (the caller falls back).
-  std::optional<EvictionResult> mark_failed(const Eviction& e, const std::string& what);
+  std::optional<EvictionResult> mark_failed(const Eviction& e, const std::string& what,
+                                            std::optional<int64_t> generation);
   void eviction_done(const std::string& id, EvictionResult result);
   // Retries `call` on network errors, 429 and 5xx (honouring Retry-After)
   // until it returns a final response or the budget is spent.

@@ -1,6 +1,7 @@
 #include "kernel/file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,6 +54,33 @@ Result<std::string> read_file_at(int dirfd, const std::string& dir_path, const s
   auto fd = Fd::open_at(dirfd, dir_path, name, O_RDONLY);
   if (!fd) return fd.error();
   return read_to_end(*fd, dir_path + "/" + name, max_bytes);
+}
+
+Result<RegularFileRead> read_regular_file(const std::string& path, std::size_t max_bytes) {
+  auto fd = Fd::open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+  if (!fd) return fd.error();
+  struct stat st {};
+  if (::fstat(fd->get(), &st) != 0) return Error::from_errno(errno, "fstat " + path);
+  if (!S_ISREG(st.st_mode)) return Error{EINVAL, path + ": not a regular file (a FIFO, device or directory is never read)"};
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return Error{EFBIG, path + ": " + std::to_string(st.st_size) + " bytes, more than the " +
+                            std::to_string(max_bytes) + " a configuration file may have"};
+  }
+  // One byte past the bound tells a file that grew while being read.
+  auto text = read_to_end(*fd, path, max_bytes + 1);
+  if (!text) return text.error();
+  if (text->size() > max_bytes) {
+    return Error{EFBIG, path + ": grew past the " + std::to_string(max_bytes) + " bytes a configuration file may have"};
+  }
+  RegularFileRead r;
+  r.text = std::move(*text);
+  r.device = st.st_dev;
+  r.inode = st.st_ino;
+  // The size and mtime after the read: a write that raced the read moves them.
+  if (::fstat(fd->get(), &st) != 0) return Error::from_errno(errno, "fstat " + path);
+  r.size = st.st_size;
+  r.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return r;
 }
 
 // Reads from offset 0 until a short read. The files read here are regular

@@ -22,6 +22,24 @@ Result<std::string> read_file(const std::string& path, std::size_t max_bytes = 0
 Result<std::string> read_file_at(int dirfd, const std::string& dir_path, const std::string& name,
                                  std::size_t max_bytes = 0);
 
+/// Reads a configuration file someone else writes (the node's
+/// KubeletConfiguration, pressured's own file) without trusting what is at
+/// the path: opened non-blocking (a FIFO there never blocks the caller),
+/// refused unless a regular file, and refused (EFBIG) past max_bytes. The
+/// identity it was read under (device, inode, size, mtime) comes back too,
+/// so a caller can tell whether two reads saw one version of the file.
+struct RegularFileRead {
+  std::string text;
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  int64_t size = 0;
+  int64_t mtime_ns = 0;
+  bool same_version(const RegularFileRead& o) const {
+    return device == o.device && inode == o.inode && size == o.size && mtime_ns == o.mtime_ns && text == o.text;
+  }
+};
+Result<RegularFileRead> read_regular_file(const std::string& path, std::size_t max_bytes);
+
 /// Reads a kept-open fd from offset 0 into `buf` (resized to fit) and returns
 /// a view of it: one consistent generation of a seq_file (memory.stat,
 /// memory.events, PSI, usage). `path` names the file in errors.

@@ -45,6 +45,8 @@ class KernelNodeObserver final : public NodeObserver {
 
   Result<void> refresh_pod(Pod& pod, TimePoint now) override { return usage_.refresh_pod(pod, now); }
 
+  std::vector<ContainerMemory> container_memory(const Pod& pod) override { return usage_.container_memory(pod); }
+
   Result<void> refresh_memory_usage(const std::vector<Pod*>& pods, TimePoint now) override {
     (void)now;
     if (pod_set_.changed_since_listing()) {

@@ -199,6 +199,8 @@ void PodSet::merge_metadata(TimePoint now, std::vector<Pod>& out) {
         p.requests = md.requests;
         p.limits = md.limits;
         p.local_storage = md.local_storage;
+        p.containers = md.containers;
+        p.pod_level_memory_request_bytes = md.pod_level_memory_request_bytes;
         p.phase = md.phase;
         p.memory_spec_unparsable = md.memory_spec_unparsable;
         p.storage_spec_unparsable = md.storage_spec_unparsable;

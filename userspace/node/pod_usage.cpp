@@ -62,6 +62,7 @@ void PodUsageReader::read_listed(const std::vector<cgroup::PodDir>& dirs, TimePo
       warn_once(warned_pod_read_, "pod {} marked stale: {}", p.uid, r.error().message);
       p.stale = true;
       p.usage = st.last_usage;
+      p.no_usage_stats = !st.ever_read;
     } else {
       p.usage_observed_at = now;
     }
@@ -76,7 +77,10 @@ void PodUsageReader::read_listed(const std::vector<cgroup::PodDir>& dirs, TimePo
 
 void PodUsageReader::merge_storage(Pod& p) const {
   if (!storage_) return;
+  // Not walked yet (a new pod, or a walk that failed for it): no stats.
+  p.no_storage_stats = true;
   if (auto du = storage_->lookup(p.uid)) {
+    p.no_storage_stats = false;
     p.usage.ephemeral_storage_bytes = du->bytes;
     p.usage.inodes = du->inodes;
     p.storage_measured_at = du->measured_at;
@@ -254,8 +258,28 @@ Result<void> PodUsageReader::read_pod(PodState& st, Pod& pod, bool full) {
     usage.pids = st.last_pids;
   }
   pod.usage = usage;
+  pod.no_usage_stats = false;
   st.last_usage = usage;
+  st.ever_read = true;
   return {};
+}
+
+std::vector<ContainerMemory> PodUsageReader::container_memory(const Pod& pod) {
+  std::vector<ContainerMemory> out;
+  if (pod.cgroup_path.empty()) return out;
+  const char* usage_file = v2_ ? "/memory.current" : "/memory.usage_in_bytes";
+  for (const auto& c : cgroup::scan_containers(pod.cgroup_path)) {
+    auto u = kernel::read_file(c.memory_path + usage_file, 64);
+    if (!u) continue;  // gone since the scan, or not a memory cgroup
+    auto v = kernel::parse_single_value(*u);
+    if (!v || !*v) continue;
+    auto st = kernel::read_file(c.memory_path + "/memory.stat");
+    if (!st) continue;
+    auto ms = kernel::parse_memory_stat(*st, v2_);
+    if (!ms) continue;
+    out.push_back(ContainerMemory{c.id, node::working_set(**v, ms->inactive_file)});
+  }
+  return out;
 }
 
 // The smallest subtree to walk: the contenders' QoS tier directory when

@@ -48,6 +48,9 @@ class PodUsageReader {
   /// cgroup id its files read now.
   std::vector<cgroup::PodDir> tracked() const;
 
+  /// Each container cgroup's working set below the pod's (NodeObserver::container_memory).
+  std::vector<ContainerMemory> container_memory(const Pod& pod);
+
  private:
   struct PodState {
     PodCgroup cg;
@@ -56,6 +59,7 @@ class PodUsageReader {
     bool limit_read = false;
     bool pids_file_missing = false;
     PodUsage last_usage;
+    bool ever_read = false;  // one read succeeded: the pod has stats
     uint64_t last_pids = 0;
     uint64_t seen_gen = 0;
     void open_paths(const CgroupLayout& l);

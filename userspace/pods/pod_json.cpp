@@ -176,6 +176,41 @@ LocalStorageSpec local_storage_spec(const json& pod, const json& spec, const std
   return ls;
 }
 
+// Each container's requests and runtime id, as the kubelet's eviction
+// message reads them (evictionMessage: spec.containers, then
+// spec.initContainers; ids from the matching status lists).
+std::vector<ContainerSpec> container_specs(const json& pod, const json& spec, const std::string& where) {
+  std::vector<ContainerSpec> out;
+  for (const char* list : {"containers", "initContainers"}) {
+    const json* cs = get(spec, list);
+    if (cs == nullptr || !cs->is_array()) continue;
+    const bool init = std::string_view(list) == "initContainers";
+    for (const auto& c : *cs) {
+      ContainerSpec k;
+      k.name = get_string(c, "name");
+      k.init = init;
+      auto r = container_resources(c, where + (init ? " init container " : " container ") + k.name);
+      k.memory_request_bytes = to_bytes(r.req_mem.value_or(0));
+      k.ephemeral_storage_request_bytes = to_bytes(r.req_eph.value_or(0));
+      out.push_back(std::move(k));
+    }
+  }
+  if (const json* status = get(pod, "status")) {
+    for (const char* list : {"containerStatuses", "initContainerStatuses"}) {
+      const json* st = get(*status, list);
+      if (st == nullptr || !st->is_array()) continue;
+      const bool init = std::string_view(list) == "initContainerStatuses";
+      for (const auto& s : *st) {
+        const std::string n = get_string(s, "name");
+        for (auto& k : out) {
+          if (k.name == n && k.init == init) k.id = container_id(get_string(s, "containerID"));
+        }
+      }
+    }
+  }
+  return out;
+}
+
 // A resource that pod-level `spec.resources` may set (component-helpers'
 // IsSupportedPodLevelResource): ephemeral-storage is not one.
 bool pod_level_resource(std::string_view name) {
@@ -290,6 +325,21 @@ PodResources kubelet_requests(const json& spec, const std::string& where) {
   return PodResources{to_bytes(memory), to_bytes(ephemeral)};
 }
 
+// spec.resources.requests.memory when pod-level resources are set (the API
+// server defaults a pod-level request left out to the pod-level limit).
+std::optional<uint64_t> pod_level_memory_request(const json& spec, const std::string& where) {
+  const json* pod_res = get(spec, "resources");
+  if (pod_res == nullptr) return std::nullopt;
+  const json* req = get(*pod_res, "requests");
+  const json* lim = get(*pod_res, "limits");
+  if (!any_pod_level_resource(req) && !any_pod_level_resource(lim)) return std::nullopt;
+  std::optional<double> v;
+  if (req != nullptr) v = get_quantity(*req, "memory", where + ".spec.resources.requests");
+  if (!v && lim != nullptr) v = get_quantity(*lim, "memory", where + ".spec.resources.limits");
+  if (!v) return std::nullopt;
+  return to_bytes(*v);
+}
+
 PodMetadata parse_pod(const json& pod, PodTrust trust) {
   PodMetadata m;
   const json* meta = get(pod, "metadata");
@@ -402,6 +452,8 @@ PodMetadata parse_pod(const json& pod, PodTrust trust) {
   m.limits.ephemeral_storage_bytes = any_container && all_eph_limited ? to_bytes(std::max(sum_lim_eph, max_init_lim_eph)) : 0;
 
   m.local_storage = local_storage_spec(pod, *spec, where);
+  m.containers = container_specs(pod, *spec, where);
+  m.pod_level_memory_request_bytes = pod_level_memory_request(*spec, where);
   if (any_lim_eph) m.local_storage.pod_limit_bytes = to_bytes(std::max(set_lim_eph, max_init_set_lim_eph));
 
   QosClass derived = !any_set ? QosClass::BestEffort : guaranteed ? QosClass::Guaranteed : QosClass::Burstable;
