@@ -322,8 +322,8 @@ TEST(Checkpoint, AFifoAtThePathIsRefusedWithoutBlocking) {
   if (loading.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
     // Release the blocked open so that the test can end, then fail.
     int w = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) ::close(w);  // the reader then reads the end of the FIFO
     loading.wait();
-    if (w >= 0) ::close(w);
     ADD_FAILURE() << "load_checkpoint blocked on a FIFO";
   } else {
     const LoadedCheckpoint l = loading.get();
