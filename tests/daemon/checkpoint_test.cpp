@@ -1,8 +1,11 @@
 #include "daemon/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <future>
 #include <fstream>
 #include <sstream>
 
@@ -281,6 +284,79 @@ TEST(Checkpoint, AtomicWriteAndLoad) {
 
   EXPECT_EQ(load_checkpoint(dir + "/missing.json", "boot-1").status, CheckpointLoad::Missing);
   std::filesystem::remove_all(dir);
+}
+
+// A link planted at the temporary name points outside the state directory:
+// the writer removes the link and writes a new file; the outside file is
+// neither written nor chmod'ed.
+TEST(Checkpoint, ALinkAtTheTemporaryNameIsNeverWrittenThrough) {
+  const std::string dir = temp_dir();
+  const std::string victim = dir + "/victim";
+  std::ofstream(victim) << "not pressured's";
+  ASSERT_EQ(::chmod(victim.c_str(), 0644), 0);
+  std::filesystem::create_directories(dir + "/state");
+  const std::string path = dir + "/state/state.json";
+  ASSERT_EQ(::symlink(victim.c_str(), (path + ".tmp").c_str()), 0);
+  ASSERT_TRUE(write_file_atomically(path, encode_checkpoint(sample())));
+  std::ifstream in(victim);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "not pressured's");
+  struct stat st {};
+  ASSERT_EQ(::stat(victim.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u) << "chmod'ed through the link";
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(load_checkpoint(path, "boot-1").status, CheckpointLoad::Restored);
+  std::filesystem::remove_all(dir);
+}
+
+// A FIFO at the state file: the daemon's start neither blocks in the load
+// (it would wait for a writer forever) nor replaces it.
+TEST(Checkpoint, AFifoAtThePathIsRefusedWithoutBlocking) {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/state.json";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  auto loading = std::async(std::launch::async, [&] { return load_checkpoint(path, "boot-1"); });
+  if (loading.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    // Release the blocked open so that the test can end, then fail.
+    int w = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) ::close(w);  // the reader then reads the end of the FIFO
+    loading.wait();
+    ADD_FAILURE() << "load_checkpoint blocked on a FIFO";
+  } else {
+    const LoadedCheckpoint l = loading.get();
+    EXPECT_EQ(l.status, CheckpointLoad::Corrupt);
+    EXPECT_NE(l.error.find("FIFO"), std::string::npos) << l.error;
+  }
+  EXPECT_FALSE(write_file_atomically(path, encode_checkpoint(sample())));
+  struct stat st {};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "replaced";
+  std::filesystem::remove_all(dir);
+}
+
+// A link at the state file is not followed on load.
+TEST(Checkpoint, ALinkAtThePathIsNotFollowed) {
+  const std::string dir = temp_dir();
+  ASSERT_TRUE(write_file_atomically(dir + "/elsewhere.json", encode_checkpoint(sample())));
+  ASSERT_EQ(::symlink((dir + "/elsewhere.json").c_str(), (dir + "/state.json").c_str()), 0);
+  const LoadedCheckpoint l = load_checkpoint(dir + "/state.json", "boot-1");
+  EXPECT_EQ(l.status, CheckpointLoad::Corrupt);
+  EXPECT_NE(l.error.find("symbolic link"), std::string::npos) << l.error;
+  std::filesystem::remove_all(dir);
+}
+
+// Nesting past the JSON depth bound is corrupt, whatever member holds it; an
+// error message that printed the value (dump() recurses) would overflow the stack.
+TEST(Checkpoint, DeepNestingIsCorruptNotAStackOverflow) {
+  const std::size_t depth = 1u << 20;
+  const std::string deep = std::string(depth, '[') + std::string(depth, ']');
+  for (const std::string& text : {"{\"version\":" + deep + "}", "{\"version\":3,\"boot_id\":" + deep + "}"}) {
+    auto r = decode_checkpoint(text);
+    EXPECT_FALSE(r.ok());
+  }
 }
 
 TEST(Checkpoint, BootIdIsReadFromProc) {

@@ -6,12 +6,15 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "fakes/fake_observer.hpp"
 #include "metrics/exposition.hpp"
@@ -39,6 +42,7 @@ class FakeEvictor final : public Evictor {
     return KillReport{};
   }
   Result<KillReport> kill(const EvictionTarget& t) override {
+    if (enforce_root && !validate(t)) return validate(t).error();
     if (on_kill) on_kill(t);
     calls.push_back("kill " + t.uid);
     if (!stuck) gone.push_back(t.uid);
@@ -47,12 +51,14 @@ class FakeEvictor final : public Evictor {
     return r;
   }
   Result<bool> is_empty(const EvictionTarget& t) const override {
+    if (enforce_root && !validate(t)) return validate(t).error();
     return std::find(gone.begin(), gone.end(), t.uid) != gone.end();
   }
   std::vector<std::string> calls, gone;
   std::function<void(const EvictionTarget&)> on_kill;
   bool exit_on_sigterm = false;
   bool stuck = false;
+  bool enforce_root = false;  // kill and is_empty refuse outside the pods root, as CgroupEvictor's
 };
 
 Threshold threshold(ThresholdKind kind, uint64_t bytes, Duration grace = 0s) {
@@ -291,6 +297,54 @@ TEST(DaemonLogic, RefusesTargetsOutsideThePodsRoot) {
   r.d->evaluate(at(1), "test", std::nullopt);
   EXPECT_TRUE(r.ev.calls.empty());
   EXPECT_EQ(r.scraped("pressured_eviction_refused_targets_total"), 1u);
+}
+
+// Counts log records at warn and above (their text is not the test's business).
+struct WarnCount final : spdlog::sinks::base_sink<std::mutex> {
+  std::atomic<int> n{0};
+  void sink_it_(const spdlog::details::log_msg& m) override { n += m.level >= spdlog::level::warn ? 1 : 0; }
+  void flush_() override {}
+};
+
+// A victim outside the pods root resumed from a checkpoint (copied from
+// elsewhere, or edited): its kill and its probe are refused at every decision
+// while it is in flight (every 50 ms under pressure). Each failure is counted;
+// each is logged once.
+TEST(DaemonLogic, AVictimOutsideThePodsRootIsLoggedOnceNotAtEveryDecision) {
+  const std::string state = temp_state();
+  {
+    Checkpoint cp;
+    cp.boot_id = "test-boot";
+    InFlightEviction f;
+    f.eviction.id = "ev-outside";
+    f.eviction.uid = "be";
+    f.eviction.name = "be";
+    f.eviction.namespace_ = "ns";
+    f.eviction.cgroup_path = "/fake/elsewhere/podbe";
+    f.eviction.qos = QosClass::BestEffort;
+    f.eviction.metadata_known = true;
+    f.eviction.signal = Signal::AllocatableMemoryAvailable;
+    f.eviction.decided_at = at(0.5);
+    f.kill_at = at(0.5);
+    f.phase_deadline = at(30);
+    f.killed = true;
+    cp.policy.in_flight.push_back(f);
+    cp.policy.sequence = 1;
+    ASSERT_TRUE(write_file_atomically(state, encode_checkpoint(cp)));
+  }
+  Rig r;
+  r.obs.add("be", QosClass::BestEffort, 900 * MiB).cgroup_path = "/fake/elsewhere/podbe";
+  r.ev.enforce_root = true;
+  r.make(base_config(state));
+  r.d->restore_checkpoint();
+  auto sink = std::make_shared<WarnCount>();
+  spdlog::default_logger()->sinks().push_back(sink);
+  for (int i = 0; i < 40; ++i) r.d->evaluate(at(1 + 0.05 * i), "test", std::nullopt);
+  spdlog::default_logger()->sinks().pop_back();
+  EXPECT_TRUE(r.ev.calls.empty()) << r.ev.calls.front();
+  EXPECT_GE(r.scraped("pressured_local_kills_total", {{"result", "failure"}}), 2u) << "kills refused, each counted";
+  EXPECT_LE(sink->n.load(), 3) << "warn/error records over 40 decisions 50 ms apart";
+  std::filesystem::remove_all(std::filesystem::path(state).parent_path());
 }
 
 TEST(DaemonLogic, ReloadRejectsInvalidConfigAndKeepsTheOld) {

@@ -2,18 +2,20 @@
 """deploy/uninstall/: what it removes is where deploy/ puts it, and the real binary removes
 exactly that from a fake node.
 
-  - every container of the uninstall DaemonSet runs `pressured uninstall` on the node paths
-    deploy/ uses (through its mounts, each host path resolved): the kubelet's seccomp
-    directory of deploy/'s kubelet-seccomp volume, whose profiles/pressured.json is the
-    DaemonSet's localhostProfile, and daemon.stateFile of deploy/config.yaml on its state
-    volume; the same image as deploy/; the init container without --wait, the main one with;
-    no capability, not privileged, no ServiceAccount token, every taint tolerated;
+  - the init container runs `pressured uninstall` on the node paths deploy/ uses (through its
+    mounts, each host path resolved): the kubelet's seccomp directory of deploy/'s kubelet-seccomp
+    volume, whose profiles/pressured.json is the DaemonSet's localhostProfile, and daemon.stateFile
+    of deploy/config.yaml on its state volume; the pod's host paths are those two directories
+    and nothing else (not the node's /var/lib); the main container mounts nothing and runs
+    `uninstall --wait` with no path; the same image as deploy/; no capability, not privileged,
+    no ServiceAccount token, every taint tolerated;
   - on a fake node in a temporary directory, prepared as deploy/ would leave it (the init
-    container's `install-seccomp`, a checkpoint) beside files that are not pressured's, the
-    init container's command with its mount resolved there removes pressured's files and
-    their then empty directories and nothing else, and says so; the main container's command
-    finds the node clean, stays, and exits 0 at SIGTERM; a profile of another version is
-    refused with exit 1 and left in place.
+    container's `install-seccomp`, a checkpoint in a state directory the kubelet made) beside
+    files that are not pressured's, the init container's command with its mounts resolved there
+    removes pressured's files and profiles/ (install-seccomp made it) and nothing else (the state
+    directory, which the kubelet made, stays), and says so; the main container's command touches
+    nothing, stays, and exits 0 at SIGTERM; a profile of another version, or a `.tmp` beside the
+    checkpoint that is no piece of one, is refused with exit 1 and left in place.
 Needs the pressured binary (an argument)."""
 import argparse
 import os
@@ -92,6 +94,15 @@ def main():
     check(spec.get("hostNetwork") is True, "the uninstall pod needs the pod network (hostNetwork is not true)")
     containers = spec.get("initContainers", []) + spec["containers"]
     check(len(spec.get("initContainers", [])) == 1, "expected one init container doing the removal")
+    # Only the two directories, not a parent of theirs (the node's /var/lib holds every pod's secrets).
+    check(sorted(vol.values()) == sorted([seccomp_on_node, os.path.dirname(state_on_node)]),
+          f"the uninstall pod mounts {sorted(vol.values())}, not only {seccomp_on_node} and "
+          f"{os.path.dirname(state_on_node)}")
+    for c in spec["containers"]:
+        check(not c.get("volumeMounts"), f"container {c['name']} mounts {c.get('volumeMounts')}: only the init "
+              "container needs the node's files")
+        check(c.get("args") == ["uninstall", "--wait"], f"container {c['name']}: args {c.get('args')}, expected "
+              "uninstall --wait with no path")
     for c in containers:
         where = f"container {c['name']}"
         check(c["image"] == bmain["image"], f"{where}: image {c['image']}, deploy/ runs {bmain['image']}")
@@ -99,10 +110,11 @@ def main():
         check(sc.get("privileged") is False and sc.get("allowPrivilegeEscalation") is False and
               sc.get("readOnlyRootFilesystem") is True, f"{where}: not unprivileged with a read-only root")
         check(sc.get("capabilities") == {"drop": ["ALL"]}, f"{where}: capabilities {sc.get('capabilities')}")
+    for c in spec.get("initContainers", []):
+        where = f"container {c['name']}"
         args = c.get("args", [])
         check(args[:1] == ["uninstall"], f"{where}: does not run `pressured uninstall` ({args})")
-        check(("--wait" in args) == (c in spec["containers"]),
-              f"{where}: --wait belongs to the main container only ({args})")
+        check("--wait" not in args, f"{where}: --wait belongs to the main container only ({args})")
         sd, sf = flag(args, "--seccomp-dir"), flag(args, "--state-file")
         check(sd and host_path(sd, c["volumeMounts"], vol) == seccomp_on_node,
               f"{where}: --seccomp-dir={sd} is not the node's {seccomp_on_node}")
@@ -131,10 +143,13 @@ def main():
                 f.write("not pressured's\n")
         r = subprocess.run([a.pressured, *on_node(init, init["args"])], capture_output=True, text=True, timeout=60)
         check(r.returncode == 0 and "nothing of pressured's left" in r.stderr, f"uninstall: exit {r.returncode}: {r.stderr}")
-        for gone in (node + seccomp_on_node + "/profiles", node + os.path.dirname(state_on_node)):
+        for gone in (node + seccomp_on_node + "/profiles", node + state_on_node):
             check(not os.path.exists(gone), f"{gone} left by uninstall")
-        for p in others + [node + seccomp_on_node]:
+        # The state directory is the kubelet's (deploy/'s DirectoryOrCreate volume made it), not pressured's.
+        for p in others + [node + seccomp_on_node, node + os.path.dirname(state_on_node)]:
             check(os.path.exists(p), f"uninstall removed {p}, which is not pressured's")
+        check("kept" in r.stderr and os.path.dirname(state_on_node) in r.stderr,
+              f"uninstall does not say why it kept the state directory: {r.stderr}")
 
         errf = os.path.join(node, "wait.log")
 
@@ -144,12 +159,12 @@ def main():
         with open(errf, "w") as ef:
             p = subprocess.Popen([a.pressured, *on_node(main_c, main_c["args"])], stderr=ef)
         try:
-            wait_for("the main container's uninstall to report a clean node",
-                     lambda: p.poll() is not None or "nothing of pressured's left" in said(), 30)
+            wait_for("the main container's uninstall to wait",
+                     lambda: p.poll() is not None or "waiting for SIGTERM" in said(), 30)
             check(p.poll() is None, f"uninstall --wait did not stay: exit {p.returncode}: {said()}")
             p.send_signal(signal.SIGTERM)
             rc = p.wait(timeout=30)
-            check(rc == 0 and "(nothing was there)" in said(), f"uninstall --wait: exit {rc}: {said()}")
+            check(rc == 0 and "nothing touched" in said(), f"uninstall --wait: exit {rc}: {said()}")
         finally:
             if p.poll() is None:
                 p.kill()
@@ -163,6 +178,15 @@ def main():
         r = subprocess.run([a.pressured, *on_node(init, init["args"])], capture_output=True, text=True, timeout=60)
         check(r.returncode == 1 and prof in r.stderr and os.path.exists(prof),
               f"uninstall of another version's profile: exit {r.returncode}: {r.stderr}")
+        os.unlink(prof)
+
+        # A .tmp beside the checkpoint that no crash of pressured's writer leaves is someone else's.
+        tmp = node + state_on_node + ".tmp"
+        with open(tmp, "w") as f:
+            f.write('{"someone": "else"}\n')
+        r = subprocess.run([a.pressured, *on_node(init, init["args"])], capture_output=True, text=True, timeout=60)
+        check(r.returncode == 1 and tmp in r.stderr and os.path.exists(tmp),
+              f"uninstall of a .tmp that is not pressured's: exit {r.returncode}: {r.stderr}")
 
     if failures:
         print(f"{len(failures)} failure(s)")

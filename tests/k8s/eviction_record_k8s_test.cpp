@@ -114,6 +114,37 @@ TEST(K8sEvictionRecord, PodStaysFailedEvictedWithTheMessageAndDisruptionTargetAn
   EXPECT_EQ(scraped(m, "pressured_kubernetes_report_failures_total"), 0u);
 }
 
+// A record naming another node's pod (a checkpoint copied from another
+// node, or written by hand) is never acted on: neither path (the status
+// record, the Eviction API) nor the end of an undone record writes to it, and
+// no Event names it. The real server's own spec.nodeName is what decides.
+TEST(K8sEvictionRecord, APodOnAnotherNodeIsNeverWrittenAbout) {
+  PRESSURED_REQUIRE_CONTROL_PLANE(cp);
+  ASSERT_TRUE(cp->ensure_namespace("record-node"));
+  auto uid = cp->create_pod("record-node", "elsewhere", "node-b", json::object(), 30);
+  ASSERT_TRUE(uid) << uid.error().message;
+  auto running = cp->set_pod_running("record-node", "elsewhere");
+  ASSERT_TRUE(running) << running.error().message;
+  for (bool mark_failed : {true, false}) {
+    auto h = testing::make_reporter(*cp, mark_failed);  // node-a's
+    const Eviction e = eviction_of("record-node", "elsewhere", *uid);
+    h.reporter->report_eviction(e);
+    h.reporter->end_pod(e, RecordUndone::ProcessesBack);
+    ASSERT_TRUE(h.reporter->drain(30s));
+    EXPECT_EQ(scraped(*h.metrics, "pressured_kubernetes_pod_writes_refused_total", {{"reason", "other_node"}}), 2u)
+        << "mark_failed=" << mark_failed;
+    for (ApiAction write : {ApiAction::PodStatus, ApiAction::Eviction, ApiAction::Delete, ApiAction::Event}) {
+      EXPECT_EQ(h.outcomes->total(write), 0) << static_cast<int>(write) << " sent, mark_failed=" << mark_failed;
+    }
+  }
+  json pod = get_json(*cp, "/api/v1/namespaces/record-node/pods/elsewhere");
+  ASSERT_TRUE(pod.is_object());
+  EXPECT_FALSE(pod["metadata"].contains("deletionTimestamp"));
+  EXPECT_EQ(pod["status"]["phase"], "Running");
+  json events = get_json(*cp, "/api/v1/namespaces/record-node/events");
+  EXPECT_TRUE(events["items"].empty()) << events.dump();
+}
+
 TEST(K8sEvictionRecord, ADisruptionBudgetIsNotAsked) {
   PRESSURED_REQUIRE_CONTROL_PLANE(cp);
   ASSERT_TRUE(cp->ensure_namespace("record-pdb"));

@@ -66,7 +66,10 @@ class FakeApiServer {
       }
       res.status = status;
       if (status == 429) res.set_header("Retry-After", "0");
-      std::string answer = "{}";
+      // A pod is on this reporter's node (fast_options) unless a test says otherwise.
+      std::string answer = req.method == "GET" && req.path.find("/pods/") != std::string::npos
+                               ? R"({"spec":{"nodeName":"node-1"}})"
+                               : "{}";
       {
         std::lock_guard lk(mu);
         auto it = bodies.find(req.method + " " + req.path);
@@ -87,8 +90,8 @@ class FakeApiServer {
     thread.join();
   }
   // The writes. The reporter's GET of the pod before an eviction is left
-  // out (it answers "{}" here: no uid to compare); its uses are tested
-  // against a real API server in tests/k8s/.
+  // out (it answers a pod on node-1 without a uid here: nothing to compare);
+  // its uses are tested against a real API server in tests/k8s/.
   std::vector<Seen> requests() {
     std::lock_guard lk(mu);
     std::vector<Seen> writes;
@@ -173,19 +176,23 @@ ReporterOptions fast_options() {
 
 // Fake: a real API server never answers these shapes; a proxy or a broken
 // server can. A field of the wrong type is no value, never an exception that
-// ends the reporter's thread (and the daemon).
+// ends the reporter's thread (and the daemon); a pod whose node cannot be
+// read from the answer is not written about at all.
 TEST(K8sReporter, MalformedPodAndNodeAnswersAreErrorsNotCrashes) {
   for (const std::string& pod : {std::string(R"({"metadata":{"uid":5}})"), std::string(R"({"metadata":7})"),
-                                 std::string("[1,2]"), std::string(200000, '[') + std::string(200000, ']')}) {
+                                 std::string(R"({"spec":{"nodeName":7}})"), std::string("[1,2]"),
+                                 std::string(200000, '[') + std::string(200000, ']')}) {
     FakeApiServer api;
     api.bodies["GET /api/v1/namespaces/shop/pods/web"] = pod;
+    Metrics metrics(MetricsOptions{.node = "node-1"});
     Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+    r.attach_metrics(metrics);
     r.start();
     r.report_eviction(victim());
     ASSERT_TRUE(r.drain(5s)) << pod.substr(0, 40);
-    auto seen = api.requests();
-    ASSERT_FALSE(seen.empty()) << pod.substr(0, 40);
-    EXPECT_EQ(seen[0].path, "/api/v1/namespaces/shop/pods/web/eviction") << "the uid precondition still guards it";
+    EXPECT_TRUE(api.requests().empty()) << pod.substr(0, 40) << ": the pod's node is unknown";
+    EXPECT_EQ(scraped(metrics, "pressured_kubernetes_pod_writes_refused_total", {{"reason", "node_unknown"}}), 1u)
+        << pod.substr(0, 40);
     r.stop();
   }
   const std::vector<std::pair<std::string, uint64_t>> nodes = {
@@ -373,7 +380,9 @@ TEST(K8sReporter, APodAlreadyTerminalKeepsItsStatus) {
   for (const char* phase : {"Failed", "Succeeded"}) {
     FakeApiServer api;
     api.bodies["GET /api/v1/namespaces/shop/pods/web"] =
-        fmt::format(R"({{"metadata":{{"uid":"1234-uid"}},"status":{{"phase":"{}","reason":"Evicted"}}}})", phase);
+        fmt::format(R"({{"metadata":{{"uid":"1234-uid"}},"spec":{{"nodeName":"node-1"}},)"
+                    R"("status":{{"phase":"{}","reason":"Evicted"}}}})",
+                    phase);
     ReporterOptions o = fast_options();
     o.mark_failed = true;
     Answers answers;
@@ -540,6 +549,78 @@ TEST(K8sLogText, ErrorBodiesAreEscapedAndCut) {
   EXPECT_EQ(printable_excerpt(""), "");
 }
 
+// pressured writes only about pods on its node, whatever asked for the write
+// (a checkpoint record naming another node's pod included): the pod's read
+// must show this node's name in spec.nodeName. Fake: the node names of the
+// answers on demand (the real-server test is in eviction_record_k8s_test.cpp).
+TEST(K8sReporter, APodOnAnotherNodeIsNeverWrittenAbout) {
+  for (bool mark_failed : {true, false}) {
+    FakeApiServer api;
+    api.bodies["GET /api/v1/namespaces/shop/pods/web"] = R"({"metadata":{"uid":"1234-uid"},"spec":{"nodeName":"node-2"}})";
+    ReporterOptions o = fast_options();
+    o.mark_failed = mark_failed;
+    Answers answers;
+    Reporter r(ApiClient(api.endpoint(), 2s), o);
+    Metrics metrics(MetricsOptions{.node = "node-1"});
+    r.attach_metrics(metrics);
+    answers.attach(r);
+    r.start();
+    r.report_eviction(victim());
+    r.end_pod(victim(), RecordUndone::PhaseReverted);
+    Eviction s = victim();
+    s.id = "ev-static";
+    s.static_pod = true;
+    r.report_eviction(s);  // only its Event would be sent
+    ASSERT_TRUE(r.drain(5s));
+    for (const auto& w : api.requests()) ADD_FAILURE() << "mark_failed=" << mark_failed << ": " << w.method << " " << w.path;
+    EXPECT_EQ(scraped(metrics, "pressured_kubernetes_pod_writes_refused_total", {{"reason", "other_node"}}), 3u);
+    auto got = answers.results();
+    ASSERT_EQ(got.size(), 3u);
+    for (auto res : got) EXPECT_EQ(res, EvictionResult::NotNeeded);
+    r.stop();
+  }
+}
+
+// When the pod's node cannot be read (the API unreachable for the GET, an
+// answer without spec.nodeName), nothing is written: the pod may be another
+// node's. A pod the API no longer has gets no Event either.
+TEST(K8sReporter, APodWhoseNodeCannotBeReadIsNotWrittenAbout) {
+  {
+    FakeApiServer api;
+    api.script["GET /api/v1/namespaces/shop/pods/web"] = {503, 503, 503};
+    Answers answers;
+    Metrics metrics(MetricsOptions{.node = "node-1"});
+    Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+    r.attach_metrics(metrics);
+    answers.attach(r);
+    r.start();
+    r.report_eviction(victim());
+    ASSERT_TRUE(r.drain(5s));
+    EXPECT_TRUE(api.requests().empty());
+    EXPECT_EQ(answers.results(), std::vector<EvictionResult>{EvictionResult::GaveUp});
+    EXPECT_EQ(scraped(metrics, "pressured_kubernetes_pod_writes_refused_total", {{"reason", "node_unknown"}}), 1u);
+    r.stop();
+  }
+  for (const char* body : {R"({"metadata":{"uid":"1234-uid"}})", R"({"metadata":{"uid":"1234-uid"},"spec":{"nodeName":""}})"}) {
+    FakeApiServer api;
+    api.bodies["GET /api/v1/namespaces/shop/pods/web"] = body;
+    Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+    r.start();
+    r.report_eviction(victim());
+    ASSERT_TRUE(r.drain(5s));
+    EXPECT_TRUE(api.requests().empty()) << body;
+    r.stop();
+  }
+  FakeApiServer api;
+  api.script["GET /api/v1/namespaces/shop/pods/web"] = {404, 404};
+  Reporter r(ApiClient(api.endpoint(), 2s), fast_options());
+  r.start();
+  r.report_eviction(victim());
+  ASSERT_TRUE(r.drain(5s));
+  EXPECT_TRUE(api.requests().empty()) << "an Event about a pod the API no longer has";
+  r.stop();
+}
+
 TEST(K8sReporter, StaticPodsAreNeverEvictedThroughTheApi) {
   FakeApiServer api;
   Metrics metrics(MetricsOptions{.node = "node-1"});
@@ -585,7 +666,8 @@ TEST(K8sReporter, AnUndoneRecordIsEndedThroughTheApiWithItsFallbackAndNoSecondEv
   EXPECT_EQ(answers.list(), (Answers::List{{"ev-7", EvictionResult::Landed}}));
   // A pod already terminating (ended by the run before a restart) is left alone and not counted.
   api.bodies["GET /api/v1/namespaces/shop/pods/web"] =
-      R"({"metadata":{"name":"web","uid":"1234-uid","deletionTimestamp":"2026-01-01T00:00:00Z"}})";
+      R"({"metadata":{"name":"web","uid":"1234-uid","deletionTimestamp":"2026-01-01T00:00:00Z"},)"
+      R"("spec":{"nodeName":"node-1"}})";
   r.end_pod(victim(), RecordUndone::PhaseReverted);
   ASSERT_TRUE(r.drain(5s));
   EXPECT_EQ(api.requests().size(), 2u);
@@ -612,7 +694,8 @@ TEST(K8sReporter, APodAlreadyTerminatingIsNotEvictedAgainAndEveryEvictionIsAnswe
   {
     std::lock_guard lk(api.mu);
     api.bodies["GET /api/v1/namespaces/shop/pods/web"] =
-        R"({"metadata":{"name":"web","uid":")" + e.uid + R"(","deletionTimestamp":"2026-01-01T00:00:00Z"}})";
+        R"({"metadata":{"name":"web","uid":")" + e.uid + R"(","deletionTimestamp":"2026-01-01T00:00:00Z"},)"
+        R"("spec":{"nodeName":"node-1"}})";
   }
   r.report_eviction(e);  // resent after a restart
   e.static_pod = true;

@@ -15,7 +15,9 @@
 
 #include "engine/why.hpp"
 #include "kernel/fd.hpp"
+#include "k8s/bounded_json.hpp"
 #include "kernel/file.hpp"
+#include "kernel/safe_file.hpp"
 
 namespace pressured {
 
@@ -29,7 +31,6 @@ using json = nlohmann::json;
 //    likewise the API evictions' "recorded", "record_seen" and "undone".
 constexpr int kVersion = 3;
 constexpr int kOldestVersion = 2;
-constexpr std::size_t kMaxBytes = 4 * 1024 * 1024;
 
 int64_t ns(TimePoint t) { return t.time_since_epoch().count(); }
 TimePoint tp(int64_t v) { return TimePoint(Duration(v)); }
@@ -256,7 +257,11 @@ std::string encode_checkpoint(const Checkpoint& cp) {
 
 Result<Checkpoint> decode_checkpoint(const std::string& text) {
   try {
-    json j = json::parse(text);
+    // Depth-bounded: a deep document must never reach dump() (in the error
+    // messages below), which recurses.
+    auto parsed = k8s::parse_bounded_json(text);
+    if (!parsed) return Error{EINVAL, "malformed checkpoint: " + parsed.error().message};
+    const json& j = *parsed;
     if (!j.is_object()) return Error{EINVAL, "checkpoint is not a JSON object"};
     const int64_t version = as_int64(j.at("version"));
     if (version < kOldestVersion || version > kVersion) {
@@ -348,38 +353,19 @@ Result<Checkpoint> decode_checkpoint(const std::string& text) {
 }
 
 Result<void> write_file_atomically(const std::string& path, const std::string& contents) {
-  std::filesystem::path p(path);
-  std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+  // The directories that exist are the operator's (followed as configured);
+  // what is missing below them is made here, with the marker that lets
+  // `pressured uninstall` remove it again.
+  std::filesystem::path file(path);
+  std::filesystem::path base = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  std::string tmp = path + ".tmp";
-  auto fd = kernel::Fd::open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (!fd) return fd.error();
-  std::size_t off = 0;
-  while (off < contents.size()) {
-    ssize_t n = ::write(fd->get(), contents.data() + off, contents.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::unlink(tmp.c_str());
-      return Error::from_errno(err, "write " + tmp);
-    }
-    off += static_cast<std::size_t>(n);
+  while (!std::filesystem::is_directory(base, ec) && base.has_parent_path() && base != base.parent_path()) {
+    base = base.parent_path();
   }
-  if (::fsync(fd->get()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return Error::from_errno(err, "fsync " + tmp);
-  }
-  fd->reset();
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    return Error::from_errno(err, "rename " + tmp);
-  }
-  // Best effort: the rename is durable once the directory is synced too.
-  if (auto dir_fd = kernel::Fd::open(dir, O_RDONLY | O_DIRECTORY)) ::fsync(dir_fd->get());
-  return {};
+  if (!std::filesystem::is_directory(base, ec)) base = ".";
+  const std::filesystem::path relative = file.lexically_relative(base);
+  if (relative.empty()) return Error{EINVAL, "checkpoint path " + path + " names no file"};
+  return kernel::replace_file(base.string(), relative.string(), contents, {.mode = 0600, .dir_mode = 0700});
 }
 
 std::string read_boot_id(const std::string& proc_root) {
@@ -392,19 +378,16 @@ std::string read_boot_id(const std::string& proc_root) {
 
 LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& boot_id) {
   LoadedCheckpoint out;
-  auto read = kernel::read_file(path, kMaxBytes + 1);
+  // Not a link, a FIFO or anything but a regular file of at most 4 MiB:
+  // the daemon's start never blocks on what is found there.
+  auto read = kernel::read_regular_file(path, kMaxCheckpointBytes);
   if (!read) {
     if (read.error().code == ENOENT) return out;
     out.status = CheckpointLoad::Corrupt;
-    out.error = read.error().message;
+    out.error = read.error().code == EFBIG ? "checkpoint " + path + " is larger than 4 MiB" : read.error().message;
     return out;
   }
   const std::string& text = *read;
-  if (text.size() > kMaxBytes) {
-    out.status = CheckpointLoad::Corrupt;
-    out.error = "checkpoint " + path + " is larger than 4 MiB";
-    return out;
-  }
   auto cp = decode_checkpoint(text);
   if (!cp) {
     out.status = CheckpointLoad::Corrupt;

@@ -7,6 +7,7 @@
 // tagged with the boot id: monotonic time points mean nothing after a reboot,
 // so a checkpoint from another boot is discarded. See docs/daemon.md.
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -33,8 +34,13 @@ std::string encode_checkpoint(const Checkpoint& cp);
 /// Parses what encode_checkpoint wrote; an error for anything malformed. Pure.
 Result<Checkpoint> decode_checkpoint(const std::string& text);
 
-/// Atomically replaces `path` with `contents`: write `path`.tmp, fsync,
-/// rename, fsync the directory. Creates the directory if missing.
+/// The largest checkpoint read back (a few KiB per eviction in flight).
+inline constexpr std::size_t kMaxCheckpointBytes = 4 * 1024 * 1024;
+
+/// Atomically replaces `path` with `contents` (kernel::replace_file: the
+/// temporary `path`.tmp created new, mode 0600, fsync, rename, fsync of the
+/// directory; never through a link; a non-regular file at `path` refused).
+/// Makes the missing directories (mode 0700, with pressured's marker).
 Result<void> write_file_atomically(const std::string& path, const std::string& contents);
 
 /// The kernel's boot id (proc_root/sys/kernel/random/boot_id), trimmed; empty if unreadable.
@@ -48,8 +54,9 @@ struct LoadedCheckpoint {
   std::string error;      // why, when Corrupt or OtherBoot
 };
 
-/// Reads and validates the checkpoint at `path` (bounded to 4 MiB). Never
-/// fails hard: a missing, corrupt or foreign-boot file is reported as such.
+/// Reads and validates the checkpoint at `path` (a regular file, not a link,
+/// of at most kMaxCheckpointBytes, opened without blocking). Never fails
+/// hard: a missing, corrupt or foreign-boot file is reported as such.
 LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& boot_id);
 
 /// Keeps the checkpoint file in step with the engine and the policy: a change

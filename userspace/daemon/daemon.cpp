@@ -510,7 +510,11 @@ void Daemon::probe_victims(TimePoint now, PolicyInputs& in) {
   for (const Eviction& e : policy_.probes(now)) {
     auto empty = executor_.evictor().is_empty(target_of(e));
     if (!empty) {
-      spdlog::warn("eviction {}: cannot tell whether {} is empty: {}", e.id, e.cgroup_path, empty.error().message);
+      // Asked at every decision while the victim is in flight: once in the log.
+      if (executor_.first_report("probe " + e.id)) {
+        spdlog::warn("eviction {}: cannot tell whether {} is empty: {} (logged once for this eviction)", e.id,
+                     e.cgroup_path, empty.error().message);
+      }
     } else {
       (*empty ? in.exited : in.running).push_back(e.uid);
     }

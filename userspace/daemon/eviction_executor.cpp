@@ -53,11 +53,22 @@ std::vector<std::string> EvictionExecutor::refuse_invalid(std::vector<Eviction>&
     if (valid) return false;
     ++stats_->refused_targets;
     if (metrics_) metrics_->local_kill(false);
-    spdlog::error("eviction of {} refused: {}", pod_label(e.namespace_, e.name, e.uid), valid.error().message);
+    // The same candidate comes back at every decision under pressure (every
+    // 50 ms at most): its refusal is logged once, and counted every time.
+    if (first_report("refused " + e.uid + " " + e.cgroup_path)) {
+      spdlog::error("eviction of {} refused: {} (logged once; every refusal is counted in "
+                    "pressured_eviction_refused_targets_total)",
+                    pod_label(e.namespace_, e.name, e.uid), valid.error().message);
+    }
     refused.push_back(e.uid);
     return true;
   });
   return refused;
+}
+
+bool EvictionExecutor::first_report(const std::string& key) {
+  if (reported_.size() >= 1024) reported_.clear();
+  return reported_.insert(key).second;
 }
 
 Evictor& EvictionExecutor::evictor() {
@@ -198,7 +209,11 @@ void EvictionExecutor::kill_now(const Eviction& e, const char* why) {
   ++stats_->sigkills;
   if (!r) {
     if (metrics_) metrics_->local_kill(false);
-    spdlog::error("eviction {}: kill ({}) failed: {}", e.id, why, r.error().message);
+    if (first_report("kill " + e.id)) {
+      spdlog::error("eviction {}: kill ({}) failed: {} (logged once for this eviction; every failure is counted in "
+                    "pressured_local_kills_total)",
+                    e.id, why, r.error().message);
+    }
     return;
   }
   if (r->cgroup_vanished) ++stats_->cgroup_vanished;

@@ -4,6 +4,7 @@
 // and the daemon's counters. The policy decides; this only acts and reports.
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,11 +47,18 @@ class EvictionExecutor {
         config_(deps.config), start_disk_reclaim_(std::move(deps.start_disk_reclaim)) {}
 
   /// Removes from `candidates` the ones the evictor refuses (outside the pods
-  /// root), logging and counting each, and returns their uids: the policy
-  /// never starts what would be taken back.
+  /// root), counting each refusal, and returns their uids: the policy never
+  /// starts what would be taken back. A target is logged once (an error),
+  /// not at every decision while it stays a candidate.
   std::vector<std::string> refuse_invalid(std::vector<Eviction>& candidates);
 
   void execute(const std::vector<PolicyAction>& actions, TimePoint now);
+
+  /// True the first time `key` is reported: a failure that comes back at
+  /// every decision (a refused candidate, a victim outside the pods root
+  /// resumed from a checkpoint: its kill and its probe, every 50 ms while it
+  /// is in flight) is logged once and counted every time. Bounded.
+  bool first_report(const std::string& key);
 
   /// The evictor in use: the dry-run recorder when daemon.dryRun is on and one is set.
   Evictor& evictor();
@@ -68,6 +76,8 @@ class EvictionExecutor {
   DaemonStats* stats_;
   const LiveConfig* config_;
   std::function<void()> start_disk_reclaim_;
+  // Failures already logged (first_report), bounded.
+  std::set<std::string> reported_;
 };
 
 }  // namespace pressured

@@ -7,6 +7,7 @@
 // that runs under it, and nobody copies files onto nodes by hand. The image
 // has no shell or cp, hence a subcommand. Exit 0 when the file holds the
 // profile (written now or already there), 1 with the reason otherwise.
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -16,11 +17,16 @@
 #include <string>
 
 #include "commands.hpp"
-#include "daemon/checkpoint.hpp"
-#include "kernel/file.hpp"
+#include "kernel/fd.hpp"
+#include "kernel/safe_file.hpp"
 #include "pressured/seccomp_profile.hpp"
 
 namespace pressured::cli {
+
+namespace {
+// Where the DaemonSet's `localhostProfile: profiles/pressured.json` points, under --dir.
+constexpr const char* kProfileRelative = "profiles/pressured.json";
+}  // namespace
 
 Command add_install_seccomp(CLI::App& app) {
   Command c;
@@ -36,19 +42,24 @@ Command add_install_seccomp(CLI::App& app) {
                    "seccomp directory there\n", dir->c_str(), std::strerror(errno ? errno : ENOTDIR));
       return 1;
     }
-    const std::string path = *dir + "/profiles/pressured.json";
+    // --dir is the mount and is taken as given; below it nothing is followed
+    // (kernel/safe_file.hpp): a link at profiles/, at the file or at its
+    // temporary name is refused or removed, never written through, and a
+    // FIFO at the file is refused without waiting on it.
+    const std::string path = *dir + "/" + kProfileRelative;
     const std::string profile(build_info::kSeccompProfile);
-    if (auto current = kernel::read_file(path, 1 << 20); current && *current == profile) {
-      std::fprintf(stderr, "pressured install-seccomp: %s is up to date (%zu bytes)\n", path.c_str(), profile.size());
-      return 0;
-    }
-    if (auto r = write_file_atomically(path, profile); !r) {
-      std::fprintf(stderr, "pressured install-seccomp: error: %s\n", r.error().message.c_str());
-      return 1;
+    auto profiles = kernel::Fd::open(*dir, O_RDONLY | O_DIRECTORY);
+    if (profiles) profiles = kernel::Fd::open_at(profiles->get(), *dir, "profiles", O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+    if (profiles) {
+      auto current = kernel::read_regular_file_at(profiles->get(), *dir + "/profiles", "pressured.json", 1 << 20);
+      if (current && *current == profile) {
+        std::fprintf(stderr, "pressured install-seccomp: %s is up to date (%zu bytes)\n", path.c_str(), profile.size());
+        return 0;
+      }
     }
     // The runtime reads the profile as root; readable by all like the kubelet's other files.
-    if (::chmod(path.c_str(), 0644) != 0) {
-      std::fprintf(stderr, "pressured install-seccomp: error: chmod %s: %s\n", path.c_str(), std::strerror(errno));
+    if (auto r = kernel::replace_file(*dir, kProfileRelative, profile, {.mode = 0644, .dir_mode = 0755}); !r) {
+      std::fprintf(stderr, "pressured install-seccomp: error: %s\n", r.error().message.c_str());
       return 1;
     }
     std::fprintf(stderr, "pressured install-seccomp: installed %s (%zu bytes)\n", path.c_str(), profile.size());

@@ -28,6 +28,7 @@ struct UninstallReport {
   std::vector<std::string> removed;  ///< removed now
   std::vector<std::string> refused;  ///< "path: why": left, not recognisably pressured's
   std::vector<std::string> errors;   ///< "path: error": could not be removed
+  std::vector<std::string> kept;     ///< "dir/: why": a directory left as it is, rightly (not pressured's to remove)
   bool clean() const { return refused.empty() && errors.empty(); }
 };
 
@@ -36,17 +37,30 @@ struct UninstallReport {
 ///    byte (what this binary's install-seccomp writes; another version's or an
 ///    edited profile is refused, named in the report);
 ///  - state_file when it is a pressured checkpoint (looks_like_checkpoint);
-///  - <path>.tmp beside either (what a crash mid-write of pressured's atomic
-///    writer leaves);
-///  - <seccomp_dir>/profiles and state_file's directory when they are empty
-///    then (install-seccomp and the DaemonSet's state volume made them; a
-///    directory holding anything else, or a mount point, stays).
-/// Symbolic links and non-regular files are never followed or removed. A
-/// missing file is not an error: running it twice is the same as once.
+///  - <path>.tmp beside either when it is what a crash mid-write of
+///    pressured's writer leaves: a piece of the profile from its start, or
+///    looks_like_checkpoint_temporary;
+///  - <seccomp_dir>/profiles and state_file's directory when pressured made
+///    them (kernel/safe_file.hpp's marker is in them, which the writer puts
+///    in each directory it makes) and nothing else is in them then; one the
+///    kubelet, the operator or a volume made, or a mount point, stays (named
+///    in `kept`).
+/// No symbolic link is followed in any component of either path: a link is
+/// refused and named. Non-regular files are never read or removed; files are
+/// read only up to the size pressured writes (the profile's, 4 MiB for the
+/// checkpoint), and parsed with bounded nesting into no document. A missing
+/// file is not an error: running it twice is the same as once.
 UninstallReport uninstall_node_files(const UninstallPaths& paths, std::string_view profile);
 
 /// Whether `text` is a pressured checkpoint of any version (a JSON object with
-/// its version, boot_id, engine and policy members). Pure.
+/// its version, boot_id, engine and policy members, of the types pressured
+/// writes; at most kMaxCheckpointBytes and 64 levels deep). Pure; memory does
+/// not grow with the size of `text`.
 bool looks_like_checkpoint(std::string_view text);
+
+/// Whether `text` is what the checkpoint writer leaves at `<state>.tmp` when
+/// it stops mid-write: empty, a whole checkpoint, or the start of one (an
+/// object whose first member is boot_id, reading well up to where it ends). Pure.
+bool looks_like_checkpoint_temporary(std::string_view text);
 
 }  // namespace pressured

@@ -561,10 +561,14 @@ void Reporter::execute(const Task& t) {
     }
     case Task::Kind::Event: {
       const auto& e = t.eviction;
-      auto r = with_retries(ApiAction::Event, "event for " + e.namespace_ + "/" + e.name, [&] {
-        return client_.request("POST", "/api/v1/namespaces/" + e.namespace_ + "/events",
-                               event_body(e, opts_.node_name, rfc3339_now()));
-      });
+      std::optional<HttpResponse> r;
+      // Only about a pod read on this node (its Eviction's read, or its own).
+      if (event_on_node(e)) {
+        r = with_retries(ApiAction::Event, "event for " + e.namespace_ + "/" + e.name, [&] {
+          return client_.request("POST", "/api/v1/namespaces/" + e.namespace_ + "/events",
+                                 event_body(e, opts_.node_name, rfc3339_now()));
+        });
+      }
       if (r && r->status == 409) {
         // Stored by an earlier attempt whose answer was lost, or by the run
         // before a restart that resumed this eviction: recorded once.
@@ -617,16 +621,31 @@ void Reporter::execute(const Task& t) {
 EvictionResult Reporter::evict(const Eviction& e) {
   std::string what = "eviction of " + e.namespace_ + "/" + e.name;
   std::optional<int64_t> generation;
-  if (auto done = already_done(e, what, opts_.mark_failed, &generation)) return *done;
+  if (auto done = already_done(e, what, opts_.mark_failed, /*count_fate=*/true, &generation)) return *done;
   if (opts_.mark_failed) {
     if (auto r = mark_failed(e, what, generation)) return *r;
   }
   return evict_through_api(e, what);
 }
 
+void Reporter::refuse_write(const std::string& what, bool other_node, const std::string& why) {
+  ++(other_node ? stats_.writes_refused_other_node : stats_.writes_refused_node_unknown);
+  spdlog::warn("k8s: {}: not sent: {}; pressured writes only about pods on its node {}", what, why, opts_.node_name);
+}
+
 std::optional<EvictionResult> Reporter::already_done(const Eviction& e, const std::string& what, bool terminal_done,
-                                                     std::optional<int64_t>* generation) {
+                                                     bool count_fate, std::optional<int64_t>* generation) {
   using R = EvictionResult;
+  // A pod's spec.nodeName never changes once set, and every write carries
+  // the uid read here (status patch, Eviction and DELETE preconditions, the
+  // Event's involvedObject): what this read shows on this node is what the
+  // write reaches. Until it says so, the Event waits for it too.
+  on_node_[e.id] = false;
+  if (on_node_.size() > 4 * opts_.queue_capacity) {
+    // Verdicts whose Event was dropped: an Event without one reads the pod itself.
+    on_node_.clear();
+    on_node_[e.id] = false;
+  }
   // Read the pod first: a pod already gone or recreated under the same
   // name needs no eviction at all, and API servers before 1.22 retry a
   // failed uid precondition inside the Eviction for ~10 s before they
@@ -634,51 +653,94 @@ std::optional<EvictionResult> Reporter::already_done(const Eviction& e, const st
   // guards the race between this read and the eviction.
   auto current = with_retries(ApiAction::ListPods, "get pod " + e.namespace_ + "/" + e.name,
                               [&] { return client_.request("GET", pod_path(e)); });
-  if (current && current->status == 404) {
-    ++stats_.pods_not_found;
+  if (!current) {
+    refuse_write(what, false, "the pod could not be read");
+    return R::GaveUp;  // counted by with_retries
+  }
+  if (current->status == 404) {
+    if (count_fate) {
+      ++stats_.pods_not_found;
+    } else {
+      refuse_write(what, false, "the pod is gone");
+    }
     return R::NotNeeded;
   }
-  if (current && current->status == 200 && !e.uid.empty()) {
-    // Whatever the answer's shape, a uid that is not a string is no uid:
-    // the eviction's own uid precondition still guards it.
-    auto pod = parse_bounded_json(current->body);
-    const json* meta = pod ? member(*pod, "metadata") : nullptr;
-    std::string uid = meta != nullptr ? string_member(*meta, "uid").value_or("") : "";
-    if (!pod) spdlog::warn("k8s: {}: GET pod: {}", what, pod.error().message);
-    // Server capability: a server that tracks a pod's generation (1.34+,
-    // PodObservedGenerationTracking) serves conditions' observedGeneration;
-    // one that does not (1.20) leaves metadata.generation out.
-    if (const json* g = meta != nullptr ? member(*meta, "generation") : nullptr;
-        generation != nullptr && g != nullptr && g->is_number_integer() && g->get<int64_t>() > 0) {
-      *generation = g->get<int64_t>();
-    }
-    if (!uid.empty() && uid != e.uid) {
+  if (current->status != 200) {
+    ++stats_.failures;
+    refuse_write(what, false, fmt::format("GET pod: HTTP {}: {}", current->status, printable_excerpt(current->body)));
+    return R::GaveUp;
+  }
+  auto pod = parse_bounded_json(current->body);
+  if (!pod) {
+    refuse_write(what, false, "GET pod: " + pod.error().message);
+    return R::GaveUp;
+  }
+  // Whatever the answer's shape, a uid that is not a string is no uid:
+  // the eviction's own uid precondition still guards it.
+  const json* meta = member(*pod, "metadata");
+  const std::string uid = meta != nullptr ? string_member(*meta, "uid").value_or("") : "";
+  // Server capability: a server that tracks a pod's generation (1.34+,
+  // PodObservedGenerationTracking) serves conditions' observedGeneration;
+  // one that does not (1.20) leaves metadata.generation out.
+  if (const json* g = meta != nullptr ? member(*meta, "generation") : nullptr;
+      generation != nullptr && g != nullptr && g->is_number_integer() && g->get<int64_t>() > 0) {
+    *generation = g->get<int64_t>();
+  }
+  if (!e.uid.empty() && !uid.empty() && uid != e.uid) {
+    if (count_fate) {
       ++stats_.uid_conflicts;
       spdlog::info("k8s: {}: the pod now has uid {} (recreated), not {}: not evicted", what, uid, e.uid);
-      return R::NotNeeded;
+    } else {
+      refuse_write(what, false, "the pod under that name is another one now (uid " + uid + ")");
     }
-    // Already terminating: evicted by the run before a restart (whose answer
-    // was lost with it), or deleted by someone else. A second Eviction would
-    // change nothing but be counted twice.
-    const json* deleting = meta != nullptr ? member(*meta, "deletionTimestamp") : nullptr;
-    if (deleting != nullptr && !deleting->is_null()) {
-      spdlog::info("k8s: {}: the pod is already terminating: not evicted again", what);
-      return R::NotNeeded;
-    }
-    // Already terminal: recorded by the run before a restart, or ended on
-    // its own meanwhile. Its status stays as it is.
-    const json* status = pod ? member(*pod, "status") : nullptr;
-    const std::string phase = status != nullptr ? string_member(*status, "phase").value_or("") : "";
-    if (terminal_done && (phase == "Failed" || phase == "Succeeded")) {
-      spdlog::info("k8s: {}: the pod is already {}: its status is left as it is", what, phase);
-      // An eviction record there already (the run before a restart wrote
-      // it; its answer was lost): answered as a record, so that it is
-      // watched like one the kubelet may undo.
-      const bool evicted = phase == "Failed" && string_member(*status, "reason").value_or("") == "Evicted";
-      return evicted ? R::Recorded : R::NotNeeded;
-    }
+    return R::NotNeeded;
+  }
+  const json* spec = member(*pod, "spec");
+  const std::string node = spec != nullptr ? string_member(*spec, "nodeName").value_or("") : "";
+  if (node.empty()) {
+    refuse_write(what, false, "the pod has no spec.nodeName");
+    return R::GaveUp;
+  }
+  if (node != opts_.node_name) {
+    refuse_write(what, true, "the pod runs on node " + node);
+    return R::NotNeeded;
+  }
+  on_node_[e.id] = true;
+  // Already terminating: evicted by the run before a restart (whose answer
+  // was lost with it), or deleted by someone else. A second Eviction would
+  // change nothing but be counted twice.
+  const json* deleting = meta != nullptr ? member(*meta, "deletionTimestamp") : nullptr;
+  if (deleting != nullptr && !deleting->is_null()) {
+    if (count_fate) spdlog::info("k8s: {}: the pod is already terminating: not evicted again", what);
+    return R::NotNeeded;
+  }
+  // Already terminal: recorded by the run before a restart, or ended on
+  // its own meanwhile. Its status stays as it is.
+  const json* status = member(*pod, "status");
+  const std::string phase = status != nullptr ? string_member(*status, "phase").value_or("") : "";
+  if (terminal_done && (phase == "Failed" || phase == "Succeeded")) {
+    spdlog::info("k8s: {}: the pod is already {}: its status is left as it is", what, phase);
+    // An eviction record there already (the run before a restart wrote
+    // it; its answer was lost): answered as a record, so that it is
+    // watched like one the kubelet may undo.
+    const bool evicted = phase == "Failed" && string_member(*status, "reason").value_or("") == "Evicted";
+    return evicted ? R::Recorded : R::NotNeeded;
   }
   return std::nullopt;
+}
+
+bool Reporter::event_on_node(const Eviction& e) {
+  if (auto it = on_node_.find(e.id); it != on_node_.end()) {
+    const bool on = it->second;
+    on_node_.erase(it);
+    return on;
+  }
+  // A static pod (its mirror pod is read) or an Eviction dropped from the
+  // queue: the same read and rules, without counting the pod's fate twice.
+  already_done(e, "event for " + e.namespace_ + "/" + e.name, /*terminal_done=*/false, /*count_fate=*/false);
+  const bool on = on_node_[e.id];
+  on_node_.erase(e.id);
+  return on;
 }
 
 std::optional<EvictionResult> Reporter::mark_failed(const Eviction& e, const std::string& what,

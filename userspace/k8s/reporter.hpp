@@ -45,6 +45,10 @@ namespace pressured::k8s {
 inline constexpr std::string_view kEvictionsSkippedHelp =
     "API evictions not sent or not done because the pod is already gone (reason=pod_gone: 404) or is "
     "another pod now (reason=uid_changed: recreated under the name, or 409 on the uid precondition).";
+inline constexpr std::string_view kPodWritesRefusedHelp =
+    "Writes about a pod (status record, Eviction, DELETE, Event) not sent because the API server does not show "
+    "the pod on this node: reason=other_node (its spec.nodeName is another node's), reason=node_unknown (the pod "
+    "could not be read, is gone, or has no spec.nodeName).";
 inline constexpr std::string_view kRecordsUndoneHelp =
     "Evicted pods whose status record (phase Failed, reason Evicted) the kubelet undid, ended through the "
     "Eviction API (DELETE on 429/500) after all: cause=phase (the phase, seen Failed, is no longer Failed), "
@@ -80,6 +84,10 @@ inline constexpr std::string_view kRecordsUndoneHelp =
           ::pressured::k8s::kRecordsUndoneHelp)                                                               \
   COUNTER(records_undone_restart, "pressured_kubernetes_eviction_records_undone_total", "cause=restart",        \
           ::pressured::k8s::kRecordsUndoneHelp)                                                               \
+  COUNTER(writes_refused_other_node, "pressured_kubernetes_pod_writes_refused_total", "reason=other_node",        \
+          ::pressured::k8s::kPodWritesRefusedHelp)                                                            \
+  COUNTER(writes_refused_node_unknown, "pressured_kubernetes_pod_writes_refused_total", "reason=node_unknown",    \
+          ::pressured::k8s::kPodWritesRefusedHelp)                                                            \
   COUNTER(status_refused, "pressured_kubernetes_pod_status_refusals_total", "",                                 \
           "Evicted pods whose status update (phase Failed, reason Evicted) the API server refused (403: RBAC "  \
           "without pods/status patch; 422): evicted through the Eviction API instead.")
@@ -257,11 +265,22 @@ class Reporter {
   void execute(const Task& t);
   EvictionResult evict(const Eviction& e);
   // The pod as the API has it now: NotNeeded when gone, recreated under the
-  // name or terminating (and, with `terminal_done`, Failed or Succeeded).
-  // `generation`: the pod's metadata.generation when the server tracks it
-  // (1.34+: it then also serves a condition's observedGeneration).
+  // name, on another node or terminating (and, with `terminal_done`, Failed
+  // or Succeeded); GaveUp when its node cannot be told. Every write about a
+  // pod waits for this read: nullopt only for a pod of this uid whose
+  // spec.nodeName is this node (remembered for its Event in on_node_).
+  // `count_fate`: false for an Event's own read (the pod's fate is its
+  // Eviction's to count and log). `generation`: the pod's
+  // metadata.generation when the server tracks it (1.34+: it then also
+  // serves a condition's observedGeneration).
   std::optional<EvictionResult> already_done(const Eviction& e, const std::string& what, bool terminal_done,
-                                             std::optional<int64_t>* generation = nullptr);
+                                             bool count_fate = true, std::optional<int64_t>* generation = nullptr);
+  // Whether an Event about the pod may be sent: the verdict of its
+  // Eviction's read, or a read of its own (a static pod's Event, or one
+  // whose Eviction was dropped).
+  bool event_on_node(const Eviction& e);
+  // Counts and logs a write not sent for want of the pod's node.
+  void refuse_write(const std::string& what, bool other_node, const std::string& why);
   // The Eviction API with its DELETE fallback.
   EvictionResult evict_through_api(const Eviction& e, const std::string& what);
   // PATCH pods/status; nullopt when refused (the caller falls back).
@@ -287,6 +306,8 @@ class Reporter {
   // By eviction id: what became of an Eviction whose Event is still to be sent.
   std::map<std::string, EvictionResult> awaiting_event_;  // under mu_
   std::set<std::string> event_dropped_;  // under mu_: one half of an eviction was dropped
+  // By eviction id: whether its read found the pod on this node (the worker's only).
+  std::map<std::string, bool> on_node_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
