@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """kustomize: the operator's overlay of deploy/, and deploy/monitoring/ against dashboards/ and deploy/.
 
-  - an overlay of deploy/ whose only content is an `images:` entry (what docs/operations.md tells
-    operators to write) renders, with kubectl 1.20 (`bases:`, its kustomize 2.0.3 takes no directory
-    in `resources:`) and the current kubectl (`resources:`), to deploy/ with both containers' image
-    (the init container's and pressured's) replaced and nothing else changed;
+  - deploy/base/ holds the objects; deploy/ (1.30+, the current kubectl only: `resources:` with a
+    directory), deploy/overlays/before-1.30 and deploy/overlays/cri-o are overlays of it. The current
+    kubectl renders deploy/ as deploy/base/ itself;
+  - an overlay whose only content is an `images:` entry (what docs/operations.md tells operators to
+    write) renders, with kubectl 1.20 over deploy/overlays/before-1.30 (`bases:`, its kustomize 2.0.3
+    takes no directory in `resources:`) and with the current kubectl over deploy/ and over
+    deploy/overlays/before-1.30 (`resources:`), to its base with both containers' image (the init
+    container's and pressured's) replaced and nothing else changed;
 
   - the generated files are what deploy/monitoring/generate.py makes of dashboards/ now (no drift),
     and the check notices a changed rules file (self-test);
@@ -15,11 +19,12 @@
   - the PodMonitor selects the DaemonSet's pods and port, keeps pressured's labels, puts the node in
     `node` and names the job as the rules' job="pressured" selectors expect;
   - the DaemonSet keeps the prometheus.io/* annotations for a plain Prometheus;
-  - the base sets AppArmor through the 1.30+ securityContext field; overlays/before-1.30 renders (both
+  - the base sets AppArmor through the 1.30+ securityContext field; deploy/overlays/before-1.30 renders (both
     kubectls) to the base with only that field turned into the annotation;
-  - overlays/cri-o mounts CRI-O's storage root where pressured's --imagefs-path says, nothing else;
+  - deploy/overlays/cri-o mounts CRI-O's storage root where pressured's --imagefs-path says, nothing else;
   - a changed config.yaml renders as a ConfigMap of another name that the DaemonSet mounts (the pods
-    roll), in deploy/ and in vmtests/deploy (whose committed config.yaml is deploy/'s);
+    roll), in deploy/ (kubectl 1.20: deploy/overlays/before-1.30) and in vmtests/deploy (whose committed
+    config.yaml is deploy/base/'s);
   - deploy/monitoring's release-label knob (an overlay's `commonLabels: {release: NAME}`) relabels the
     PodMonitor and the PrometheusRule and changes nothing else.
 As root a missing kubectl 1.20 or promtool is a failure; otherwise a loud skip (77).
@@ -112,21 +117,20 @@ def check_rendered(objs, src, ds, errors, where):
 OVERLAY_IMAGE = ("registry.example.com/infra/pressured", "0.1.0-site1")
 
 
-def check_overlay(kubectl, src, errors, where, field):
+def check_overlay(kubectl, src, errors, where, field, target):
+    where = f"{where}: over {target}"
     with tempfile.TemporaryDirectory() as d:
         overlay = os.path.join(d, "overlay")
         os.makedirs(overlay)
         with open(os.path.join(overlay, "kustomization.yaml"), "w") as f:
-            f.write(f"{field}:\n  - {os.path.relpath(os.path.join(src, 'deploy'), overlay)}\n"
+            f.write(f"{field}:\n  - {os.path.relpath(os.path.join(src, target), overlay)}\n"
                     f"images:\n  - name: pressured\n    newName: {OVERLAY_IMAGE[0]}\n    newTag: {OVERLAY_IMAGE[1]}\n")
         r = subprocess.run([kubectl, "kustomize", overlay], capture_output=True, text=True, timeout=120)
         if r.returncode != 0:
             errors.append(f"{where}: an overlay with `{field}:` and `images:` does not render: {r.stderr[-300:]}")
             return
         got = [o for o in yaml.safe_load_all(r.stdout) if o]
-    base = subprocess.run([kubectl, "kustomize", os.path.join(src, "deploy")], capture_output=True, text=True,
-                          timeout=120)
-    want = [o for o in yaml.safe_load_all(base.stdout) if o]
+    want = kustomize(kubectl, os.path.join(src, target))
     image = f"{OVERLAY_IMAGE[0]}:{OVERLAY_IMAGE[1]}"
     for o in want:
         if o["kind"] == "DaemonSet":
@@ -155,15 +159,23 @@ def pressured_container(ds):
     return next(c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "pressured")
 
 
+def check_entry_point(kubectl, src, errors, where):
+    """deploy/ (the current kubectl) is deploy/base/ itself: the 1.30+ path adds nothing to the base."""
+    if kustomize(kubectl, os.path.join(src, "deploy")) != kustomize(kubectl, os.path.join(src, "deploy", "base")):
+        errors.append(f"{where}: deploy/ does not render as deploy/base/")
+    else:
+        print(f"{where}: deploy/ renders as deploy/base/")
+
+
 def check_apparmor(kubectl, src, errors, where):
-    """The base: the field; overlays/before-1.30: the annotation instead, nothing else changed."""
-    base = kustomize(kubectl, os.path.join(src, "deploy"))
-    old = kustomize(kubectl, os.path.join(src, "overlays", "before-1.30"))
+    """The base: the field; deploy/overlays/before-1.30: the annotation instead, nothing else changed."""
+    base = kustomize(kubectl, os.path.join(src, "deploy", "base"))
+    old = kustomize(kubectl, os.path.join(src, "deploy", "overlays", "before-1.30"))
     ds = by_kind(base, "DaemonSet")[0]
     ann = ds["spec"]["template"]["metadata"].get("annotations", {})
     if pressured_container(ds)["securityContext"].get("appArmorProfile") != {"type": "Unconfined"} or \
             any(k.startswith("container.apparmor.security.beta.kubernetes.io/") for k in ann):
-        errors.append(f"{where}: deploy/ does not set AppArmor through the securityContext field alone")
+        errors.append(f"{where}: deploy/base/ does not set AppArmor through the securityContext field alone")
     want = copy.deepcopy(base)
     wds = by_kind(want, "DaemonSet")[0]
     del pressured_container(wds)["securityContext"]["appArmorProfile"]
@@ -171,30 +183,30 @@ def check_apparmor(kubectl, src, errors, where):
         "container.apparmor.security.beta.kubernetes.io/pressured"] = "unconfined"
     key = lambda o: (o["kind"], o["metadata"]["name"])
     if sorted(old, key=key) != sorted(want, key=key):
-        errors.append(f"{where}: overlays/before-1.30 is not deploy/ with the AppArmor field turned into the annotation")
+        errors.append(f"{where}: deploy/overlays/before-1.30 is not deploy/base/ with the AppArmor field turned into the annotation")
     else:
-        print(f"{where}: deploy/ has the appArmorProfile field, overlays/before-1.30 the annotation, nothing else differs")
+        print(f"{where}: deploy/base/ has the appArmorProfile field, deploy/overlays/before-1.30 the annotation, nothing else differs")
 
 
 def check_crio(kubectl, src, errors, where):
-    objs = kustomize(kubectl, os.path.join(src, "overlays", "cri-o"))
-    base = kustomize(kubectl, os.path.join(src, "deploy"))
+    objs = kustomize(kubectl, os.path.join(src, "deploy", "overlays", "cri-o"))
+    base = kustomize(kubectl, os.path.join(src, "deploy", "base"))
     ds = by_kind(objs, "DaemonSet")[0]
     ct = pressured_container(ds)
     vol = next(v for v in ds["spec"]["template"]["spec"]["volumes"] if v["name"] == "imagefs")
     mount = next(m for m in ct["volumeMounts"] if m["name"] == "imagefs")
     root = "/var/lib/containers/storage"
     if vol["hostPath"]["path"] != root or mount["mountPath"] != root or f"--imagefs-path={root}" not in ct["args"]:
-        errors.append(f"{where}: overlays/cri-o does not mount {root} where --imagefs-path says: volume "
+        errors.append(f"{where}: deploy/overlays/cri-o does not mount {root} where --imagefs-path says: volume "
                       f"{vol['hostPath']}, mount {mount['mountPath']}, args {ct['args']}")
     # Nothing else: undo the three changes and compare with the base.
     vol["hostPath"]["path"] = mount["mountPath"] = "/var/lib/containerd"
     ct["args"].remove(f"--imagefs-path={root}")
     key = lambda o: (o["kind"], o["metadata"]["name"])
     if sorted(objs, key=key) != sorted(base, key=key):
-        errors.append(f"{where}: overlays/cri-o changes more than the imagefs volume, its mount and the flag")
+        errors.append(f"{where}: deploy/overlays/cri-o changes more than the imagefs volume, its mount and the flag")
     else:
-        print(f"{where}: overlays/cri-o mounts {root} for --imagefs-path, nothing else")
+        print(f"{where}: deploy/overlays/cri-o mounts {root} for --imagefs-path, nothing else")
 
 
 def config_names(objs):
@@ -204,13 +216,13 @@ def config_names(objs):
     return cms, refs
 
 
-def check_rollout(kubectl, src, errors, where):
+def check_rollout(kubectl, src, errors, where, entry):
     """A changed config.yaml is a ConfigMap of another name, mounted by the pods: apply rolls them."""
     with tempfile.TemporaryDirectory() as d:
-        for tree in ("deploy", "overlays", "vmtests/deploy"):
+        for tree in ("deploy", "vmtests/deploy"):
             shutil.copytree(os.path.join(src, tree), os.path.join(d, tree),
                             ignore=shutil.ignore_patterns("monitoring", "uninstall"))
-        for path, cfg in (("deploy", "deploy/config.yaml"), ("vmtests/deploy", "vmtests/deploy/config.yaml")):
+        for path, cfg in ((entry, "deploy/base/config.yaml"), ("vmtests/deploy", "vmtests/deploy/config.yaml")):
             before = kustomize(kubectl, os.path.join(d, path))
             with open(os.path.join(d, cfg), "a") as f:
                 f.write("# changed\n")
@@ -221,9 +233,9 @@ def check_rollout(kubectl, src, errors, where):
                               f"{rb} -> {ra}: the pods would not roll")
             else:
                 print(f"{where}: {path}: a changed config.yaml mounts {ca[0]} instead of {cb[0]} (the pods roll)")
-    with open(os.path.join(src, "deploy", "config.yaml")) as a, open(os.path.join(src, "vmtests", "deploy", "config.yaml")) as b:
+    with open(os.path.join(src, "deploy", "base", "config.yaml")) as a, open(os.path.join(src, "vmtests", "deploy", "config.yaml")) as b:
         if a.read() != b.read():
-            errors.append("vmtests/deploy/config.yaml is not deploy/config.yaml (as committed it must be the base's)")
+            errors.append("vmtests/deploy/config.yaml is not deploy/base/config.yaml (as committed it must be the base's)")
 
 
 def check_release_knob(kubectl, src, errors, where, field):
@@ -322,7 +334,7 @@ def main():
         errors.append(r.stdout.strip() or r.stderr.strip())
     errors += self_test(src)
     check_runbook_prefix(src, errors)
-    with open(os.path.join(src, "deploy/daemonset.yaml")) as f:
+    with open(os.path.join(src, "deploy/base/daemonset.yaml")) as f:
         ds = yaml.safe_load(f)
     if ds["spec"]["template"]["metadata"]["annotations"].get("prometheus.io/scrape") != "true":
         errors.append("the DaemonSet lost its prometheus.io/scrape annotation (plain Prometheus)")
@@ -332,8 +344,18 @@ def main():
         v = subprocess.run([k, "version", "--client", "--short"], capture_output=True, text=True).stdout.strip() or \
             subprocess.run([k, "version", "--client"], capture_output=True, text=True).stdout.strip()
         where = f"{k} ({v.splitlines()[0] if v else '?'})"
-        check_overlay(k, src, errors, where, "bases" if k == k120 else "resources")
-        for check in (check_apparmor, check_crio, check_rollout):
+        # kubectl 1.20 serves 1.20-1.29 clusters only (deploy/overlays/before-1.30, `bases:`); deploy/ is
+        # for 1.30 and later, whose kubectl is a current one.
+        old = k == k120
+        for field, target in ([("bases", "deploy/overlays/before-1.30")] if old else
+                              [("resources", "deploy"), ("resources", "deploy/overlays/before-1.30")]):
+            try:
+                check_overlay(k, src, errors, where, field, target)
+            except AssertionError as e:
+                errors.append(f"{where}: {e}")
+        checks = [check_apparmor, check_crio,
+                  lambda *a: check_rollout(*a, "deploy/overlays/before-1.30" if old else "deploy")]
+        for check in checks + ([] if old else [check_entry_point]):
             try:
                 check(k, src, errors, where)
             except AssertionError as e:

@@ -8,7 +8,7 @@ usage: seccomp_runc.py daemon <path to pressured> [--source-dir DIR] [--profile 
 deploy/seccomp/pressured.json is a Kubernetes/Docker-format profile (what the
 kubelet reads from <kubelet root>/seccomp/profiles/). to_oci() turns it into
 the OCI runtime spec's linux.seccomp, which runc hands to libseccomp, and the
-container is built the way deploy/daemonset.yaml asks for it: hostPID and
+container is built the way deploy/base/daemonset.yaml asks for it: hostPID and
 hostNetwork (no pid or network namespace), its own mount/uts/ipc/cgroup
 namespaces, uid 0 with exactly the DaemonSet's capabilities, no new
 privileges, a read-only root, the host's /proc read-only at /host/proc (PSI
@@ -69,7 +69,7 @@ MIB = 1024 * 1024
 LIMIT_MIB = 256
 RT_ROOT = "/sys/fs/cgroup/cpu/cpu.rt_runtime_us"
 
-# deploy/daemonset.yaml's capabilities (securityContext.capabilities.add).
+# deploy/base/daemonset.yaml's capabilities (securityContext.capabilities.add).
 CAPS = ["CAP_BPF", "CAP_PERFMON", "CAP_SYS_RESOURCE", "CAP_KILL", "CAP_DAC_READ_SEARCH", "CAP_SYS_NICE",
         "CAP_IPC_LOCK"]
 
@@ -333,7 +333,7 @@ def bundle(tmp, name, args, seccomp, cgroups_path, binds, rt=False):
         {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "size=16m"]},
         {"destination": "/usr", "type": "bind", "source": "/usr", "options": ["rbind", "ro"]},
         {"destination": "/etc/ld.so.cache", "type": "bind", "source": "/etc/ld.so.cache", "options": ["bind", "ro"]},
-        # deploy/daemonset.yaml's volumes.
+        # deploy/base/daemonset.yaml's volumes.
         {"destination": "/sys/fs/cgroup", "type": "bind", "source": "/sys/fs/cgroup", "options": ["rbind", "rw"]},
         # BTF and PSI come from the container's own /sys and /proc (cgroup.psiPath: /proc/pressure).
         {"destination": "/host/proc", "type": "bind", "source": "/proc", "options": ["rbind", "ro"]},

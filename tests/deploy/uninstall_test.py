@@ -5,7 +5,7 @@ exactly that from a fake node.
   - the init container runs `pressured uninstall` on the node paths deploy/ uses (through its
     mounts, each host path resolved): the kubelet's seccomp directory of deploy/'s kubelet-seccomp
     volume, whose profiles/pressured.json is the DaemonSet's localhostProfile, and daemon.stateFile
-    of deploy/config.yaml on its state volume; the pod's host paths are those two directories
+    of deploy/base/config.yaml on its state volume; the pod's host paths are those two directories
     and nothing else (not the node's /var/lib); the main container mounts nothing and runs
     `uninstall --wait` with no path; the same image as deploy/; no capability, not privileged,
     no ServiceAccount token, every taint tolerated;
@@ -61,7 +61,7 @@ def main():
     ap.add_argument("pressured")
     ap.add_argument("--source-dir", required=True)
     a = ap.parse_args()
-    deploy = os.path.join(a.source_dir, "deploy")
+    deploy = os.path.join(a.source_dir, "deploy", "base")
     failures = []
 
     def check(ok, what):
@@ -81,9 +81,9 @@ def main():
           "deploy/'s localhostProfile is not profiles/pressured.json, the file uninstall removes")
 
     docs = []
-    with open(os.path.join(deploy, "uninstall", "kustomization.yaml")) as f:
+    with open(os.path.join(a.source_dir, "deploy", "uninstall", "kustomization.yaml")) as f:
         for name in yaml.safe_load(f)["resources"]:
-            docs += load(os.path.join(deploy, "uninstall", name))
+            docs += load(os.path.join(a.source_dir, "deploy", "uninstall", name))
     ds = next(d for d in docs if d["kind"] == "DaemonSet")
     spec = ds["spec"]["template"]["spec"]
     vol = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}

@@ -207,8 +207,8 @@ TEST(K8sConnection, WrongCaFailsWithAClearErrorNotATimeout) {
 
 TEST(K8sManifests, DeployKustomizationIsAcceptedByTheServer) {
   PRESSURED_REQUIRE_CONTROL_PLANE(cp);
-  // The path of 1.20-1.29 clusters: deploy/ through overlays/before-1.30.
-  std::string deploy = std::string(PRESSURED_SOURCE_DIR) + "/overlays/before-1.30";
+  // The path of 1.20-1.29 clusters: deploy/ through deploy/overlays/before-1.30.
+  std::string deploy = std::string(PRESSURED_SOURCE_DIR) + "/deploy/overlays/before-1.30";
   // kubectl 1.20 with its client-side schema validation on, against the 1.20
   // server's admission and validation: what an operator of the oldest
   // supported cluster runs. Fields newer than 1.20 (securityContext.

@@ -234,8 +234,8 @@ Result<std::unique_ptr<ControlPlane>> ControlPlane::start() {
   if (auto r = cp->start_apiserver(); !r) return r.error();
 
   std::string src = PRESSURED_SOURCE_DIR;
-  if (auto r = cp->apply_yaml_file(src + "/deploy/namespace.yaml"); !r) return r.error();
-  if (auto r = cp->apply_yaml_file(src + "/deploy/rbac.yaml"); !r) return r.error();
+  if (auto r = cp->apply_yaml_file(src + "/deploy/base/namespace.yaml"); !r) return r.error();
+  if (auto r = cp->apply_yaml_file(src + "/deploy/base/rbac.yaml"); !r) return r.error();
   for (const char* ns : {"default", "pressured"}) {
     if (auto r = cp->ensure_namespace(ns); !r) return r.error();
   }

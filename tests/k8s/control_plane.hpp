@@ -33,7 +33,7 @@ ControlPlaneBinaries find_control_plane_binaries();
 class ControlPlane {
  public:
   /// Certificates, etcd, kube-apiserver; waits for /readyz; applies
-  /// deploy/namespace.yaml + deploy/rbac.yaml; creates `default`
+  /// deploy/base/namespace.yaml + deploy/base/rbac.yaml; creates `default`
   /// ServiceAccounts. An Error says what failed (with the log tail).
   static Result<std::unique_ptr<ControlPlane>> start();
   ~ControlPlane();
@@ -54,7 +54,7 @@ class ControlPlane {
 
   /// A TokenRequest token for a ServiceAccount.
   Result<std::string> token_for(const std::string& ns, const std::string& sa, int64_t seconds = 3600) const;
-  /// pressured's identity from deploy/rbac.yaml: a token file (written under
+  /// pressured's identity from deploy/base/rbac.yaml: a token file (written under
   /// dir()) and the CA. Nothing else: the daemon's calls run with exactly
   /// the shipped ClusterRole.
   Result<k8s::ApiServer> pressured_identity(const std::string& token_file_name = "pressured.token") const;

@@ -1,5 +1,5 @@
 // pressured's evictions against a real kube-apiserver 1.20, authenticated as
-// the `pressured` ServiceAccount bound to deploy/rbac.yaml (a TokenRequest
+// the `pressured` ServiceAccount bound to deploy/base/rbac.yaml (a TokenRequest
 // token; nothing as admin). Any verb the ClusterRole lacks shows up as a 403,
 // counted as a failure, and fails the test.
 #include <gtest/gtest.h>

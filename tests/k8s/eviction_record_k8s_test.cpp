@@ -1,5 +1,5 @@
 // The record an eviction leaves, against a real kube-apiserver 1.20, as the
-// `pressured` ServiceAccount of deploy/rbac.yaml: the pod stays, Failed with
+// `pressured` ServiceAccount of deploy/base/rbac.yaml: the pod stays, Failed with
 // reason Evicted, the kubelet's message and the DisruptionTarget condition;
 // its Event carries the kubelet's annotations; a disruption budget is not
 // asked. What the kubelet and the controllers then do: docs/kubernetes.md,

@@ -1,5 +1,5 @@
 // pressured's node conditions and scheduling taint against a real
-// kube-apiserver, as the `pressured` ServiceAccount (deploy/rbac.yaml).
+// kube-apiserver, as the `pressured` ServiceAccount (deploy/base/rbac.yaml).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 

@@ -1,7 +1,7 @@
 #pragma once
 // pressured's reporter against the test control plane (control_plane.hpp), as
 // the eviction tests (eviction_k8s_test, eviction_record_k8s_test) drive it:
-// authenticated as the `pressured` ServiceAccount of deploy/rbac.yaml, its
+// authenticated as the `pressured` ServiceAccount of deploy/base/rbac.yaml, its
 // metrics and every HTTP answer it got kept for the test to read.
 
 #include <chrono>

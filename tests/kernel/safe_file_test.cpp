@@ -100,7 +100,7 @@ TEST(SafeFile, AFifoIsNeitherReplacedNorWaitedOn) {
   auto w = replace_file(t.path(), "f", "x");
   ASSERT_FALSE(w);
   EXPECT_NE(w.error().message.find("FIFO"), std::string::npos) << w.error().message;
-  auto r = read_regular_file(fifo, 1024);  // would block in open() without a writer
+  auto r = read_regular_file_nofollow(fifo, 1024);  // would block in open() without a writer
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("FIFO"), std::string::npos) << r.error().message;
 }
@@ -108,18 +108,18 @@ TEST(SafeFile, AFifoIsNeitherReplacedNorWaitedOn) {
 TEST(SafeFile, TheReaderTakesOnlyARegularFileOfAtMostTheBound) {
   TempDir t;
   write(t.path() + "/f", "12345");
-  auto r = read_regular_file(t.path() + "/f", 5);
+  auto r = read_regular_file_nofollow(t.path() + "/f", 5);
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_EQ(*r, "12345");
-  auto big = read_regular_file(t.path() + "/f", 4);
+  auto big = read_regular_file_nofollow(t.path() + "/f", 4);
   ASSERT_FALSE(big);
   EXPECT_EQ(big.error().code, EFBIG);
-  EXPECT_EQ(read_regular_file(t.path() + "/missing", 5).error().code, ENOENT);
+  EXPECT_EQ(read_regular_file_nofollow(t.path() + "/missing", 5).error().code, ENOENT);
   ASSERT_EQ(::symlink((t.path() + "/f").c_str(), (t.path() + "/l").c_str()), 0);
-  EXPECT_FALSE(read_regular_file(t.path() + "/l", 5));
-  EXPECT_FALSE(read_regular_file(t.path(), 5)) << "a directory";
+  EXPECT_FALSE(read_regular_file_nofollow(t.path() + "/l", 5));
+  EXPECT_FALSE(read_regular_file_nofollow(t.path(), 5)) << "a directory";
   write(t.path() + "/empty", "");
-  auto empty = read_regular_file(t.path() + "/empty", 5);
+  auto empty = read_regular_file_nofollow(t.path() + "/empty", 5);
   ASSERT_TRUE(empty);
   EXPECT_EQ(*empty, "");
 }

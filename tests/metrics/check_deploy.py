@@ -16,7 +16,7 @@ the fields they use (unknown keys are typos and fail), and for consistency:
     the shipped Localhost profile, never Unconfined, installed by an init
     container of the same image (`pressured install-seccomp`) into the
     kubelet's seccomp directory; AppArmor unconfined through the 1.30+
-    securityContext field, never the deprecated annotation (overlays/before-1.30
+    securityContext field, never the deprecated annotation (deploy/overlays/before-1.30
     has it for older clusters); Linux nodes only (kubernetes.io/os); no host
     path under /proc or /sys a kernel may lack (PSI, BTF come from the
     container's own /proc and /sys); the image is what scripts/image builds
@@ -274,7 +274,7 @@ def check_daemonset(c, ds, config, sa_name, cm_name, operations_md, version=None
     for k in ann:
         if k.startswith(APPARMOR_ANNOTATION):
             c.fail(f"annotation {k}: the base sets AppArmor through the securityContext field (1.30+); the "
-                   f"annotation belongs in overlays/before-1.30")
+                   f"annotation belongs in deploy/overlays/before-1.30")
 
     volumes = {}
     for v in pod.get("volumes", []):
@@ -608,7 +608,8 @@ def main():
         ops = f.read()
 
     c = Checker()
-    docs = load_manifests(deploy)
+    # The objects are in deploy/base/; deploy/ (the 1.30+ entry point) and deploy/overlays/* render them.
+    docs = load_manifests(os.path.join(deploy, "base"))
     by_kind = check_objects(c, docs)
     if c.errors:
         print("\n".join("FAIL: " + e for e in c.errors))
@@ -640,7 +641,7 @@ def main():
         else:
             rendered = [d for d in yaml.safe_load_all(r.stdout) if d]
             if len(rendered) != len(docs):
-                c.fail(f"kubectl kustomize rendered {len(rendered)} objects, deploy/ has {len(docs)}")
+                c.fail(f"kubectl kustomize deploy/ rendered {len(rendered)} objects, deploy/base/ has {len(docs)}")
             else:
                 print(f"kubectl kustomize: {len(rendered)} objects")
             # The ConfigMap's name carries a hash of its data, and the pods refer to that name: a

@@ -335,7 +335,7 @@ std::string bcrypt_cost(const std::string& password, unsigned long cost) {
 // Password guessing must never delay a probe. bcrypt at cost 13 takes about
 // half a second of a core per check, and eight clients guess without pause;
 // every probe must still be answered within the DaemonSet's probe timeout
-// (2 s, deploy/daemonset.yaml): a liveness bound the kubelet applies, not a
+// (2 s, deploy/base/daemonset.yaml): a liveness bound the kubelet applies, not a
 // measured speed. The probes start only once a guess has been checked, so
 // that the checks run while the probes do.
 TEST(MetricsServerAuth, PasswordGuessingNeverDelaysProbes) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """vmtests/run --pressured-image without a guest (vmtests/harness/container.py): the container's OCI spec
-is deploy/daemonset.yaml's pressured container (namespaces, capabilities, read-only root, its
+is deploy/base/daemonset.yaml's pressured container (namespaces, capabilities, read-only root, its
 hostPath volumes, its memory limit) with deploy/seccomp/pressured.json as linux.seccomp, as shipped
 and with SCMP_ACT_LOG as the default; the guest's facts of a bad run fail the verdict; a container
 rootfs staged in the initramfs is checked as its own root. No QEMU, no root."""
@@ -28,7 +28,7 @@ GOOD = {"pid": "321", "exe": "/usr/local/bin/pressured", "elf_machine": "183", "
 class Spec(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        with open(os.path.join(ROOT, "deploy", "daemonset.yaml")) as f:
+        with open(os.path.join(ROOT, "deploy", "base", "daemonset.yaml")) as f:
             pod = yaml.safe_load(f)["spec"]["template"]["spec"]
         cls.ds = next(c for c in pod["containers"] if c["name"] == "pressured")
         cls.volumes = {v["name"]: v for v in pod["volumes"]}

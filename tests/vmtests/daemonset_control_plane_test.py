@@ -5,7 +5,9 @@ DaemonSetApply (the default run; etcd and kube-apiserver only): the test overlay
 vmtests/deploy/ applied with kubectl 1.20's `apply -k` is accepted by the 1.20
 apiserver with validation on, stored as written (the overlay's address and paths), its
 ServiceAccount may evict pods and nothing broader, and `kubectl delete -k` removes the
-DaemonSet and the cluster-wide RBAC; deploy/uninstall/ is accepted too.
+DaemonSet and the cluster-wide RBAC; deploy/uninstall/ is accepted too. Both are applied
+from the files node.deploy_files() copies into the guest, laid out as there: a base the
+copy misses fails here rather than in a VM boot.
 
 DaemonSetControllers (vm-daemonset only: -DPRESSURED_VM_DAEMONSET_TEST=ON, since it
 needs kube-controller-manager and kube-scheduler, `scripts/build-control-plane
@@ -21,8 +23,10 @@ of scripts/build-control-plane, unless PRESSURED_REQUIRE_PRIVILEGED=1.
 import base64
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 
@@ -53,6 +57,27 @@ def poll(what, fn, timeout=180):
 
 
 class ControlPlaneCase(control_plane_case.ControlPlaneCase):
+    @classmethod
+    def setUpClass(cls):
+        # The guest's copy (node.deploy_files()), at its paths below a directory of our own;
+        # before the control plane starts, so nothing is left running if it fails.
+        cls.guest_repo = tempfile.mkdtemp(prefix="pressured-guest-repo-")
+        try:
+            for path, text in node.deploy_files().items():
+                local = os.path.join(cls.guest_repo, os.path.relpath(path, node.GUEST_REPO))
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+                with open(local, "w") as f:
+                    f.write(text)
+            super().setUpClass()
+        except BaseException:
+            shutil.rmtree(cls.guest_repo, ignore_errors=True)
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.guest_repo, ignore_errors=True)
+        super().tearDownClass()
+
     def kc(self, *args, stdin=None, ok=True):
         r = subprocess.run([self.cp.kubectl, "--kubeconfig", self.cp.admin_kubeconfig(), *args], input=stdin,
                            capture_output=True, text=True, timeout=120)
@@ -67,7 +92,7 @@ class ControlPlaneCase(control_plane_case.ControlPlaneCase):
 
 class DaemonSetApply(ControlPlaneCase):
     def test_overlay_accepted_as_written_and_deleted(self):
-        overlay = os.path.join(ROOT, "vmtests", "deploy")
+        overlay = os.path.join(self.guest_repo, "vmtests", "deploy")
         # kubectl validates against the server's schema (--validate, on by default).
         self.kc("apply", "-k", overlay)
         ds = json.loads(self.kc("-n", "pressured", "get", "daemonset", "pressured", "-o", "json").stdout)
@@ -98,7 +123,7 @@ class DaemonSetApply(ControlPlaneCase):
 
     def test_uninstall_accepted(self):
         # deploy/uninstall/ (docs/operations.md, "Uninstall") passes the 1.20 apiserver's validation too.
-        uninstall = os.path.join(ROOT, "deploy", "uninstall")
+        uninstall = os.path.join(self.guest_repo, "deploy", "uninstall")
         self.kc("apply", "-k", uninstall)
         ds = json.loads(self.kc("-n", "pressured-uninstall", "get", "daemonset", "pressured-uninstall", "-o",
                                 "json").stdout)
@@ -112,7 +137,7 @@ class DaemonSetControllers(ControlPlaneCase):
     def test_overlay_pod_made_by_the_daemonset_controller_bound_by_the_scheduler(self):
         # A Node's status may be set on create: allocatable for the scheduler's fit checks.
         self.kc("create", "-f", "-", stdin=json.dumps(dict(NODE, **STATUS)))
-        self.kc("apply", "-k", os.path.join(ROOT, "vmtests", "deploy"))
+        self.kc("apply", "-k", os.path.join(self.guest_repo, "vmtests", "deploy"))
 
         pod = poll("a bound pressured pod", lambda: next((p for p in self.pods() if p["spec"].get("nodeName")), None))
         self.assertEqual(pod["metadata"]["ownerReferences"][0]["kind"], "DaemonSet")
@@ -142,7 +167,7 @@ class DaemonSetControllers(ControlPlaneCase):
                            timeout=60)
         self.assertEqual(r.stdout.strip(), "yes", r.stderr)
 
-        self.kc("delete", "-k", os.path.join(ROOT, "vmtests", "deploy"), "--wait=false")
+        self.kc("delete", "-k", os.path.join(self.guest_repo, "vmtests", "deploy"), "--wait=false")
         # No kubelet confirms the pod's graceful deletion here (in the VM it does): force it,
         # or the namespace waits for it forever.
         self.kc("-n", "pressured", "delete", "pods", "--all", "--grace-period=0", "--force", ok=False)

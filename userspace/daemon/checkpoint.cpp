@@ -380,7 +380,7 @@ LoadedCheckpoint load_checkpoint(const std::string& path, const std::string& boo
   LoadedCheckpoint out;
   // Not a link, a FIFO or anything but a regular file of at most 4 MiB:
   // the daemon's start never blocks on what is found there.
-  auto read = kernel::read_regular_file(path, kMaxCheckpointBytes);
+  auto read = kernel::read_regular_file_nofollow(path, kMaxCheckpointBytes);
   if (!read) {
     if (read.error().code == ENOENT) return out;
     out.status = CheckpointLoad::Corrupt;

@@ -189,7 +189,7 @@ Result<std::string> read_regular_file_at(int dirfd, const std::string& dir_path,
   return out;
 }
 
-Result<std::string> read_regular_file(const std::string& path, std::size_t max_bytes) {
+Result<std::string> read_regular_file_nofollow(const std::string& path, std::size_t max_bytes) {
   const std::size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);

@@ -54,8 +54,9 @@ Result<void> replace_file(const std::string& base, std::string_view relative, st
 Result<std::string> read_regular_file_at(int dirfd, const std::string& dir_path, const std::string& name,
                                          std::size_t max_bytes);
 
-/// read_regular_file_at for `path`: its directory is followed as given (the
+/// read_regular_file_at for `path` (read_regular_file in file.hpp follows a
+/// link at the last component; this one refuses it): its directory is followed as given (the
 /// operator's), its last component is not.
-Result<std::string> read_regular_file(const std::string& path, std::size_t max_bytes);
+Result<std::string> read_regular_file_nofollow(const std::string& path, std::size_t max_bytes);
 
 }  // namespace pressured::kernel

@@ -507,7 +507,7 @@ vmt_ds_json() {
     END { print "{" o "}" }' $DS_FACTS 2>/dev/null
 }
 
-# vmt_ds_config: the overlay's config.yaml: deploy/config.yaml with its
+# vmt_ds_config: the overlay's config.yaml: deploy/base/config.yaml with its
 # eviction settings (the kubelet's file and offsets, the PSI threshold) replaced by
 # the scenario's acting thresholds (vmt_thresholds), the ones pressured+kubelet takes
 # from the guest kubelet's file plus its offset (the guest kubelet's file is not at
@@ -534,7 +534,7 @@ vmt_ds_config() {
       next
     }
     skip && /^daemonSetPods:/ { skip = 0 }
-    !skip' $DS_REPO/deploy/config.yaml > $DS_OVERLAY/config.yaml.new && mv $DS_OVERLAY/config.yaml.new $DS_OVERLAY/config.yaml
+    !skip' $DS_REPO/deploy/base/config.yaml > $DS_OVERLAY/config.yaml.new && mv $DS_OVERLAY/config.yaml.new $DS_OVERLAY/config.yaml
 }
 
 vmt_ds_pod_line() {

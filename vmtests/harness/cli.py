@@ -80,7 +80,7 @@ def main():
                          "480 for --arch arm64, whose guest is emulated instruction by instruction)")
     ap.add_argument("--pressured-image", action="store_true",
                     help="run pressured from the image scripts/image builds for --arch (arm64), under Debian's runc "
-                         "of that architecture in the guest, shaped like deploy/daemonset.yaml, once with the seccomp "
+                         "of that architecture in the guest, shaped like deploy/base/daemonset.yaml, once with the seccomp "
                          "profile as shipped and once with SCMP_ACT_LOG as its default action (harness/container.py)")
     ap.add_argument("--node-cgroup", choices=["v1", "v2"], default="v1",
                     help="cgroup mode of the real-kubelet contenders' guest (default v1: kubelet 1.20's "

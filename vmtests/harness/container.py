@@ -3,7 +3,7 @@
 The image of the guest's architecture is built by scripts/image into build/vmtests/image-<arch>
 (its own output directory: build/image stays the amd64 image the daemonset contender imports),
 unpacked with umoci into a runtime bundle whose config.json the host writes here in the shape of
-deploy/daemonset.yaml's container, with deploy/seccomp/pressured.json converted to the OCI
+deploy/base/daemonset.yaml's container, with deploy/seccomp/pressured.json converted to the OCI
 runtime spec by tests/deploy/seccomp_runc.py (`oci` mode: its to_oci()). runc and libseccomp
 are Debian's packages of the guest's architecture, downloaded through scripts/apt-extra and
 unpacked, never installed. Three contenders, one boot:
@@ -152,8 +152,8 @@ def check_rootfs(rootfs):
 
 
 def daemonset_container():
-    """The pressured container and the volumes of deploy/daemonset.yaml."""
-    with open(os.path.join(ROOT, "deploy", "daemonset.yaml")) as f:
+    """The pressured container and the volumes of deploy/base/daemonset.yaml."""
+    with open(os.path.join(ROOT, "deploy", "base", "daemonset.yaml")) as f:
         ds = yaml.safe_load(f)
     pod = ds["spec"]["template"]["spec"]
     c = next(c for c in pod["containers"] if c["name"] == "pressured")
@@ -163,12 +163,12 @@ def daemonset_container():
 def quantity_bytes(q):
     m = re.fullmatch(r"(\d+)(Ki|Mi|Gi)?", str(q))
     if not m:
-        raise HarnessError(f"deploy/daemonset.yaml: memory quantity {q!r} not understood")
+        raise HarnessError(f"deploy/base/daemonset.yaml: memory quantity {q!r} not understood")
     return int(m.group(1)) << {None: 0, "Ki": 10, "Mi": 20, "Gi": 30}[m.group(2)]
 
 
 def container_spec(seccomp):
-    """The OCI runtime spec of deploy/daemonset.yaml's pressured container, as a node's runtime
+    """The OCI runtime spec of deploy/base/daemonset.yaml's pressured container, as a node's runtime
     makes it: hostPID and hostNetwork (no pid or network namespace), uid 0 with exactly its
     added capabilities, no new privileges, a read-only root, its hostPath volumes as bind
     mounts (readOnly, HostToContainer propagation as rslave), its memory limit; the config
@@ -178,7 +178,7 @@ def container_spec(seccomp):
     sc = c["securityContext"]
     if not (pod.get("hostPID") and pod.get("hostNetwork") and sc.get("readOnlyRootFilesystem")
             and sc.get("allowPrivilegeEscalation") is False and sc.get("runAsUser") == 0):
-        raise HarnessError("deploy/daemonset.yaml no longer has the shape this spec mirrors "
+        raise HarnessError("deploy/base/daemonset.yaml no longer has the shape this spec mirrors "
                            "(hostPID, hostNetwork, read-only root, no privilege escalation, uid 0)")
     caps = ["CAP_" + x for x in sc["capabilities"]["add"]]
     mounts = [

@@ -22,6 +22,8 @@ import tempfile
 import threading
 import time
 
+import yaml
+
 from .common import OUT, ROOT, log
 
 CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
@@ -279,20 +281,36 @@ def _build_node_disk(workloads, pressured_image=None):
 
 
 # Where the guest finds deploy/ and the test overlay (vmtests/deploy/), at the same
-# relative paths as in the repository so the overlay's `../../deploy` holds.
+# relative paths as in the repository so the overlays' relative bases hold.
 GUEST_REPO = "/vmt/repo"
 
 
 def deploy_files():
-    """{guest path: text} of the kustomize base deploy/ (its top-level files: the
-    kustomization and the manifests it lists), the uninstall deploy/uninstall/ and the test overlay vmtests/deploy/."""
+    """{guest path: text} of what the guest applies: the test overlay vmtests/deploy/ and
+    the uninstall deploy/uninstall/, with every kustomization they reach through `bases:`
+    or a directory in `resources:` (deploy/overlays/before-1.30/, deploy/base/), each
+    directory's .yaml files. Following the references rather than naming directories keeps
+    the copy whole when the layout of deploy/ changes."""
     out = {}
-    for rel in ("deploy", os.path.join("deploy", "uninstall"), os.path.join("vmtests", "deploy")):
+    todo = [os.path.join("vmtests", "deploy"), os.path.join("deploy", "uninstall")]
+    seen = set()
+    while todo:
+        rel = os.path.normpath(todo.pop())
+        if rel in seen:
+            continue
+        seen.add(rel)
         d = os.path.join(ROOT, rel)
+        if rel.startswith("..") or not os.path.isfile(os.path.join(d, "kustomization.yaml")):
+            raise EnvironmentError(f"{rel}: no kustomization.yaml inside the repository (a base the test overlay names)")
         for name in sorted(os.listdir(d)):
             if name.endswith((".yaml", ".yml")) and os.path.isfile(os.path.join(d, name)):
                 with open(os.path.join(d, name)) as f:
                     out[f"{GUEST_REPO}/{rel}/{name}"] = f.read()
+        with open(os.path.join(d, "kustomization.yaml")) as f:
+            kust = yaml.safe_load(f) or {}
+        for ref in (kust.get("bases") or []) + (kust.get("resources") or []):
+            if os.path.isdir(os.path.join(d, ref)):
+                todo.append(os.path.join(rel, ref))
     if f"{GUEST_REPO}/vmtests/deploy/kustomization.yaml" not in out:
         raise EnvironmentError("vmtests/deploy/kustomization.yaml (the test overlay) is missing")
     return out
