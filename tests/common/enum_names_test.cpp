@@ -60,7 +60,7 @@ TEST(EnumNames, EveryValueHasOneDistinctNameThatParsesBack) {
   expect_one_name_each(kAttachKindNames, after(AttachKind::Tracepoint), "AttachKind");
   expect_one_name_each(kConditionNames, kConditionCount, "Condition");
   expect_one_name_each(kQosClassNames, after(QosClass::Guaranteed), "QosClass");
-  expect_one_name_each(kApiActionNames, after(ApiAction::PodStatus), "ApiAction");
+  expect_one_name_each(kApiActionNames, after(ApiAction::NodeEvent), "ApiAction");
   expect_one_name_each(kApiOutcomeNames, after(ApiOutcome::Unreachable), "ApiOutcome");
   expect_one_name_each(kCgroupVersionNames, after(CgroupVersion::Hybrid), "CgroupVersion");
   expect_one_name_each(kCgroupDriverNames, after(CgroupDriver::Systemd), "CgroupDriver");

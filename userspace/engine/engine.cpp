@@ -186,20 +186,6 @@ int64_t eviction_grace_period(const Pod& pod, ThresholdKind kind, const Eviction
   return grace;
 }
 
-bool evicted_before(const Pod& a, uint64_t a_usage, const Pod& b, uint64_t b_usage, StarvedResource resource,
-                    const EvictionConfig& config) {
-  // The keys as if the pod used `usage`: callers compare bounds, not readings.
-  auto keys = [&](const Pod& p, uint64_t usage) {
-    RankKeys k = rank_keys(p, resource, config);
-    k.usage = usage;
-    k.zero_usage = usage == 0;
-    // The kubelet's PID order has no request key (rank_keys).
-    if (!(k.kubelet && resource == StarvedResource::Pids)) k.over_request = usage > k.request;
-    return k;
-  };
-  return evict_before(keys(a, a_usage), a.uid, keys(b, b_usage), b.uid);
-}
-
 std::vector<const Pod*> rank_pods(const std::vector<Pod>& pods, StarvedResource resource,
                                   const EvictionConfig& config, const std::vector<std::string>& terminating) {
   std::vector<std::pair<RankKeys, const Pod*>> keyed;
@@ -217,9 +203,13 @@ std::vector<const Pod*> rank_pods(const std::vector<Pod>& pods, StarvedResource 
   return out;
 }
 
-RankKeys rank_keys(const Pod& pod, StarvedResource resource, const EvictionConfig& config) {
+// The keys of `pod` as if it used `usage`. Always inlined: the ranking
+// comparator (evicted_before) builds two per comparison, and a call there
+// costs more than the keys themselves (counted by budget.work_counts).
+[[gnu::always_inline]] static inline RankKeys keys_at(const Pod& pod, uint64_t usage, StarvedResource resource,
+                                              const EvictionConfig& config) {
   RankKeys k;
-  k.usage = pod_usage(pod, resource);
+  k.usage = usage;
   k.request = pod_request(pod, resource);
   k.zero_usage = k.usage == 0;
   k.daemonset_last = pod.daemonset && config.daemonset_pods == DaemonSetPolicy::EvictLast;
@@ -240,6 +230,16 @@ RankKeys rank_keys(const Pod& pod, StarvedResource resource, const EvictionConfi
     if (k.no_stats) k.over_request = false;
   }
   return k;
+}
+
+RankKeys rank_keys(const Pod& pod, StarvedResource resource, const EvictionConfig& config) {
+  return keys_at(pod, pod_usage(pod, resource), resource, config);
+}
+
+bool evicted_before(const Pod& a, uint64_t a_usage, const Pod& b, uint64_t b_usage, StarvedResource resource,
+                    const EvictionConfig& config) {
+  // The keys as if the pod used `usage`: callers compare bounds, not readings.
+  return evict_before(keys_at(a, a_usage, resource, config), a.uid, keys_at(b, b_usage, resource, config), b.uid);
 }
 
 int64_t RankKeys::kubelet_amount() const {
