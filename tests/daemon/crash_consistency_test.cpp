@@ -86,7 +86,9 @@ class FakeApi {
       json meta{{"name", it->first}, {"namespace", "t"}, {"uid", it->second}};
       if (deleting_.count(it->first) != 0) meta["deletionTimestamp"] = "2026-01-01T00:00:00Z";
       json status{{"phase", failed_.count(it->first) != 0 ? "Failed" : "Running"}};
-      res.set_content(json{{"metadata", meta}, {"status", status}}.dump(), "application/json");
+      // On the daemon's node (nodeName n1): the reporter writes about no other pod.
+      res.set_content(json{{"metadata", meta}, {"spec", {{"nodeName", "n1"}}}, {"status", status}}.dump(),
+                      "application/json");
     });
     srv_.Patch(R"(/api/v1/namespaces/t/pods/([^/]+)/status)", [this](const httplib::Request& req, httplib::Response& res) {
       take_eviction(req.matches[1], failed_);

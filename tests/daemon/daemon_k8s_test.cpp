@@ -37,7 +37,9 @@ struct Api {
       calls.push_back(req.method + " " + req.path);
       bodies.push_back(req.body);
       res.status = req.method == "POST" ? 201 : 200;
-      res.set_content("{}", "application/json");
+      // The pod is on the daemon's node: the reporter writes about no other.
+      const bool pod_read = req.method == "GET" && req.path.find("/pods/") != std::string::npos;
+      res.set_content(pod_read ? R"({"spec":{"nodeName":"n1"}})" : "{}", "application/json");
     };
     srv.Post(".*", h);
     srv.Get(".*", h);  // the reporter reads the pod before evicting it

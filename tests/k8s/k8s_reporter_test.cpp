@@ -350,8 +350,8 @@ TEST(K8sReporter, DisruptionTargetCarriesObservedGenerationOnlyWhereTheServerTra
   for (bool tracked : {true, false}) {
     FakeApiServer api;
     api.bodies["GET /api/v1/namespaces/shop/pods/web"] =
-        tracked ? R"({"metadata":{"uid":"1234-uid","generation":3},"status":{"phase":"Running"}})"
-                : R"({"metadata":{"uid":"1234-uid"},"status":{"phase":"Running"}})";
+        tracked ? R"({"metadata":{"uid":"1234-uid","generation":3},"spec":{"nodeName":"node-1"},"status":{"phase":"Running"}})"
+                : R"({"metadata":{"uid":"1234-uid"},"spec":{"nodeName":"node-1"},"status":{"phase":"Running"}})";
     ReporterOptions o = fast_options();
     o.mark_failed = true;
     Reporter r(ApiClient(api.endpoint(), 2s), o);
