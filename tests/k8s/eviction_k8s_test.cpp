@@ -231,7 +231,8 @@ TEST(K8sEviction, NodeGetsTheKubeletsEvictionThresholdMetEvent) {
   auto r = cp->admin_call("GET", "/api/v1/namespaces/default/events?fieldSelector=reason%3DEvictionThresholdMet");
   ASSERT_EQ(r.status, 200) << r.body;
   json found;
-  for (const auto& ev : json::parse(r.body)["items"]) {
+  const json events = json::parse(r.body);  // kept: the loop runs over a part of it
+  for (const auto& ev : events["items"]) {
     if (ev["metadata"]["name"] == "node-a.node-event-1") found = ev;
   }
   ASSERT_TRUE(found.is_object()) << r.body;

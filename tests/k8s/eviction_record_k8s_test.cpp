@@ -337,8 +337,14 @@ TEST(K8sEvictionRecord, ARecordTheKubeletUndoesEndsThePodThroughTheApiOnce) {
   EXPECT_EQ(api_requests(m, "delete", "success"), 1u);
   EXPECT_EQ(scraped(m, "pressured_kubernetes_eviction_records_undone_total", {{"cause", "phase"}}), 1u);
   EXPECT_EQ(scraped(m, "pressured_kubernetes_report_failures_total"), 0u);
-  auto gone = cp->admin_call("GET", "/api/v1/namespaces/record-undone/pods/worker");
-  EXPECT_EQ(gone.status, 404) << "grace 0: deleted at once; " << gone.body;
+  // Ended with the kubelet's immediate grace, 1 s, never a force deletion: the
+  // object waits, terminating, for a kubelet to confirm its containers gone
+  // (this control plane has none).
+  auto ending = cp->admin_call("GET", "/api/v1/namespaces/record-undone/pods/worker");
+  ASSERT_EQ(ending.status, 200) << ending.body;
+  const json pod = json::parse(ending.body);
+  EXPECT_FALSE(pod["metadata"]["deletionTimestamp"].is_null()) << ending.body;
+  EXPECT_EQ(pod["metadata"]["deletionGracePeriodSeconds"], 1) << ending.body;
 
   // Its processes back meanwhile, and the loop going on: no second end.
   loop.running = true;
