@@ -425,6 +425,7 @@ Result<std::unique_ptr<PluginConnector>> load_grpc_connector(const std::string& 
   for (const std::string& t : tries) {
     if (!path.empty() || std::filesystem::exists(t)) {
       // Loaded once for the process's life: gRPC's threads must not outlive their code.
+      // initramfs: not carried (an optional module; no VM test configures plugins)
       void* h = ::dlopen(t.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
       if (h == nullptr) {
         const char* err = ::dlerror();
