@@ -227,14 +227,16 @@ json event_metadata(const Eviction& e) {
   return meta;
 }
 
-std::string event_body(const Eviction& e, const std::string& node, const std::string& now) {
+namespace {
+// A Warning Event from pressured on `node`, as the kubelet's recorder shapes one.
+std::string warning_event(json metadata, json involved, std::string_view reason, const std::string& message,
+                          const std::string& node, const std::string& now) {
   json j{{"apiVersion", "v1"},
          {"kind", "Event"},
-         {"metadata", event_metadata(e)},
-         {"involvedObject",
-          {{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", e.name}, {"namespace", e.namespace_}, {"uid", e.uid}}},
-         {"reason", "Evicted"},
-         {"message", eviction_message(e)},
+         {"metadata", std::move(metadata)},
+         {"involvedObject", std::move(involved)},
+         {"reason", reason},
+         {"message", message},
          {"type", "Warning"},
          {"source", {{"component", "pressured"}, {"host", node}}},
          {"reportingComponent", "pressured"},
@@ -243,6 +245,14 @@ std::string event_body(const Eviction& e, const std::string& node, const std::st
          {"lastTimestamp", now},
          {"count", 1}};
   return j.dump();
+}
+}  // namespace
+
+std::string event_body(const Eviction& e, const std::string& node, const std::string& now) {
+  return warning_event(
+      event_metadata(e),
+      {{"apiVersion", "v1"}, {"kind", "Pod"}, {"name", e.name}, {"namespace", e.namespace_}, {"uid", e.uid}},
+      "Evicted", eviction_message(e), node, now);
 }
 
 std::optional<std::string> threshold_met_event_body(const Eviction& e, const std::string& node, const std::string& now) {
@@ -253,20 +263,8 @@ std::optional<std::string> threshold_met_event_body(const Eviction& e, const std
   } else {
     meta = {{"name", node + "." + e.id}, {"namespace", "default"}};
   }
-  json j{{"apiVersion", "v1"},
-         {"kind", "Event"},
-         {"metadata", std::move(meta)},
-         {"involvedObject", {{"kind", "Node"}, {"name", node}, {"uid", node}}},
-         {"reason", "EvictionThresholdMet"},
-         {"message", "Attempting to reclaim " + resource_name(e.signal)},
-         {"type", "Warning"},
-         {"source", {{"component", "pressured"}, {"host", node}}},
-         {"reportingComponent", "pressured"},
-         {"reportingInstance", node},
-         {"firstTimestamp", now},
-         {"lastTimestamp", now},
-         {"count", 1}};
-  return j.dump();
+  return warning_event(std::move(meta), {{"kind", "Node"}, {"name", node}, {"uid", node}}, "EvictionThresholdMet",
+                       "Attempting to reclaim " + resource_name(e.signal), node, now);
 }
 
 std::string conditions_patch(const std::string& prefix, const std::array<bool, kConditionCount>& status,
