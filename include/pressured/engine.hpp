@@ -181,6 +181,10 @@ std::vector<ContainerUsage> container_usage(const Pod& pod, StarvedResource reso
 /// rule or the plugin threshold when one did, else the signal's name.
 std::string_view eviction_reason(const Eviction& e);
 
+/// Sets who `e` evicts: `p`'s identity as the policy, the evictor and the
+/// messages need it (uid, name, namespace, QoS, static, metadata, cgroup).
+void set_victim_identity(Eviction& e, const Pod& p);
+
 struct Decisions {
   std::array<bool, kConditionCount> conditions{};  // node conditions after this evaluation
   std::vector<ConditionChange> changes;            // flips since the previous evaluation

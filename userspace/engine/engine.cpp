@@ -90,10 +90,16 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
-// Who is evicted: the pod's identity as the policy, the evictor and the
-// messages need it; the caller adds why.
+// Who is evicted, the caller adds why.
 Eviction eviction_of(const Pod& p) {
   Eviction e;
+  set_victim_identity(e, p);
+  return e;
+}
+
+}  // namespace
+
+void set_victim_identity(Eviction& e, const Pod& p) {
   e.uid = p.uid;
   e.name = p.name;
   e.namespace_ = p.namespace_;
@@ -101,10 +107,7 @@ Eviction eviction_of(const Pod& p) {
   e.static_pod = p.static_pod;
   e.metadata_known = p.metadata_known;
   e.cgroup_path = p.cgroup_path;
-  return e;
 }
-
-}  // namespace
 
 bool never_evicted(const Pod& pod, const EvictionConfig& config) {
   return pod.critical || pod.static_pod || pod.metadata_unavailable || pod.priority >= kCriticalPodPriority ||

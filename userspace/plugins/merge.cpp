@@ -117,13 +117,7 @@ Choice choose(const std::vector<const Pod*>& ranked, Lane lane, ThresholdKind ki
 // chose; what decided (signal, kind, observed, threshold) stays.
 void refill(Eviction& e, const Choice& c, const NodeSnapshot& snapshot, const EvictionConfig& config) {
   const Pod& p = *c.victim;
-  e.uid = p.uid;
-  e.name = p.name;
-  e.namespace_ = p.namespace_;
-  e.qos = p.qos;
-  e.static_pod = p.static_pod;
-  e.metadata_known = p.metadata_known;
-  e.cgroup_path = p.cgroup_path;
+  set_victim_identity(e, p);
   e.usage_at_decision = pod_usage(p, e.signal, snapshot.containerfs_layout);
   e.grace_period_seconds = eviction_grace_period(p, e.kind, config);
   e.keys = rank_keys(p, e.signal, snapshot.containerfs_layout, config);
