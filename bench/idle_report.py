@@ -9,7 +9,8 @@ starts `pressured run` (pod file source, hard thresholds on memory.available and
 allocatableMemory.available far from being met, 1 s safety net, dry run,
 metrics on 127.0.0.1), lets it settle, then samples it for --seconds:
 
-  start CPU   CPU time (user+sys) used until the daemon logged "pressured running"
+  start CPU   CPU time (user+sys, every thread) used until the daemon logged "pressured running",
+              as the daemon counts it itself (getrusage) in that line
   idle CPU    CPU time over the sample window / wall time, in % of one core
               (utime+stime: sampled at the scheduler tick, 10 ms a sample)
   on-CPU      the same from the threads' schedstat run time (exact: a daemon
@@ -37,6 +38,7 @@ import json
 import os
 import signal
 import subprocess
+import re
 import sys
 import tempfile
 import time
@@ -216,9 +218,13 @@ def measure(binary, n, seconds, settle, extra_env, breakdown=False, pod_source="
             if daemon.poll() is not None:
                 raise RuntimeError(f"pressured exited with {daemon.returncode}: see {tmp}/daemon.log")
             with open(f"{tmp}/daemon.log") as f:
-                if "pressured running" in f.read():
-                    start_cpu = cpu_seconds(daemon.pid)
-                    break
+                text = f.read()
+            if "pressured running" in text:
+                # The daemon's own count (getrusage: every thread, µs): exact
+                # where /proc's utime+stime move by whole clock ticks.
+                m = re.search(r"pressured running: .*\(([0-9.]+) ms of CPU\)", text)
+                start_cpu = float(m.group(1)) / 1000 if m else cpu_seconds(daemon.pid)
+                break
             time.sleep(0.01)
         if start_cpu is None:
             raise RuntimeError(f"pressured did not start within 30 s: see {tmp}/daemon.log")
