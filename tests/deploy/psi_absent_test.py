@@ -75,6 +75,9 @@ def main():
             w = warn[0] if warn else ""
             for part in (missing + "/memory", "psi=0", "memory.pressure.full.avg10 (hard)"):
                 check(failures, part in w, f"it names {part}")
+            raised = [l for l in text.splitlines() if "CAP_SYS_RESOURCE" in l]
+            check(failures, not raised, "no word of a trigger window raised on a kernel with no PSI: " +
+                  (raised[0] if raised else ""))
             if os.path.exists("/proc/pressure/memory"):
                 run(pressured, root, tmp, None, failures, 1)
             else:

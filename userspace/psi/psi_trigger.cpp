@@ -50,12 +50,6 @@ Result<std::unique_ptr<PsiTriggerSource>> PsiTriggerSource::open(const std::stri
                                                                  WatchId id) {
   bool privileged = psi_privileged();
   Duration w = effective_window(window, privileged);
-  if (w != window) {
-    spdlog::warn("psi: no CAP_SYS_RESOURCE: trigger window on {} raised from {} ms to {} ms (unprivileged triggers "
-                 "need multiples of 2 s)",
-                 pressure_file, duration_cast<std::chrono::milliseconds>(window).count(),
-                 duration_cast<std::chrono::milliseconds>(w).count());
-  }
   auto line = format_trigger(full, stall, w, privileged);
   if (!line) return line.error();
   auto fd = kernel::Fd::open(pressure_file, O_RDWR | O_NONBLOCK);
@@ -63,6 +57,13 @@ Result<std::unique_ptr<PsiTriggerSource>> PsiTriggerSource::open(const std::stri
   // The kernel parses the string including its terminating NUL.
   if (::write(fd->get(), line->c_str(), line->size() + 1) < 0) {
     return Error::from_errno(errno, "PSI trigger '" + *line + "' on " + pressure_file);
+  }
+  // Said once the trigger is in place: a kernel without PSI has no window to raise.
+  if (w != window) {
+    spdlog::warn("psi: no CAP_SYS_RESOURCE: trigger window on {} raised from {} ms to {} ms (unprivileged triggers "
+                 "need multiples of 2 s)",
+                 pressure_file, duration_cast<std::chrono::milliseconds>(window).count(),
+                 duration_cast<std::chrono::milliseconds>(w).count());
   }
   return std::unique_ptr<PsiTriggerSource>(new PsiTriggerSource(std::move(*fd), cgroup_id, id));
 }
