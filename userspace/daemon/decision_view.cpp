@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "engine/rank_order.hpp"
 #include "pressured/engine.hpp"
 
 namespace pressured {
@@ -79,28 +80,42 @@ Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapsho
 
   constexpr StarvedResource kMem = StarvedResource::Memory;
   constexpr uint64_t kUnbounded = UINT64_MAX;
+  // Each pod's keys are built once and compared many times (rank::evict_before):
+  // at the usage in hand, then at its bound.
+  struct Keyed {
+    RankKeys keys;
+    Pod* pod;
+  };
+  auto before = [](const RankKeys& a, const Pod& pa, const RankKeys& b, const Pod& pb) {
+    return rank::evict_before(a, pa.uid, b, pb.uid);
+  };
   auto& pods = snapshot.pods;
-  std::vector<Pod*> eligible;
+  std::vector<Keyed> eligible;
   eligible.reserve(pods.size());
   for (Pod& p : pods) {
-    if (!never_evicted_for(p, kMem, config) && !contains(excluded, p.uid)) eligible.push_back(&p);
+    if (!never_evicted_for(p, kMem, config) && !contains(excluded, p.uid)) {
+      eligible.push_back({rank_keys(p, kMem, config), &p});
+    }
   }
 
   // A seed: the head by the values in hand, read in full. Pods that could not
   // rank before it whatever their usage (another QoS class, a higher
   // priority, ...) need no read at all.
-  Pod* best = nullptr;
-  for (Pod* p : eligible) {
-    if (!best || evicted_before(*p, pod_usage(*p, kMem), *best, pod_usage(*best, kMem), kMem, config)) best = p;
+  const Keyed* seed = nullptr;
+  for (const Keyed& e : eligible) {
+    if (!seed || before(e.keys, *e.pod, seed->keys, *seed->pod)) seed = &e;
   }
+  Pod* best = nullptr;
+  RankKeys best_keys{};
   std::vector<Pod*> contenders;
-  if (best) {
-    Pod* seed = best;
-    if (auto r = observer.refresh_pod(*seed, now); !r) return r.error();
+  if (seed) {
+    best = seed->pod;
+    if (auto r = observer.refresh_pod(*best, now); !r) return r.error();
     ++out.pods_refreshed;
-    for (Pod* p : eligible) {
-      if (p != seed && evicted_before(*p, kUnbounded, *seed, pod_usage(*seed, kMem), kMem, config)) {
-        contenders.push_back(p);
+    best_keys = rank_keys(*best, kMem, config);
+    for (const Keyed& e : eligible) {
+      if (e.pod != best && before(rank_keys_at(*e.pod, kUnbounded, kMem, config), *e.pod, best_keys, *best)) {
+        contenders.push_back(e.pod);
       }
     }
   }
@@ -111,33 +126,40 @@ Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapsho
 
   // Ranked at its bound a pod takes the best place it can have (a pod's place
   // only improves as its usage grows). A heap: only its top few are taken.
-  auto later = [&](Pod* a, Pod* b) {  // max-heap on "evicted later": the top has the best bound
-    return evicted_before(*b, b->memory_usage_bytes, *a, a->memory_usage_bytes, kMem, config);
+  std::vector<Keyed> bounds;
+  bounds.reserve(contenders.size());
+  for (Pod* p : contenders) bounds.push_back({rank_keys_at(*p, p->memory_usage_bytes, kMem, config), p});
+  auto later = [&](const Keyed& a, const Keyed& b) {  // max-heap on "evicted later": the top has the best bound
+    return before(b.keys, *b.pod, a.keys, *a.pod);
   };
-  std::make_heap(contenders.begin(), contenders.end(), later);
+  std::make_heap(bounds.begin(), bounds.end(), later);
 
   // Read pods in full, best bound first, until the best read one ranks
   // before the next bound (hence before every later one).
-  auto end = contenders.end();
-  while (end != contenders.begin()) {
-    const Pod& top = *contenders.front();
-    if (!evicted_before(top, top.memory_usage_bytes, *best, pod_usage(*best, kMem), kMem, config)) break;
+  auto end = bounds.end();
+  while (end != bounds.begin()) {
+    const Keyed& top = bounds.front();
+    if (!before(top.keys, *top.pod, best_keys, *best)) break;
     if (out.pods_refreshed == kMaxHeadRefreshes) {
       return Error{EAGAIN, "the memory ranking's head is uncertain after " + std::to_string(kMaxHeadRefreshes) +
                                " pod reads"};
     }
-    std::pop_heap(contenders.begin(), end, later);
+    std::pop_heap(bounds.begin(), end, later);
     --end;
-    Pod& p = **end;
+    Pod& p = *end->pod;
     if (auto r = observer.refresh_pod(p, now); !r) return r.error();
     ++out.pods_refreshed;
-    if (evicted_before(p, pod_usage(p, kMem), *best, pod_usage(*best, kMem), kMem, config)) best = &p;
+    RankKeys k = rank_keys(p, kMem, config);
+    if (before(k, p, best_keys, *best)) {
+      best = &p;
+      best_keys = k;
+    }
   }
   // The rest keep what they had, capped by their fresh bound: none can then
   // rank before the head on a value older than this decision. (Pods that were
   // no contender cannot rank before it at any usage.)
-  for (auto it = contenders.begin(); it != end; ++it) {
-    Pod& p = **it;
+  for (auto it = bounds.begin(); it != end; ++it) {
+    Pod& p = *it->pod;
     p.usage.memory_working_set_bytes = std::min(p.usage.memory_working_set_bytes, p.memory_usage_bytes);
   }
   return out;

@@ -10,51 +10,13 @@
 #include <tuple>
 
 #include "engine/local_storage.hpp"
+#include "engine/rank_order.hpp"
 
 namespace pressured {
 namespace {
 
-// a.usage - a.offset > b.usage - b.offset, exactly (the kubelet subtracts
-// Quantities), without overflow: a.usage + b.offset > b.usage + a.offset.
-bool larger_kubelet_amount(const RankKeys& a, const RankKeys& b) {
-  uint64_t l = 0, r = 0;
-  const bool lc = __builtin_add_overflow(a.usage, b.offset, &l);
-  const bool rc = __builtin_add_overflow(b.usage, a.offset, &r);
-  if (lc != rc) return lc;
-  return l > r;
-}
-
-// The kubelet's orders (helpers.go: rankMemoryPressure, rankDiskPressureFunc,
-// rankPIDPressure): usage over the request first (for pids every pod is
-// "within", the PID order has no such key), then lower priority, then the
-// larger usage - request. Its sort is not stable; the uid makes this one total.
-// A pod without stats goes first ("prioritize evicting the pod for which no
-// stats were found": exceedMemoryRequests, exceedDiskRequests, process).
-inline bool kubelet_evict_before(const RankKeys& a, const std::string& ua, const RankKeys& b, const std::string& ub) {
-  if (!a.pid_order && a.no_stats != b.no_stats) return a.no_stats;
-  if (a.over_request != b.over_request) return a.over_request;
-  if (a.priority != b.priority) return a.priority < b.priority;
-  if (a.no_stats != b.no_stats) return a.no_stats;
-  // Two pods without stats are equal on every later key but the uid.
-  if (a.no_stats) return ua < ub;
-  if (larger_kubelet_amount(a, b)) return true;
-  if (larger_kubelet_amount(b, a)) return false;
-  return ua < ub;
-}
-
-// True when the pod with keys `a` (uid `ua`) is evicted before the one with
-// `b`. Smaller sorts first (evicted first) on every key but the amount,
-// where larger goes first; the uid breaks ties so the order is total.
-inline bool evict_before(const RankKeys& a, const std::string& ua, const RankKeys& b, const std::string& ub) {
-  if (a.kubelet) return kubelet_evict_before(a, ua, b, ub);
-  auto head = [](const RankKeys& k) {
-    return std::make_tuple(k.zero_usage, k.daemonset_last, static_cast<uint8_t>(k.qos), !k.over_request, k.priority);
-  };
-  auto ha = head(a), hb = head(b);
-  if (ha != hb) return ha < hb;
-  if (a.amount() != b.amount()) return a.amount() > b.amount();
-  return ua < ub;
-}
+using rank::evict_before;
+using rank::larger_kubelet_amount;
 
 // Binary-suffixed bytes ("1.5Gi"), or a plain count.
 std::string amount_text(uint64_t v, StarvedResource r) {
@@ -237,6 +199,10 @@ std::vector<const Pod*> rank_pods(const std::vector<Pod>& pods, StarvedResource 
 
 RankKeys rank_keys(const Pod& pod, StarvedResource resource, const EvictionConfig& config) {
   return keys_at(pod, pod_usage(pod, resource), resource, config);
+}
+
+RankKeys rank_keys_at(const Pod& pod, uint64_t usage, StarvedResource resource, const EvictionConfig& config) {
+  return keys_at(pod, usage, resource, config);
 }
 
 bool evicted_before(const Pod& a, uint64_t a_usage, const Pod& b, uint64_t b_usage, StarvedResource resource,
