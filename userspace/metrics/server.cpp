@@ -2,9 +2,15 @@
 //
 // The port is reachable by every tenant on the node (it listens on all
 // interfaces, as node_exporter does), and the DaemonSet's liveness probe goes
-// through it: a client must never be able to starve /healthz. HTTP, TLS and
-// the sockets are libmicrohttpd's (epoll mode, on this server's one thread);
-// on top of it, pressured keeps:
+// through it: a client must never be able to starve /healthz. HTTP and TLS
+// are libmicrohttpd's (epoll mode, on this server's one thread); on top of
+// it, pressured keeps:
+//   - the accept: pressured drains the kernel's accept queue at every turn
+//     and holds a new connection itself until its first bytes arrive, so a
+//     flood of connections that are opened and closed costs an accept and a
+//     close each, the queue does not fill, and a probe's SYN is not dropped
+//     (a dropped SYN is retried only a second later); libmicrohttpd is
+//     handed only connections that have something to say;
 //   - at most `max_connections` connections; over the cap, the oldest one
 //     that has not finished sending its request is dropped (an idle or
 //     slow-loris connection cannot keep a probe out, and one that came with
@@ -40,6 +46,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -282,6 +289,15 @@ struct Conn {
   bool request_seen = false;  // a request reached on_request
 };
 
+// A connection pressured accepted and holds until its first bytes arrive
+// (then it is handed to MHD, keeping its seq and deadline).
+struct Waiting {
+  uint64_t seq = 0;
+  SteadyClock::time_point deadline;
+  sockaddr_storage addr{};
+  socklen_t addr_len = 0;
+};
+
 // Per request (MHD's request context): the password check, if one was needed.
 struct RequestState {
   std::shared_ptr<AuthJob> job;
@@ -309,7 +325,11 @@ struct MetricsServer::Impl {
   WebConfig web;
   MetricsServerLimits limits;
   MHD_Daemon* daemon = nullptr;
-  kernel::Fd epoll_fd, stop_fd, wake_fd;
+  kernel::Fd listen_fd, epoll_fd, stop_fd, wake_fd;
+  int mhd_epoll_fd = -1;
+  std::unordered_map<int, Waiting> waiting;  // by fd, in epoll_fd until handed over
+  std::map<uint64_t, int> waiting_by_seq;    // the same, oldest first
+  const Waiting* handing_over = nullptr;     // read by on_connection during MHD_add_connection
   std::unique_ptr<AuthChecker> checker;
   std::thread thread;
   ListenAddress bound;
@@ -328,9 +348,11 @@ struct MetricsServer::Impl {
 
   ~Impl() {
     if (daemon != nullptr) MHD_stop_daemon(daemon);
+    for (const auto& [fd, w] : waiting) ::close(fd);
   }
 
-  void update_open() { st.open = conns.size() - cut_count; }
+  std::size_t open_count() const { return waiting.size() + conns.size() - cut_count; }
+  void update_open() { st.open = open_count(); }
 
   // Makes MHD close `c` on its next turn: its reads and writes fail at once.
   // The fd is still MHD's (it is closed only after the CLOSED notification,
@@ -369,10 +391,14 @@ struct MetricsServer::Impl {
       Conn c;
       const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
       c.fd = info != nullptr ? info->connect_fd : MHD_INVALID_SOCKET;
-      c.seq = self->next_seq++;
-      c.deadline = SteadyClock::now() + self->limits.header_timeout;
+      if (self->handing_over != nullptr) {  // accepted by accept_all(): its place in line and its deadline
+        c.seq = self->handing_over->seq;
+        c.deadline = self->handing_over->deadline;
+      } else {
+        c.seq = self->next_seq++;
+        c.deadline = SteadyClock::now() + self->limits.header_timeout;
+      }
       self->conns[connection] = c;
-      self->st.accepted++;
     } else {
       auto it = self->conns.find(connection);
       if (it != self->conns.end()) {
@@ -542,6 +568,18 @@ struct MetricsServer::Impl {
   SteadyClock::time_point police() {
     auto now = SteadyClock::now();
     auto next = SteadyClock::time_point::max();
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      if (it->second.deadline <= now) {
+        st.timed_out++;
+        ::close(it->first);
+        waiting_by_seq.erase(it->second.seq);
+        it = waiting.erase(it);
+      } else {
+        next = std::min(next, it->second.deadline);
+        ++it;
+      }
+    }
+    update_open();
     for (auto& [mc, c] : conns) {
       if (c.cut || c.phase == Conn::Phase::Suspended) continue;
       if (c.deadline <= now) {
@@ -551,7 +589,30 @@ struct MetricsServer::Impl {
         next = std::min(next, c.deadline);
       }
     }
-    while (conns.size() - cut_count > limits.max_connections) {
+    shed_over_cap();
+    return next;
+  }
+
+  // Over the cap, the oldest connections that have sent nothing yet make
+  // room, then the oldest still sending their request. A connection that has
+  // said nothing costs nobody anything to lose; one that has begun its
+  // request (a probe sends it right after connecting) goes after all of them.
+  void shed_over_cap() {
+    while (open_count() > limits.max_connections) {
+      if (!waiting_by_seq.empty()) {
+        // Its request may have come since it was accepted (a probe sends
+        // it right after connecting): then it goes to MHD, not out.
+        const int fd = waiting_by_seq.begin()->second;
+        const Waiting w = take_waiting(fd);
+        if (check_waiting(fd, w)) {
+          update_open();
+          continue;
+        }
+        st.shed++;
+        ::close(fd);
+        update_open();
+        continue;
+      }
       Conn* victim = nullptr;
       for (auto& [mc, c] : conns) {
         if (!c.cut && c.phase == Conn::Phase::Request && (victim == nullptr || c.seq < victim->seq)) victim = &c;
@@ -560,11 +621,106 @@ struct MetricsServer::Impl {
       st.shed++;
       cut(*victim);
     }
-    return next;
+  }
+
+  // ---- The accept
+
+  // Takes every connection the kernel has queued (bounded per turn, so that
+  // the deadlines still run under a flood). One that has sent bytes goes to
+  // MHD at once; one closed already (the flood's usual case) is closed for
+  // the price of a close; one still silent waits here, under the cap and the
+  // header deadline.
+  void accept_all() {
+    for (int i = 0; i < 4096; ++i) {
+      Waiting w;
+      w.addr_len = sizeof w.addr;
+      int fd = ::accept4(listen_fd.get(), reinterpret_cast<sockaddr*>(&w.addr), &w.addr_len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+          // Out of fds (EMFILE/ENFILE) or memory: the kernel keeps the rest
+          // queued; the next turn (or a deadline) tries again.
+          spdlog::debug("metrics server: accept: {}", std::strerror(errno));
+        }
+        return;
+      }
+      st.accepted++;
+      w.seq = next_seq++;
+      w.deadline = SteadyClock::now() + limits.header_timeout;
+      if (!check_waiting(fd, w)) {
+        epoll_event e{};
+        e.events = EPOLLIN | EPOLLRDHUP;
+        e.data.fd = fd;
+        if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, fd, &e) != 0) {
+          st.rejected++;
+          ::close(fd);
+          continue;
+        }
+        add_waiting(fd, w);
+      }
+      update_open();
+      // The cap is kept at the end of the turn (police), when the requests
+      // of those accepted in this one have had the whole turn to arrive;
+      // here only a bound on the fds a turn can hold.
+      if (waiting.size() > 2 * limits.max_connections) shed_over_cap();
+    }
+  }
+
+  // True when `fd` was dealt with (handed to MHD, or closed); false while it
+  // has sent nothing yet and is still open.
+  bool check_waiting(int fd, const Waiting& w) {
+    char b;
+    ssize_t n = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    if (n <= 0) {  // closed (or reset) before its request: as MHD counts it
+      st.rejected++;
+      ::close(fd);
+      return true;
+    }
+    handing_over = &w;
+    // MHD owns (and closes) the fd from here, also when it refuses it.
+    if (MHD_add_connection(daemon, fd, reinterpret_cast<const sockaddr*>(&w.addr), w.addr_len) != MHD_YES) {
+      st.rejected++;
+    }
+    handing_over = nullptr;
+    return true;
+  }
+
+  void add_waiting(int fd, const Waiting& w) {
+    waiting.emplace(fd, w);
+    waiting_by_seq.emplace(w.seq, fd);
+  }
+
+  // Out of the waiting set and of epoll_fd (MHD adds it to its own).
+  Waiting take_waiting(int fd) {
+    auto it = waiting.find(fd);
+    const Waiting w = it->second;
+    ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, fd, nullptr);
+    waiting_by_seq.erase(w.seq);
+    waiting.erase(it);
+    return w;
+  }
+
+  void on_waiting_event(int fd) {
+    if (!waiting.contains(fd)) return;
+    const Waiting w = take_waiting(fd);
+    if (!check_waiting(fd, w)) {  // woken without data (EINTR): keep waiting
+      epoll_event e{};
+      e.events = EPOLLIN | EPOLLRDHUP;
+      e.data.fd = fd;
+      if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, fd, &e) != 0) {
+        st.rejected++;
+        ::close(fd);
+      } else {
+        add_waiting(fd, w);
+      }
+    }
+    update_open();
   }
 
   void run() {
-    std::array<epoll_event, 4> evs{};
+    std::array<epoll_event, 64> evs{};
     auto next_deadline = SteadyClock::time_point::max();
     while (true) {
       long long timeout_ms = -1;
@@ -590,6 +746,10 @@ struct MetricsServer::Impl {
           if (::read(wake_fd.get(), &v, sizeof v) < 0) {
             // Already drained.
           }
+        } else if (fd == listen_fd.get()) {
+          accept_all();
+        } else if (fd != mhd_epoll_fd) {
+          on_waiting_event(fd);
         }
       }
       MHD_run(daemon);
@@ -630,7 +790,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
   }
 
   // The listening socket is bound here (host names, IPv6, clear errors for
-  // a port in use) and handed to MHD, which closes it when it stops.
+  // a port in use) and accepted on by this server (accept_all), not MHD.
   const std::string what = "cannot listen for metrics on " + addr->to_string();
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -651,7 +811,9 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
     }
     int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd.get(), 512) == 0) {
+    // The longest queue the kernel allows (net.core.somaxconn caps it): a
+    // burst is taken whole at the next turn instead of its SYNs dropped.
+    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd.get(), 1024) == 0) {
       listen_fd = std::move(fd);
       break;
     }
@@ -673,7 +835,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
   if (!impl->epoll_fd || !impl->stop_fd || !impl->wake_fd) return Error::from_errno(errno, "metrics server");
 
   Impl* raw = impl.get();
-  unsigned int flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+  unsigned int flags = MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
   if (web.tls()) flags |= MHD_USE_TLS;
   // MHD's own bounds sit above pressured's: its cap leaves room for the
   // connections accepted in one turn and those cut but not yet closed (at
@@ -683,7 +845,6 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
   const auto idle_s = static_cast<unsigned int>(
       std::chrono::ceil<std::chrono::seconds>(impl->limits.header_timeout + impl->limits.write_timeout).count() + 1);
   std::vector<MHD_OptionItem> opts = {
-      {MHD_OPTION_LISTEN_SOCKET, listen_fd.get(), nullptr},
       {MHD_OPTION_CONNECTION_LIMIT, cap, nullptr},
       {MHD_OPTION_CONNECTION_TIMEOUT, idle_s, nullptr},
       {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(impl->limits.max_request_bytes + 4096), nullptr},
@@ -704,11 +865,12 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
     if (web.tls()) return Error{EINVAL, "TLS " + web.cert_file + " / " + web.key_file + ": " + why};
     return Error{EIO, what + ": " + why};
   }
-  (void)listen_fd.release();  // MHD's from here on
+  impl->listen_fd = std::move(listen_fd);
 
   const MHD_DaemonInfo* info = MHD_get_daemon_info(impl->daemon, MHD_DAEMON_INFO_EPOLL_FD);
   if (info == nullptr) return Error{EIO, "metrics server: libmicrohttpd has no epoll fd"};
-  for (int fd : {info->epoll_fd, impl->stop_fd.get(), impl->wake_fd.get()}) {
+  impl->mhd_epoll_fd = info->epoll_fd;
+  for (int fd : {info->epoll_fd, impl->listen_fd.get(), impl->stop_fd.get(), impl->wake_fd.get()}) {
     epoll_event e{};
     e.events = EPOLLIN;
     e.data.fd = fd;
@@ -744,6 +906,10 @@ void MetricsServer::stop() {
   // Closes the connections and the listening socket: a restart can bind the port.
   if (impl_->daemon != nullptr) MHD_stop_daemon(impl_->daemon);
   impl_->daemon = nullptr;
+  for (const auto& [fd, w] : impl_->waiting) ::close(fd);
+  impl_->waiting.clear();
+  impl_->waiting_by_seq.clear();
+  impl_->listen_fd.reset();
 }
 
 }  // namespace pressured
