@@ -370,17 +370,7 @@ struct MetricsServer::Impl {
       st.accepted++;
       w.seq = next_seq++;
       w.deadline = SteadyClock::now() + limits.header_timeout;
-      if (!check_waiting(fd, w)) {
-        epoll_event e{};
-        e.events = EPOLLIN | EPOLLRDHUP;
-        e.data.fd = fd;
-        if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, fd, &e) != 0) {
-          st.rejected++;
-          ::close(fd);
-          continue;
-        }
-        add_waiting(fd, w);
-      }
+      if (!check_waiting(fd, w)) add_waiting(fd, w);
       update_open();
       // The cap is kept at the end of the turn (police), when the requests
       // of those accepted in this one have had the whole turn to arrive;
@@ -409,7 +399,17 @@ struct MetricsServer::Impl {
     return true;
   }
 
+  // Into the waiting set, woken by its first bytes or its end; a connection
+  // that cannot be watched is closed (counted as rejected).
   void add_waiting(int fd, const Waiting& w) {
+    epoll_event e{};
+    e.events = EPOLLIN | EPOLLRDHUP;
+    e.data.fd = fd;
+    if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, fd, &e) != 0) {
+      st.rejected++;
+      ::close(fd);
+      return;
+    }
     waiting.emplace(fd, w);
     waiting_by_seq.emplace(w.seq, fd);
   }
@@ -427,17 +427,7 @@ struct MetricsServer::Impl {
   void on_waiting_event(int fd) {
     if (!waiting.contains(fd)) return;
     const Waiting w = take_waiting(fd);
-    if (!check_waiting(fd, w)) {  // woken without data (EINTR): keep waiting
-      epoll_event e{};
-      e.events = EPOLLIN | EPOLLRDHUP;
-      e.data.fd = fd;
-      if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, fd, &e) != 0) {
-        st.rejected++;
-        ::close(fd);
-      } else {
-        add_waiting(fd, w);
-      }
-    }
+    if (!check_waiting(fd, w)) add_waiting(fd, w);  // woken without data (EINTR): keep waiting
     update_open();
   }
 
