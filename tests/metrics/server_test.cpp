@@ -6,6 +6,8 @@
 #include <arpa/inet.h>
 #include <crypt.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -435,6 +437,141 @@ TEST(MetricsServerAbuse, ConnectionChurnDoesNotResetProbes) {
   for (auto& t : churners) t.join();
   EXPECT_EQ(ok, probes) << "no probe is reset by other clients' connections";
   EXPECT_GE(shed_during, cap) << "the cap was under pressure while the probes ran";
+}
+
+// A probe that also says whether its SYN had to be sent again: a SYN the
+// server's kernel dropped (its accept queue full) is retried only a second
+// later, and twice is past the kubelet's timeout. Counted from TCP_INFO, so
+// the test needs no clock. Returns the HTTP status (0: no answer).
+struct ProbeOutcome {
+  int status = 0;
+  uint32_t syn_retransmits = 0;
+};
+
+ProbeOutcome probe_counting_syns(uint16_t port) {
+  ProbeOutcome out;
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return out;
+  timeval tv{5, 0};  // a bound on a stuck test, not a measure
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0) out.syn_retransmits = ti.tcpi_total_retrans;
+    const std::string req = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    if (::send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+      std::string got;
+      char buf[512];
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+      if (got.rfind("HTTP/1.1 ", 0) == 0 && got.size() >= 12) out.status = std::atoi(got.substr(9, 3).c_str());
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+// A flood of connections opened and closed at once (nothing sent) must not
+// fill the port's accept queue: a probe's SYN is then dropped by the kernel
+// before pressured sees it, whatever its cap policy does. Every probe is
+// answered, and none needed its SYN sent twice.
+TEST(MetricsServerAbuse, OpenAndCloseFloodDoesNotDropProbeSyns) {
+  Metrics m(options());
+  auto s = MetricsServer::start(m, "127.0.0.1:0");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  const uint16_t port = (*s)->port();
+
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> churned{0};
+  std::vector<std::thread> churners;
+  const auto give_up = std::chrono::steady_clock::now() + 120s;
+  for (int t = 0; t < 8; ++t) {
+    churners.emplace_back([&] {
+      while (!done && std::chrono::steady_clock::now() < give_up) {
+        int fd = connect_loopback(port);
+        if (fd >= 0) {
+          ::close(fd);
+          ++churned;
+        }
+      }
+    });
+  }
+  // Bounded wait until the flood runs.
+  for (int i = 0; i < 300 && churned < 1000; ++i) std::this_thread::sleep_for(10ms);
+  const int probes = 300;
+  int answered = 0, retried = 0;
+  for (int i = 0; i < probes; ++i) {
+    ProbeOutcome o = probe_counting_syns(port);
+    if (o.status == 200) ++answered;
+    if (o.syn_retransmits > 0) ++retried;
+    std::this_thread::sleep_for(2ms);
+  }
+  done = true;
+  for (auto& t : churners) t.join();
+  EXPECT_GE(churned.load(), static_cast<uint64_t>(probes)) << "the flood ran while the probes did";
+  EXPECT_EQ(answered, probes) << "every probe is answered";
+  EXPECT_EQ(retried, 0) << "probes whose SYN the kernel dropped (the accept queue was full) and sent again";
+}
+
+// A burst of connections opened at once (non-blocking connects from one
+// thread: on loopback each handshake completes in the connect call, far
+// faster than any server accepts) lands whole in the port's accept queue,
+// so none of them (and no probe among them) has its SYN dropped and sent
+// again a second later. Counted per socket from TCP_INFO.
+TEST(MetricsServerAbuse, ABurstOfConnectionsCostsNoSynRetransmission) {
+  const std::size_t burst = 1000;
+  rlimit rl{};
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < burst + 256 && rl.rlim_max >= burst + 256) {
+    rl.rlim_cur = burst + 256;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  ASSERT_GE(rl.rlim_cur, burst + 256) << "RLIMIT_NOFILE too small for the test: " << rl.rlim_cur;
+  int somaxconn = 0;
+  std::ifstream("/proc/sys/net/core/somaxconn") >> somaxconn;
+  ASSERT_GE(static_cast<std::size_t>(somaxconn), burst) << "net.core.somaxconn caps every accept queue below the burst";
+
+  Metrics m(options());
+  auto s = MetricsServer::start(m, "127.0.0.1:0");
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  const uint16_t port = (*s)->port();
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+
+  std::vector<int> fds;
+  for (std::size_t i = 0; i < burst; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno != EINPROGRESS) {
+      ::close(fd);
+      continue;
+    }
+    fds.push_back(fd);
+  }
+  const ProbeOutcome p = probe_counting_syns(port);
+  // A SYN that was dropped is sent again after 1 s, then 3 s more: wait for
+  // each connect to finish (bounded), then read its count.
+  std::size_t retried = 0, unfinished = 0;
+  for (int fd : fds) {
+    pollfd pf{fd, POLLOUT, 0};
+    if (::poll(&pf, 1, 5000) <= 0) ++unfinished;
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_total_retrans > 0) ++retried;
+    ::close(fd);
+  }
+  EXPECT_EQ(fds.size(), burst);
+  EXPECT_EQ(retried, 0u) << "connections whose SYN the kernel dropped (the accept queue was full); "
+                         << unfinished << " still connecting after 5 s";
+  EXPECT_EQ(p.status, 200);
+  EXPECT_EQ(p.syn_retransmits, 0u);
+  EXPECT_EQ(probe(port), 200);
 }
 
 // The server's own stats, exported into the Metrics it serves (as the daemon

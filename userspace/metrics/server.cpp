@@ -2,9 +2,15 @@
 //
 // The port is reachable by every tenant on the node (it listens on all
 // interfaces, as node_exporter does), and the DaemonSet's liveness probe goes
-// through it: a client must never be able to starve /healthz. HTTP, TLS and
-// the sockets are libmicrohttpd's (epoll mode, on this server's one thread);
-// on top of it, pressured keeps:
+// through it: a client must never be able to starve /healthz. HTTP and TLS
+// are libmicrohttpd's (epoll mode, on this server's one thread); on top of
+// it, pressured keeps:
+//   - the accept: pressured drains the kernel's accept queue at every turn
+//     and holds a new connection itself until its first bytes arrive, so a
+//     flood of connections that are opened and closed costs an accept and a
+//     close each, the queue does not fill, and a probe's SYN is not dropped
+//     (a dropped SYN is retried only a second later); libmicrohttpd is
+//     handed only connections that have something to say;
 //   - at most `max_connections` connections; over the cap, the oldest one
 //     that has not finished sending its request is dropped (an idle or
 //     slow-loris connection cannot keep a probe out, and one that came with
@@ -17,10 +23,10 @@
 //     wait behind them.
 // TLS and authentication of /metrics follow node_exporter's web
 // configuration file (tls_server_config, basic_auth_users with bcrypt
-// hashes), plus a bearer token file; see docs/operations.md.
+// hashes), plus a bearer token file; see docs/operations.md. The file is
+// read in web_config.cpp, credentials are checked in auth.cpp.
 
 #include <arpa/inet.h>
-#include <crypt.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
@@ -40,6 +46,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -47,110 +54,15 @@
 #include <thread>
 #include <unordered_map>
 
-#include <gnutls/crypto.h>
-#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <spdlog/spdlog.h>
-#include <yaml-cpp/yaml.h>
 
-#include "config/yaml_guard.hpp"
 #include "kernel/fd.hpp"
+#include "metrics/auth.hpp"
+#include "metrics/web_config.hpp"
 #include "pressured/metrics.hpp"
 
 namespace pressured {
-
-// ---------------------------------------------------------------------------
-// Web configuration
-
-namespace {
-
-Result<std::string> read_text_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error::from_errno(errno, what + " " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool is_bcrypt(const std::string& h) {
-  return h.size() == 60 && h[0] == '$' && h[1] == '2' && (h[2] == 'a' || h[2] == 'b' || h[2] == 'y') && h[3] == '$';
-}
-
-}  // namespace
-
-Result<WebConfig> load_web_config(const std::string& path) {
-  auto text = read_text_file(path, "web config");
-  if (!text) return text.error();
-  const auto bad = [&](const std::string& why) { return Error{EINVAL, "web config " + path + ": " + why}; };
-  if (auto g = check_yaml(*text); !g) return bad(g.error().message);
-  YAML::Node root;
-  try {
-    root = YAML::Load(*text);
-  } catch (const YAML::Exception& e) {
-    return bad(std::string("syntax error: ") + e.what());
-  }
-  WebConfig out;
-  if (!root || root.IsNull()) return out;  // an empty file: plain HTTP, no auth (as node_exporter)
-  if (!root.IsMap()) return bad("not a mapping");
-  const std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
-  const auto relative_to_file = [&](const std::string& p) { return p.empty() || p[0] == '/' ? p : dir + "/" + p; };
-  try {
-    for (const auto& kv : root) {
-      const std::string key = kv.first.as<std::string>();
-      const YAML::Node& v = kv.second;
-      if (key == "tls_server_config") {
-        if (v.IsNull()) continue;
-        if (!v.IsMap()) return bad("tls_server_config is not a mapping");
-        for (const auto& t : v) {
-          const std::string k = t.first.as<std::string>();
-          if (k == "cert_file") out.cert_file = relative_to_file(t.second.as<std::string>());
-          else if (k == "key_file") out.key_file = relative_to_file(t.second.as<std::string>());
-          else if (k == "min_version") {
-            out.min_version = t.second.as<std::string>();
-            if (out.min_version != "VersionTLS12" && out.min_version != "VersionTLS13") {
-              return bad("tls_server_config.min_version: " + out.min_version +
-                         " is not supported (VersionTLS12 or VersionTLS13)");
-            }
-          } else if (k == "cipher_suites" || k == "client_auth_type" || k == "client_ca_file") {
-            return bad("tls_server_config." + k + " is not supported (TLS 1.2+, no client certificates)");
-          } else {
-            return bad("unknown key tls_server_config." + k);
-          }
-        }
-        if (out.cert_file.empty() != out.key_file.empty()) return bad("tls_server_config needs both cert_file and key_file");
-      } else if (key == "basic_auth_users") {
-        if (v.IsNull()) continue;
-        if (!v.IsMap()) return bad("basic_auth_users is not a mapping of user: bcrypt-hash");
-        for (const auto& u : v) {
-          std::string user = u.first.as<std::string>(), hash = u.second.as<std::string>();
-          if (user.empty() || user.find(':') != std::string::npos) return bad("basic_auth_users: invalid user name '" + user + "'");
-          if (!is_bcrypt(hash)) return bad("basic_auth_users." + user + ": not a bcrypt hash ($2y$... as htpasswd -B makes)");
-          out.basic_auth_users.emplace_back(user, hash);
-        }
-      } else if (key == "bearer_token_file") {
-        if (v.IsNull()) continue;
-        auto tok = read_text_file(relative_to_file(v.as<std::string>()), "bearer_token_file");
-        if (!tok) return bad(tok.error().message);
-        std::string t = *tok;
-        while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
-        if (t.size() < 16) return bad("bearer_token_file holds fewer than 16 characters");
-        out.bearer_token = t;
-      } else if (key == "http_server_config") {
-        return bad("http_server_config is not supported (HTTP/1.1 only)");
-      } else {
-        return bad("unknown key '" + key + "'");
-      }
-    }
-  } catch (const YAML::Exception& e) {
-    return bad(std::string("expected a string: ") + e.what());
-  }
-  if (out.tls()) {
-    for (const auto& f : {out.cert_file, out.key_file}) {
-      if (::access(f.c_str(), R_OK) != 0) return bad(Error::from_errno(errno, "cannot read " + f).message);
-    }
-  }
-  return out;
-}
 
 // ---------------------------------------------------------------------------
 // The server
@@ -158,116 +70,6 @@ Result<WebConfig> load_web_config(const std::string& path) {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-
-// Equal lengths are compared in full whatever the first difference: the time
-// taken says nothing about where a guessed token goes wrong.
-bool equal_constant_time(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
-bool iequals_prefix(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (std::size_t i = 0; i < prefix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
-  }
-  return true;
-}
-
-// GnuTLS priorities for node_exporter's min_version: TLS 1.2 unless 1.3 is asked.
-std::string tls_priorities(const std::string& min_version) {
-  return min_version == "VersionTLS13" ? "NORMAL:-VERS-ALL:+VERS-TLS1.3" : "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
-}
-
-// One bcrypt check of a basic-auth password, done by the AuthChecker thread
-// while its connection is suspended.
-struct AuthJob {
-  MHD_Connection* connection = nullptr;
-  std::string password;
-  std::string hash;
-  std::string cache_key;
-  enum class Outcome { Pending, Good, Bad, Cancelled };
-  std::atomic<Outcome> outcome{Outcome::Pending};
-};
-
-// bcrypt is slow on purpose (cost 12: ~0.3 s of one core). It runs here, on
-// its own thread, never on the thread that answers probes; at most `bound`
-// checks wait or run at once, the rest are answered 429 at once.
-class AuthChecker {
- public:
-  AuthChecker(std::size_t bound, int wake_fd) : bound_(bound == 0 ? 1 : bound), wake_fd_(wake_fd) {
-    thread_ = std::thread([this] { run(); });
-  }
-  ~AuthChecker() { stop(); }
-
-  /// False when `bound` checks are already queued or running.
-  bool submit(std::shared_ptr<AuthJob> job) {
-    std::lock_guard lock(mu_);
-    if (stopping_ || queue_.size() + running_ >= bound_) return false;
-    queue_.push_back(std::move(job));
-    cv_.notify_one();
-    return true;
-  }
-
-  /// Finishes the check under way, cancels the queued ones and resumes their
-  /// connections (the daemon cannot stop with a connection suspended).
-  void stop() {
-    {
-      std::lock_guard lock(mu_);
-      if (stopping_) return;
-      stopping_ = true;
-    }
-    cv_.notify_one();
-    if (thread_.joinable()) thread_.join();
-    for (auto& job : queue_) finish(*job, AuthJob::Outcome::Cancelled);
-    queue_.clear();
-  }
-
- private:
-  void finish(AuthJob& job, AuthJob::Outcome outcome) {
-    job.outcome = outcome;
-    MHD_resume_connection(job.connection);
-    // MHD marks the connection for resumption above; this wakes the serving
-    // loop, whose next MHD_run picks it up.
-    uint64_t one = 1;
-    if (::write(wake_fd_, &one, sizeof one) < 0) {
-      // An eventfd cannot refuse one increment.
-    }
-  }
-
-  void run() {
-    while (true) {
-      std::shared_ptr<AuthJob> job;
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (stopping_) return;
-        job = std::move(queue_.front());
-        queue_.pop_front();
-        ++running_;
-      }
-      crypt_data data{};
-      const char* got = ::crypt_rn(job->password.c_str(), job->hash.c_str(), &data, sizeof data);
-      const bool good = got != nullptr && equal_constant_time(got, job->hash);
-      {
-        std::lock_guard lock(mu_);
-        --running_;
-      }
-      finish(*job, good ? AuthJob::Outcome::Good : AuthJob::Outcome::Bad);
-    }
-  }
-
-  const std::size_t bound_;
-  const int wake_fd_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<AuthJob>> queue_;
-  std::size_t running_ = 0;
-  bool stopping_ = false;
-  std::thread thread_;
-};
 
 // What the serving thread knows of one TCP connection (MHD's socket context).
 struct Conn {
@@ -282,9 +84,18 @@ struct Conn {
   bool request_seen = false;  // a request reached on_request
 };
 
+// A connection pressured accepted and holds until its first bytes arrive
+// (then it is handed to MHD, keeping its seq and deadline).
+struct Waiting {
+  uint64_t seq = 0;
+  SteadyClock::time_point deadline;
+  sockaddr_storage addr{};
+  socklen_t addr_len = 0;
+};
+
 // Per request (MHD's request context): the password check, if one was needed.
 struct RequestState {
-  std::shared_ptr<AuthJob> job;
+  std::shared_ptr<web::AuthJob> job;
 };
 
 struct Answer {
@@ -309,8 +120,12 @@ struct MetricsServer::Impl {
   WebConfig web;
   MetricsServerLimits limits;
   MHD_Daemon* daemon = nullptr;
-  kernel::Fd epoll_fd, stop_fd, wake_fd;
-  std::unique_ptr<AuthChecker> checker;
+  kernel::Fd listen_fd, epoll_fd, stop_fd, wake_fd;
+  int mhd_epoll_fd = -1;
+  std::unordered_map<int, Waiting> waiting;  // by fd, in epoll_fd until handed over
+  std::map<uint64_t, int> waiting_by_seq;    // the same, oldest first
+  const Waiting* handing_over = nullptr;     // read by on_connection during MHD_add_connection
+  std::unique_ptr<web::Authenticator> auth;
   std::thread thread;
   ListenAddress bound;
   bool stopped = false;
@@ -319,18 +134,16 @@ struct MetricsServer::Impl {
   std::size_t cut_count = 0;
   std::string cert_pem, key_pem;  // MHD keeps pointers to them
   std::string priorities;
-  std::vector<std::string> verified;  // keyed hashes of credentials that verified
-  std::array<unsigned char, 32> cache_key{};
-  SteadyClock::time_point auth_window;
-  unsigned auth_checks = 0;
   std::string last_log;  // MHD's last message, for the error of a failed start
   MetricsServerCounters st;
 
   ~Impl() {
     if (daemon != nullptr) MHD_stop_daemon(daemon);
+    for (const auto& [fd, w] : waiting) ::close(fd);
   }
 
-  void update_open() { st.open = conns.size() - cut_count; }
+  std::size_t open_count() const { return waiting.size() + conns.size() - cut_count; }
+  void update_open() { st.open = open_count(); }
 
   // Makes MHD close `c` on its next turn: its reads and writes fail at once.
   // The fd is still MHD's (it is closed only after the CLOSED notification,
@@ -369,10 +182,14 @@ struct MetricsServer::Impl {
       Conn c;
       const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
       c.fd = info != nullptr ? info->connect_fd : MHD_INVALID_SOCKET;
-      c.seq = self->next_seq++;
-      c.deadline = SteadyClock::now() + self->limits.header_timeout;
+      if (self->handing_over != nullptr) {  // accepted by accept_all(): its place in line and its deadline
+        c.seq = self->handing_over->seq;
+        c.deadline = self->handing_over->deadline;
+      } else {
+        c.seq = self->next_seq++;
+        c.deadline = SteadyClock::now() + self->limits.header_timeout;
+      }
       self->conns[connection] = c;
-      self->st.accepted++;
     } else {
       auto it = self->conns.find(connection);
       if (it != self->conns.end()) {
@@ -449,7 +266,7 @@ struct MetricsServer::Impl {
       return Answer{ok ? 200u : 503u, ok ? "ready\n" : "not ready: events not attached or no observation yet\n", {}};
     }
     if (url == "/metrics") {
-      std::optional<unsigned> a = authorize(connection, state);
+      std::optional<unsigned> a = auth->authorize(connection, state.job);
       if (!a) return std::nullopt;
       if (*a != 200) {
         st.unauthorized++;
@@ -465,75 +282,6 @@ struct MetricsServer::Impl {
     return Answer{404, "not found\n", {}};
   }
 
-  std::string keyed_hash(const std::string& user, const std::string& pass, const std::string& hash) const {
-    std::string in = user + '\0' + pass + '\0' + hash;
-    unsigned char d[32];
-    if (gnutls_hmac_fast(GNUTLS_MAC_SHA256, cache_key.data(), cache_key.size(), in.data(), in.size(), d) != 0) {
-      return {};
-    }
-    return std::string(reinterpret_cast<char*>(d), sizeof d);
-  }
-
-  // 200, 401, 429 (too many checks), 503 (stopping); nullopt: a bcrypt check
-  // was handed to the checker, the request waits suspended.
-  std::optional<unsigned> authorize(MHD_Connection* connection, RequestState& state) {
-    if (!web.auth()) return 200;
-    if (state.job) {  // resumed: the check is done
-      const AuthJob& job = *state.job;
-      switch (job.outcome.load()) {
-        case AuthJob::Outcome::Good:
-          if (auth_checks > 0) --auth_checks;  // a good password costs nothing against the budget
-          if (verified.size() >= 16) verified.clear();
-          if (!job.cache_key.empty()) verified.push_back(job.cache_key);
-          return 200;
-        case AuthJob::Outcome::Bad:
-          return 401;
-        default:
-          return 503;
-      }
-    }
-    const char* header = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (header == nullptr) return 401;
-    std::string_view h(header);
-    if (iequals_prefix(h, "bearer ")) {
-      std::string_view token = h.substr(7);
-      while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
-      return !web.bearer_token.empty() && equal_constant_time(token, web.bearer_token) ? 200 : 401;
-    }
-    if (web.basic_auth_users.empty()) return 401;
-    char* pass_c = nullptr;
-    char* user_c = MHD_basic_auth_get_username_password(connection, &pass_c);
-    std::string user = user_c ? user_c : "", pass = pass_c ? pass_c : "";
-    const bool parsed = user_c != nullptr && pass_c != nullptr;
-    if (user_c) MHD_free(user_c);
-    if (pass_c) MHD_free(pass_c);
-    if (!parsed) return 401;
-    const std::string* hash = nullptr;
-    for (const auto& [u, hh] : web.basic_auth_users) {
-      if (u == user) hash = &hh;
-    }
-    if (hash == nullptr) return 401;
-    std::string key = keyed_hash(user, pass, *hash);
-    if (!key.empty() && std::find(verified.begin(), verified.end(), key) != verified.end()) return 200;
-    // Unknown credentials: at most auth_failures_per_second checks a second,
-    // and at most that many waiting or running at once.
-    auto now = SteadyClock::now();
-    if (now - auth_window >= std::chrono::seconds(1)) {
-      auth_window = now;
-      auth_checks = 0;
-    }
-    if (auth_checks >= limits.auth_failures_per_second || !checker) return 429;
-    auto job = std::make_shared<AuthJob>();
-    job->connection = connection;
-    job->password = std::move(pass);
-    job->hash = *hash;
-    job->cache_key = std::move(key);
-    if (!checker->submit(job)) return 429;
-    ++auth_checks;
-    state.job = std::move(job);
-    return std::nullopt;
-  }
-
   // ---- The loop
 
   // Deadlines, then the cap: over it, the oldest connections still sending
@@ -542,6 +290,18 @@ struct MetricsServer::Impl {
   SteadyClock::time_point police() {
     auto now = SteadyClock::now();
     auto next = SteadyClock::time_point::max();
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      if (it->second.deadline <= now) {
+        st.timed_out++;
+        ::close(it->first);
+        waiting_by_seq.erase(it->second.seq);
+        it = waiting.erase(it);
+      } else {
+        next = std::min(next, it->second.deadline);
+        ++it;
+      }
+    }
+    update_open();
     for (auto& [mc, c] : conns) {
       if (c.cut || c.phase == Conn::Phase::Suspended) continue;
       if (c.deadline <= now) {
@@ -551,7 +311,30 @@ struct MetricsServer::Impl {
         next = std::min(next, c.deadline);
       }
     }
-    while (conns.size() - cut_count > limits.max_connections) {
+    shed_over_cap();
+    return next;
+  }
+
+  // Over the cap, the oldest connections that have sent nothing yet make
+  // room, then the oldest still sending their request. A connection that has
+  // said nothing costs nobody anything to lose; one that has begun its
+  // request (a probe sends it right after connecting) goes after all of them.
+  void shed_over_cap() {
+    while (open_count() > limits.max_connections) {
+      if (!waiting_by_seq.empty()) {
+        // Its request may have come since it was accepted (a probe sends
+        // it right after connecting): then it goes to MHD, not out.
+        const int fd = waiting_by_seq.begin()->second;
+        const Waiting w = take_waiting(fd);
+        if (check_waiting(fd, w)) {
+          update_open();
+          continue;
+        }
+        st.shed++;
+        ::close(fd);
+        update_open();
+        continue;
+      }
       Conn* victim = nullptr;
       for (auto& [mc, c] : conns) {
         if (!c.cut && c.phase == Conn::Phase::Request && (victim == nullptr || c.seq < victim->seq)) victim = &c;
@@ -560,11 +343,96 @@ struct MetricsServer::Impl {
       st.shed++;
       cut(*victim);
     }
-    return next;
+  }
+
+  // ---- The accept
+
+  // Takes every connection the kernel has queued (bounded per turn, so that
+  // the deadlines still run under a flood). One that has sent bytes goes to
+  // MHD at once; one closed already (the flood's usual case) is closed for
+  // the price of a close; one still silent waits here, under the cap and the
+  // header deadline.
+  void accept_all() {
+    for (int i = 0; i < 4096; ++i) {
+      Waiting w;
+      w.addr_len = sizeof w.addr;
+      int fd = ::accept4(listen_fd.get(), reinterpret_cast<sockaddr*>(&w.addr), &w.addr_len,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+          // Out of fds (EMFILE/ENFILE) or memory: the kernel keeps the rest
+          // queued; the next turn (or a deadline) tries again.
+          spdlog::debug("metrics server: accept: {}", std::strerror(errno));
+        }
+        return;
+      }
+      st.accepted++;
+      w.seq = next_seq++;
+      w.deadline = SteadyClock::now() + limits.header_timeout;
+      if (!check_waiting(fd, w)) add_waiting(fd, w);
+      update_open();
+      // The cap is kept at the end of the turn (police), when the requests
+      // of those accepted in this one have had the whole turn to arrive;
+      // here only a bound on the fds a turn can hold.
+      if (waiting.size() > 2 * limits.max_connections) shed_over_cap();
+    }
+  }
+
+  // True when `fd` was dealt with (handed to MHD, or closed); false while it
+  // has sent nothing yet and is still open.
+  bool check_waiting(int fd, const Waiting& w) {
+    char b;
+    ssize_t n = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    if (n <= 0) {  // closed (or reset) before its request: as MHD counts it
+      st.rejected++;
+      ::close(fd);
+      return true;
+    }
+    handing_over = &w;
+    // MHD owns (and closes) the fd from here, also when it refuses it.
+    if (MHD_add_connection(daemon, fd, reinterpret_cast<const sockaddr*>(&w.addr), w.addr_len) != MHD_YES) {
+      st.rejected++;
+    }
+    handing_over = nullptr;
+    return true;
+  }
+
+  // Into the waiting set, woken by its first bytes or its end; a connection
+  // that cannot be watched is closed (counted as rejected).
+  void add_waiting(int fd, const Waiting& w) {
+    epoll_event e{};
+    e.events = EPOLLIN | EPOLLRDHUP;
+    e.data.fd = fd;
+    if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, fd, &e) != 0) {
+      st.rejected++;
+      ::close(fd);
+      return;
+    }
+    waiting.emplace(fd, w);
+    waiting_by_seq.emplace(w.seq, fd);
+  }
+
+  // Out of the waiting set and of epoll_fd (MHD adds it to its own).
+  Waiting take_waiting(int fd) {
+    auto it = waiting.find(fd);
+    const Waiting w = it->second;
+    ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_DEL, fd, nullptr);
+    waiting_by_seq.erase(w.seq);
+    waiting.erase(it);
+    return w;
+  }
+
+  void on_waiting_event(int fd) {
+    if (!waiting.contains(fd)) return;
+    const Waiting w = take_waiting(fd);
+    if (!check_waiting(fd, w)) add_waiting(fd, w);  // woken without data (EINTR): keep waiting
+    update_open();
   }
 
   void run() {
-    std::array<epoll_event, 4> evs{};
+    std::array<epoll_event, 64> evs{};
     auto next_deadline = SteadyClock::time_point::max();
     while (true) {
       long long timeout_ms = -1;
@@ -590,6 +458,10 @@ struct MetricsServer::Impl {
           if (::read(wake_fd.get(), &v, sizeof v) < 0) {
             // Already drained.
           }
+        } else if (fd == listen_fd.get()) {
+          accept_all();
+        } else if (fd != mhd_epoll_fd) {
+          on_waiting_event(fd);
         }
       }
       MHD_run(daemon);
@@ -617,20 +489,17 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
   if (impl->limits.max_connections == 0) impl->limits.max_connections = 1;
 
   if (web.tls()) {
-    auto cert = read_text_file(web.cert_file, "TLS certificate");
+    auto cert = web::read_text_file(web.cert_file, "TLS certificate");
     if (!cert) return Error{EINVAL, cert.error().message};
-    auto key = read_text_file(web.key_file, "TLS key");
+    auto key = web::read_text_file(web.key_file, "TLS key");
     if (!key) return Error{EINVAL, key.error().message};
     impl->cert_pem = std::move(*cert);
     impl->key_pem = std::move(*key);
-    impl->priorities = tls_priorities(web.min_version);
-  }
-  if (gnutls_rnd(GNUTLS_RND_KEY, impl->cache_key.data(), impl->cache_key.size()) != 0) {
-    return Error{EIO, "metrics server: no random key for the credentials cache"};
+    impl->priorities = web::tls_priorities(web.min_version);
   }
 
   // The listening socket is bound here (host names, IPv6, clear errors for
-  // a port in use) and handed to MHD, which closes it when it stops.
+  // a port in use) and accepted on by this server (accept_all), not MHD.
   const std::string what = "cannot listen for metrics on " + addr->to_string();
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -651,7 +520,9 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
     }
     int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd.get(), 512) == 0) {
+    // The longest queue the kernel allows (net.core.somaxconn caps it): a
+    // burst is taken whole at the next turn instead of its SYNs dropped.
+    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd.get(), 1024) == 0) {
       listen_fd = std::move(fd);
       break;
     }
@@ -671,9 +542,11 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
   impl->stop_fd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   impl->wake_fd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!impl->epoll_fd || !impl->stop_fd || !impl->wake_fd) return Error::from_errno(errno, "metrics server");
+  impl->auth = std::make_unique<web::Authenticator>(web, impl->limits.auth_failures_per_second, impl->wake_fd.get());
+  if (!impl->auth->init()) return Error{EIO, "metrics server: no random key for the credentials cache"};
 
   Impl* raw = impl.get();
-  unsigned int flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+  unsigned int flags = MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
   if (web.tls()) flags |= MHD_USE_TLS;
   // MHD's own bounds sit above pressured's: its cap leaves room for the
   // connections accepted in one turn and those cut but not yet closed (at
@@ -683,7 +556,6 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
   const auto idle_s = static_cast<unsigned int>(
       std::chrono::ceil<std::chrono::seconds>(impl->limits.header_timeout + impl->limits.write_timeout).count() + 1);
   std::vector<MHD_OptionItem> opts = {
-      {MHD_OPTION_LISTEN_SOCKET, listen_fd.get(), nullptr},
       {MHD_OPTION_CONNECTION_LIMIT, cap, nullptr},
       {MHD_OPTION_CONNECTION_TIMEOUT, idle_s, nullptr},
       {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(impl->limits.max_request_bytes + 4096), nullptr},
@@ -704,18 +576,16 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
     if (web.tls()) return Error{EINVAL, "TLS " + web.cert_file + " / " + web.key_file + ": " + why};
     return Error{EIO, what + ": " + why};
   }
-  (void)listen_fd.release();  // MHD's from here on
+  impl->listen_fd = std::move(listen_fd);
 
   const MHD_DaemonInfo* info = MHD_get_daemon_info(impl->daemon, MHD_DAEMON_INFO_EPOLL_FD);
   if (info == nullptr) return Error{EIO, "metrics server: libmicrohttpd has no epoll fd"};
-  for (int fd : {info->epoll_fd, impl->stop_fd.get(), impl->wake_fd.get()}) {
+  impl->mhd_epoll_fd = info->epoll_fd;
+  for (int fd : {info->epoll_fd, impl->listen_fd.get(), impl->stop_fd.get(), impl->wake_fd.get()}) {
     epoll_event e{};
     e.events = EPOLLIN;
     e.data.fd = fd;
     if (::epoll_ctl(impl->epoll_fd.get(), EPOLL_CTL_ADD, fd, &e) != 0) return Error::from_errno(errno, "metrics server");
-  }
-  if (!web.basic_auth_users.empty()) {
-    impl->checker = std::make_unique<AuthChecker>(impl->limits.auth_failures_per_second, impl->wake_fd.get());
   }
   impl->thread = std::thread([raw] { raw->run(); });
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
@@ -740,10 +610,14 @@ void MetricsServer::stop() {
   }
   if (impl_->thread.joinable()) impl_->thread.join();
   // Suspended connections are resumed (answered 503) before MHD stops.
-  if (impl_->checker) impl_->checker->stop();
+  if (impl_->auth) impl_->auth->stop();
   // Closes the connections and the listening socket: a restart can bind the port.
   if (impl_->daemon != nullptr) MHD_stop_daemon(impl_->daemon);
   impl_->daemon = nullptr;
+  for (const auto& [fd, w] : impl_->waiting) ::close(fd);
+  impl_->waiting.clear();
+  impl_->waiting_by_seq.clear();
+  impl_->listen_fd.reset();
 }
 
 }  // namespace pressured
