@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
-#include <cstdio>
 #include <ctime>
 #include <random>
 #include <thread>
@@ -13,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/log.hpp"
+#include "engine/eviction_words.hpp"
 #include "k8s/bounded_json.hpp"
 
 namespace pressured::k8s {
@@ -21,60 +20,8 @@ namespace {
 
 using json = nlohmann::json;
 
-// A byte amount as the kubelet prints a resource.Quantity in its messages
-// (canonical BinarySI: the largest suffix that represents it exactly, else
-// plain bytes), so "available: 255Mi" reads and parses as the kubelet's.
-std::string byte_quantity(uint64_t v) {
-  static constexpr const char* kSuffix[] = {"Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
-  if (v == 0) return "0";
-  int i = -1;
-  while (i + 1 < 6 && v % 1024 == 0) {
-    v /= 1024;
-    ++i;
-  }
-  return std::to_string(v) + (i < 0 ? "" : kSuffix[i]);
-}
-
-std::string quantity(StarvedResource r, double v) {
-  const uint64_t n = v <= 0 ? 0 : static_cast<uint64_t>(std::llround(v));
-  if (r == StarvedResource::Memory || r == StarvedResource::EphemeralStorage) return byte_quantity(n);
-  return std::to_string(n);
-}
-
-std::string resource_name(Signal s) {
-  switch (info(s).resource) {
-    case StarvedResource::Memory: return "memory";
-    case StarvedResource::EphemeralStorage: return "ephemeral-storage";
-    case StarvedResource::Inodes: return "inodes";
-    case StarvedResource::Pids: return "pids";
-    case StarvedResource::None: break;
-  }
-  return "io";
-}
-
 std::string pod_path(const Eviction& e) {
   return "/api/v1/namespaces/" + e.namespace_ + "/pods/" + e.name;
-}
-
-// The kubelet's pod sentence ("Pod %s was using %s, request is %s, has
-// larger consumption of %v. ") and offending_pod annotations: memory
-// evictions of a pod with pod-level resources and a pod-level memory request
-// (PodLevelResources, on by default from 1.34), whatever its usage.
-bool names_pod(const Eviction& e) {
-  return e.local_storage_rule.empty() && info(e.signal).resource == StarvedResource::Memory &&
-         e.pod_level_request.has_value();
-}
-
-// The containers the kubelet names: usage above the container's own request.
-std::vector<const ContainerUsage*> offending_containers(const Eviction& e) {
-  std::vector<const ContainerUsage*> out;
-  if (!e.local_storage_rule.empty()) return out;
-  const StarvedResource r = info(e.signal).resource;
-  if (r != StarvedResource::Memory && r != StarvedResource::EphemeralStorage) return out;
-  for (const auto& c : e.containers) {
-    if (c.usage > c.request) out.push_back(&c);
-  }
-  return out;
 }
 
 }  // namespace
@@ -86,86 +33,6 @@ std::string rfc3339_now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-std::string kubelet_eviction_message(const Eviction& e) {
-  // Over its own limit, not a node threshold: the kubelet's sentence naming
-  // the volume or container (localStorageEviction) is the whole message.
-  if (!e.local_storage_rule.empty()) return e.local_storage_message;
-  const StarvedResource r = info(e.signal).resource;
-  const std::string res = resource_name(e.signal);
-  std::string m = "The node was low on resource: " + res + ". ";
-  if (info(e.signal).is_psi) {
-    // A pressure percentage has no "available" amount (the kubelet has no
-    // PSI signal: pressured's sentence, in its shape).
-    char b[96];
-    std::snprintf(b, sizeof b, "Threshold: %.6g%%, observed: %.2f%%. ", e.threshold_value, e.observed);
-    m += b;
-  } else {
-    m += "Threshold quantity: " + quantity(r, e.threshold_value) + ", available: " + quantity(r, e.observed) + ". ";
-  }
-  if (names_pod(e)) {
-    m += fmt::format("Pod {} was using {}, request is {}, has larger consumption of {}. ",
-                     e.name.empty() ? e.uid : e.name, quantity(r, static_cast<double>(e.keys.usage)),
-                     quantity(r, static_cast<double>(*e.pod_level_request)), res);
-  }
-  for (const ContainerUsage* c : offending_containers(e)) {
-    m += fmt::format("Container {} was using {}, request is {}, has larger consumption of {}. ", c->name,
-                     quantity(r, static_cast<double>(c->usage)), quantity(r, static_cast<double>(c->request)), res);
-  }
-  return m;
-}
-
-std::string eviction_message(const Eviction& e) {
-  const StarvedResource r = info(e.signal).resource;
-  std::string m = kubelet_eviction_message(e);
-  // pressured's own facts, after the kubelet's message.
-  std::string own;
-  if (!e.local_storage_rule.empty()) {
-    own = "Evicted by pressured (eviction " + e.id + ") for " + e.local_storage_rule + " (usage " +
-          quantity(r, e.observed) + ", limit " + quantity(r, e.threshold_value) + ")";
-  } else {
-    own = "Evicted by pressured (eviction " + e.id + ") for " + std::string(eviction_reason(e)) + " (" +
-          (e.kind == ThresholdKind::Hard ? "hard" : "soft") + " threshold" + (e.signal_stale ? ", stale reading" : "") +
-          ")";
-  }
-  if (!e.wake_source.empty()) own += ", woken by " + e.wake_source;
-  if (e.detection_latency_seconds) {
-    char b[48];
-    std::snprintf(b, sizeof b, "%.1f ms", *e.detection_latency_seconds * 1e3);
-    own += std::string(", decided ") + b + " after the kernel's event";
-  }
-  own += "; " + choice_summary(e) + ".";
-  // The Event message is for humans in `kubectl describe`; the kubelet's
-  // stays well under 1 KiB and so does this one. pressured's part is cut
-  // first: the kubelet's stays whole for what parses it.
-  if (m.size() + own.size() > kMaxEventMessage) {
-    if (m.size() + 3 >= kMaxEventMessage) {
-      m = m.substr(0, kMaxEventMessage - 3) + "...";
-    } else {
-      m += own.substr(0, kMaxEventMessage - 3 - m.size()) + "...";
-    }
-    return m;
-  }
-  return m + own;
-}
-
-std::map<std::string, std::string> eviction_annotations(const Eviction& e) {
-  // The kubelet passes no annotations for its local-storage-limit evictions.
-  if (!e.local_storage_rule.empty()) return {};
-  const StarvedResource r = info(e.signal).resource;
-  std::string names, usage;
-  for (const ContainerUsage* c : offending_containers(e)) {
-    names += (names.empty() ? "" : ",") + c->name;
-    usage += (usage.empty() ? "" : ",") + quantity(r, static_cast<double>(c->usage));
-  }
-  std::map<std::string, std::string> a{
-      {"offending_containers", names}, {"offending_containers_usage", usage}, {"starved_resource", resource_name(e.signal)}};
-  if (names_pod(e)) {
-    a["offending_pod"] = e.name.empty() ? e.uid : e.name;
-    a["offending_pod_usage"] = quantity(r, static_cast<double>(e.keys.usage));
-  }
-  return a;
 }
 
 std::string pod_status_patch(const Eviction& e, const std::string& now, std::optional<int64_t> observed_generation) {
@@ -264,7 +131,7 @@ std::optional<std::string> threshold_met_event_body(const Eviction& e, const std
     meta = {{"name", node + "." + e.id}, {"namespace", "default"}};
   }
   return warning_event(std::move(meta), {{"kind", "Node"}, {"name", node}, {"uid", node}}, "EvictionThresholdMet",
-                       "Attempting to reclaim " + resource_name(e.signal), node, now);
+                       "Attempting to reclaim " + starved_resource_name(e.signal), node, now);
 }
 
 std::string conditions_patch(const std::string& prefix, const std::array<bool, kConditionCount>& status,

@@ -116,32 +116,6 @@ struct ReporterOptions {
   bool threshold_met_events = true;
 };
 
-/// Longest eviction message (longer ones are cut, ending in "..."; the cut
-/// takes pressured's facts first, the kubelet's part stays whole).
-inline constexpr std::size_t kMaxEventMessage = 1024;
-/// The kubelet's own message for this eviction, exactly as its
-/// evictionMessage (pkg/kubelet/eviction/helpers.go, 1.33-1.36) writes it:
-/// "The node was low on resource: memory. Threshold quantity: X, available:
-/// Y. ", then, for a memory eviction of a pod with a pod-level memory request,
-/// "Pod NAME was using Z, request is W, has larger consumption of memory. ",
-/// then "Container C was using U, request is R, has larger consumption of
-/// memory. " for each container over its own request, quantities as the
-/// kubelet prints them. For an own local-storage limit, the kubelet's
-/// sentence for it. Pure.
-std::string kubelet_eviction_message(const Eviction& e);
-/// The message of an eviction's Event, status record and log line: the
-/// kubelet's message, unchanged and first (tooling that parses it matches
-/// it as a prefix), then pressured's own facts: the eviction id, signal and
-/// threshold kind, what woke the decision, the detection latency, and why
-/// this pod (docs/kubernetes.md). Pure.
-std::string eviction_message(const Eviction& e);
-/// The annotations of an eviction's Event, under the kubelet's keys
-/// (pkg/kubelet/eviction/helpers.go): `starved_resource`,
-/// `offending_containers` and `offending_containers_usage` (the containers
-/// over their own request, comma-separated, as in the message), and for the
-/// pod sentence's case `offending_pod` / `offending_pod_usage`. None for an
-/// own local-storage limit, as the kubelet's. Pure.
-std::map<std::string, std::string> eviction_annotations(const Eviction& e);
 /// Strategic-merge patch of pods/status that records an eviction as the
 /// kubelet does: phase Failed, reason Evicted, the message, and the
 /// DisruptionTarget condition (reason TerminationByKubelet; not for an own
