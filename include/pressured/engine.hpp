@@ -255,20 +255,8 @@ RankKeys rank_keys_at(const Pod& pod, uint64_t usage, StarvedResource resource, 
 /// every key is equal and the uid order decided).
 RankKey deciding_key(const RankKeys& victim, const RankKeys& runner_up);
 
-/// "qos=BestEffort over-request priority=0 usage=700Mi request=0" for logs
-/// and `top`. Byte amounts are shown with binary suffixes for memory and
-/// ephemeral storage, as counts for inodes and pids.
-std::string describe_keys(const RankKeys& keys, StarvedResource resource);
-
-/// Why the victim of `e` went before its runner-up, in one line an operator
-/// can read: the victim's keys, the runner-up's, and the deciding key in words
-/// ("BestEffort before Burstable"). Pure.
-std::string explain_choice(const Eviction& e);
-
-/// The deciding key in a few words, for messages: "chosen before shop/web
-/// by qos: BestEffort before Burstable", or "the only pod that could be
-/// evicted" without a runner-up. Pure.
-std::string choice_summary(const Eviction& e);
+/// The words of an eviction (describe_keys, explain_choice, the message,
+/// the log line) are built in engine/eviction_words.hpp.
 
 /// Threshold indexes of `thresholds` in the order the engine acts on them:
 /// memory first (the kubelet's byEvictionPriority), hard before soft, then

@@ -1,4 +1,5 @@
 #include "pressured/engine.hpp"
+#include "engine/eviction_words.hpp"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

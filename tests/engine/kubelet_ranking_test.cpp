@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/engine_helpers.hpp"
+#include "engine/eviction_words.hpp"
 #include "pressured/engine.hpp"
 
 namespace pressured {

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/eviction_words.hpp"
 #include "k8s/reporter.hpp"
 
 namespace pressured::k8s {

@@ -9,6 +9,7 @@
 
 #include <thread>
 
+#include "engine/eviction_words.hpp"
 #include "fakes/privilege.hpp"
 #include "k8s/control_plane.hpp"
 #include "k8s/reporter_harness.hpp"

@@ -528,6 +528,47 @@ TEST(K8sReporter, AFullQueueDropsEventsBeforeEvictions) {
   r.stop();
 }
 
+// Fake: the queue's order before the worker starts. An eviction is one job:
+// whichever of its steps the full queue drops, it is answered once, and
+// "dropped" (so that the daemon sends it whole again) only once its other
+// step is done with; a job that kept both steps is answered with its fate.
+TEST(K8sReporter, AnEvictionIsAnsweredOnceWhicheverOfItsStepsIsDropped) {
+  FakeApiServer api;
+  auto o = fast_options();
+  o.queue_capacity = 4;
+  Answers answers;
+  Reporter r(ApiClient(api.endpoint(), 2s), o);
+  answers.attach(r);
+  for (int i = 0; i < 3; ++i) {
+    auto e = victim();
+    e.name = fmt::format("p{}", i);
+    e.id = fmt::format("ev-{}", i);
+    r.report_eviction(e);  // the Events of p0 and p1 make room
+  }
+  EXPECT_TRUE(answers.list().empty()) << "no answer before the Eviction of a job whose Event was dropped ran";
+  auto static_pod = victim();
+  static_pod.name = "mirror";
+  static_pod.id = "ev-static";
+  static_pod.static_pod = true;
+  r.report_eviction(static_pod);  // its Event only: it drops p2's Event, the oldest non-eviction
+  r.start();
+  ASSERT_TRUE(r.drain(10s));
+  auto list = answers.list();
+  std::sort(list.begin(), list.end());
+  EXPECT_EQ(list, (Answers::List{{"ev-0", EvictionResult::Dropped},
+                                 {"ev-1", EvictionResult::Dropped},
+                                 {"ev-2", EvictionResult::Dropped},
+                                 {"ev-static", EvictionResult::NotNeeded}}));
+  std::size_t evictions = 0, events = 0;
+  for (const auto& q : api.requests()) {
+    evictions += q.method == "POST" && q.path.ends_with("/eviction");
+    events += q.method == "POST" && q.path.ends_with("/events");
+  }
+  EXPECT_EQ(evictions, 3u);
+  EXPECT_EQ(events, 1u) << "the static pod's Event";
+  r.stop();
+}
+
 TEST(K8sReporter, UnreachableServerIsAnErrorNotAHang) {
   ApiServer s;
   s.server = "http://127.0.0.1:1";  // nothing listens

@@ -14,6 +14,7 @@
 
 #include "daemon/child_process.hpp"
 #include "daemon/daemon.hpp"
+#include "engine/eviction_words.hpp"
 #include "fakes/fake_observer.hpp"
 #include "metrics/exposition.hpp"
 #include "plugins/host.hpp"

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "k8s/reporter.hpp"
+#include "engine/eviction_words.hpp"
 #include "pressured/metrics.hpp"
 
 namespace pressured {
@@ -26,25 +27,6 @@ EvictionTarget target_of(const Eviction& e) {
   t.grace_period = grace_duration(e.grace_period_seconds);
   return t;
 }
-
-std::string pod_label(const std::string& ns, const std::string& name, const std::string& uid) {
-  if (name.empty()) return "pod " + uid;
-  return fmt::format("pod {}/{} ({})", ns, name, uid);
-}
-
-std::string eviction_start_line(const Eviction& e, bool dry_run) {
-  return fmt::format("{}eviction {}: {} qos={} signal={} observed={:.0f} threshold={:.0f} ({}) grace={}s cgroup={}: "
-                     "{} Why: {}",
-                     dry_run ? "[dry-run] " : "", e.id, pod_label(e.namespace_, e.name, e.uid), name(e.qos),
-                     eviction_reason(e), e.observed, e.threshold_value,
-                     e.kind == ThresholdKind::Hard ? "hard" : "soft", e.grace_period_seconds, e.cgroup_path,
-                     k8s::eviction_message(e), explain_choice(e)) +
-         (e.relief ? fmt::format(" Reclaim first: relief {} asked {:.1f}Mi, got back {:.1f}Mi in {:.1f} ms; still short.",
-                                 e.relief->id, static_cast<double>(e.relief->asked_bytes) / (1 << 20),
-                                 static_cast<double>(e.relief->reclaimed_bytes) / (1 << 20), e.relief->seconds * 1e3)
-                   : std::string());
-}
-
 
 std::vector<std::string> EvictionExecutor::refuse_invalid(std::vector<Eviction>& candidates) {
   std::vector<std::string> refused;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "daemon/daemon_stats.hpp"
+#include "engine/eviction_words.hpp"  // pod_label, eviction_start_line
 #include "pressured/config.hpp"
 #include "pressured/evictor.hpp"
 #include "pressured/policy.hpp"
@@ -22,11 +23,6 @@ class Reporter;
 
 /// The evictor's narrow view of one Eviction: the cgroup and the grace period.
 EvictionTarget target_of(const Eviction& e);
-/// "pod ns/name (uid)", or "pod <uid>" without metadata.
-std::string pod_label(const std::string& ns, const std::string& name, const std::string& uid);
-/// The info line that starts an eviction: who, why, the observed value and
-/// the threshold, the grace period and the choice's explanation.
-std::string eviction_start_line(const Eviction& e, bool dry_run);
 
 /// One way: actions in, effects out (signals, API reports, logs, metrics,
 /// counters). It holds no state of an eviction and never calls the policy

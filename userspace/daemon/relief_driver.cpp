@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "engine/eviction_words.hpp"
+
 namespace pressured {
 namespace {
 
@@ -11,18 +13,6 @@ std::string mib(uint64_t bytes) { return fmt::format("{:.1f}Mi", static_cast<dou
 double ms(Duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 }  // namespace
-
-std::string relief_record_line(const ReliefRecord& r) {
-  std::string verdict = r.dry_run ? "dry run, nothing written"
-                        : r.failed ? "failed, evicting as usual"
-                        : r.eviction_avoided
-                            ? "eviction avoided"
-                            : fmt::format("{} still short, evicting as usual", name(r.signal));
-  return fmt::format("relief {}: {} ({}) short {}: asked {} from {} pod cgroup(s), got back {} in {:.1f} ms{}: {}", r.id,
-                     name(r.signal), r.kind == ThresholdKind::Hard ? "hard" : "soft", mib(r.shortfall_bytes),
-                     mib(r.asked_bytes), r.cgroups, mib(r.reclaimed_bytes), ms(r.took),
-                     r.timed_out ? " (stopped at its budget)" : "", verdict);
-}
 
 ReliefDriver::ReliefDriver(std::shared_ptr<const LiveConfig> live, ReclaimWriter* writer,
                            std::string unavailable_reason, Metrics* metrics, EventLoop* loop,

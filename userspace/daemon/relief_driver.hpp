@@ -57,7 +57,5 @@ class ReliefDriver {
   StatsExport export_;  // after stats_: released first
 };
 
-/// "relief 3: asked 120.0Mi from 2 pod cgroup(s), got back 118.2Mi in 35 ms: eviction avoided"
-std::string relief_record_line(const ReliefRecord& r);
 
 }  // namespace pressured

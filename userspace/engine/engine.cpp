@@ -5,7 +5,6 @@
 #include "pressured/engine.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <iterator>
 #include <tuple>
 
@@ -17,36 +16,6 @@ namespace {
 
 using rank::evict_before;
 using rank::larger_kubelet_amount;
-
-// Binary-suffixed bytes ("1.5Gi"), or a plain count.
-std::string amount_text(uint64_t v, StarvedResource r) {
-  if (r != StarvedResource::Memory && r != StarvedResource::EphemeralStorage) return std::to_string(v);
-  static constexpr const char* kUnits[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"};
-  double d = static_cast<double>(v);
-  std::size_t u = 0;
-  while (d >= 1024 && u + 1 < std::size(kUnits)) {
-    d /= 1024;
-    ++u;
-  }
-  char b[32];
-  if (u == 0) {
-    std::snprintf(b, sizeof b, "%llu", static_cast<unsigned long long>(v));
-  } else {
-    std::snprintf(b, sizeof b, d >= 100 ? "%.0f%s" : "%.1f%s", d, kUnits[u]);
-  }
-  return b;
-}
-
-std::string_view resource_word(StarvedResource r) {
-  switch (r) {
-    case StarvedResource::Memory: return "memory";
-    case StarvedResource::EphemeralStorage: return "ephemeral storage";
-    case StarvedResource::Inodes: return "inodes";
-    case StarvedResource::Pids: return "pids";
-    case StarvedResource::None: break;
-  }
-  return "nothing";
-}
 
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
@@ -261,124 +230,9 @@ RankKey deciding_key(const RankKeys& a, const RankKeys& b) {
   return RankKey::Uid;
 }
 
-namespace {
-
-// A signed amount ("-512Mi").
-std::string signed_amount_text(int64_t v, StarvedResource r) {
-  if (v >= 0) return amount_text(static_cast<uint64_t>(v), r);
-  std::string s = "-";
-  s += amount_text(v == INT64_MIN ? static_cast<uint64_t>(INT64_MAX) + 1 : static_cast<uint64_t>(-v), r);
-  return s;
-}
-
-}  // namespace
-
-std::string describe_keys(const RankKeys& k, StarvedResource r) {
-  if (k.kubelet) {
-    // The kubelet's keys only (QoS is not one of them).
-    std::string s;
-    if (k.no_stats) s += "no-stats ";
-    if (r != StarvedResource::Pids && !k.no_stats) s += k.over_request ? "over-request " : "within-request ";
-    s += "priority=" + std::to_string(k.priority);
-    s += " usage=" + amount_text(k.usage, r);
-    if (r != StarvedResource::Pids) {
-      s += " request=" + amount_text(k.request, r);
-      s += " usage-request=" + signed_amount_text(k.kubelet_amount(), r);
-    }
-    return s;
-  }
-  std::string s = "qos=" + std::string(name(k.qos));
-  s += k.over_request ? " over-request" : " within-request";
-  s += " priority=" + std::to_string(k.priority);
-  s += " usage=" + amount_text(k.usage, r);
-  s += " request=" + amount_text(k.request, r);
-  if (k.daemonset_last) s += " daemonset-last";
-  return s;
-}
-
-namespace {
-
-std::string runner_up_label(const RunnerUp& ru) {
-  return !ru.name.empty() ? ru.namespace_ + "/" + ru.name : "<" + ru.uid + ">";
-}
-
-// "qos: BestEffort before Burstable": the deciding key and what it compared.
-std::string deciding_words(const RankKeys& v, const RankKeys& o, StarvedResource r) {
-  const RankKey key = deciding_key(v, o);
-  std::string s(name(key));
-  s += ": ";
-  switch (key) {
-    case RankKey::ZeroUsage: s += "the runner-up uses no " + std::string(resource_word(r)); break;
-    case RankKey::DaemonSet: s += "the runner-up is a DaemonSet pod, evicted last"; break;
-    case RankKey::Qos: s += std::string(name(v.qos)) + " before " + std::string(name(o.qos)); break;
-    case RankKey::OverRequest: s += "over its request before a pod within its request"; break;
-    case RankKey::Priority:
-      s += "priority " + std::to_string(v.priority) + " below " + std::to_string(o.priority);
-      break;
-    case RankKey::Amount:
-      if (v.kubelet) {
-        s += r == StarvedResource::Pids
-                 ? "runs " + amount_text(v.usage, r) + " processes, the runner-up " + amount_text(o.usage, r)
-                 : "usage - request " + signed_amount_text(v.kubelet_amount(), r) + ", the runner-up " +
-                       signed_amount_text(o.kubelet_amount(), r);
-        break;
-      }
-      // "Exceeds its request" only means something when there is a request.
-      s += v.over_request && (v.request != 0 || o.request != 0)
-               ? "exceeds its request by " + amount_text(v.amount(), r) + ", the runner-up by " + amount_text(o.amount(), r)
-               : "uses " + amount_text(v.amount(), r) + ", the runner-up " + amount_text(o.amount(), r);
-      break;
-    case RankKey::Uid: s += "every key equal, the smaller uid goes first"; break;
-    case RankKey::NoStats: s += "no stats for it (never read), evicted first as the kubelet does"; break;
-  }
-  return s;
-}
-
-}  // namespace
-
 std::string_view eviction_reason(const Eviction& e) {
   if (!e.plugin_signal.empty()) return e.plugin_signal;
   return e.local_storage_rule.empty() ? name(e.signal) : std::string_view(e.local_storage_rule);
-}
-
-namespace {
-
-// "; plugins: batch-first protect shop/web (\"serving\")": what plugins changed.
-std::string plugin_words(const Eviction& e) {
-  if (e.plugin_notes.empty()) return "";
-  // The first three (the log, the Event and `top` stay short); the "why"
-  // JSON holds every note.
-  constexpr std::size_t kShown = 3;
-  std::string s = "; plugins:";
-  for (std::size_t i = 0; i < e.plugin_notes.size() && i < kShown; ++i) {
-    const PluginNote& n = e.plugin_notes[i];
-    s += (i == 0 ? " " : ", ") + n.plugin + " " + n.action + " " + n.pod;
-    if (!n.reason.empty()) s += " (\"" + n.reason + "\")";
-  }
-  if (e.plugin_notes.size() > kShown) s += " and " + std::to_string(e.plugin_notes.size() - kShown) + " more";
-  return s;
-}
-
-}  // namespace
-
-std::string explain_choice(const Eviction& e) {
-  const StarvedResource r = info(e.signal).resource;
-  // Over its own limit: no ranking chose it, nobody else was compared.
-  if (!e.local_storage_rule.empty()) {
-    return "over its own local storage limit (" + e.local_storage_rule + "): usage " + amount_text(e.keys.usage, r) +
-           " of the pod; no ranking, the first pod over a limit";
-  }
-  std::string s = "victim " + describe_keys(e.keys, r);
-  if (!e.runner_up) return s + "; no runner-up (the only pod that could be evicted)" + plugin_words(e);
-  return s + "; runner-up " + runner_up_label(*e.runner_up) + " " + describe_keys(e.runner_up->keys, r) +
-         "; chosen by " + deciding_words(e.keys, e.runner_up->keys, r) + plugin_words(e);
-}
-
-std::string choice_summary(const Eviction& e) {
-  if (!e.local_storage_rule.empty()) return "over its own local storage limit, before any node threshold";
-  if (!e.runner_up) return "the only pod that could be evicted" + plugin_words(e);
-  return "chosen before " + runner_up_label(*e.runner_up) + " by " +
-         deciding_words(e.keys, e.runner_up->keys, info(e.signal).resource) + plugin_words(e);
 }
 
 std::vector<std::size_t> threshold_eviction_order(const std::vector<Threshold>& thresholds) {

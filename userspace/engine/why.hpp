@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/eviction_words.hpp"  // explain_choice, the "explanation" field
 #include "pressured/engine.hpp"
 
 namespace pressured {

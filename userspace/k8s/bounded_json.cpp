@@ -18,10 +18,15 @@ Result<json> parse_bounded_json(std::string_view text, int max_depth) {
     }
     return true;
   };
-  json doc = json::parse(text, bound, /*allow_exceptions=*/false);
-  if (too_deep) return Error{EINVAL, fmt::format("nested deeper than {} levels", max_depth)};
-  if (doc.is_discarded()) return Error{EINVAL, "not JSON"};
-  return doc;
+  try {
+    json doc = json::parse(text, bound);
+    if (too_deep) return Error{EINVAL, fmt::format("nested deeper than {} levels", max_depth)};
+    return doc;
+  } catch (const json::exception& e) {
+    // Its reason says where (operators read it in the log line).
+    if (too_deep) return Error{EINVAL, fmt::format("nested deeper than {} levels", max_depth)};
+    return Error{EINVAL, std::string("not JSON: ") + e.what()};
+  }
 }
 
 const json* member(const json& obj, const char* key) {

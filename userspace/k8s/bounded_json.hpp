@@ -1,5 +1,7 @@
 #pragma once
-// JSON from the API server read without trusting its shape: a depth bound
+// JSON from the API server (and pressured's own files) read without trusting
+// its shape, the one reader for all of them (the reporter, the pod source
+// and its pod parser, the checkpoint): a depth bound
 // applied while parsing (nlohmann's dump(), copies and comparisons recurse,
 // so a deeper document must never reach them), and typed reads that answer
 // "absent" instead of throwing on a field of the wrong type.
@@ -16,7 +18,7 @@
 namespace pressured::k8s {
 
 /// Containers nested deeper than this are refused (Kubernetes objects nest a
-/// dozen levels; pod_json applies the same bound).
+/// dozen levels).
 inline constexpr int kMaxJsonDepth = 64;
 
 /// Parses `text`; a syntax error or nesting deeper than `max_depth` is an

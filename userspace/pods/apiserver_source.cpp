@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <random>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
@@ -80,8 +79,14 @@ struct ApiServerPodSource::ListPages {
 ApiServerPodSource::ApiServerPodSource(ApiServerSourceOptions options)
     : opts_(std::move(options)),
       api_(opts_.api ? opts_.api : make_pod_api(opts_.server, opts_.request_timeout)),
-      backoff_(opts_.initial_backoff),
-      jitter_(opts_.jitter_seed != 0 ? opts_.jitter_seed : std::random_device{}()),
+      // client-go's ExponentialBackoffManager, as its reflector uses it: the
+      // base restarts after a quiet backoff_reset, doubles up to the cap,
+      // and each wait adds up to 100 %.
+      backoff_({.initial = opts_.initial_backoff,
+                .max = opts_.max_backoff,
+                .reset_after = opts_.backoff_reset,
+                .jitter = 1.0,
+                .seed = opts_.jitter_seed}),
       map_(std::make_shared<const PodMetadataMap>()) {}
 
 ApiServerPodSource::~ApiServerPodSource() { stop(); }
@@ -128,17 +133,7 @@ bool ApiServerPodSource::sleep_interruptible(Duration d) {
   return !cv_.wait_for(lk, d, [this] { return stopping_.load(); });
 }
 
-bool ApiServerPodSource::pause() {
-  // client-go's ExponentialBackoffManager: the base restarts after a quiet
-  // backoff_reset, doubles up to the cap, and each wait adds up to 100 %.
-  const TimePoint t = now();
-  if (last_backoff_ && t - *last_backoff_ > opts_.backoff_reset) backoff_ = opts_.initial_backoff;
-  last_backoff_ = t;
-  const Duration base = backoff_;
-  backoff_ = std::min(backoff_ * 2, opts_.max_backoff);
-  const double jitter = std::uniform_real_distribution<double>(0.0, 1.0)(jitter_);
-  return sleep_interruptible(base + std::chrono::duration_cast<Duration>(base * jitter));
-}
+bool ApiServerPodSource::pause() { return sleep_interruptible(backoff_.next(now())); }
 
 void ApiServerPodSource::gone_seen() {
   // The next LIST reads etcd, not the watch cache: the cache may be as old as
@@ -275,7 +270,7 @@ Result<void> ApiServerPodSource::list_pages(bool from_cache, ListPages& out) {
     if (out.resource_version.empty() && rv != nullptr) out.resource_version = rv->get<std::string>();
     if (items != nullptr && items->is_array()) {
       for (const auto& item : *items) {
-        auto parsed = parse_pod_documents(compact(item), DocumentFormat::Json);
+        auto parsed = parse_pod_json(item);
         if (!parsed) {
           ++out.skipped;
           continue;
@@ -368,7 +363,7 @@ bool ApiServerPodSource::watch_line(std::string_view line, PodMetadataMap& map, 
   if (*type == "BOOKMARK") {
     ++counters_.bookmarks;
   } else if (*type == "ADDED" || *type == "MODIFIED" || *type == "DELETED") {
-    auto parsed = parse_pod_documents(compact(*obj), DocumentFormat::Json);
+    auto parsed = parse_pod_json(*obj);
     if (!parsed) {
       parse_error = "watch: " + parsed.error().message;
       return false;

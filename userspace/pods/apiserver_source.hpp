@@ -9,12 +9,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <string>
 #include <string_view>
 #include <thread>
 
 #include "k8s/api_client.hpp"
+#include "k8s/backoff.hpp"
 #include "pressured/observer.hpp"
 
 namespace pressured::pods {
@@ -173,10 +173,7 @@ class ApiServerPodSource final : public PodMetadataSource {
   ApiServerSourceOptions opts_;
   std::shared_ptr<PodApi> api_;
   ApiServerSourceCounters counters_;
-  // The backoff (run()'s thread only).
-  Duration backoff_;
-  std::optional<TimePoint> last_backoff_;
-  std::minstd_rand jitter_;
+  k8s::Backoff backoff_;  // run()'s thread only
   // List from etcd (consistent, paged) rather than the watch cache: once
   // after a 410, and for good once the cache's one-page answer was over
   // max_page_bytes. Under list_mu_.

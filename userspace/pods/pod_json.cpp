@@ -10,6 +10,7 @@
 
 #include "config/quantity.hpp"
 #include "config/yaml_guard.hpp"
+#include "k8s/bounded_json.hpp"
 
 namespace pressured::pods {
 namespace {
@@ -537,8 +538,6 @@ std::vector<UnreadableField> unreadable_fields(const json& pod) {
 // Lists of lists are legal but never deep: a bound keeps a hostile answer
 // (items nested 20000 deep) from overflowing the stack.
 constexpr int kMaxListDepth = 8;
-// JSON nesting the parser accepts at all (a Pod is about 10 levels deep).
-constexpr int kMaxJsonDepth = 64;
 
 void collect(const json& doc, ParsedPods& out, PodTrust trust, int depth = 0) {
   if (!doc.is_object()) {
@@ -610,28 +609,37 @@ Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat for
     format = first != std::string_view::npos && (text[first] == '{' || text[first] == '[') ? DocumentFormat::Json
                                                                                             : DocumentFormat::Yaml;
   }
+  if (format == DocumentFormat::Json) {
+    // The one bounded reader of API answers (k8s/bounded_json.hpp).
+    auto doc = k8s::parse_bounded_json(text);
+    if (!doc) return Error{EINVAL, doc.error().message};
+    return parse_pod_json(*doc, trust);
+  }
   try {
-    if (format == DocumentFormat::Json) {
-      json::parser_callback_t bounded = [](int depth, json::parse_event_t, json&) {
-        if (depth > kMaxJsonDepth) throw BadDocument{"nested deeper than " + std::to_string(kMaxJsonDepth) + " levels"};
-        return true;
-      };
-      json doc = json::parse(text, bounded);
-      if (doc.is_array()) {
-        for (const auto& d : doc) collect(d, out, trust);
-      } else {
-        collect(doc, out, trust);
-      }
+    // yaml-cpp's LoadAll() never returns on some inputs (a stray ','):
+    // walk the events once, bounded, before building any tree.
+    YamlLimits limits;
+    limits.max_depth = k8s::kMaxJsonDepth;
+    if (auto g = check_yaml(text, limits); !g) return Error{EINVAL, g.error().message};
+    for (const auto& n : YAML::LoadAll(std::string(text))) {
+      if (n.IsNull()) continue;
+      collect(yaml_to_json(n), out, trust);
+    }
+  } catch (const BadDocument& e) {
+    return Error{EINVAL, e.what};
+  } catch (const std::exception& e) {
+    return Error{EINVAL, std::string("syntax error: ") + e.what()};
+  }
+  return out;
+}
+
+Result<ParsedPods> parse_pod_json(const nlohmann::json& doc, PodTrust trust) {
+  ParsedPods out;
+  try {
+    if (doc.is_array()) {
+      for (const auto& d : doc) collect(d, out, trust);
     } else {
-      // yaml-cpp's LoadAll() never returns on some inputs (a stray ','):
-      // walk the events once, bounded, before building any tree.
-      YamlLimits limits;
-      limits.max_depth = kMaxJsonDepth;
-      if (auto g = check_yaml(text, limits); !g) return Error{EINVAL, g.error().message};
-      for (const auto& n : YAML::LoadAll(std::string(text))) {
-        if (n.IsNull()) continue;
-        collect(yaml_to_json(n), out, trust);
-      }
+      collect(doc, out, trust);
     }
   } catch (const BadDocument& e) {
     return Error{EINVAL, e.what};

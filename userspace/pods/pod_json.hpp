@@ -6,6 +6,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "pressured/observer.hpp"
 
 namespace pressured::pods {
@@ -45,6 +47,11 @@ enum class PodTrust : uint8_t {
 /// `trust` defaults to the least trusting: the API server's.
 Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat format = DocumentFormat::Auto,
                                        PodTrust trust = PodTrust::ApiServer);
+
+/// The same for a document already read (a JSON value: a Pod, a PodList, a
+/// List, or an array of them), e.g. an item of an API server's answer read
+/// by k8s/bounded_json.hpp, without printing and reading it again.
+Result<ParsedPods> parse_pod_json(const nlohmann::json& doc, PodTrust trust = PodTrust::ApiServer);
 
 /// The kubelet's system-critical priority (scheduling.SystemCriticalPriority).
 inline constexpr int64_t kSystemCriticalPriority = 2000000000;
