@@ -10,7 +10,10 @@
   3. Every NEEDED library and every soname pressured dlopen()s (libcurl) resolves inside
      the rootfs with the rootfs's own loader (--inhibit-cache --library-path: a library
      found on the build host instead shows up as a path outside the rootfs), and the
-     binary runs in a chroot of it (--version, install-seccomp).
+     binary runs in a chroot of it (--version, install-seccomp). The plugin transport
+     (/usr/local/lib/pressured/libpressured_plugin_grpc.so, dlopen()ed when plugins.directory
+     is set) is in this machine's image, not executable, and its libraries (gRPC, protobuf)
+     resolve inside the rootfs the same way.
   4. The SPDX SBOM lists every package of the status file with its version.
   5. The manifest carries the OCI annotations source, revision (this commit), version
      (the binary's), created (the commit time) and licenses (Apache-2.0), and no base.name (no
@@ -332,6 +335,19 @@ def check_arch_image(img, src, arch, info, work, meta, errors):
         _, problems = loader_list(img, arch, rootfs, p)
         errors += problems
     log(f"{arch}: NEEDED and dlopen()ed ({', '.join(sonames)}) libraries resolve inside the image")
+    module = img.MODULE_IN_IMAGE.lstrip("/")
+    if module in entries:
+        if entries[module].mode & 0o111:
+            errors.append(f"{arch}: {img.MODULE_IN_IMAGE} is executable (the image has one executable)")
+        _, problems = loader_list(img, arch, rootfs, os.path.join(rootfs, module))
+        errors += problems
+        if not problems:
+            log(f"{arch}: the plugin transport {img.MODULE_IN_IMAGE} and its libraries resolve inside the image")
+    elif arch == img.native_arch():
+        errors.append(f"{arch}: the plugin transport {img.MODULE_IN_IMAGE} is not in the image: plugins.directory "
+                      f"would not work in it")
+    else:
+        log(f"NOTE: {arch}: no plugin transport in the image (its cross build has no gRPC)")
     # Self-test: with a library gone from the rootfs the loader takes the build host's (or, for a
     # foreign architecture, finds none), and the check must say so.
     libz = find_soname(img, arch, rootfs, "libz.so.1")
