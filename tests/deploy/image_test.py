@@ -18,7 +18,8 @@
   5. The manifest carries the OCI annotations source, revision (this commit), version
      (the binary's), created (the commit time) and licenses (Apache-2.0), and no base.name (no
      base image); config and history are dated the same. The SBOM declares pressured Apache-2.0.
-  6. The compressed image is at most 30 MiB.
+  6. The compressed image is at most 36 MiB (about 21 of pressured's own libraries, 10 of the plugin
+     transport's gRPC, protobuf and abseil).
 With several --arch (scripts/image --arch amd64 --arch arm64), each architecture's image gets
 all of the above (its binary and every ELF file in it of that architecture, its packages of that
 architecture or `all`, its libraries resolved by its own loader, under qemu-user for a foreign
@@ -49,7 +50,7 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from harness import log, skip_or_fail  # noqa: E402
 
-MAX_COMPRESSED = 30 * 2**20
+MAX_COMPRESSED = 36 * 2**20
 SHELLS = {"sh", "bash", "dash", "ash", "busybox", "zsh", "ksh", "mksh", "rbash", "csh", "tcsh", "perl", "python3"}
 HOST_FILES = {"etc/hostname", "etc/resolv.conf", "etc/hosts", "etc/apt", "var/lib/apt", "var/cache/apt",
               "etc/fstab", "etc/machine-id"}
@@ -382,7 +383,7 @@ def check_arch_image(img, src, arch, info, work, meta, errors):
     size = sum(layer["size"] for layer in manifest["layers"]) + manifest["config"]["size"] + desc["size"]
     log(f"{arch}: compressed size {size} bytes ({size / 2**20:.1f} MiB), limit {MAX_COMPRESSED / 2**20:.0f} MiB")
     if size > MAX_COMPRESSED:
-        errors.append(f"{arch}: compressed image is {size / 2**20:.1f} MiB, more than 30 MiB")
+        errors.append(f"{arch}: compressed image is {size / 2**20:.1f} MiB, more than {MAX_COMPRESSED / 2**20:.0f} MiB")
     errors += self_test(entries, owned, own_files, status, sbom)
     return rootfs, len(status)
 
