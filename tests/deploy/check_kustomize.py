@@ -49,6 +49,8 @@ import tempfile
 import yaml
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from harness import skip_or_fail  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from image_test import load_image_module  # noqa: E402
 
 
 def kubectl_120(src):
@@ -218,16 +220,6 @@ def check_crio(kubectl, src, errors, where):
 PLUGIN_DIR = "/run/pressured/plugins"
 
 
-def load_image_script(src):
-    import importlib.machinery
-    import importlib.util
-    loader = importlib.machinery.SourceFileLoader("scripts_image", os.path.join(src, "scripts", "image"))
-    spec = importlib.util.spec_from_loader("scripts_image", loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    return mod
-
-
 def check_plugins(kubectl, src, errors, where, old):
     """deploy/overlays/plugins over its base: only the plugin directory, the flag and the sidecars."""
     overlay = os.path.join(src, "deploy", "overlays", "plugins")
@@ -250,7 +242,7 @@ def check_plugins(kubectl, src, errors, where, old):
     base = kustomize(kubectl, base_dir)
     with open(os.path.join(src, "CMakeLists.txt")) as f:
         version = re.search(r"project\(pressured VERSION (\S+)", f.read()).group(1)
-    img = load_image_script(src)
+    img = load_image_module(src)
     in_image = {dest for _, _, dest, _ in img.PLUGINS_FILES} | {"/usr/bin/python3"}
     ds = by_kind(objs, "DaemonSet")[0]
     spec = ds["spec"]["template"]["spec"]
