@@ -147,9 +147,10 @@ class Sandbox:
         self.dirs = []
 
 
-def pod_list(pods):
+def pod_list(pods, labels=None):
+    """labels(i) -> a pod's metadata.labels (none when None)."""
     items = []
-    for uid, qos in pods:
+    for i, (uid, qos) in enumerate(pods):
         if qos == "BestEffort":
             res = {}
         elif qos == "Burstable":
@@ -157,14 +158,16 @@ def pod_list(pods):
         else:
             res = {"requests": {"memory": "32Mi", "cpu": "10m"}, "limits": {"memory": "32Mi", "cpu": "10m"}}
         items.append({
-            "metadata": {"name": "idle-" + uid[-6:], "namespace": "bench", "uid": uid},
+            "metadata": dict({"name": "idle-" + uid[-6:], "namespace": "bench", "uid": uid},
+                             **({"labels": labels(i)} if labels else {})),
             "spec": {"terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "resources": res}]},
             "status": {"phase": "Running", "qosClass": qos},
         })
     return {"apiVersion": "v1", "kind": "PodList", "items": items}
 
 
-def measure(binary, n, seconds, settle, extra_env, breakdown=False, pod_source="file"):
+def measure(binary, n, seconds, settle, extra_env, breakdown=False, pod_source="file", extra_args=(), labels=None):
+    """extra_args: more `pressured run` flags; labels: as pod_list's."""
     sb = Sandbox(f"idle{n}")
     pids = Sandbox(f"idle{n}", PIDS_MOUNT) if os.path.isdir(PIDS_MOUNT) else None
     daemon = None
@@ -185,7 +188,7 @@ def measure(binary, n, seconds, settle, extra_env, breakdown=False, pod_source="
             sb.sleeper(sb.make(rel), *([pids.make(rel)] if pids else []))
             pods.append((uid, qos))
         with open(f"{tmp}/pods.json", "w") as f:
-            json.dump(pod_list(pods), f)
+            json.dump(pod_list(pods, labels), f)
         log = open(f"{tmp}/daemon.log", "w")
         if pod_source == "file":
             source = ["--pod-file", f"{tmp}/pods.json"]
@@ -209,7 +212,7 @@ def measure(binary, n, seconds, settle, extra_env, breakdown=False, pod_source="
         argv = [binary, "run", "--cgroup-root", "/" + os.path.basename(sb.root), "--cgroup-driver", "cgroupfs",
                 *source, "--metrics-listen", "127.0.0.1:0", "--state-file", f"{tmp}/state.json",
                 "--safety-net-interval", "1s", "--dry-run", "--log-level", "info",
-                "--eviction-hard", "memory.available<100Mi,allocatableMemory.available<100Mi"]
+                "--eviction-hard", "memory.available<100Mi,allocatableMemory.available<100Mi", *extra_args]
         env = dict(os.environ, **extra_env)
         daemon = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 30

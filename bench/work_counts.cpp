@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <valgrind/callgrind.h>
 
@@ -121,7 +122,7 @@ QosClass qos_of(int i) { return i % 3 == 0 ? QosClass::Guaranteed : i % 3 == 1 ?
 
 // The pod fixture: N pods with working sets of 1..N MiB and 64 MiB of page
 // cache each (48 of it inactive), and the PodList naming them with the
-// requests bench/idle_report.py gives them; every memcg with its OOM kill
+// requests bench/idle_report.py gives them and five labels each; every memcg with its OOM kill
 // counter and the node's count in /proc/vmstat.
 std::string make_pods(FakeNode& node, int pods) {
   for (const char* tier : {"", "/burstable", "/besteffort"}) {
@@ -141,9 +142,15 @@ std::string make_pods(FakeNode& node, int pods) {
     const char* res = q == QosClass::BestEffort ? "{}"
                       : q == QosClass::Burstable ? R"({"requests":{"memory":"32Mi"}})"
                                                  : R"({"requests":{"memory":"32Mi","cpu":"10m"},"limits":{"memory":"32Mi","cpu":"10m"}})";
+    // Five labels, as a Deployment's pod carries: the snapshot shares the
+    // source's copy, so they cost a full observation no allocation.
+    const std::string labels = fmt::format(
+        R"({{"app":"svc-{0}","app.kubernetes.io/instance":"release-{0}","app.kubernetes.io/name":"svc-{0}",)"
+        R"("pod-template-hash":"7d9f8c6b5{1}","tier":"{2}"}})",
+        i % 40, i % 10, i % 5 == 0 ? "db" : "web");
     json += std::string(i ? "," : "") + R"({"metadata":{"name":"p)" + std::to_string(i) +
-            R"(","namespace":"bench","uid":")" + uid_of(i) +
-            R"("},"spec":{"terminationGracePeriodSeconds":1,"containers":[{"name":"c","resources":)" + res +
+            R"(","namespace":"bench","uid":")" + uid_of(i) + R"(","labels":)" + labels +
+            R"(},"spec":{"terminationGracePeriodSeconds":1,"containers":[{"name":"c","resources":)" + res +
             R"(}]},"status":{"phase":"Running","qosClass":")" + std::string(name(q)) + R"("}})";
   }
   json += "]}";

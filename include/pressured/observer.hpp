@@ -119,6 +119,7 @@ struct PodMetadata {
   std::vector<ContainerSpec> containers;  // per-container requests and runtime ids (eviction messages)
   std::optional<uint64_t> pod_level_memory_request_bytes;  // spec.resources.requests.memory (pod-level)
   std::string phase;      // status.phase, may be empty
+  std::shared_ptr<const PodLabels> labels;  // metadata.labels; null when it has none
   bool unparsable = false;  // the source listed this uid but its fields could not be parsed
   // One of its memory (or ephemeral-storage / emptyDir) quantities could not
   // be read: never evicted for that resource, still for the others.

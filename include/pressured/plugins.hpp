@@ -24,6 +24,8 @@ namespace pressured::plugins {
 
 /// The API version pressured speaks (the .proto's package).
 inline constexpr const char* kApiVersion = "v1alpha1";
+/// What pressured sends beyond the first v1alpha1 messages (IdentifyRequest.features).
+inline constexpr const char* kFeaturePodLabels = "pod-labels";
 
 /// Who a plugin is and what it answers (its Identify).
 struct Identity {
@@ -76,6 +78,7 @@ struct CandidatePod {
   uint64_t usage = 0;
   uint64_t request = 0;
   bool daemonset = false;
+  std::shared_ptr<const PodLabels> labels;  // the pod's, shared with the snapshot; null: none
 };
 
 /// What pressured asks about one lane: its ranking's head and the thresholds met.

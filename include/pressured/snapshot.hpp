@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -153,6 +154,19 @@ struct ContainerMemory {
   bool operator==(const ContainerMemory&) const = default;
 };
 
+/// A pod's metadata.labels as its metadata source listed them, bounded
+/// (pods/pod_json.hpp: kMaxPodLabels, kMaxPodLabelBytes). Immutable once
+/// read and shared: the metadata map and every snapshot's Pod point at one
+/// copy, so carrying labels costs a pointer per pod, not a copy per cycle.
+/// Read by plugins (a protection by label selector), not by the engine.
+struct PodLabels {
+  std::vector<std::pair<std::string, std::string>> entries;  // sorted by key, keys unique
+  // Some labels were not kept: over the bounds, or not a string. A selector
+  // on a label not kept does not match; a plugin can tell from this.
+  bool incomplete = false;
+  bool operator==(const PodLabels&) const = default;
+};
+
 struct Pod {
   std::string uid;
   std::string name;        // empty when metadata is unknown
@@ -200,6 +214,7 @@ struct Pod {
   // the API's default being the pod-level limit); nullopt without one.
   std::optional<uint64_t> pod_level_memory_request_bytes;
   std::string phase;               // status.phase as the metadata source last saw it; empty when unknown
+  std::shared_ptr<const PodLabels> labels;  // from metadata; null when it has none or is unknown
 };
 
 /// Where the containers' writable layers are, relative to nodefs and imagefs

@@ -22,6 +22,12 @@
   - the base sets AppArmor through the 1.30+ securityContext field; deploy/overlays/before-1.30 renders (both
     kubectls) to the base with only that field turned into the annotation;
   - deploy/overlays/cri-o mounts CRI-O's storage root where pressured's --imagefs-path says, nothing else;
+  - deploy/overlays/plugins (the current kubectl; kubectl 1.20 over deploy/overlays/before-1.30, as
+    docs/plugins.md says to point it) adds to its base exactly: --plugins-directory to pressured's
+    arguments (the rest of them unchanged), the shared in-memory plugin directory mounted in
+    pressured and in every plugin container, and the plugin containers, which run
+    pressured-plugins:<pressured's version>, start a program scripts/image --plugins puts in that
+    image, create their socket in the directory, and run as root with every capability dropped;
   - a changed config.yaml renders as a ConfigMap of another name that the DaemonSet mounts (the pods
     roll), in deploy/ (kubectl 1.20: deploy/overlays/before-1.30) and in vmtests/deploy (whose committed
     config.yaml is deploy/base/'s);
@@ -43,6 +49,8 @@ import tempfile
 import yaml
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from harness import skip_or_fail  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from image_test import load_image_module  # noqa: E402
 
 
 def kubectl_120(src):
@@ -209,6 +217,83 @@ def check_crio(kubectl, src, errors, where):
         print(f"{where}: deploy/overlays/cri-o mounts {root} for --imagefs-path, nothing else")
 
 
+PLUGIN_DIR = "/run/pressured/plugins"
+
+
+def check_plugins(kubectl, src, errors, where, old):
+    """deploy/overlays/plugins over its base: only the plugin directory, the flag and the sidecars."""
+    overlay = os.path.join(src, "deploy", "overlays", "plugins")
+    base_dir = os.path.join(src, "deploy", "overlays", "before-1.30") if old else os.path.join(src, "deploy", "base")
+    if old:
+        # kubectl 1.20's kustomize takes no directory in `resources:`: the overlay pointed at
+        # before-1.30 under `bases:`, as docs/plugins.md says.
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(overlay, "kustomization.yaml")) as f:
+                k = yaml.safe_load(f)
+            k.pop("resources", None)
+            k["bases"] = [os.path.relpath(base_dir, d)]
+            with open(os.path.join(d, "kustomization.yaml"), "w") as f:
+                yaml.safe_dump(k, f)
+            for patch in k.get("patchesStrategicMerge", []):
+                shutil.copy(os.path.join(overlay, patch), d)
+            objs = kustomize(kubectl, d)
+    else:
+        objs = kustomize(kubectl, overlay)
+    base = kustomize(kubectl, base_dir)
+    with open(os.path.join(src, "CMakeLists.txt")) as f:
+        version = re.search(r"project\(pressured VERSION (\S+)", f.read()).group(1)
+    img = load_image_module(src)
+    in_image = {dest for _, _, dest, _ in img.PLUGINS_FILES} | {"/usr/bin/python3"}
+    ds = by_kind(objs, "DaemonSet")[0]
+    spec = ds["spec"]["template"]["spec"]
+    problems = []
+    base_ds = by_kind(base, "DaemonSet")[0]
+    base_args = pressured_container(base_ds)["args"]
+    ct = pressured_container(ds)
+    if ct["args"] != base_args + [f"--plugins-directory={PLUGIN_DIR}"]:
+        problems.append(f"pressured's args {ct['args']} are not the base's {base_args} + --plugins-directory")
+    vols = {v["name"]: v for v in spec["volumes"]}
+    plug_vol = [n for n, v in vols.items() if v.get("emptyDir", {}).get("medium") == "Memory"]
+    if len(plug_vol) != 1:
+        problems.append(f"no single in-memory emptyDir for the plugin directory: {sorted(vols)}")
+        plug_vol = ["?"]
+    plugins = [c for c in spec["containers"] if c["name"] != "pressured"]
+    if not plugins:
+        problems.append("no plugin container")
+    for c in [ct] + plugins:
+        if {"name": plug_vol[0], "mountPath": PLUGIN_DIR} not in c.get("volumeMounts", []):
+            problems.append(f"container {c['name']} does not mount {plug_vol[0]} at {PLUGIN_DIR}")
+    for c in plugins:
+        if c.get("image") != f"pressured-plugins:{version}":
+            problems.append(f"container {c['name']} runs {c.get('image')}, not pressured-plugins:{version}")
+        missing = [x for x in c.get("command", []) + c.get("args", [])
+                   if x.startswith("/usr/") and x not in in_image]
+        if not c.get("command") or missing:
+            problems.append(f"container {c['name']} starts {c.get('command')}, not in scripts/image --plugins's "
+                            f"image ({sorted(in_image)}): {missing}")
+        if not any(a.startswith(f"--socket={PLUGIN_DIR}/") for a in c.get("args", [])):
+            problems.append(f"container {c['name']} creates no socket in {PLUGIN_DIR}")
+        sc = c.get("securityContext", {})
+        if sc.get("runAsUser") != 0 or sc.get("capabilities", {}).get("drop") != ["ALL"] or \
+                sc.get("allowPrivilegeEscalation") is not False:
+            problems.append(f"container {c['name']}: not root with every capability dropped: {sc}")
+    # Nothing else: undo what the overlay adds and compare with the base.
+    spec["containers"] = [ct]
+    ct["args"] = ct["args"][:len(base_args)]
+    ct["volumeMounts"] = [m for m in ct["volumeMounts"] if m["name"] != plug_vol[0]]
+    base_vols = {v["name"] for v in base_ds["spec"]["template"]["spec"]["volumes"]}
+    spec["volumes"] = [v for v in spec["volumes"] if v["name"] in base_vols]
+    key = lambda o: (o["kind"], o["metadata"]["name"])
+    if sorted(objs, key=key) != sorted(base, key=key):
+        problems.append("it changes more than the plugin directory, the flag and the plugin containers")
+    name = "deploy/overlays/plugins" + (" (bases: ../before-1.30)" if old else "")
+    if problems:
+        errors += [f"{where}: {name}: {p}" for p in problems]
+    else:
+        print(f"{where}: {name} adds --plugins-directory, the shared directory and "
+              f"{', '.join(c['name'] for c in plugins)} (pressured-plugins:{version}), nothing else")
+
+
 def config_names(objs):
     cms = [o["metadata"]["name"] for o in by_kind(objs, "ConfigMap") if o["metadata"]["name"].startswith("pressured-config")]
     refs = [v["configMap"]["name"] for ds in by_kind(objs, "DaemonSet")
@@ -354,7 +439,8 @@ def main():
             except AssertionError as e:
                 errors.append(f"{where}: {e}")
         checks = [check_apparmor, check_crio,
-                  lambda *a: check_rollout(*a, "deploy/overlays/before-1.30" if old else "deploy")]
+                  lambda *a: check_rollout(*a, "deploy/overlays/before-1.30" if old else "deploy"),
+                  lambda *a: check_plugins(*a, old)]
         for check in checks + ([] if old else [check_entry_point]):
             try:
                 check(k, src, errors, where)

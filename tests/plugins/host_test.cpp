@@ -68,10 +68,22 @@ struct Plugins : ::testing::Test {
     }
   }
 
-  pid_t start_protect(const std::string& rule) {
-    pid_t p = testing::spawn_logged({PRESSURED_BINARY_DIR "/userspace/plugins/pressured-plugin-protect", "--socket",
-                                     dir + "/protect.sock", "--name", "protect", "--protect", rule},
-                                    log);
+  pid_t start_protect(const std::string& rule) { return start_protect_cpp({"--protect", rule}); }
+  // The C++ example with its rules.
+  pid_t start_protect_cpp(const std::vector<std::string>& rules) {
+    std::vector<std::string> argv{PRESSURED_BINARY_DIR "/userspace/plugins/pressured-plugin-protect", "--socket",
+                                  dir + "/protect.sock", "--name", "protect"};
+    argv.insert(argv.end(), rules.begin(), rules.end());
+    pid_t p = testing::spawn_logged(argv, log);
+    children.push_back(p);
+    return p;
+  }
+  // The Python example with its rules.
+  pid_t start_protect_py(const std::vector<std::string>& rules) {
+    std::vector<std::string> argv{"/usr/bin/python3", PRESSURED_SOURCE_DIR "/userspace/plugins/examples/protect.py",
+                                  "--socket", dir + "/protect.sock", "--name", "protect"};
+    argv.insert(argv.end(), rules.begin(), rules.end());
+    pid_t p = testing::spawn_logged(argv, log);
     children.push_back(p);
     return p;
   }
@@ -163,6 +175,55 @@ TEST_F(Plugins, AProtectingPluginChangesTheVictim) {
   EXPECT_NE(explain_choice(e).find("protect protect ns/a"), std::string::npos) << explain_choice(e);
   EXPECT_EQ(testing::scraped(n.metrics, "pressured_plugin_vetoes_total", {{"plugin", "protect"}}), 1.0);
   EXPECT_GE(testing::scraped(n.metrics, "pressured_plugin_calls_total", {{"plugin", "protect"}}).value_or(0), 1.0);
+}
+
+std::shared_ptr<const PodLabels> labels(std::vector<std::pair<std::string, std::string>> entries,
+                                        bool incomplete = false) {
+  return std::make_shared<const PodLabels>(PodLabels{std::move(entries), incomplete});
+}
+
+// Both examples protect and demote by label selector, from the labels
+// pressured sends: a {app=db} protected, b {app=db, tier=canary} not (the
+// selector's `!=`), c with incomplete labels lacking `app` protected all the
+// same, d {batch} demoted. Under pressure b goes, where pressured's own
+// ranking takes a.
+void expect_protection_by_labels(Plugins& t, const std::function<void()>& start_plugin) {
+  auto h = t.host();
+  ASSERT_TRUE(h);
+  start_plugin();
+  ASSERT_TRUE(wait_until([&] { return h->registrations() == 1; })) << "the plugin never registered";
+  Node n(h.get());
+  n.obs.find("a")->labels = labels({{"app", "db"}});
+  n.obs.find("b")->labels = labels({{"app", "db"}, {"tier", "canary"}});
+  n.obs.add("c", QosClass::BestEffort, 10 * MiB).labels = labels({{"team", "x"}}, true);
+  n.obs.add("d", QosClass::BestEffort, 10 * MiB).labels = labels({{"batch", ""}});
+  n.d->evaluate(at(1), "test", std::nullopt);
+  ASSERT_TRUE(wait_until([&] { return has_answers(*h, "protect"); })) << "no answer from the plugin";
+  std::map<std::string, std::string> said;  // uid -> action: reason
+  for (const auto& a : h->answers()) {
+    for (const auto& adj : a.adjustments[static_cast<std::size_t>(Lane::Memory)]) {
+      said[adj.uid] = std::string(plugins::name(adj.action)) + ": " + adj.reason;
+    }
+  }
+  EXPECT_EQ(said, (std::map<std::string, std::string>{
+                      {"a", "protect: protected: labels app=db,tier!=canary"},
+                      {"c", "protect: protected: labels app=db,tier!=canary (labels incomplete)"},
+                      {"d", "demote: evicted last: labels batch"}}));
+  n.pressure();
+  n.d->evaluate(at(2), "test", std::nullopt);
+  EXPECT_EQ(n.killed(), std::vector<std::string>{"b"}) << "without the plugin, a goes first";
+}
+
+TEST_F(Plugins, TheCppExampleProtectsByLabelSelector) {
+  expect_protection_by_labels(*this, [&] {
+    start_protect_cpp({"--protect-selector=app=db,tier!=canary", "--demote-selector", "batch"});
+  });
+}
+
+TEST_F(Plugins, ThePythonExampleProtectsByLabelSelector) {
+  expect_protection_by_labels(*this, [&] {
+    start_protect_py({"--protect-selector=app=db,tier!=canary", "--demote-selector", "batch"});
+  });
 }
 
 TEST_F(Plugins, AHangingPluginDoesNotDelayAHardEvictionAndCountsATimeout) {

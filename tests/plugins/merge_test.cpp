@@ -274,5 +274,18 @@ TEST(PluginMerge, QuestionsCarryTheRankingHeadAndTheThresholdsMet) {
   EXPECT_EQ(qs[0].candidates[1].uid, "b");
 }
 
+TEST(PluginMerge, QuestionsCarryThePodsLabelsWithoutCopyingThem) {
+  Node n;
+  auto labels = std::make_shared<const PodLabels>(PodLabels{{{"app", "db"}}, true});
+  n.snap.s.pods[0].labels = labels;  // a
+  Decisions d = n.decide();
+  auto qs = lane_questions(d, n.snap, n.cfg, {}, {}, 2);
+  ASSERT_FALSE(qs.empty());
+  ASSERT_EQ(qs[0].candidates.size(), 2u);
+  EXPECT_EQ(qs[0].candidates[0].labels, labels) << "the snapshot's block itself";
+  EXPECT_TRUE(qs[0].candidates[0].labels->incomplete);
+  EXPECT_EQ(qs[0].candidates[1].labels, nullptr) << "b has none";
+}
+
 }  // namespace
 }  // namespace pressured::plugins

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <csignal>
 #include <fstream>
@@ -31,6 +33,7 @@ const char* kPodList = R"({
   "kind": "PodList", "apiVersion": "v1", "metadata": {},
   "items": [
     {"metadata": {"name": "web-1", "namespace": "shop", "uid": "u-web",
+                  "labels": {"app": "web", "app.kubernetes.io/part-of": "shop"},
                   "ownerReferences": [{"kind": "ReplicaSet", "name": "web"}]},
      "spec": {"priority": 0, "terminationGracePeriodSeconds": 45,
               "containers": [
@@ -153,6 +156,76 @@ TEST(PodJson, ErrorsAreClear) {
   ASSERT_TRUE(nouid);
   EXPECT_EQ(nouid->pods.size(), 0u);
   EXPECT_EQ(nouid->skipped, 1u);
+}
+
+// metadata.labels: read sorted, shared, and bounded. A label that cannot be
+// kept costs that label (the pod's labels are marked incomplete, the reason
+// reported), never the pod.
+TEST(PodJson, LabelsAreReadSortedAndBounded) {
+  auto r = pods::parse_pod_documents(R"({"kind":"Pod","metadata":{"uid":"x","name":"n",
+    "labels":{"tier":"db","app.kubernetes.io/name":"pg","empty":""}},"spec":{}})");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->pods.size(), 1u);
+  ASSERT_NE(r->pods[0].labels, nullptr);
+  using Entries = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(r->pods[0].labels->entries, (Entries{{"app.kubernetes.io/name", "pg"}, {"empty", ""}, {"tier", "db"}}));
+  EXPECT_FALSE(r->pods[0].labels->incomplete);
+  EXPECT_TRUE(r->errors.empty());
+
+  // YAML: scalars are strings, as the API server would store them.
+  auto y = pods::parse_pod_documents("kind: Pod\nmetadata:\n  uid: y\n  labels: {app: web, replicas: 3}\nspec: {}\n");
+  ASSERT_TRUE(y) << y.error().message;
+  ASSERT_NE(y->pods.at(0).labels, nullptr);
+  EXPECT_EQ(y->pods[0].labels->entries, (Entries{{"app", "web"}, {"replicas", "3"}}));
+
+  // Not strings, over the API's own limits: left out, named.
+  const std::string long_value(64, 'v');
+  auto bad = pods::parse_pod_documents(R"({"kind":"Pod","metadata":{"uid":"x","name":"n","namespace":"ns",
+    "labels":{"ok":"1","num":5,"long":")" + long_value + R"("}},"spec":{}})");
+  ASSERT_TRUE(bad) << bad.error().message;
+  ASSERT_EQ(bad->pods.size(), 1u);
+  EXPECT_FALSE(bad->pods[0].unparsable) << "a label never costs the pod";
+  ASSERT_NE(bad->pods[0].labels, nullptr);
+  EXPECT_EQ(bad->pods[0].labels->entries, (Entries{{"ok", "1"}}));
+  EXPECT_TRUE(bad->pods[0].labels->incomplete);
+  ASSERT_EQ(bad->errors.size(), 2u);
+  EXPECT_NE(bad->errors[0].find("pod ns/n metadata.labels.long: "), std::string::npos) << bad->errors[0];
+  EXPECT_NE(bad->errors[1].find("metadata.labels.num: not a string"), std::string::npos) << bad->errors[1];
+
+  auto not_map = pods::parse_pod_documents(R"({"kind":"Pod","metadata":{"uid":"x","labels":["a"]},"spec":{}})");
+  ASSERT_TRUE(not_map);
+  ASSERT_NE(not_map->pods.at(0).labels, nullptr);
+  EXPECT_TRUE(not_map->pods[0].labels->entries.empty());
+  EXPECT_TRUE(not_map->pods[0].labels->incomplete);
+  ASSERT_EQ(not_map->errors.size(), 1u);
+  EXPECT_NE(not_map->errors[0].find("metadata.labels: not a map"), std::string::npos) << not_map->errors[0];
+}
+
+TEST(PodJson, LabelsPastTheCountOrSizeBoundAreLeftOutAndSaid) {
+  // 100 labels: the first 64 (by key) are kept.
+  std::string many;
+  for (int i = 0; i < 100; ++i) many += fmt::format(R"({}"k{:03}":"v")", i ? "," : "", i);
+  auto r = pods::parse_pod_documents(R"({"kind":"Pod","metadata":{"uid":"x","labels":{)" + many + "}},\"spec\":{}}");
+  ASSERT_TRUE(r) << r.error().message;
+  const auto& l = *r->pods.at(0).labels;
+  ASSERT_EQ(l.entries.size(), pods::kMaxPodLabels);
+  EXPECT_EQ(l.entries.front().first, "k000");
+  EXPECT_EQ(l.entries.back().first, "k063");
+  EXPECT_TRUE(l.incomplete);
+  ASSERT_EQ(r->errors.size(), 1u);
+  EXPECT_NE(r->errors[0].find("100 labels, 36 left out"), std::string::npos) << r->errors[0];
+
+  // 40 labels of 63-byte values and 40-byte keys: 4 KiB holds 39 of them.
+  std::string big;
+  for (int i = 0; i < 40; ++i) big += fmt::format(R"({}"{:040}":"{}")", i ? "," : "", i, std::string(63, 'v'));
+  auto b = pods::parse_pod_documents(R"({"kind":"Pod","metadata":{"uid":"x","labels":{)" + big + "}},\"spec\":{}}");
+  ASSERT_TRUE(b) << b.error().message;
+  const auto& bl = *b->pods.at(0).labels;
+  std::size_t bytes = 0;
+  for (const auto& [k, v] : bl.entries) bytes += k.size() + v.size();
+  EXPECT_LE(bytes, pods::kMaxPodLabelBytes);
+  EXPECT_EQ(bl.entries.size(), pods::kMaxPodLabelBytes / (40 + 63));
+  EXPECT_TRUE(bl.incomplete);
 }
 
 TEST(PodJson, LocalStorageLimitsPerContainerAndEmptyDir) {
@@ -496,7 +569,12 @@ TEST(PodSources, MergedIntoTheObserverWithMismatchesCounted) {
       EXPECT_EQ(p.name, "web-1");
       EXPECT_EQ(p.requests.memory_bytes, 192 * MiB);
       EXPECT_EQ(p.termination_grace_period_seconds, 45);
+      // The snapshot points at the source's one copy of the labels.
+      ASSERT_NE(p.labels, nullptr);
+      EXPECT_EQ(p.labels, md->current()->at("u-web").labels);
+      EXPECT_EQ(p.labels->entries.size(), 2u);
     } else if (p.uid == "u-ds") {
+      EXPECT_EQ(p.labels, nullptr) << "a pod without labels carries no label block";
       EXPECT_TRUE(p.daemonset);
       EXPECT_TRUE(p.critical);
     } else {

@@ -202,6 +202,7 @@ void PodSet::merge_metadata(TimePoint now, std::vector<Pod>& out) {
         p.containers = md.containers;
         p.pod_level_memory_request_bytes = md.pod_level_memory_request_bytes;
         p.phase = md.phase;
+        p.labels = md.labels;
         p.memory_spec_unparsable = md.memory_spec_unparsable;
         p.storage_spec_unparsable = md.storage_spec_unparsable;
         p.metadata_known = true;

@@ -370,7 +370,7 @@ std::vector<LaneQuestion> lane_questions(const Decisions& d, const NodeSnapshot&
       const Pod& p = *ranked[i];
       q.candidates.push_back(CandidatePod{p.uid, p.name, p.namespace_, p.qos, p.priority,
                                           pod_usage(p, signal, snapshot.containerfs_layout),
-                                          pod_request(p, resource), p.daemonset});
+                                          pod_request(p, resource), p.daemonset, p.labels});
     }
     out.push_back(std::move(q));
   }

@@ -341,7 +341,53 @@ std::optional<uint64_t> pod_level_memory_request(const json& spec, const std::st
   return to_bytes(*v);
 }
 
-PodMetadata parse_pod(const json& pod, PodTrust trust) {
+// metadata.labels, bounded (pod_json.hpp). Labels only advise plugins: one
+// that cannot be kept costs that label, never the pod; each reason goes to
+// `problems` ("metadata.labels: ...").
+std::shared_ptr<const PodLabels> parse_labels(const json& meta, std::vector<std::string>& problems) {
+  const json* labels = get(meta, "labels");
+  if (labels == nullptr) return nullptr;
+  auto out = std::make_shared<PodLabels>();
+  if (!labels->is_object()) {
+    out->incomplete = true;
+    problems.push_back("metadata.labels: not a map, no label kept");
+    return out;
+  }
+  std::size_t bytes = 0, over_bounds = 0;
+  for (const auto& kv : labels->items()) {  // sorted by key (nlohmann's object is a std::map)
+    const std::string& key = kv.key();
+    if (!kv.value().is_string()) {
+      out->incomplete = true;
+      problems.push_back("metadata.labels." + key.substr(0, 64) + ": not a string, left out");
+      continue;
+    }
+    const std::string& value = kv.value().get_ref<const std::string&>();
+    if (key.empty() || key.size() > pods::kMaxPodLabelKeyBytes || value.size() > pods::kMaxPodLabelValueBytes) {
+      out->incomplete = true;
+      problems.push_back("metadata.labels." + key.substr(0, 64) + ": key of " + std::to_string(key.size()) +
+                         " bytes or value of " + std::to_string(value.size()) + " bytes is over the API's limits (" +
+                         std::to_string(pods::kMaxPodLabelKeyBytes) + ", " +
+                         std::to_string(pods::kMaxPodLabelValueBytes) + "), left out");
+      continue;
+    }
+    if (out->entries.size() == pods::kMaxPodLabels || bytes + key.size() + value.size() > pods::kMaxPodLabelBytes) {
+      out->incomplete = true;
+      ++over_bounds;
+      continue;
+    }
+    bytes += key.size() + value.size();
+    out->entries.emplace_back(key, value);
+  }
+  if (over_bounds > 0) {
+    problems.push_back("metadata.labels: " + std::to_string(labels->size()) + " labels, " +
+                       std::to_string(over_bounds) + " left out past the first " + std::to_string(pods::kMaxPodLabels) +
+                       " or " + std::to_string(pods::kMaxPodLabelBytes) + " bytes");
+  }
+  out->entries.shrink_to_fit();
+  return out;
+}
+
+PodMetadata parse_pod(const json& pod, PodTrust trust, std::vector<std::string>& problems) {
   PodMetadata m;
   const json* meta = get(pod, "metadata");
   if (meta == nullptr) throw BadDocument{"Pod without metadata"};
@@ -350,6 +396,7 @@ PodMetadata parse_pod(const json& pod, PodTrust trust) {
   m.namespace_ = get_string(*meta, "namespace");
   if (m.namespace_.empty()) m.namespace_ = "default";
   const std::string where = "pod " + (m.name.empty() ? m.uid : m.namespace_ + "/" + m.name);
+  m.labels = parse_labels(*meta, problems);
 
   if (const json* ann = get(*meta, "annotations")) {
     // The mirror annotation holds the static pod's config hash, the uid its
@@ -566,12 +613,13 @@ void collect(const json& doc, ParsedPods& out, PodTrust trust, int depth = 0) {
     // unevictable on those signals only.
     const std::vector<UnreadableField> bad_fields = unreadable_fields(doc);
     PodMetadata m;
+    std::vector<std::string> problems;
     if (bad_fields.empty()) {
-      m = parse_pod(doc, trust);
+      m = parse_pod(doc, trust, problems);
     } else {
       json cut = doc;
       for (const auto& f : bad_fields) cut.at(f.at.parent_pointer()).erase(f.at.back());
-      m = parse_pod(cut, trust);
+      m = parse_pod(cut, trust, problems);
       for (const auto& f : bad_fields) {
         m.memory_spec_unparsable = m.memory_spec_unparsable || f.memory;
         m.storage_spec_unparsable = m.storage_spec_unparsable || f.storage;
@@ -583,6 +631,9 @@ void collect(const json& doc, ParsedPods& out, PodTrust trust, int depth = 0) {
     if (m.uid.empty()) {
       ++out.skipped;
       return;
+    }
+    for (const auto& p : problems) {
+      if (out.errors.size() < 10) out.errors.push_back("pod " + m.namespace_ + "/" + m.name + " " + p);
     }
     out.pods.push_back(std::move(m));
   } catch (const BadDocument& e) {

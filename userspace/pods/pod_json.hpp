@@ -53,6 +53,18 @@ Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat for
 /// by k8s/bounded_json.hpp, without printing and reading it again.
 Result<ParsedPods> parse_pod_json(const nlohmann::json& doc, PodTrust trust = PodTrust::ApiServer);
 
+/// Bounds on a pod's metadata.labels kept in memory (PodLabels): labels over
+/// them are left out, the pod's labels marked incomplete and the reason put
+/// in ParsedPods::errors. The key and value bounds are the API server's own
+/// validation (a qualified name: a DNS-subdomain prefix of 253, "/", a name
+/// of 63; a value of 63), so only a hand-written file reaches them; the
+/// count and the total keep a node of 1000 pods under 4 MiB of labels
+/// whatever its pods carry (a typical pod has well under 1 KiB).
+inline constexpr std::size_t kMaxPodLabels = 64;
+inline constexpr std::size_t kMaxPodLabelKeyBytes = 253 + 1 + 63;
+inline constexpr std::size_t kMaxPodLabelValueBytes = 63;
+inline constexpr std::size_t kMaxPodLabelBytes = 4096;  // keys and values of one pod
+
 /// The kubelet's system-critical priority (scheduling.SystemCriticalPriority).
 inline constexpr int64_t kSystemCriticalPriority = 2000000000;
 

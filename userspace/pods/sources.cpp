@@ -61,6 +61,12 @@ class SourceBase : public PodMetadataSource {
     stats_.skipped_objects = r->skipped;
     stats_.last_success = TimePoint(std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch()));
     if (!stats_.last_error.empty()) spdlog::info("pod metadata ({}): recovered, {} pods", describe(), map->size());
+    // Fields of single pods that could not be read (a quantity, a label):
+    // said once, not at every refresh.
+    if (r->errors != last_problems_) {
+      for (const auto& e : r->errors) spdlog::warn("pod metadata ({}): {}", describe(), e);
+      last_problems_ = std::move(r->errors);
+    }
     stats_.last_error.clear();
     map_ = std::move(map);
     return {};
@@ -92,6 +98,7 @@ class SourceBase : public PodMetadataSource {
   mutable std::mutex mu_;
   std::shared_ptr<const PodMetadataMap> map_;
   PodMetadataStats stats_;
+  std::vector<std::string> last_problems_;  // the errors of the last fetch, as logged
   std::mutex fetch_mu_;
   PeriodicWorker worker_;  // last member: stopped (joined) before the rest is destroyed
 };
@@ -139,6 +146,9 @@ class FileSource final : public SourceBase {
       if (!parsed) return Error{parsed.error().code, f + ": " + parsed.error().message};
       all.skipped += parsed->skipped;
       for (auto& p : parsed->pods) all.pods.push_back(std::move(p));
+      for (auto& e : parsed->errors) {
+        if (all.errors.size() < 10) all.errors.push_back(f + ": " + e);
+      }
     }
     return all;
   }

@@ -74,6 +74,7 @@ class GrpcClient final : public PluginClient {
   Answer<Identity> identify(Duration deadline) override {
     pb::IdentifyRequest req;
     req.set_api_version(kApiVersion);
+    req.add_features(kFeaturePodLabels);
     pb::IdentifyResponse resp;
     if (auto f = call(deadline, [&](grpc::ClientContext* c) { return stub_->Identify(c, req, &resp); })) return *f;
     Identity id;
@@ -180,6 +181,11 @@ class GrpcClient final : public PluginClient {
     p.set_usage(c.usage);
     p.set_request(c.request);
     p.set_daemonset(c.daemonset);
+    if (c.labels) {
+      auto& labels = *p.mutable_labels();
+      for (const auto& [k, v] : c.labels->entries) labels[k] = v;
+      p.set_labels_incomplete(c.labels->incomplete);
+    }
   }
 
   AnswerLimits limits_;
