@@ -302,12 +302,16 @@ Result<void> decode_eviction(const std::map<std::string, Node>& keys, EvictionCo
                              ": no per-pod usage ranks pods for this signal; it sets its node condition but never evicts");
     }
   }
-  std::stable_sort(out.begin(), out.end(), [](const Threshold& a, const Threshold& b) {
+  sort_thresholds(out);
+  ev.thresholds = std::move(out);
+  return {};
+}
+
+void sort_thresholds(std::vector<Threshold>& thresholds) {
+  std::stable_sort(thresholds.begin(), thresholds.end(), [](const Threshold& a, const Threshold& b) {
     if (a.kind != b.kind) return a.kind < b.kind;
     return a.signal < b.signal;
   });
-  ev.thresholds = std::move(out);
-  return {};
 }
 
 }  // namespace pressured::config_detail

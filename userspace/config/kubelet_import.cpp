@@ -283,10 +283,7 @@ Result<void> apply_kubelet_config(Config& cfg, const std::map<std::string, Node>
   }
   for (const auto& w : kctx.warnings) ctx.warnings.push_back(path + ": " + w);
   ev.thresholds.insert(ev.thresholds.end(), own_psi.begin(), own_psi.end());
-  std::stable_sort(ev.thresholds.begin(), ev.thresholds.end(), [](const Threshold& a, const Threshold& b) {
-    if (a.kind != b.kind) return a.kind < b.kind;
-    return a.signal < b.signal;
-  });
+  sort_thresholds(ev.thresholds);
   cfg.eviction = std::move(ev);
   return {};
 }

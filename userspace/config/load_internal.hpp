@@ -65,6 +65,8 @@ bool is_eviction_key(const std::string& k);
 /// Decodes the eviction keys present in `keys` into `ev` (thresholds with the
 /// kubelet's defaults and merging, grace periods, minimum reclaim, ...).
 Result<void> decode_eviction(const std::map<std::string, Node>& keys, EvictionConfig& ev, Ctx& ctx);
+/// Hard before soft, then in signal order (stable): the order of EvictionConfig::thresholds.
+void sort_thresholds(std::vector<Threshold>& thresholds);
 
 // --- flags.cpp: the command-line flags, written into the YAML tree.
 /// "memory.available, nodefs.available, ...", for error messages.
