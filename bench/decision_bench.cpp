@@ -45,6 +45,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "bpf/features.hpp"
 #include "fakes/fake_node.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 #include "daemon/daemon.hpp"

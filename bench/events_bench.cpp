@@ -39,6 +39,8 @@
 #include <bpf/libbpf.h>
 
 #include "bpf/bpf_events.hpp"
+#include "bpf/features.hpp"
+#include "events/reactor.hpp"
 #include "fakes/no_bpf.hpp"
 #include "kernel/cgroup_id.hpp"
 #include "pressured/bounded_queue.hpp"

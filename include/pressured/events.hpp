@@ -1,19 +1,22 @@
 #pragma once
 // Real-time pressure events (docs/events.md): what the kernel tells pressured, and the
-// one reactor thread that hears it.
+// interfaces of the one loop thread that hears it.
 //
 // Sources: BPF programs (ring buffer), PSI triggers, cgroup v1 memcg threshold
 // eventfds, cgroup v2 memory.events notifications, a safety-net timer, and
 // resynchronisation after a lost event. Everything arrives as PressureEvent on
-// the reactor thread and is handed to the daemon's ReactorHandler in batches.
+// the loop's thread and is handed to the daemon's ReactorHandler in batches.
 //
-// Threading: every Reactor method except post(), stop() and memcg_activity()
-// must be called on the reactor thread (inside a handler callback) or before
-// run(); the reactor aborts with a message otherwise (EventLoop::is_loop_thread).
-// Slow work (disk walks, API calls) runs elsewhere and hands its results back
-// with post(), through a bounded lock-free queue (pressured/bounded_queue.hpp)
-// and an eventfd wakeup. Scheduling: EventsConfig::reactor_nice /
-// reactor_rt_priority apply to the thread that calls run(). See docs/events.md.
+// Threading: every EventLoop and KernelAlarms method except post(), stop() and
+// memcg_activity() must be called on the loop's thread (inside a handler
+// callback) or before run(); the real loop aborts with a message otherwise
+// (EventLoop::is_loop_thread). Slow work (disk walks, API calls) runs elsewhere
+// and hands its results back with post(), through a bounded lock-free queue
+// (pressured/bounded_queue.hpp) and an eventfd wakeup.
+//
+// The concrete loop is the Reactor (userspace/events/reactor.hpp); the real
+// BPF prober and the programs' attach chains are in userspace/bpf/
+// (features.hpp, catalogue.hpp).
 
 #include <array>
 #include <atomic>
@@ -273,7 +276,7 @@ struct MemcgActivity {
 };
 
 // ---------------------------------------------------------------------------
-// BPF feature probing and attach-mode selection
+// BPF feature probing
 
 /// What the running kernel supports, probed once in main() and passed down.
 /// Probes really attach (a load-only probe lies: kprobe programs load where
@@ -306,30 +309,6 @@ class BpfFeatures {
   /// parses the BTF once more for its CO-RE relocations: one copy at a time.
   virtual void release_kernel_btf() const {}
 };
-
-/// The real prober (userspace/bpf/features.cpp). Results are cached.
-/// `proc_root`: where kernel.perf_event_paranoid is read, to say why a
-/// kprobe was refused.
-std::unique_ptr<BpfFeatures> make_kernel_bpf_features(const std::string& proc_root = "/proc");
-
-struct AttachCandidate {
-  AttachKind kind;
-  std::string target;  // tracepoint or kernel function
-  int arity = -1;      // fentry/kprobe: the parameter count the handler expects (-1: any)
-};
-
-struct AttachChoice {
-  AttachKind kind = AttachKind::Off;
-  std::string target;
-  std::string reason;  // why this one, and why the better ones were refused
-};
-
-/// The fallback chain of each program, best first (tp_btf -> raw_tp;
-/// fentry -> kprobe -> nearby tracepoint).
-std::vector<AttachCandidate> attach_chain(BpfProgram p);
-
-/// Pure: picks the first candidate whose BTF entry exists and that can attach.
-AttachChoice choose_attach(const std::vector<AttachCandidate>& chain, const BpfFeatures& features);
 
 // ---------------------------------------------------------------------------
 // The reactor
@@ -371,15 +350,6 @@ class ReactorSource {
 };
 
 using WatchId = uint64_t;
-
-struct ReactorOptions {
-  std::string memory_mount = "/sys/fs/cgroup/memory";  // memory controller hierarchy (v1 or v2 root)
-  bool cgroup_v2 = false;                               // memory on the unified hierarchy
-  std::string proc_root = "/proc";
-  std::string psi_dir;  // the system PSI files; empty: <proc_root>/pressure
-  bool handle_signals = true;                           // block SIGTERM/INT/HUP, read them via signalfd
-  uint32_t post_queue_capacity = 1024;
-};
 
 /// The event loop: one thread, its sources, one deadline timer, and tasks
 /// posted from other threads. Everything but stop() and post() runs on the
@@ -482,42 +452,6 @@ class KernelAlarms {
     (void)cgroup_id;
     return std::nullopt;
   }
-};
-
-/// The daemon's reactor: the event loop and the kernel alarms of one epoll
-/// (BPF ring buffer, PSI, memcg notifications, timerfd, signalfd, eventfd),
-/// plus the notification sources run() sets up once.
-class Reactor : public EventLoop, public KernelAlarms {
- public:
-  ~Reactor() override = default;
-
-  /// Builds the reactor: epoll, timerfd, eventfd, signalfd (blocks the signals
-  /// in the calling thread: create it in main() before other threads start),
-  /// and, per config, the BPF programs (chosen through `features`). A BPF
-  /// failure is not an error: it is logged, recorded in stats, and the reactor
-  /// runs on notifications and polling.
-  static Result<std::unique_ptr<Reactor>> create(const EventsConfig& config, const ReactorOptions& options,
-                                                 const BpfFeatures& features, EventStats& stats);
-
-  /// PSI trigger on a pressure file (/proc/pressure/memory, or a v2 cgroup's
-  /// memory.pressure): fires when `stall` of stalled time accrues within
-  /// `window` (500 ms .. 10 s). cgroup_id tags the events.
-  virtual Result<WatchId> add_psi_trigger(const std::string& pressure_file, bool full, Duration stall,
-                                          Duration window, uint64_t cgroup_id = 0) = 0;
-  virtual Result<void> remove_psi_trigger(WatchId id) = 0;
-
-  /// cgroup v2: watch <cgroup>/memory.events; each increase of high/max/oom/
-  /// oom_kill yields one MemoryEvent* event (value = increase).
-  virtual Result<WatchId> add_memory_events_watch(const std::string& cgroup_path) = 0;
-  virtual Result<void> remove_memory_events_watch(WatchId id) = 0;
-
-  /// Whether BPF programs are attached and feeding the ring buffer.
-  virtual bool bpf_active() const = 0;
-
-  /// The batched page-counter reader (a BPF cgroup iterator) for the
-  /// observer's decisions under memory pressure; null without BPF or where
-  /// the kernel has no cgroup iterator. Usable after the reactor is gone.
-  virtual std::shared_ptr<PageCounterReader> page_counter_reader() const { return nullptr; }
 };
 
 }  // namespace pressured

@@ -38,7 +38,8 @@ enum class CgroupVersion : uint8_t { V1, V2, Hybrid };
 inline constexpr EnumName<CgroupVersion> kCgroupVersionNames[] = {
     {CgroupVersion::V1, "v1"}, {CgroupVersion::V2, "v2"}, {CgroupVersion::Hybrid, "hybrid"}};
 
-/// Where everything is. All paths are absolute; empty when absent.
+/// Where everything is. All paths are absolute; empty when absent. Detected
+/// from the mount table by detect_layout() (userspace/cgroup/layout.hpp).
 struct CgroupLayout {
   CgroupVersion version = CgroupVersion::V1;
   std::string mount;          // cgroupfs mount point, e.g. /sys/fs/cgroup
@@ -53,15 +54,6 @@ struct CgroupLayout {
   std::string kubepods_pids_path;     // same in the pids hierarchy, if it exists there
   std::string kubepods_freezer_path;  // same in the v1 freezer hierarchy, if it exists there
 };
-
-/// Detects the cgroup version like the kubelet (statfs magic of
-/// `cgroup_mount`: CGROUP2_SUPER_MAGIC means v2), finds the controller mounts
-/// from the mount table (<proc_root>/self/mountinfo, or
-/// ObserveConfig::mountinfo_path; so a fake tree with a fake mountinfo works),
-/// resolves the driver (Auto: whichever kubepods name exists) and the kubepods
-/// cgroup paths. Fails with a clear message when there is no memory controller
-/// or the kubepods cgroup does not exist.
-Result<CgroupLayout> detect_layout(const ObserveConfig& config);
 
 std::string_view name(CgroupVersion v);
 std::string_view name(CgroupDriver d);

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "bpf/catalogue.hpp"
+#include "bpf/features.hpp"
 #include "bpf/perf_paranoid.hpp"
 #include "bpf/programs.hpp"
 #include "fakes/privilege.hpp"

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "bpf/bpf_events.hpp"
+#include "bpf/features.hpp"
 #include "fakes/privilege.hpp"
 #include "pressured/events.hpp"
 

@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "bpf/bpf_events.hpp"
+#include "bpf/features.hpp"
 #include "bpf/kernel_symbol.hpp"
 #include "fakes/event_test_helpers.hpp"
 #include "fakes/privilege.hpp"

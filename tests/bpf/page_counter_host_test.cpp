@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "bpf/bpf_events.hpp"
+#include "bpf/features.hpp"
 #include "fakes/event_test_helpers.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "cgroup/discovery.hpp"
+#include "cgroup/layout.hpp"
 #include "fakes/fake_node.hpp"
 #include "pressured/observer.hpp"
 

@@ -18,6 +18,7 @@
 
 #include "bpf/bpf_events.hpp"
 #include "events/memcg_sources.hpp"
+#include "events/reactor.hpp"
 #include "fakes/no_bpf.hpp"
 #include "kernel/parse.hpp"
 #include "metrics/exposition.hpp"

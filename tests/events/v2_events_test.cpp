@@ -37,6 +37,8 @@
 
 #include <gtest/gtest.h>
 
+#include "bpf/features.hpp"
+#include "events/reactor.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/event_test_helpers.hpp"
 #include "fakes/sandbox_cgroup.hpp"

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "events/reactor.hpp"
 #include "pressured/events.hpp"
 
 namespace pressured::events_test {

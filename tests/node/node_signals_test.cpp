@@ -1,6 +1,7 @@
 // The observer's node-signals part (node/node_signals.hpp) on its own: every
 // signal from a fake node's files, capacities kept between full
 // observations, the last good value when a group fails, the memcg counters.
+#include "cgroup/layout.hpp"
 #include "node/node_signals.hpp"
 
 #include <gtest/gtest.h>

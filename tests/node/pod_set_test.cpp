@@ -1,6 +1,7 @@
 // The observer's pod-set part (node/pod_set.hpp) on its own: the listing and
 // the watch that tells a decision the set moved, the metadata merge by uid
 // and mirror, and the fail-safe for pods no good answer describes.
+#include "cgroup/layout.hpp"
 #include "node/pod_set.hpp"
 
 #include <unistd.h>

@@ -1,6 +1,7 @@
 // The observer's per-pod usage part (node/pod_usage.hpp) on its own: a
 // listing read in full, pods that vanish or fail (stale, last usage), the
 // page counters for decisions, and the storage walker's cache merged.
+#include "cgroup/layout.hpp"
 #include "node/pod_usage.hpp"
 
 #include <algorithm>

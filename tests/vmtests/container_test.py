@@ -147,6 +147,7 @@ class GuestWget(unittest.TestCase):
     busybox crashes on `wget -T`, which once left the container's /metrics unread)."""
 
     def test_the_guests_wget_options_fetch(self):
+        import glob
         import http.server
         import re
         import subprocess
@@ -170,8 +171,8 @@ class GuestWget(unittest.TestCase):
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         try:
             seen = 0
-            for script in ("scenarios.sh", "node.sh"):
-                with open(os.path.join(ROOT, "vmtests", "guest", script)) as f:
+            for script in sorted(glob.glob(os.path.join(ROOT, "vmtests", "guest", "*.sh"))):
+                with open(script) as f:
                     for line in f:
                         if not re.search(r"\bwget\b.*http://", line):
                             continue
@@ -185,7 +186,8 @@ class GuestWget(unittest.TestCase):
                                 opts.append(w)
                         cmd = [busybox, "wget"] + opts + ["-O", "-", f"http://127.0.0.1:{srv.server_port}/metrics"]
                         r = subprocess.run(cmd, capture_output=True, timeout=20)
-                        self.assertEqual((r.returncode, r.stdout), (0, body), f"{script}: {line.strip()}: {r}")
+                        self.assertEqual((r.returncode, r.stdout), (0, body),
+                                         f"{os.path.basename(script)}: {line.strip()}: {r}")
                         seen += 1
             self.assertGreaterEqual(seen, 3, "the guest scripts' wget lines were not found")
         finally:

@@ -8,7 +8,7 @@ real kubectl 1.20 with the guest's own template (VMT_RECORD_TEMPLATE: `kubectl a
 --local`, no server), the functions run under busybox sh as in the guest (node.sh copied
 with its /tmp paths moved into a temporary directory), and the result must be valid JSON
 that carries every field, a message with quotes and a tab intact, and the verdict the
-judge gives on it (Record); vmt_end (scenarios.sh) keeps the contender running until the kubelet
+judge gives on it (Record); vmt_end (scenario_lib.sh) keeps the contender running until the kubelet
 has written over the record, and reads its CPU time before that wait. RecordAgainstApiserver runs the guest's watch and last read
 against kube-apiserver 1.20 on 127.0.0.1 while the test writes pressured's record and then a
 status without reason and message, as kubelet 1.20's sync does. Skips (77) without busybox
@@ -58,15 +58,16 @@ class Record(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.kubectl = os.path.join(node.kubernetes_dir(), "kubectl")
         guest = os.path.join(ROOT, "vmtests", "guest")
-        for name in ("lib.sh", "node.sh", "scenarios.sh"):
+        for name in ("lib.sh", "node.sh", "scenario_lib.sh", "contenders.sh", "scenarios.sh"):
             with open(os.path.join(guest, name)) as f:
                 text = f.read().replace("/tmp/", self.dir + "/")
             with open(os.path.join(self.dir, name), "w") as f:
                 f.write(text)
 
     def sh(self, script):
+        # VMT_DIR: where scenarios.sh finds its library and contenders (the guest's /vmt).
         r = subprocess.run(["busybox", "sh", "-c", f". {self.dir}/lib.sh; . {self.dir}/node.sh; {script}"],
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=60, env=dict(os.environ, VMT_DIR=self.dir))
         self.assertEqual(r.returncode, 0, r.stderr)
         return r.stdout
 

@@ -1,4 +1,6 @@
 // Fallback chains and the pure attach-mode selection (tested with a fake prober).
+#include "bpf/catalogue.hpp"
+
 #include <string>
 #include <utility>
 

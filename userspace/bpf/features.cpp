@@ -1,6 +1,8 @@
 // The real BpfFeatures: kernel BTF lookups and load+attach probes with tiny
 // programs. A probe counts only when the attach succeeds (kprobe programs load
 // even where kprobes are compiled out).
+#include "bpf/features.hpp"
+
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bpf/catalogue.hpp"
 #include "pressured/events.hpp"
 
 namespace pressured::bpf {

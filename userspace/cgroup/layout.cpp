@@ -1,5 +1,7 @@
 // Cgroup layout detection (statfs magic + mount table, as the kubelet and
 // runc do) and pod cgroup naming.
+#include "cgroup/layout.hpp"
+
 #include <libcgroup.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>

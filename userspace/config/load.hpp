@@ -5,9 +5,10 @@
 // load_config() in its run function. See docs/configuration.md.
 //
 // Adding a field: add it to include/pressured/config.hpp, then add one line to
-// the section's table in userspace/config/load.cpp (key, member, codec) and,
-// when operators need it on the command line, one flag in add_config_flags()
-// plus one line in apply_flags(). Validation rules go in validate_config().
+// the section's table in userspace/config/schema.cpp (key, member, codec) and,
+// when operators need it on the command line, one member in ConfigOptions
+// plus one row in kFlags (flags.cpp). Validation rules go in validate_config()
+// (validate.cpp). The loader's parts are listed in load.cpp.
 
 #include <functional>
 #include <memory>

@@ -17,6 +17,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "bpf/features.hpp"
+#include "cgroup/layout.hpp"
 #include "commands.hpp"
 #include "common/log.hpp"
 #include "config/load.hpp"
@@ -24,6 +26,7 @@
 #include "daemon/daemon.hpp"
 #include "daemon/progress_timer.hpp"
 #include "daemon/reactor_metrics.hpp"
+#include "events/reactor.hpp"
 #include "evict/cgroup_evictor.hpp"
 #include "k8s/reporter.hpp"
 #include "node/containerfs_layout.hpp"

@@ -1,4 +1,6 @@
 // The reactor: one thread, one epoll over every event source.
+#include "events/reactor.hpp"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>

@@ -5,6 +5,7 @@
 // kubepods tree (oom_kills.hpp).
 #include <cerrno>
 
+#include "cgroup/layout.hpp"
 #include "node/node_signals.hpp"
 #include "node/oom_kills.hpp"
 #include "node/pod_set.hpp"

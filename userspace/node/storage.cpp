@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cgroup/discovery.hpp"
+#include "cgroup/layout.hpp"
 #include "common/periodic_worker.hpp"
 #include "kernel/fd.hpp"
 #include "node/writable_layers.hpp"

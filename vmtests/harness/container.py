@@ -41,7 +41,7 @@ CONTAINER_CONTENDERS = {"pressured-image": None, "pressured-image-log": "SCMP_AC
 RUNTIME_PACKAGES = ["runc", "libseccomp2"]
 CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
                      "pressured", "vmtests-runc")
-# Where the guest's scenarios write their pod file (vmtests/guest/scenarios.sh, PODS_JSON): the
+# Where the guest's scenarios write their pod file (vmtests/guest/scenario_lib.sh, PODS_JSON): the
 # DaemonSet reads pods from the kubelet, this guest has none, so the container gets /run read-only.
 POD_FILE_DIR = "/run"
 # containerd's defaults for every container (as tests/deploy/seccomp_runc.py).

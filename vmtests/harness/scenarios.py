@@ -302,7 +302,7 @@ ELF_MACHINE = {"amd64": "62", "arm64": "183"}
 
 
 def judge_container(d, failures):
-    """The facts of pressured run from its image (vmtests/guest/scenarios.sh, vmt_ctr_*): the
+    """The facts of pressured run from its image (vmtests/guest/contenders.sh, vmt_ctr_*): the
     image's binary of the guest's architecture ran, under a seccomp filter, without new
     privileges, on a read-only root, in its cgroup; it attached BPF programs and served them on
     /metrics; it stopped with 0 on SIGTERM; no seccomp audit record (type=1326) appeared while
