@@ -26,6 +26,7 @@
 #include "pressured/listen_address.hpp"
 #include "pressured/result.hpp"
 #include "pressured/signals.hpp"
+#include "pressured/snapshot.hpp"
 #include "pressured/stats.hpp"
 
 namespace pressured {
@@ -214,9 +215,10 @@ class Metrics {
   void api_request(ApiAction action, ApiOutcome outcome);
 
   /// The kernel OOM killer killed a process. `qos` is the victim pod's QoS
-  /// class, nullopt when the victim is not in a pod (qos_class="none").
-  /// -> pressured_kernel_oom_kills_total {qos_class}
-  void kernel_oom_kill(std::optional<QosClass> qos);
+  /// class, nullopt when the victim is not in a pod (qos_class="none");
+  /// `scope` whether the node or the workload's own limit ran out.
+  /// -> pressured_kernel_oom_kills_total {qos_class, scope}
+  void kernel_oom_kill(std::optional<QosClass> qos, OomScope scope);
 
   // --- Event path ------------------------------------------------------------
 

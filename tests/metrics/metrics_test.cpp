@@ -261,8 +261,8 @@ TEST_F(ServedMetrics, EventPathCountersAndDetectionHistogram) {
   // Alerted-on counters exist from the start, at 0.
   EXPECT_EQ(e.value("pressured_ring_buffer_dropped_events_total"), 0);
   EXPECT_EQ(e.value("pressured_safety_net_detections_total"), 0);
-  EXPECT_EQ(e.find("pressured_kernel_oom_kills_total").size(), 4u);
-  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "none"}}), 0);
+  EXPECT_EQ(e.find("pressured_kernel_oom_kills_total").size(), 12u) << "4 classes by 3 scopes";
+  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "none"}, {"scope", "node"}}), 0);
 
   for (int i = 0; i < 4; ++i) events.count_event(EventSource::Bpf, EventType::ThresholdUp);
   events.count_event(EventSource::Psi, EventType::PsiTrigger);
@@ -271,8 +271,8 @@ TEST_F(ServedMetrics, EventPathCountersAndDetectionHistogram) {
   events.safety_net_ticks += 2;
   ++daemon.safety_net_detections;
   ++events.startup_resyncs;
-  metrics_->kernel_oom_kill(QosClass::Burstable);
-  metrics_->kernel_oom_kill(std::nullopt);
+  metrics_->kernel_oom_kill(QosClass::Burstable, OomScope::Cgroup);
+  metrics_->kernel_oom_kill(std::nullopt, OomScope::Node);
   metrics_->detection_latency("bpf", 0.00002);   // 20 us
   metrics_->detection_latency("bpf", 0.003);     // 3 ms
   metrics_->detection_latency("safety_net", 20);  // beyond the last bucket
@@ -295,9 +295,10 @@ TEST_F(ServedMetrics, EventPathCountersAndDetectionHistogram) {
   EXPECT_EQ(e.value("pressured_resyncs_total", {{"reason", "startup"}}), 1) << "the start's resync, in the same family";
   EXPECT_EQ(e.value("pressured_safety_net_polls_total"), 2);
   EXPECT_EQ(e.value("pressured_safety_net_detections_total"), 1);
-  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "Burstable"}}), 1);
-  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "none"}}), 1);
-  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "Guaranteed"}}), 0);
+  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "Burstable"}, {"scope", "cgroup"}}), 1);
+  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "Burstable"}, {"scope", "node"}}), 0);
+  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "none"}, {"scope", "node"}}), 1);
+  EXPECT_EQ(e.sum("pressured_kernel_oom_kills_total", {{"qos_class", "Guaranteed"}}), 0);
   EXPECT_EQ(e.types["pressured_detection_latency_seconds"], "histogram");
   const std::map<std::string, std::string> bpf{{"source", "bpf"}};
   auto buckets = e.find("pressured_detection_latency_seconds_bucket", bpf);
@@ -618,7 +619,7 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
   m.local_kill(true);
   m.policy_action("stuck");
   m.api_request(ApiAction::Event, ApiOutcome::Success);
-  m.kernel_oom_kill(QosClass::Guaranteed);
+  m.kernel_oom_kill(QosClass::Guaranteed, OomScope::Node);
   m.detection_latency("bpf", 0.001);
   m.reclaim_duration(0.02);
   for (auto ev : {Metrics::PluginEvent::Calls, Metrics::PluginEvent::Timeouts, Metrics::PluginEvent::Errors,

@@ -71,6 +71,41 @@ TEST(OomKills, V2ReadsTheLocalEventsNotTheSubtreeCounts) {
   EXPECT_EQ(by_path(*r, kp), (std::map<std::string, uint64_t>{{"", 0}, {"/podA", 3}}));
 }
 
+// What tells a node-level kill from a limit's (oom_scope.hpp): v2's local
+// `oom`, v1's failcnt with whether a limit is set.
+TEST(OomKills, ReadsTheEvidenceOfEachMemcgsOwnLimitBeingReached) {
+  TempDir t;
+  const std::string kp = t.path() + "/kubepods";
+  write_text(kp + "/memory.events.local", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+  write_text(kp + "/podA/memory.events.local", "low 0\nhigh 0\nmax 5\noom 4\noom_kill 3\n");
+  auto r2 = read_oom_kills(kp, true);
+  ASSERT_TRUE(r2);
+  ASSERT_EQ(r2->size(), 2u);
+  EXPECT_EQ(r2->at(0).oom_events, 0u);
+  EXPECT_EQ(r2->at(1).oom_events, 4u);
+  EXPECT_FALSE(r2->at(1).failcnt);
+  EXPECT_EQ(parse_oom_event_count("max 1\noom_kill 1\n"), std::nullopt) << "oom_kill is not oom";
+
+  const std::string v1 = t.path() + "/v1/kubepods";
+  write_text(v1 + "/memory.oom_control", oom_control(0));
+  write_text(v1 + "/memory.failcnt", "0\n");
+  write_text(v1 + "/memory.limit_in_bytes", "9223372036854771712\n");  // unlimited
+  write_text(v1 + "/podA/memory.oom_control", oom_control(1));
+  write_text(v1 + "/podA/memory.failcnt", "17\n");
+  write_text(v1 + "/podA/memory.limit_in_bytes", "50331648\n");
+  write_text(v1 + "/podB/memory.oom_control", oom_control(0));  // no failcnt file: not known
+  auto r1 = read_oom_kills(v1, false);
+  ASSERT_TRUE(r1);
+  std::map<std::string, MemcgOomKills> by;
+  for (const auto& k : *r1) by[k.path.substr(v1.size())] = k;
+  EXPECT_EQ(by[""].failcnt, 0u);
+  EXPECT_FALSE(by[""].limited);
+  EXPECT_EQ(by["/podA"].failcnt, 17u);
+  EXPECT_TRUE(by["/podA"].limited);
+  EXPECT_FALSE(by["/podA"].oom_events);
+  EXPECT_FALSE(by["/podB"].failcnt);
+}
+
 TEST(OomKills, NothingIsReadWithoutKubepodsOrWithoutLocalEvents) {
   TempDir t;
   EXPECT_FALSE(read_oom_kills("", false));

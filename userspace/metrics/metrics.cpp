@@ -454,7 +454,8 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.api_requests = &m.counter("pressured_kubernetes_api_requests_total",
                               "Kubernetes API calls made by pressured, by action and result.");
   m.oom_kills = &m.counter("pressured_kernel_oom_kills_total",
-                           "Processes killed by the kernel OOM killer, by the victim pod's QoS class (none: not a pod).");
+                           "Processes killed by the kernel OOM killer, by the victim pod's QoS class (none: not a pod) "
+                           "and scope (node: the node ran out; cgroup: a pod's or container's own limit; unknown).");
   m.detection_latency = &m.histogram("pressured_detection_latency_seconds",
                                      "Time from the kernel event's timestamp to the engine's decision.");
   m.reactor_latency = &m.histogram("pressured_reactor_dispatch_latency_seconds",
@@ -520,10 +521,12 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   }
   // Series that alerts take increase() of exist from the start at 0, so the
   // first increment is seen as an increase.
-  for (auto q : {QosClass::BestEffort, QosClass::Burstable, QosClass::Guaranteed}) {
-    m.oom_kills->Add({{"qos_class", str(name(q))}});
+  for (auto s : {OomScope::Node, OomScope::Cgroup, OomScope::Unknown}) {
+    for (auto q : {QosClass::BestEffort, QosClass::Burstable, QosClass::Guaranteed}) {
+      m.oom_kills->Add({{"qos_class", str(name(q))}, {"scope", str(name(s))}});
+    }
+    m.oom_kills->Add({{"qos_class", "none"}, {"scope", str(name(s))}});
   }
-  m.oom_kills->Add({{"qos_class", "none"}});
   for (const char* r : {"success", "failure"}) {
     m.local_kills->Add({{"result", r}});
     m.config_reloads->Add({{"result", r}});
@@ -661,9 +664,10 @@ void Metrics::api_request(ApiAction action, ApiOutcome outcome) {
       .Increment();
 }
 
-void Metrics::kernel_oom_kill(std::optional<QosClass> qos) {
+void Metrics::kernel_oom_kill(std::optional<QosClass> qos, OomScope scope) {
   auto& m = *impl_;
-  m.counter_for(*m.oom_kills, {{"qos_class", qos ? str(name(*qos)) : std::string("none")}}).Increment();
+  m.counter_for(*m.oom_kills, {{"qos_class", qos ? str(name(*qos)) : std::string("none")}, {"scope", str(name(scope))}})
+      .Increment();
 }
 
 void Metrics::detection_latency(std::string_view source, double seconds) {
