@@ -150,6 +150,12 @@ struct ContainerSpec {
 struct ContainerMemory {
   std::string id;
   uint64_t working_set_bytes = 0;
+  uint64_t usage_bytes = 0;                 // memory.usage_in_bytes (v1) / memory.current (v2)
+  std::optional<PsiStats> memory_pressure;  // the container's own memory.pressure (v2 only)
+  // The same container's working set at the reader's reading before this one
+  // (nullopt: none yet) and how long before: what the container grew by.
+  std::optional<uint64_t> previous_working_set_bytes;
+  std::optional<double> previous_age_seconds;
   bool operator==(const ContainerMemory&) const = default;
 };
 
@@ -247,18 +253,12 @@ struct MemcgOomKills {
   uint64_t cgroup_id = 0;  // kernfs id (inode of the directory), as BPF sees it
   std::string path;        // absolute, memory hierarchy
   uint64_t oom_kills = 0;
-  bool operator==(const MemcgOomKills&) const = default;
-};
-
-struct NodeSnapshot {
-  TimePoint taken_at{};
-  SignalSet signals{};
   std::optional<uint64_t> oom_events;  // v2 `oom` (local); nullopt on v1
   std::optional<uint64_t> failcnt;     // v1 memory.failcnt; nullopt on v2 or unreadable
   bool limited = false;                // v1: memory.limit_in_bytes is set (failcnt can move only then)
-  ContainerfsLayout containerfs_layout = ContainerfsLayout::Unknown;
-  std::vector<Pod> pods;
-  // Filled by the observation layer: system PSI, full detail.
+  bool operator==(const MemcgOomKills&) const = default;
+};
+
 /// Where a kernel OOM kill came from (pressured_kernel_oom_kills_total's
 /// `scope`): the node ran out (a global OOM, or the kubepods or a QoS tier
 /// cgroup, the node allocatable, at its limit: what pressured exists to
@@ -275,6 +275,12 @@ constexpr std::string_view name(OomScope s) {
   return "unknown";
 }
 
+struct NodeSnapshot {
+  TimePoint taken_at{};
+  SignalSet signals{};
+  ContainerfsLayout containerfs_layout = ContainerfsLayout::Unknown;
+  std::vector<Pod> pods;
+  // Filled by the observation layer: system PSI, full detail.
   std::optional<PsiStats> psi_memory;
   std::optional<PsiStats> psi_io;
   std::optional<PsiStats> psi_cpu;

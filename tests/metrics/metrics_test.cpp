@@ -239,6 +239,25 @@ TEST_F(ServedMetrics, EvictionsOutcomesAndRecentVictims) {
   EXPECT_EQ(e.value("pressured_eviction_latency_seconds_sum", {{"threshold_type", "soft"}}), 45);
 }
 
+// Evictions by the victim's container that grew: container names come from
+// pod specs, unbounded over a node's life, so the series are capped.
+TEST_F(ServedMetrics, EvictionsByContainerAreBoundedInNames) {
+  start();
+  metrics_->eviction_container("app");
+  metrics_->eviction_container("app");
+  auto e = scrape();
+  EXPECT_EQ(e.value("pressured_eviction_containers_total", {{"container", "app"}}), 2);
+  for (std::size_t i = 0; i < Metrics::kEvictionContainerNames + 10; ++i) {
+    metrics_->eviction_container("c" + std::to_string(i));
+  }
+  metrics_->eviction_container("app");  // one with a series already keeps it
+  e = scrape();
+  EXPECT_EQ(e.find("pressured_eviction_containers_total").size(), Metrics::kEvictionContainerNames + 1)
+      << "64 names and other";
+  EXPECT_EQ(e.value("pressured_eviction_containers_total", {{"container", "app"}}), 3);
+  EXPECT_EQ(e.value("pressured_eviction_containers_total", {{"container", "other"}}), 11);
+}
+
 TEST(ApiOutcome, FromHttpStatus) {
   EXPECT_EQ(api_outcome_from_http_status(201), ApiOutcome::Success);
   EXPECT_EQ(api_outcome_from_http_status(404), ApiOutcome::NotFound);
@@ -614,6 +633,7 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
   m.condition(Condition::DiskPressure, true);
   m.observation_completed();
   m.eviction(Signal::MemoryAvailable, QosClass::BestEffort, ThresholdKind::Hard, "n", "p", "u");
+  m.eviction_container("app");
   m.no_eviction_candidate(Signal::MemoryAvailable);
   m.eviction_completed(ThresholdKind::Hard, 1);
   m.local_kill(true);

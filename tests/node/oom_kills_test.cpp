@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "fakes/fake_node.hpp"
+#include "kernel/file.hpp"
 
 namespace pressured::node {
 namespace {
@@ -104,6 +105,13 @@ TEST(OomKills, ReadsTheEvidenceOfEachMemcgsOwnLimitBeingReached) {
   EXPECT_TRUE(by["/podA"].limited);
   EXPECT_FALSE(by["/podA"].oom_events);
   EXPECT_FALSE(by["/podB"].failcnt);
+}
+
+TEST(OomKills, ARealV2KernelsLocalEventsGiveItsOomCount) {
+  auto t = kernel::read_file(std::string(PRESSURED_FIXTURES_DIR) + "/v2-6.1/child/memory.events.local");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(parse_oom_event_count(*t), 0u);
+  EXPECT_EQ(parse_oom_kill_count(*t).value(), 0u);
 }
 
 TEST(OomKills, NothingIsReadWithoutKubepodsOrWithoutLocalEvents) {

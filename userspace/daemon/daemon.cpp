@@ -22,6 +22,7 @@
 #include "daemon/decision_view.hpp"
 #include "daemon/event_triage.hpp"
 #include "k8s/reporter.hpp"
+#include "node/attribution.hpp"
 #include "pressured/metrics.hpp"
 
 namespace pressured {
@@ -222,16 +223,16 @@ void Daemon::count_kernel_oom_kills(uint64_t cgroup_id, const std::string& path,
 }
 
 void Daemon::reconcile_oom_kills() {
-  if (!last_.oom_kills) {
   auto processes = [](uint64_t n) { return n == 1 ? std::string("1 process") : fmt::format("{} processes", n); };
   std::vector<PendingOomKill> pending = std::exchange(pending_oom_kills_, {});
+  if (!last_.oom_kills) {
     oom_kills_.unread();
-    return;
     oom_scopes_.unread();
     for (const auto& p : pending) {
       count_kernel_oom_kills(p.cgroup_id, oom_kills_.path_of(p.cgroup_id), p.kills, OomScope::Unknown,
                              fmt::format("pid {}", p.pid));
     }
+    return;
   }
   const auto missed = oom_kills_.reconcile(*last_.oom_kills);
   std::vector<std::string> pod_paths;
@@ -522,7 +523,7 @@ void Daemon::attribute_containers(Decisions& d, TimePoint now) {
     if (!lane || policy_.holds_lane(*lane, now)) continue;
     auto pod = std::find_if(last_.pods.begin(), last_.pods.end(), [&](const Pod& p) { return p.uid == c.uid; });
     if (pod == last_.pods.end()) continue;
-    c.containers = container_usage(*pod, StarvedResource::Memory, deps_.observer->container_memory(*pod));
+    node::attribute_containers(c, *pod, deps_.observer->container_memory(*pod));
   }
 }
 

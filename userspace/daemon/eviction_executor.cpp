@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "k8s/reporter.hpp"
+#include "node/attribution.hpp"
 #include "pressured/metrics.hpp"
 
 namespace pressured {
@@ -42,7 +43,8 @@ std::string eviction_start_line(const Eviction& e, bool dry_run) {
          (e.relief ? fmt::format(" Reclaim first: relief {} asked {:.1f}Mi, got back {:.1f}Mi in {:.1f} ms; still short.",
                                  e.relief->id, static_cast<double>(e.relief->asked_bytes) / (1 << 20),
                                  static_cast<double>(e.relief->reclaimed_bytes) / (1 << 20), e.relief->seconds * 1e3)
-                   : std::string());
+                   : std::string()) +
+         node::attribution_sentences(e);
 }
 
 
@@ -193,6 +195,7 @@ void EvictionExecutor::start(const PolicyAction& a, TimePoint /*now*/) {
     spdlog::info("eviction {}: started ahead of the release of the memory eviction(s) in flight: {}", e.id, a.reason);
   }
   if (metrics_) metrics_->eviction(eviction_reason(e), e.qos, e.kind, e.namespace_, e.name, e.uid);
+  if (metrics_ && e.grew) metrics_->eviction_container(e.grew->name);
   if (e.grace_period_seconds == 0) {
     kill_now(e, "hard");  // relief in milliseconds first; the API eviction (a ReportApi) follows
   } else if (!a.delegate) {

@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -262,6 +263,8 @@ struct Metrics::Impl {
   Family<Counter>* condition_transitions = nullptr;
   Family<Counter>* observations = nullptr;
   Family<Counter>* evictions = nullptr;
+  Family<Counter>* eviction_containers = nullptr;
+  std::set<std::string> eviction_container_names;  // those with a series of their own (under mu)
   Family<Gauge>* eviction_last = nullptr;
   Family<Counter>* no_candidates = nullptr;
   Family<Histogram>* eviction_latency = nullptr;
@@ -432,6 +435,10 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
       &m.counter("pressured_node_condition_transitions_total", "Times a node condition flipped.");
   m.observations = &m.counter("pressured_observations_total", "Fresh observations evaluated by the engine.");
   m.evictions = &m.counter("pressured_evictions_total", "Pods chosen for eviction, by signal, QoS class and threshold type.");
+  m.eviction_containers = &m.counter(
+      "pressured_eviction_containers_total",
+      "Memory evictions by the name of the victim's container that grew (or was furthest over its request); the "
+      "first 64 names have a series of their own, later ones count as \"other\".");
   m.eviction_last = &m.gauge("pressured_eviction_last_timestamp_seconds",
                              "Unix time of the most recent evictions (bounded list of recent victims).");
   m.no_candidates = &m.counter("pressured_eviction_no_candidates_total",
@@ -629,6 +636,22 @@ void Metrics::eviction(std::string_view signal, QosClass qos, ThresholdKind kind
     m.eviction_last->Remove(m.victims.front().gauge);
     m.victims.pop_front();
   }
+}
+
+void Metrics::eviction_container(std::string_view container) {
+  auto& m = *impl_;
+  std::string label = bounded(container, 63);  // a container name is a DNS label
+  {
+    std::lock_guard lock(m.mu);
+    if (!m.eviction_container_names.contains(label)) {
+      if (m.eviction_container_names.size() >= kEvictionContainerNames) {
+        label = "other";
+      } else {
+        m.eviction_container_names.insert(label);
+      }
+    }
+  }
+  m.counter_for(*m.eviction_containers, {{"container", label}}).Increment();
 }
 
 void Metrics::no_eviction_candidate(Signal signal) {
