@@ -354,20 +354,27 @@ def dashboard():
 
     p.append(row("Kernel OOM kills", y)); y += 1
     p.append(stat("Kernel OOM kills in range",
-                  [target(f'sum(increase(pressured_kernel_oom_kills_total{{{SEL}}}[$__range]))', "kills", instant=True),
+                  [target(f'sum(increase(pressured_kernel_oom_kills_total{{{SEL}, scope="node"}}[$__range]))',
+                          "node ran out", instant=True),
+                   target(f'sum(increase(pressured_kernel_oom_kills_total{{{SEL}, scope!="node"}}[$__range]))',
+                          "own limit or unknown", ref="C", instant=True),
                    target(f'sum(increase(pressured_kernel_oom_kills_unreported_total{{{SEL}}}[$__range]))',
-                          "of them unreported", ref="B", instant=True)],
+                          "of all unreported", ref="B", instant=True)],
                   0, y, w=6, h=8,
                   thresholds={"mode": "absolute", "steps": [{"color": "green", "value": None},
                                                             {"color": "red", "value": 1}]},
-                  description="Every kernel OOM kill is one pressured did not prevent. \"Of them unreported\": "
-                              "kills no event reported (a lost ring-buffer record, no BPF), found later in the "
-                              "kernel's own counters: pressured learnt of them late."))
+                  description="\"Node ran out\": kernel OOM kills with no pod or container limit reached, each "
+                              "one pressured did not prevent. \"Own limit or unknown\": a pod or container at its "
+                              "own memory limit (the kernel enforcing it), or a kill whose scope could not be told. "
+                              "\"Of all unreported\": kills no event reported (a lost ring-buffer record, no BPF), "
+                              "found later in the kernel's own counters: pressured learnt of them late."))
     p.append(timeseries(
-        "Kernel OOM kills by QoS class",
-        [target(f'sum by (node, qos_class) (increase(pressured_kernel_oom_kills_total{{{SEL}}}[$__rate_interval]))',
-                "{{node}} {{qos_class}}")],
-        6, y, w=18, stack=True))
+        "Kernel OOM kills by scope and QoS class",
+        [target(f'sum by (node, scope, qos_class) '
+                f'(increase(pressured_kernel_oom_kills_total{{{SEL}}}[$__rate_interval]))',
+                "{{node}} {{scope}} {{qos_class}}")],
+        6, y, w=18, stack=True,
+        description="scope: node (the node ran out), cgroup (a pod's or container's own limit), unknown."))
     y += 8
 
     p.append(row("Daemon health", y)); y += 1

@@ -113,7 +113,26 @@ struct ContainerUsage {
   std::string name;
   uint64_t usage = 0;
   uint64_t request = 0;
+  // Memory only (ContainerMemory): the usage at the reading before and how
+  // long before (growth), and the container's own memory stall time (v2).
+  std::optional<uint64_t> previous_usage;
+  std::optional<double> previous_age_seconds;
+  std::optional<PsiStats> memory_pressure;
   bool operator==(const ContainerUsage&) const = default;
+};
+
+/// Which of the victim's containers grew (docs/observation.md, "Per
+/// container"): the one that grew most since the reading before, when the
+/// containers were read before; else the one furthest over its request.
+struct ContainerGrowth {
+  enum class Basis : uint8_t { Growth, OverRequest };
+  std::string name;
+  Basis basis = Basis::Growth;
+  uint64_t usage = 0;
+  uint64_t request = 0;
+  int64_t bytes = 0;     // Growth: usage - previous; OverRequest: usage - request
+  double seconds = 0;    // Growth: over how long
+  bool operator==(const ContainerGrowth&) const = default;
 };
 
 struct Eviction {
@@ -166,6 +185,11 @@ struct Eviction {
   // (PodLevelResources): that request, for the kubelet's "Pod X was using"
   // sentence and offending_pod annotations.
   std::optional<uint64_t> pod_level_request;
+  // Memory evictions: the container of the victim that grew (with
+  // `containers`), and the victim pod's own memory stall time (v2) at the
+  // decision: who was hurt as well as who is evicted.
+  std::optional<ContainerGrowth> grew;
+  std::optional<PsiStats> memory_pressure;
   bool operator==(const Eviction&) const = default;
 };
 

@@ -26,6 +26,7 @@
 #include "pressured/listen_address.hpp"
 #include "pressured/result.hpp"
 #include "pressured/signals.hpp"
+#include "pressured/snapshot.hpp"
 #include "pressured/stats.hpp"
 
 namespace pressured {
@@ -213,10 +214,19 @@ class Metrics {
   /// -> pressured_kubernetes_api_requests_total {action, result}
   void api_request(ApiAction action, ApiOutcome outcome);
 
+  /// A memory eviction started; `container` is the victim's container that
+  /// grew (Eviction::grew). The first kEvictionContainerNames names have a
+  /// series each, later ones count as "other": container names come from pod
+  /// specs, unbounded over a node's life.
+  /// -> pressured_eviction_containers_total {container}
+  void eviction_container(std::string_view container);
+  static constexpr std::size_t kEvictionContainerNames = 64;
+
   /// The kernel OOM killer killed a process. `qos` is the victim pod's QoS
-  /// class, nullopt when the victim is not in a pod (qos_class="none").
-  /// -> pressured_kernel_oom_kills_total {qos_class}
-  void kernel_oom_kill(std::optional<QosClass> qos);
+  /// class, nullopt when the victim is not in a pod (qos_class="none");
+  /// `scope` whether the node or the workload's own limit ran out.
+  /// -> pressured_kernel_oom_kills_total {qos_class, scope}
+  void kernel_oom_kill(std::optional<QosClass> qos, OomScope scope);
 
   // --- Event path ------------------------------------------------------------
 

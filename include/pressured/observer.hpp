@@ -405,6 +405,13 @@ class NodeObserver {
     (void)pod;
     return {};
   }
+  /// Each full observation then also reads the containers of the `pods` pods
+  /// furthest over their memory request (the likely next memory victims), so
+  /// that container_memory() of one of them at an eviction tells what each
+  /// container grew since (docs/observation.md, "Per container"). 0 (the
+  /// default): only container_memory() reads containers. Observers without
+  /// cgroups ignore it.
+  virtual void track_container_growth(std::size_t pods) { (void)pods; }
 
   virtual Result<void> refresh_memory_usage(const std::vector<Pod*>& pods, TimePoint now) {
     (void)pods;

@@ -151,6 +151,12 @@ struct ContainerSpec {
 struct ContainerMemory {
   std::string id;
   uint64_t working_set_bytes = 0;
+  uint64_t usage_bytes = 0;                 // memory.usage_in_bytes (v1) / memory.current (v2)
+  std::optional<PsiStats> memory_pressure;  // the container's own memory.pressure (v2 only)
+  // The same container's working set at the reader's reading before this one
+  // (nullopt: none yet) and how long before: what the container grew by.
+  std::optional<uint64_t> previous_working_set_bytes;
+  std::optional<double> previous_age_seconds;
   bool operator==(const ContainerMemory&) const = default;
 };
 
@@ -252,13 +258,37 @@ constexpr bool is_split(ContainerfsLayout l) { return l == ContainerfsLayout::Sp
 
 /// The kernel's count of OOM kills of one memory cgroup's own tasks (not its
 /// descendants'): v1 memory.oom_control `oom_kill`, v2 memory.events.local
-/// `oom_kill`. Both are local to the memcg and vanish with it.
+/// `oom_kill`. Both are local to the memcg and vanish with it. Beside it, what
+/// tells whether this memcg's own limit was reached (docs/observation.md,
+/// "Node-level and limit OOM kills"): v2 memory.events.local `oom` (the limit
+/// reached and a charge about to fail: the memcg was an OOM's domain), v1
+/// memory.failcnt (a charge failed at the limit, reclaim may still have
+/// saved it) with the limit itself.
 struct MemcgOomKills {
   uint64_t cgroup_id = 0;  // kernfs id (inode of the directory), as BPF sees it
   std::string path;        // absolute, memory hierarchy
   uint64_t oom_kills = 0;
+  std::optional<uint64_t> oom_events;  // v2 `oom` (local); nullopt on v1
+  std::optional<uint64_t> failcnt;     // v1 memory.failcnt; nullopt on v2 or unreadable
+  bool limited = false;                // v1: memory.limit_in_bytes is set (failcnt can move only then)
   bool operator==(const MemcgOomKills&) const = default;
 };
+
+/// Where a kernel OOM kill came from (pressured_kernel_oom_kills_total's
+/// `scope`): the node ran out (a global OOM, or the kubepods or a QoS tier
+/// cgroup, the node allocatable, at its limit: what pressured exists to
+/// prevent); a pod's or container's own limit (the workload's, by design);
+/// or not told apart (docs/observation.md, "Node-level and limit OOM kills").
+enum class OomScope : uint8_t { Node, Cgroup, Unknown };
+
+constexpr std::string_view name(OomScope s) {
+  switch (s) {
+    case OomScope::Node: return "node";
+    case OomScope::Cgroup: return "cgroup";
+    case OomScope::Unknown: return "unknown";
+  }
+  return "unknown";
+}
 
 struct NodeSnapshot {
   TimePoint taken_at{};

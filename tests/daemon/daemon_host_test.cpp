@@ -643,12 +643,16 @@ TEST(DaemonHost, AKernelOomKillWhileTheDaemonIsPausedIsCountedOnce) {
   // tests' included (qos_class="none", not in one of this node's pods).
   const std::string be = "qos_class=\"BestEffort\"";
   EXPECT_EQ(n.metric(kills, be), 1.0) << "labelled by the pod the container is in\n" << n.scrape() << n.log();
+  // The pod's limit was reached (v1: its memory.failcnt moved under a set limit): the workload's own kill.
+  const std::string be_limit = "qos_class=\"BestEffort\",scope=\"cgroup\"";
+  EXPECT_EQ(n.metric(kills, be_limit), 1.0) << n.scrape() << n.log();
 
   ASSERT_TRUE(hog()) << "the second hog was not OOM-killed";
   ASSERT_EQ(sb.read_key(ctr, "memory.oom_control", "oom_kill"), 2);
   const double after_second = n.metric(full, "observation=\"full\"").value_or(0);
   ASSERT_TRUE(wait_full(after_second, 3)) << n.log();
   EXPECT_EQ(n.metric(kills, be), 2.0) << n.scrape() << n.log();
+  EXPECT_EQ(n.metric(kills, be_limit), 2.0) << "its event counted with the next full observation\n" << n.scrape();
   EXPECT_EQ(n.stop_daemon(), 0);
 }
 

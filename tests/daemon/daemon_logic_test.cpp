@@ -162,6 +162,52 @@ TEST(DaemonLogic, KernelOomKillsAreCountedOnceFromEventsAndTheKernelsCounters) {
   EXPECT_EQ(r.scraped("pressured_kernel_oom_kills_total"), 2.0) << "no other class";
 }
 
+// Each kill is counted with its scope, told from the counters' change since
+// the last reading (node/oom_scope.hpp): a container at its own limit (its
+// memcg's local `oom` moved) is the workload's; a kill with no limit reached
+// on the victim's path is the node's, pressured's failure. An event's kill
+// waits for the full observation the event asks for.
+TEST(DaemonLogic, KernelOomKillsAreCountedByScopeTheNodeOrTheWorkloadsOwnLimit) {
+  Rig r;
+  r.obs.add("besteffort", QosClass::BestEffort, 100 * MiB).cgroup_id = 40;
+  const std::string pod = r.obs.find("besteffort")->cgroup_path;
+  auto memcg = [](uint64_t id, std::string path) {
+    MemcgOomKills k{id, std::move(path), 0};
+    k.oom_events = 0;
+    return k;
+  };
+  r.obs.oom_kills = std::vector<MemcgOomKills>{memcg(1, "/fake/kubepods"), memcg(40, pod), memcg(41, pod + "/ctr")};
+  r.make(base_config());
+  auto kills = [&](const std::string& scope) {
+    return r.scraped("pressured_kernel_oom_kills_total", {{"qos_class", "BestEffort"}, {"scope", scope}});
+  };
+  r.d->evaluate(at(1), "test", std::nullopt);
+
+  auto& ctr = (*r.obs.oom_kills)[2];
+  ctr.oom_events = 1;  // the container at its own limit, then killed
+  ctr.oom_kills = 1;
+  PressureEvent ev;
+  ev.type = EventType::OomVictim;
+  ev.cgroup_id = 41;
+  ev.pid = 77;
+  r.d->on_events({&ev, 1}, at(2));
+  EXPECT_EQ(kills("cgroup"), 1.0) << "counted by the full observation the event asked for";
+  EXPECT_EQ(kills("node"), 0.0);
+
+  ctr.oom_kills = 2;  // no limit reached: a global OOM (its event lost)
+  r.d->evaluate(at(3), "test", std::nullopt);
+  EXPECT_EQ(kills("node"), 1.0);
+  EXPECT_EQ(kills("cgroup"), 1.0);
+  EXPECT_EQ(kills("unknown"), 0.0);
+
+  r.obs.oom_kills.reset();  // counters not read: an event's kill is counted, scope unknown
+  ev.cgroup_id = 40;
+  ev.pid = 78;
+  r.d->on_events({&ev, 1}, at(4));
+  EXPECT_EQ(kills("unknown"), 1.0);
+  EXPECT_EQ(r.scraped("pressured_kernel_oom_kills_total"), 3.0);
+}
+
 // A safety-net poll that finds a threshold met which was not met at the last
 // evaluation found a crossing no kernel event reported: counted once, and
 // only by the safety net (a poll that sees it still met, or an event-driven

@@ -239,6 +239,25 @@ TEST_F(ServedMetrics, EvictionsOutcomesAndRecentVictims) {
   EXPECT_EQ(e.value("pressured_eviction_latency_seconds_sum", {{"threshold_type", "soft"}}), 45);
 }
 
+// Evictions by the victim's container that grew: container names come from
+// pod specs, unbounded over a node's life, so the series are capped.
+TEST_F(ServedMetrics, EvictionsByContainerAreBoundedInNames) {
+  start();
+  metrics_->eviction_container("app");
+  metrics_->eviction_container("app");
+  auto e = scrape();
+  EXPECT_EQ(e.value("pressured_eviction_containers_total", {{"container", "app"}}), 2);
+  for (std::size_t i = 0; i < Metrics::kEvictionContainerNames + 10; ++i) {
+    metrics_->eviction_container("c" + std::to_string(i));
+  }
+  metrics_->eviction_container("app");  // one with a series already keeps it
+  e = scrape();
+  EXPECT_EQ(e.find("pressured_eviction_containers_total").size(), Metrics::kEvictionContainerNames + 1)
+      << "64 names and other";
+  EXPECT_EQ(e.value("pressured_eviction_containers_total", {{"container", "app"}}), 3);
+  EXPECT_EQ(e.value("pressured_eviction_containers_total", {{"container", "other"}}), 11);
+}
+
 TEST(ApiOutcome, FromHttpStatus) {
   EXPECT_EQ(api_outcome_from_http_status(201), ApiOutcome::Success);
   EXPECT_EQ(api_outcome_from_http_status(404), ApiOutcome::NotFound);
@@ -261,8 +280,8 @@ TEST_F(ServedMetrics, EventPathCountersAndDetectionHistogram) {
   // Alerted-on counters exist from the start, at 0.
   EXPECT_EQ(e.value("pressured_ring_buffer_dropped_events_total"), 0);
   EXPECT_EQ(e.value("pressured_safety_net_detections_total"), 0);
-  EXPECT_EQ(e.find("pressured_kernel_oom_kills_total").size(), 4u);
-  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "none"}}), 0);
+  EXPECT_EQ(e.find("pressured_kernel_oom_kills_total").size(), 12u) << "4 classes by 3 scopes";
+  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "none"}, {"scope", "node"}}), 0);
 
   for (int i = 0; i < 4; ++i) events.count_event(EventSource::Bpf, EventType::ThresholdUp);
   events.count_event(EventSource::Psi, EventType::PsiTrigger);
@@ -271,8 +290,8 @@ TEST_F(ServedMetrics, EventPathCountersAndDetectionHistogram) {
   events.safety_net_ticks += 2;
   ++daemon.safety_net_detections;
   ++events.startup_resyncs;
-  metrics_->kernel_oom_kill(QosClass::Burstable);
-  metrics_->kernel_oom_kill(std::nullopt);
+  metrics_->kernel_oom_kill(QosClass::Burstable, OomScope::Cgroup);
+  metrics_->kernel_oom_kill(std::nullopt, OomScope::Node);
   metrics_->detection_latency("bpf", 0.00002);   // 20 us
   metrics_->detection_latency("bpf", 0.003);     // 3 ms
   metrics_->detection_latency("safety_net", 20);  // beyond the last bucket
@@ -295,9 +314,10 @@ TEST_F(ServedMetrics, EventPathCountersAndDetectionHistogram) {
   EXPECT_EQ(e.value("pressured_resyncs_total", {{"reason", "startup"}}), 1) << "the start's resync, in the same family";
   EXPECT_EQ(e.value("pressured_safety_net_polls_total"), 2);
   EXPECT_EQ(e.value("pressured_safety_net_detections_total"), 1);
-  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "Burstable"}}), 1);
-  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "none"}}), 1);
-  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "Guaranteed"}}), 0);
+  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "Burstable"}, {"scope", "cgroup"}}), 1);
+  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "Burstable"}, {"scope", "node"}}), 0);
+  EXPECT_EQ(e.value("pressured_kernel_oom_kills_total", {{"qos_class", "none"}, {"scope", "node"}}), 1);
+  EXPECT_EQ(e.sum("pressured_kernel_oom_kills_total", {{"qos_class", "Guaranteed"}}), 0);
   EXPECT_EQ(e.types["pressured_detection_latency_seconds"], "histogram");
   const std::map<std::string, std::string> bpf{{"source", "bpf"}};
   auto buckets = e.find("pressured_detection_latency_seconds_bucket", bpf);
@@ -613,12 +633,13 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
   m.condition(Condition::DiskPressure, true);
   m.observation_completed();
   m.eviction(Signal::MemoryAvailable, QosClass::BestEffort, ThresholdKind::Hard, "n", "p", "u");
+  m.eviction_container("app");
   m.no_eviction_candidate(Signal::MemoryAvailable);
   m.eviction_completed(ThresholdKind::Hard, 1);
   m.local_kill(true);
   m.policy_action("stuck");
   m.api_request(ApiAction::Event, ApiOutcome::Success);
-  m.kernel_oom_kill(QosClass::Guaranteed);
+  m.kernel_oom_kill(QosClass::Guaranteed, OomScope::Node);
   m.detection_latency("bpf", 0.001);
   m.reclaim_duration(0.02);
   for (auto ev : {Metrics::PluginEvent::Calls, Metrics::PluginEvent::Timeouts, Metrics::PluginEvent::Errors,

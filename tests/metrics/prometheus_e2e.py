@@ -247,8 +247,9 @@ def assertions(prom, pressured_port, source_dir):
     # "none": another test's sandbox, run in parallel) is counted and is not
     # this test's; its own pod was never OOM-killed.
     oom = prom.values(f"pressured_kernel_oom_kills_total{{{sel}}}")
-    check(failures, len(oom) == 4 and all(v == 0 for m, v in oom if m.get("qos_class") != "none"),
-          f"kernel OOM kill counters exist (4 QoS values) and are 0 for pods (got {oom})")
+    check(failures, len(oom) == 12 and all(v == 0 for m, v in oom if m.get("qos_class") != "none")
+          and {m.get("scope") for m, _ in oom} == {"node", "cgroup", "unknown"},
+          f"kernel OOM kill counters exist (4 QoS values by 3 scopes) and are 0 for pods (got {oom})")
     drops = prom.values(f"pressured_ring_buffer_dropped_events_total{{{sel}}}")
     check(failures, len(drops) == 1 and drops[0][1] >= 0, f"ring buffer drop counter exists ({drops})")
     # The reactor's and the observer's own stats, exported by `pressured run`.

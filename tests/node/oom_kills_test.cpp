@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "fakes/fake_node.hpp"
+#include "kernel/file.hpp"
 
 namespace pressured::node {
 namespace {
@@ -69,6 +70,48 @@ TEST(OomKills, V2ReadsTheLocalEventsNotTheSubtreeCounts) {
   auto r = read_oom_kills(kp, true);
   ASSERT_TRUE(r);
   EXPECT_EQ(by_path(*r, kp), (std::map<std::string, uint64_t>{{"", 0}, {"/podA", 3}}));
+}
+
+// What tells a node-level kill from a limit's (oom_scope.hpp): v2's local
+// `oom`, v1's failcnt with whether a limit is set.
+TEST(OomKills, ReadsTheEvidenceOfEachMemcgsOwnLimitBeingReached) {
+  TempDir t;
+  const std::string kp = t.path() + "/kubepods";
+  write_text(kp + "/memory.events.local", "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n");
+  write_text(kp + "/podA/memory.events.local", "low 0\nhigh 0\nmax 5\noom 4\noom_kill 3\n");
+  auto r2 = read_oom_kills(kp, true);
+  ASSERT_TRUE(r2);
+  ASSERT_EQ(r2->size(), 2u);
+  EXPECT_EQ(r2->at(0).oom_events, 0u);
+  EXPECT_EQ(r2->at(1).oom_events, 4u);
+  EXPECT_FALSE(r2->at(1).failcnt);
+  EXPECT_EQ(parse_oom_event_count("max 1\noom_kill 1\n"), std::nullopt) << "oom_kill is not oom";
+
+  const std::string v1 = t.path() + "/v1/kubepods";
+  write_text(v1 + "/memory.oom_control", oom_control(0));
+  write_text(v1 + "/memory.failcnt", "0\n");
+  write_text(v1 + "/memory.limit_in_bytes", "9223372036854771712\n");  // unlimited
+  write_text(v1 + "/podA/memory.oom_control", oom_control(1));
+  write_text(v1 + "/podA/memory.failcnt", "17\n");
+  write_text(v1 + "/podA/memory.limit_in_bytes", "50331648\n");
+  write_text(v1 + "/podB/memory.oom_control", oom_control(0));  // no failcnt file: not known
+  auto r1 = read_oom_kills(v1, false);
+  ASSERT_TRUE(r1);
+  std::map<std::string, MemcgOomKills> by;
+  for (const auto& k : *r1) by[k.path.substr(v1.size())] = k;
+  EXPECT_EQ(by[""].failcnt, 0u);
+  EXPECT_FALSE(by[""].limited);
+  EXPECT_EQ(by["/podA"].failcnt, 17u);
+  EXPECT_TRUE(by["/podA"].limited);
+  EXPECT_FALSE(by["/podA"].oom_events);
+  EXPECT_FALSE(by["/podB"].failcnt);
+}
+
+TEST(OomKills, ARealV2KernelsLocalEventsGiveItsOomCount) {
+  auto t = kernel::read_file(std::string(PRESSURED_FIXTURES_DIR) + "/v2-6.1/child/memory.events.local");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(parse_oom_event_count(*t), 0u);
+  EXPECT_EQ(parse_oom_kill_count(*t).value(), 0u);
 }
 
 TEST(OomKills, NothingIsReadWithoutKubepodsOrWithoutLocalEvents) {

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <iterator>
+#include <sstream>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
+#include "kernel/file.hpp"
 #include "node/observer_test_helpers.hpp"
 #include "pressured/engine.hpp"
 
@@ -169,15 +172,137 @@ TEST(PodUsage, ContainerMemoryIsReadFromEachContainersOwnCgroup) {
       auto readings = reader.container_memory(pod);
       std::sort(readings.begin(), readings.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
       ASSERT_EQ(readings.size(), 3u);
-      EXPECT_EQ(readings[0], (ContainerMemory{"aaa", 140 * MiB}));
-      EXPECT_EQ(readings[1], (ContainerMemory{"bbb", 30 * MiB}));
+      EXPECT_EQ(readings[0].id, "aaa");
+      EXPECT_EQ(readings[0].working_set_bytes, 140 * MiB);
+      EXPECT_EQ(readings[0].usage_bytes, 200 * MiB);
+      EXPECT_EQ(readings[1].id, "bbb");
+      EXPECT_EQ(readings[1].working_set_bytes, 30 * MiB);
+      EXPECT_FALSE(readings[0].previous_working_set_bytes) << "the pod's first reading";
       // Matched to the spec by runtime id, with each container's own request.
       pod.containers = {ContainerSpec{"app", "aaa", false, 100 * MiB, 0}, ContainerSpec{"log", "bbb", false, 64 * MiB, 0},
                         ContainerSpec{"init", "", true, 0, 0}};
-      EXPECT_EQ(container_usage(pod, StarvedResource::Memory, readings),
-                (std::vector<ContainerUsage>{{"app", 140 * MiB, 100 * MiB}, {"log", 30 * MiB, 64 * MiB}}));
+      auto used = container_usage(pod, StarvedResource::Memory, readings);
+      ASSERT_EQ(used.size(), 2u);
+      EXPECT_EQ((std::tuple{used[0].name, used[0].usage, used[0].request}), (std::tuple{"app", 140 * MiB, 100 * MiB}));
+      EXPECT_EQ((std::tuple{used[1].name, used[1].usage, used[1].request}), (std::tuple{"log", 30 * MiB, 64 * MiB}));
     }
   }
+}
+
+// Which container grew needs the reading before: the reader keeps each
+// container's last reading with its pod (a pod listed by the last full
+// observation), gives it with the next, and forgets containers gone since.
+// v2 adds each container's own memory.pressure.
+TEST(PodUsage, ContainerReadingsCarryTheReadingBeforeAndV2Pressure) {
+  for (auto version : {CgroupVersion::V1, CgroupVersion::V2}) {
+    SCOPED_TRACE(version == CgroupVersion::V1 ? "v1" : "v2");
+    FakeNode fake(version, CgroupDriver::Cgroupfs);
+    const std::string dir = fake.add_pod("u-1", QosClass::Burstable, mem(200, 60), "aaa");
+    fake.write_memcg(dir + "/bbb", mem(40, 10));
+    const std::string psi = "some avg10=12.50 avg60=3.00 avg300=1.00 total=900\nfull avg10=2.00 avg60=1.00 avg300=0.50 total=100\n";
+    testing::write_text(dir + "/bbb/memory.pressure", psi);
+    auto layout = detect_layout(fake.config());
+    ASSERT_TRUE(layout) << layout.error().message;
+    ObserverCounters counters;
+    node::PodUsageReader reader(*layout, nullptr, counters);
+    std::vector<Pod> pods;
+    reader.read_listed(cgroup::scan_pods(*layout), t(1), pods);
+    ASSERT_EQ(pods.size(), 1u);
+    auto by_id = [](std::vector<ContainerMemory> v) {
+      std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+      return v;
+    };
+    auto first = by_id(reader.container_memory(pods[0]));
+    ASSERT_EQ(first.size(), 2u);
+    EXPECT_FALSE(first[1].previous_working_set_bytes);
+    EXPECT_EQ(first[1].memory_pressure.has_value(), version == CgroupVersion::V2);
+    if (first[1].memory_pressure) {
+      EXPECT_DOUBLE_EQ(first[1].memory_pressure->some.avg10, 12.5);
+    }
+
+    fake.write_memcg(dir + "/bbb", mem(90, 10));  // bbb grew by 50 MiB
+    auto second = by_id(reader.container_memory(pods[0]));
+    ASSERT_EQ(second.size(), 2u);
+    EXPECT_EQ(second[1].previous_working_set_bytes, 30 * MiB);
+    EXPECT_EQ(second[1].working_set_bytes, 80 * MiB);
+    ASSERT_TRUE(second[1].previous_age_seconds);
+    EXPECT_GE(*second[1].previous_age_seconds, 0.0);
+    EXPECT_EQ(second[0].previous_working_set_bytes, 140 * MiB) << "aaa, unchanged";
+
+    testing::TempDir::remove_tree(dir + "/bbb");
+    auto third = reader.container_memory(pods[0]);
+    ASSERT_EQ(third.size(), 1u);
+    fake.write_memcg(dir + "/bbb", mem(40, 10));  // a new container under the same id
+    auto fourth = by_id(reader.container_memory(pods[0]));
+    ASSERT_EQ(fourth.size(), 2u);
+    EXPECT_FALSE(fourth[1].previous_working_set_bytes) << "a container gone in between is forgotten";
+  }
+}
+
+// For the daemon, a full observation reads the containers of the pods
+// furthest over their memory request, so that their growth is known at
+// their eviction; the others' are read at their eviction only.
+TEST(PodUsage, TheLikelyVictimsContainersAreReadAheadOfTheirEviction) {
+  FakeNode fake(CgroupVersion::V1, CgroupDriver::Cgroupfs);
+  fake.add_pod("over", QosClass::Burstable, mem(300, 0), "c-over");
+  fake.add_pod("under", QosClass::Burstable, mem(100, 0), "c-under");
+  fake.add_pod("big", QosClass::Burstable, mem(500, 0), "c-big");
+  auto layout = detect_layout(fake.config());
+  ASSERT_TRUE(layout) << layout.error().message;
+  ObserverCounters counters;
+  node::PodUsageReader reader(*layout, nullptr, counters);
+  std::vector<Pod> pods;
+  reader.read_listed(cgroup::scan_pods(*layout), t(1), pods);
+  ASSERT_EQ(pods.size(), 3u);
+  for (auto& p : pods) {
+    if (p.uid == "over") p.requests.memory_bytes = 50 * MiB;   // 250 MiB over
+    if (p.uid == "under") p.requests.memory_bytes = 400 * MiB;
+    if (p.uid == "big") p.requests.memory_bytes = 400 * MiB;   // 100 MiB over
+  }
+  reader.read_likely_victims_containers(pods, 1);
+  for (const auto& p : pods) {
+    const auto readings = reader.container_memory(p);
+    ASSERT_EQ(readings.size(), 1u) << p.uid;
+    EXPECT_EQ(readings[0].previous_working_set_bytes.has_value(), p.uid == "over") << p.uid;
+  }
+  reader.read_likely_victims_containers(pods, 10);  // more than there are: each once
+  for (const auto& p : pods) EXPECT_TRUE(reader.container_memory(p)[0].previous_working_set_bytes) << p.uid;
+}
+
+// The files of a real v2 memory cgroup (a 6.1 kernel, tests/fixtures/v2-6.1)
+// as a container's: its working set from memory.current and memory.stat, its
+// own memory.pressure as the kernel writes it.
+TEST(PodUsage, AContainerOfARealV2KernelsFilesHasItsOwnStall) {
+  const std::string fx = std::string(PRESSURED_FIXTURES_DIR) + "/v2-6.1/child";
+  auto slurp = [](const std::string& p) {
+    auto t = kernel::read_file(p);
+    EXPECT_TRUE(t) << p;
+    return t ? *t : std::string();
+  };
+  FakeNode fake(CgroupVersion::V2, CgroupDriver::Cgroupfs);
+  const std::string dir = fake.add_pod("u-1", QosClass::Burstable, mem(200, 60), "aaa");
+  for (const char* f : {"memory.current", "memory.stat", "memory.pressure"}) {
+    testing::write_text(dir + "/aaa/" + f, slurp(fx + "/" + f));
+  }
+  auto layout = detect_layout(fake.config());
+  ASSERT_TRUE(layout) << layout.error().message;
+  ObserverCounters counters;
+  node::PodUsageReader reader(*layout, nullptr, counters);
+  Pod pod;
+  pod.uid = "u-1";
+  pod.cgroup_path = dir;
+  auto r = reader.container_memory(pod);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].usage_bytes, std::stoull(slurp(fx + "/memory.current")));
+  uint64_t inactive = 0;
+  std::istringstream stat(slurp(fx + "/memory.stat"));
+  std::string k;
+  for (uint64_t v = 0; stat >> k >> v;) {
+    if (k == "inactive_file") inactive = v;
+  }
+  EXPECT_EQ(r[0].working_set_bytes, r[0].usage_bytes - inactive) << "less its inactive file pages";
+  ASSERT_TRUE(r[0].memory_pressure);
+  EXPECT_DOUBLE_EQ(r[0].memory_pressure->some.avg10, 71.53);
 }
 
 }  // namespace

@@ -140,3 +140,76 @@ spec:
 
 }  // namespace
 }  // namespace pressured
+
+namespace pressured {
+namespace {
+
+// Each pod's containers under it, read once per frame: what each grew by
+// since the frame before, its own memory stall (v2); the next eviction says
+// which container grew and who was hurt.
+TEST(TopView, ContainersUnderEachPodAndTheNextEvictionsGrowthAndStall) {
+  testing::FakeNode node(CgroupVersion::V2, CgroupDriver::Systemd);
+  const std::string pod =
+      node.add_pod("u-be", QosClass::BestEffort, testing::FakePodMemory{300 * MiB, 300 * MiB, 0, 0, 0}, "abc123");
+  testing::write_text(node.root() + "/pods.yaml", R"(kind: Pod
+metadata: {name: be, namespace: batch, uid: u-be}
+spec:
+  containers:
+  - name: worker
+status:
+  containerStatuses:
+  - name: worker
+    containerID: containerd://abc123
+)");
+  PodSourceConfig pc;
+  pc.kind = PodSourceKind::File;
+  pc.path = node.root() + "/pods.yaml";
+  std::shared_ptr<PodMetadataSource> md = std::move(*make_pod_metadata_source(pc));
+  ASSERT_TRUE(md->refresh());
+  auto obs = make_node_observer(node.config(), md);
+  ASSERT_TRUE(obs);
+  EvictionConfig ev;
+  Threshold th;
+  th.signal = Signal::MemoryAvailable;
+  th.value.kind = ThresholdValue::Kind::Percent;
+  th.value.percent = 95;
+  ev.thresholds.push_back(th);
+  int reads = 0;
+  auto frame = [&](bool json) {
+    auto snap = (*obs)->observe(TimePoint{});
+    EXPECT_TRUE(snap);
+    node::TopInput in;
+    in.snapshot = &*snap;
+    in.layout = &(*obs)->layout();
+    in.eviction = &ev;
+    in.metadata_source = md->describe();
+    in.container_memory = [&](const Pod& p) {
+      ++reads;
+      return (*obs)->container_memory(p);
+    };
+    return json ? node::render_top_json(in).dump() : node::render_top_text(in);
+  };
+  std::string first = frame(false);
+  EXPECT_EQ(reads, 1) << "one read per pod and frame, for the list and the next eviction";
+  EXPECT_NE(first.find("  worker"), std::string::npos) << first;
+  EXPECT_NE(first.find("grew: container worker is 300Mi over its request"), std::string::npos)
+      << "BestEffort: no request; no frame before to tell growth\n" << first;
+  EXPECT_NE(first.find("hurt: memory stall (some avg10): pod 4.00%, worker 4.00%"), std::string::npos) << first;
+
+  node.write_memcg(pod + "/cri-containerd-abc123.scope", testing::FakePodMemory{340 * MiB, 340 * MiB, 0, 0, 0});
+  std::string second = frame(false);
+  EXPECT_NE(second.find("+40.0Mi/"), std::string::npos) << "grown since the frame before\n" << second;
+  EXPECT_NE(second.find("grew: container worker grew by 40.0Mi in"), std::string::npos) << second;
+
+  auto j = nlohmann::json::parse(frame(true));
+  const auto& c = j["pods"][0]["containers"][0];
+  EXPECT_EQ(c["name"], "worker");
+  EXPECT_EQ(c["working_set_bytes"], 340 * MiB);
+  EXPECT_EQ(c["growth_bytes"], 0) << "a third frame: no growth since the second";
+  EXPECT_DOUBLE_EQ(c["memory_pressure_some_avg10"].get<double>(), 4.0);
+  EXPECT_EQ(j["next_evictions"][0]["why"]["grew"]["container"], "worker");
+  EXPECT_DOUBLE_EQ(j["next_evictions"][0]["why"]["memory_stall"]["pod"].get<double>(), 4.0);
+}
+
+}  // namespace
+}  // namespace pressured

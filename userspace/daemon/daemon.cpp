@@ -22,6 +22,7 @@
 #include "daemon/decision_view.hpp"
 #include "daemon/event_triage.hpp"
 #include "k8s/reporter.hpp"
+#include "node/attribution.hpp"
 #include "pressured/metrics.hpp"
 
 namespace pressured {
@@ -190,7 +191,9 @@ void Daemon::on_events(std::span<const PressureEvent> events, TimePoint now) {
     spdlog::info("PID alarm {}: the kernel counts {} tasks (alarm {})", ev->type == EventType::PidAlarmUp ? "up" : "down",
                  ev->value, alarms_.pid_alarm());
   }
-  if (t.decide || busy()) evaluate(now, t.source, t.earliest_edge, t.resync ? Observe::Full : Observe::PartialOk);
+  // A kernel OOM kill is counted with its scope from a full observation's counters.
+  const bool full = t.resync || !pending_oom_kills_.empty();
+  if (t.decide || busy()) evaluate(now, t.source, t.earliest_edge, full ? Observe::Full : Observe::PartialOk);
 }
 
 void Daemon::report_kernel_oom_kill(const PressureEvent& ev) {
@@ -204,29 +207,47 @@ void Daemon::report_kernel_oom_kill(const PressureEvent& ev) {
     spdlog::debug("kernel OOM kill of pid {} in cgroup id {}: already counted", ev.pid, ev.cgroup_id);
     return;
   }
-  const std::optional<QosClass> qos = qos_of_memcg(ev.cgroup_id, oom_kills_.path_of(ev.cgroup_id));
-  spdlog::error("kernel OOM kill: pid {} in cgroup id {} ({}): pressured did not act in time", ev.pid, ev.cgroup_id,
-                qos ? std::string(name(*qos)) : std::string("not a pod"));
+  pending_oom_kills_.push_back({ev.cgroup_id, victim_memcg, ev.pid, fresh});
+}
+
+void Daemon::count_kernel_oom_kills(uint64_t cgroup_id, const std::string& path, uint64_t kills, OomScope scope,
+                                    const std::string& what) {
+  const std::optional<QosClass> qos = qos_of_memcg(cgroup_id, path);
+  const std::string where = path.empty() ? fmt::format("cgroup id {}", cgroup_id) : path;
+  // Only a node-level kill is pressured's failure; a workload at its own limit is the kernel doing its job.
+  spdlog::log(scope == OomScope::Node ? spdlog::level::err : spdlog::level::warn, "kernel OOM kill: {} in {} ({}): {}",
+              what, where, qos ? std::string(name(*qos)) : std::string("not a pod"), node::oom_kill_cause(scope));
   if (deps_.metrics) {
-    for (uint64_t i = 0; i < fresh; ++i) deps_.metrics->kernel_oom_kill(qos);
+    for (uint64_t i = 0; i < kills; ++i) deps_.metrics->kernel_oom_kill(qos, scope);
   }
 }
 
 void Daemon::reconcile_oom_kills() {
+  auto processes = [](uint64_t n) { return n == 1 ? std::string("1 process") : fmt::format("{} processes", n); };
+  std::vector<PendingOomKill> pending = std::exchange(pending_oom_kills_, {});
   if (!last_.oom_kills) {
     oom_kills_.unread();
+    oom_scopes_.unread();
+    for (const auto& p : pending) {
+      count_kernel_oom_kills(p.cgroup_id, oom_kills_.path_of(p.cgroup_id), p.kills, OomScope::Unknown,
+                             fmt::format("pid {}", p.pid));
+    }
     return;
   }
-  for (const auto& m : oom_kills_.reconcile(*last_.oom_kills)) {
-    const std::optional<QosClass> qos = qos_of_memcg(m.cgroup_id, m.path);
-    spdlog::error("kernel OOM kill: {} in {} ({}) that no event reported, found in the kernel's counters: pressured "
-                  "did not act in time",
-                  m.kills == 1 ? std::string("1 process") : fmt::format("{} processes", m.kills), m.path,
-                  qos ? std::string(name(*qos)) : std::string("not a pod"));
+  const auto missed = oom_kills_.reconcile(*last_.oom_kills);
+  std::vector<std::string> pod_paths;
+  pod_paths.reserve(last_.pods.size());
+  for (const Pod& p : last_.pods) pod_paths.push_back(p.cgroup_path);
+  oom_scopes_.update(*last_.oom_kills, pod_paths);
+  for (const auto& p : pending) {
+    const std::string path = oom_kills_.path_of(p.cgroup_id);
+    const std::string what = p.pid != 0 ? fmt::format("pid {}", p.pid) : processes(p.kills);
+    count_kernel_oom_kills(p.cgroup_id, path, p.kills, oom_scopes_.classify(path, p.victim_memcg), what);
+  }
+  for (const auto& m : missed) {
     stats_.unreported_oom_kills += m.kills;
-    if (deps_.metrics) {
-      for (uint64_t i = 0; i < m.kills; ++i) deps_.metrics->kernel_oom_kill(qos);
-    }
+    count_kernel_oom_kills(m.cgroup_id, m.path, m.kills, oom_scopes_.classify(m.path, true),
+                           processes(m.kills) + " that no event reported, found in the kernel's counters,");
   }
 }
 
@@ -502,7 +523,7 @@ void Daemon::attribute_containers(Decisions& d, TimePoint now) {
     if (!lane || policy_.holds_lane(*lane, now)) continue;
     auto pod = std::find_if(last_.pods.begin(), last_.pods.end(), [&](const Pod& p) { return p.uid == c.uid; });
     if (pod == last_.pods.end()) continue;
-    c.containers = container_usage(*pod, StarvedResource::Memory, deps_.observer->container_memory(*pod));
+    node::attribute_containers(c, *pod, deps_.observer->container_memory(*pod));
   }
 }
 

@@ -27,6 +27,7 @@
 #include "daemon/oom_kill_ledger.hpp"
 #include "daemon/plugin_stage.hpp"
 #include "daemon/relief_driver.hpp"
+#include "node/oom_scope.hpp"
 #include "pressured/config.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/events.hpp"
@@ -144,12 +145,16 @@ class Daemon final : public ReactorHandler {
   /// Tracks kubepods, the tiers and the pods of last_ (untracks pods that left).
   void sync_tracked_memcgs();
   void arm_deadline(const Decisions& d, TimePoint now);
-  /// Counts and logs a kernel OOM kill (pressured did not act in time)
-  /// an event reported, unless the kernel's counters showed it first.
+  /// Keeps a kernel OOM kill an event reported, unless the kernel's counters
+  /// showed it first, for the next full observation (which it asks for) to
+  /// count with its scope (node/oom_scope.hpp).
   void report_kernel_oom_kill(const PressureEvent& ev);
-  /// Counts and logs the kernel OOM kills the last full observation's
-  /// counters show that no event reported (oom_kill_ledger.hpp).
+  /// Counts and logs, with their scope, the kernel OOM kills events reported
+  /// and those the last full observation's counters show that no event
+  /// reported (oom_kill_ledger.hpp).
   void reconcile_oom_kills();
+  void count_kernel_oom_kills(uint64_t cgroup_id, const std::string& path, uint64_t kills, OomScope scope,
+                              const std::string& what);
   /// The QoS class of the pod a memcg belongs to (its own cgroup or one below
   /// it, by id or path), nullopt when it is not in a pod of the last observation.
   std::optional<QosClass> qos_of_memcg(uint64_t cgroup_id, const std::string& path) const;
@@ -180,6 +185,14 @@ class Daemon final : public ReactorHandler {
   ConditionPublisher conditions_;
   AlarmReader alarm_reader_;
   OomKillLedger oom_kills_;
+  node::OomScopeClassifier oom_scopes_;
+  struct PendingOomKill {
+    uint64_t cgroup_id = 0;
+    bool victim_memcg = false;
+    uint32_t pid = 0;
+    uint64_t kills = 0;
+  };
+  std::vector<PendingOomKill> pending_oom_kills_;  // reported by events, counted by the next full observation
   ArmedAlarms alarms_;
   PluginStage plugins_;
   EvictionExecutor executor_;

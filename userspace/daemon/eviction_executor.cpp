@@ -10,6 +10,7 @@
 
 #include "k8s/reporter.hpp"
 #include "engine/eviction_words.hpp"
+#include "node/attribution.hpp"
 #include "pressured/metrics.hpp"
 
 namespace pressured {
@@ -170,11 +171,13 @@ void EvictionExecutor::start(const PolicyAction& a, TimePoint /*now*/) {
   const Eviction& e = a.eviction;
   const EvictionTarget target = target_of(e);
   const bool dry = daemon_config().dry_run;
-  spdlog::info("{}", eviction_start_line(e, dry));
+  // The container that grew and who was hurt: read by the observer, worded beside it.
+  spdlog::info("{}{}", eviction_start_line(e, dry), node::attribution_sentences(e));
   if (!a.reason.empty()) {
     spdlog::info("eviction {}: started ahead of the release of the memory eviction(s) in flight: {}", e.id, a.reason);
   }
   if (metrics_) metrics_->eviction(eviction_reason(e), e.qos, e.kind, e.namespace_, e.name, e.uid);
+  if (metrics_ && e.grew) metrics_->eviction_container(e.grew->name);
   if (e.grace_period_seconds == 0) {
     kill_now(e, "hard");  // relief in milliseconds first; the API eviction (a ReportApi) follows
   } else if (!a.delegate) {

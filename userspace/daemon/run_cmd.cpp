@@ -153,6 +153,8 @@ int run_daemon(const ConfigOptions& options) {
   // Decisions under memory pressure bound every contending pod's usage: in
   // one BPF cgroup walk where the kernel allows it, else one file per pod.
   (*observer)->set_page_counter_reader((*reactor)->page_counter_reader());
+  // Which container of a memory victim grew: the likely victims' containers are read by each full observation.
+  (*observer)->track_container_growth(4);
 
   Metrics metrics(MetricsOptions::from_config(config));
   // Reactor::create succeeded: BPF, or its fallbacks (memcg notifications, PSI

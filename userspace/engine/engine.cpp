@@ -82,6 +82,9 @@ std::vector<ContainerUsage> container_usage(const Pod& pod, StarvedResource reso
       if (m == memory.end()) continue;
       u.usage = m->working_set_bytes;
       u.request = c.memory_request_bytes;
+      u.previous_usage = m->previous_working_set_bytes;
+      u.previous_age_seconds = m->previous_age_seconds;
+      u.memory_pressure = m->memory_pressure;
     } else if (resource == StarvedResource::EphemeralStorage && b != nullptr) {
       // The kubelet counts a container only with both its rootfs and its logs.
       const NamedStorageUsage* layer = find(b->container_layers, c.id);

@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -262,6 +263,8 @@ struct Metrics::Impl {
   Family<Counter>* condition_transitions = nullptr;
   Family<Counter>* observations = nullptr;
   Family<Counter>* evictions = nullptr;
+  Family<Counter>* eviction_containers = nullptr;
+  std::set<std::string> eviction_container_names;  // those with a series of their own (under mu)
   Family<Gauge>* eviction_last = nullptr;
   Family<Counter>* no_candidates = nullptr;
   Family<Histogram>* eviction_latency = nullptr;
@@ -432,6 +435,10 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
       &m.counter("pressured_node_condition_transitions_total", "Times a node condition flipped.");
   m.observations = &m.counter("pressured_observations_total", "Fresh observations evaluated by the engine.");
   m.evictions = &m.counter("pressured_evictions_total", "Pods chosen for eviction, by signal, QoS class and threshold type.");
+  m.eviction_containers = &m.counter(
+      "pressured_eviction_containers_total",
+      "Memory evictions by the name of the victim's container that grew (or was furthest over its request); the "
+      "first 64 names have a series of their own, later ones count as \"other\".");
   m.eviction_last = &m.gauge("pressured_eviction_last_timestamp_seconds",
                              "Unix time of the most recent evictions (bounded list of recent victims).");
   m.no_candidates = &m.counter("pressured_eviction_no_candidates_total",
@@ -454,7 +461,8 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   m.api_requests = &m.counter("pressured_kubernetes_api_requests_total",
                               "Kubernetes API calls made by pressured, by action and result.");
   m.oom_kills = &m.counter("pressured_kernel_oom_kills_total",
-                           "Processes killed by the kernel OOM killer, by the victim pod's QoS class (none: not a pod).");
+                           "Processes killed by the kernel OOM killer, by the victim pod's QoS class (none: not a pod) "
+                           "and scope (node: the node ran out; cgroup: a pod's or container's own limit; unknown).");
   m.detection_latency = &m.histogram("pressured_detection_latency_seconds",
                                      "Time from the kernel event's timestamp to the engine's decision.");
   m.reactor_latency = &m.histogram("pressured_reactor_dispatch_latency_seconds",
@@ -520,10 +528,12 @@ Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::mov
   }
   // Series that alerts take increase() of exist from the start at 0, so the
   // first increment is seen as an increase.
-  for (auto q : {QosClass::BestEffort, QosClass::Burstable, QosClass::Guaranteed}) {
-    m.oom_kills->Add({{"qos_class", str(name(q))}});
+  for (auto s : {OomScope::Node, OomScope::Cgroup, OomScope::Unknown}) {
+    for (auto q : {QosClass::BestEffort, QosClass::Burstable, QosClass::Guaranteed}) {
+      m.oom_kills->Add({{"qos_class", str(name(q))}, {"scope", str(name(s))}});
+    }
+    m.oom_kills->Add({{"qos_class", "none"}, {"scope", str(name(s))}});
   }
-  m.oom_kills->Add({{"qos_class", "none"}});
   for (const char* r : {"success", "failure"}) {
     m.local_kills->Add({{"result", r}});
     m.config_reloads->Add({{"result", r}});
@@ -628,6 +638,22 @@ void Metrics::eviction(std::string_view signal, QosClass qos, ThresholdKind kind
   }
 }
 
+void Metrics::eviction_container(std::string_view container) {
+  auto& m = *impl_;
+  std::string label = bounded(container, 63);  // a container name is a DNS label
+  {
+    std::lock_guard lock(m.mu);
+    if (!m.eviction_container_names.contains(label)) {
+      if (m.eviction_container_names.size() >= kEvictionContainerNames) {
+        label = "other";
+      } else {
+        m.eviction_container_names.insert(label);
+      }
+    }
+  }
+  m.counter_for(*m.eviction_containers, {{"container", label}}).Increment();
+}
+
 void Metrics::no_eviction_candidate(Signal signal) {
   auto& m = *impl_;
   m.counter_for(*m.no_candidates, {{"signal", str(name(signal))}}).Increment();
@@ -661,9 +687,10 @@ void Metrics::api_request(ApiAction action, ApiOutcome outcome) {
       .Increment();
 }
 
-void Metrics::kernel_oom_kill(std::optional<QosClass> qos) {
+void Metrics::kernel_oom_kill(std::optional<QosClass> qos, OomScope scope) {
   auto& m = *impl_;
-  m.counter_for(*m.oom_kills, {{"qos_class", qos ? str(name(*qos)) : std::string("none")}}).Increment();
+  m.counter_for(*m.oom_kills, {{"qos_class", qos ? str(name(*qos)) : std::string("none")}, {"scope", str(name(scope))}})
+      .Increment();
 }
 
 void Metrics::detection_latency(std::string_view source, double seconds) {

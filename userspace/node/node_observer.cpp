@@ -36,6 +36,7 @@ class KernelNodeObserver final : public NodeObserver {
     const auto dirs = pod_set_.list([this] { return usage_.tracked(); });
     usage_.read_listed(dirs, now, snap.pods);
     pod_set_.merge_metadata(now, snap.pods);
+    if (growth_pods_ > 0) usage_.read_likely_victims_containers(snap.pods, growth_pods_);
     snap.oom_kills = oom_kills_.read();
     return snap;
   }
@@ -47,6 +48,7 @@ class KernelNodeObserver final : public NodeObserver {
   Result<void> refresh_pod(Pod& pod, TimePoint now) override { return usage_.refresh_pod(pod, now); }
 
   std::vector<ContainerMemory> container_memory(const Pod& pod) override { return usage_.container_memory(pod); }
+  void track_container_growth(std::size_t pods) override { growth_pods_ = pods; }
 
   Result<void> refresh_memory_usage(const std::vector<Pod*>& pods, TimePoint now) override {
     (void)now;
@@ -72,6 +74,7 @@ class KernelNodeObserver final : public NodeObserver {
   node::PodSet pod_set_;
   node::PodUsageReader usage_;
   node::OomKillCounters oom_kills_;
+  std::size_t growth_pods_ = 0;
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "kernel/file.hpp"
 #include "kernel/parse.hpp"
+#include "node/formulas.hpp"
 
 namespace pressured::node {
 
@@ -17,6 +18,15 @@ Result<uint64_t> parse_oom_kill_count(std::string_view text) {
     if (key == "oom_kill") return value;
   }
   return Error{EINVAL, "no oom_kill counter"};
+}
+
+std::optional<uint64_t> parse_oom_event_count(std::string_view text) {
+  auto fields = kernel::parse_flat_keyed(text);
+  if (!fields) return std::nullopt;
+  for (const auto& [key, value] : *fields) {
+    if (key == "oom") return value;
+  }
+  return std::nullopt;
 }
 
 std::optional<std::vector<MemcgOomKills>> read_oom_kills(const std::string& kubepods_memory_path, bool v2,
@@ -31,7 +41,19 @@ std::optional<std::vector<MemcgOomKills>> read_oom_kills(const std::string& kube
     if (!text) return false;
     auto n = parse_oom_kill_count(*text);
     if (!n) return false;
-    out.push_back({static_cast<uint64_t>(st.st_ino), dir, *n});
+    MemcgOomKills k{static_cast<uint64_t>(st.st_ino), dir, *n};
+    if (v2) {
+      k.oom_events = parse_oom_event_count(*text);
+    } else {
+      // v1 has no count of OOMs per memcg: a failed charge at the limit is the evidence.
+      if (auto f = kernel::read_file(dir + "/memory.failcnt", 64)) {
+        if (auto v = kernel::parse_single_value(*f); v && *v) k.failcnt = **v;
+      }
+      if (auto l = kernel::read_file(dir + "/memory.limit_in_bytes", 64)) {
+        if (auto v = kernel::parse_single_value(*l); v && *v) k.limited = !is_unlimited_v1(**v);
+      }
+    }
+    out.push_back(std::move(k));
     return true;
   };
   // kubepods itself tells whether this kernel has the file at all.

@@ -21,9 +21,15 @@ namespace pressured::node {
 /// (both flat keyed). Error when the text has no such line or is not flat keyed.
 Result<uint64_t> parse_oom_kill_count(std::string_view text);
 
+/// The `oom` line of a v2 memory.events(.local): the OOMs whose domain the
+/// memcg was. nullopt without one.
+std::optional<uint64_t> parse_oom_event_count(std::string_view text);
+
 /// Every memcg of the tree at `kubepods_memory_path` (itself included, at
-/// most `max_depth` levels below it), with its local OOM kill count: v1 reads
-/// memory.oom_control, v2 memory.events.local. A cgroup removed while walked
+/// most `max_depth` levels below it), with its local OOM kill count and the
+/// evidence of its own limit being reached (oom_scope.hpp): v1 reads
+/// memory.oom_control, memory.failcnt and memory.limit_in_bytes, v2
+/// memory.events.local (`oom_kill` and `oom`). A cgroup removed while walked
 /// is left out. nullopt when there is no kubepods, or (v2) the kernel has no
 /// memory.events.local (before 5.2): memory.events counts a subtree, which
 /// cannot be told apart from its children's kills.

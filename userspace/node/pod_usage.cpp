@@ -267,19 +267,52 @@ Result<void> PodUsageReader::read_pod(PodState& st, Pod& pod, bool full) {
 std::vector<ContainerMemory> PodUsageReader::container_memory(const Pod& pod) {
   std::vector<ContainerMemory> out;
   if (pod.cgroup_path.empty()) return out;
+  const auto now = std::chrono::steady_clock::now();
+  auto st = pods_.find(pod.cgroup_path);
+  std::unordered_map<std::string, PodState::ContainerReading> readings;
   const char* usage_file = v2_ ? "/memory.current" : "/memory.usage_in_bytes";
   for (const auto& c : cgroup::scan_containers(pod.cgroup_path)) {
     auto u = kernel::read_file(c.memory_path + usage_file, 64);
     if (!u) continue;  // gone since the scan, or not a memory cgroup
     auto v = kernel::parse_single_value(*u);
     if (!v || !*v) continue;
-    auto st = kernel::read_file(c.memory_path + "/memory.stat");
-    if (!st) continue;
-    auto ms = kernel::parse_memory_stat(*st, v2_);
+    auto text = kernel::read_file(c.memory_path + "/memory.stat");
+    if (!text) continue;
+    auto ms = kernel::parse_memory_stat(*text, v2_);
     if (!ms) continue;
-    out.push_back(ContainerMemory{c.id, node::working_set(**v, ms->inactive_file)});
+    ContainerMemory m{c.id, node::working_set(**v, ms->inactive_file), **v};
+    if (v2_) {
+      // PSI off (psi=0) or a kernel without per-cgroup PSI: no file, no stall time.
+      if (auto p = kernel::read_file(c.memory_path + "/memory.pressure")) {
+        if (auto psi = kernel::parse_psi(*p)) m.memory_pressure = *psi;
+      }
+    }
+    if (st != pods_.end()) {
+      if (auto before = st->second.containers.find(c.id); before != st->second.containers.end()) {
+        m.previous_working_set_bytes = before->second.working_set;
+        m.previous_age_seconds = std::chrono::duration<double>(now - before->second.at).count();
+      }
+    }
+    readings[c.id] = {m.working_set_bytes, now};
+    out.push_back(std::move(m));
   }
+  if (st != pods_.end()) st->second.containers = std::move(readings);
   return out;
+}
+
+void PodUsageReader::read_likely_victims_containers(const std::vector<Pod>& pods, std::size_t n) {
+  std::vector<const Pod*> order;
+  order.reserve(pods.size());
+  for (const Pod& p : pods) {
+    if (!p.stale && !p.no_usage_stats) order.push_back(&p);
+  }
+  auto over = [](const Pod* p) {
+    return static_cast<int64_t>(p->usage.memory_working_set_bytes) - static_cast<int64_t>(p->requests.memory_bytes);
+  };
+  n = std::min(n, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
+                    [&](const Pod* a, const Pod* b) { return over(a) > over(b); });
+  for (std::size_t i = 0; i < n; ++i) container_memory(*order[i]);
 }
 
 // The smallest subtree to walk: the contenders' QoS tier directory when

@@ -7,6 +7,7 @@
 // disk usage. One part of the kernel NodeObserver; which pods exist is the
 // pod set's (pod_set.hpp).
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -48,8 +49,16 @@ class PodUsageReader {
   /// cgroup id its files read now.
   std::vector<cgroup::PodDir> tracked() const;
 
-  /// Each container cgroup's working set below the pod's (NodeObserver::container_memory).
+  /// Each container cgroup's working set below the pod's (NodeObserver::container_memory),
+  /// with its usage, its memory.pressure (v2) and, for a container read
+  /// before (an earlier call for the pod), its working set then and how long ago.
   std::vector<ContainerMemory> container_memory(const Pod& pod);
+
+  /// container_memory() of the `n` pods of `pods` furthest over their memory
+  /// request (working set - request; stale pods and pods without stats left
+  /// out), for the readings only: what those containers grew by is then known
+  /// at their eviction (NodeObserver::track_container_growth).
+  void read_likely_victims_containers(const std::vector<Pod>& pods, std::size_t n);
 
  private:
   struct PodState {
@@ -62,6 +71,12 @@ class PodUsageReader {
     bool ever_read = false;  // one read succeeded: the pod has stats
     uint64_t last_pids = 0;
     uint64_t seen_gen = 0;
+    // The last container_memory reading of each container, by id (the containers of that reading only).
+    struct ContainerReading {
+      uint64_t working_set = 0;
+      std::chrono::steady_clock::time_point at;
+    };
+    std::unordered_map<std::string, ContainerReading> containers;
     void open_paths(const CgroupLayout& l);
   };
   using States = std::unordered_map<std::string, PodState>;  // by memory path

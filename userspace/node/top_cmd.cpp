@@ -94,6 +94,7 @@ Command add_top(CLI::App& app) {
       in.metadata_source = metadata->describe();
       in.max_pods = flags->max_pods;
       in.storage = storage->stats();
+      in.container_memory = [&observer](const Pod& p) { return observer.container_memory(p); };
       if (flags->json) {
         std::string s = node::render_top_json(in).dump();
         std::fprintf(stdout, "%s\n", s.c_str());

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "engine/why.hpp"
+#include "node/attribution.hpp"
 #include "pressured/engine.hpp"
 
 namespace pressured::node {
@@ -73,6 +75,52 @@ std::vector<std::pair<int, const Pod*>> ordered(const TopInput& in) {
   return out;
 }
 
+// Each pod's containers, read once per frame (a second read would see no growth).
+class ContainerReadings {
+ public:
+  explicit ContainerReadings(const TopInput& in) : in_(in) {}
+  const std::vector<ContainerMemory>& of(const Pod& p) {
+    auto it = cache_.find(p.uid);
+    if (it == cache_.end()) {
+      it = cache_.emplace(p.uid, in_.container_memory ? in_.container_memory(p) : std::vector<ContainerMemory>{}).first;
+    }
+    return it->second;
+  }
+
+ private:
+  const TopInput& in_;
+  std::unordered_map<std::string, std::vector<ContainerMemory>> cache_;
+};
+
+const ContainerSpec* spec_of(const Pod& p, const ContainerMemory& m) {
+  for (const auto& c : p.containers) {
+    if (c.id == m.id) return &c;
+  }
+  return nullptr;
+}
+
+std::string container_label(const Pod& p, const ContainerMemory& m) {
+  const ContainerSpec* c = spec_of(p, m);
+  return c != nullptr ? c->name : m.id.substr(0, 12);  // no metadata: the runtime id
+}
+
+// "+300Mi/12.0s" since the reading before (the frame before), "" without one.
+std::string growth_cell(const ContainerMemory& m) {
+  if (!m.previous_working_set_bytes || !m.previous_age_seconds) return "";
+  const double by = static_cast<double>(m.working_set_bytes) - static_cast<double>(*m.previous_working_set_bytes);
+  return (by >= 0 ? "+" : "-") + human_bytes(std::fabs(by)) + fmt("/%.1fs", *m.previous_age_seconds);
+}
+
+// The memory candidates' per-container part, as the daemon adds it when an eviction starts.
+void attribute_next(Decisions& d, const TopInput& in, ContainerReadings& readings) {
+  for (auto& e : d.candidates) {
+    if (info(e.signal).resource != StarvedResource::Memory || !e.local_storage_rule.empty()) continue;
+    for (const auto& p : in.snapshot->pods) {
+      if (p.uid == e.uid) attribute_containers(e, p, readings.of(p));
+    }
+  }
+}
+
 // Who would go next for the current pressure: the engine's own decision on
 // this snapshot with soft grace periods treated as elapsed (a one-shot frame
 // has no history), so a met soft threshold shows its victim too. `top` does
@@ -98,6 +146,8 @@ std::string next_text(const Decisions& d) {
     out += std::string(eviction_reason(e)) + " (" + (e.kind == ThresholdKind::Hard ? "hard" : "soft") + "): " +
            (e.metadata_known && !e.name.empty() ? e.namespace_ + "/" + e.name : "<" + e.uid + ">") + "\n  why: " +
            explain_choice(e) + "\n";
+    if (e.grew) out += "  grew: " + growth_text(*e.grew) + "\n";
+    if (const std::string hurt = stall_text(e); !hurt.empty()) out += "  hurt: " + hurt + "\n";
   }
   return out;
 }
@@ -112,6 +162,7 @@ nlohmann::json next_json(const std::vector<Eviction>& next) {
                  {"namespace", e.namespace_},
                  {"grace_period_seconds", e.grace_period_seconds},
                  {"why", why_json(e, JsonKeys::Snake)}});
+    a.back()["why"].update(nlohmann::json(attribution_json(e, false)));
   }
   return a;
 }
@@ -212,6 +263,7 @@ std::string render_top_text(const TopInput& in) {
     out += line;
   }
   auto pods = ordered(in);
+  ContainerReadings readings(in);
   std::snprintf(line, sizeof line, "\nPODS (%zu, memory eviction order)\n%-4s %-44s %-10s %10s %10s %8s %10s %7s  %s\n",
                 s.pods.size(), "RANK", "POD", "QOS", "REQUEST", "WORKSET", "USE/REQ", "RSS", "PSI10", "FLAGS");
   out += line;
@@ -231,8 +283,24 @@ std::string render_top_text(const TopInput& in) {
                   std::isnan(ur) ? "-" : fmt("%.2f", ur).c_str(), human_bytes(static_cast<double>(p->usage.memory_rss_bytes)).c_str(),
                   p->memory_pressure ? fmt("%.2f", p->memory_pressure->some.avg10).c_str() : "-", flags(*p).c_str());
     out += line;
+    // Each container's own reading under its pod; FLAGS shows what it grew by since the frame before.
+    for (const ContainerMemory& m : readings.of(*p)) {
+      const ContainerSpec* spec = spec_of(*p, m);
+      const uint64_t req = spec != nullptr ? spec->memory_request_bytes : 0;
+      std::string cname = "  " + container_label(*p, m);
+      if (cname.size() > 44) cname = cname.substr(0, 43) + "~";
+      std::snprintf(line, sizeof line, "%-4s %-44s %-10s %10s %10s %8s %10s %7s  %s\n", "", cname.c_str(), "",
+                    req ? human_bytes(static_cast<double>(req)).c_str() : "-",
+                    human_bytes(static_cast<double>(m.working_set_bytes)).c_str(),
+                    req ? fmt("%.2f", static_cast<double>(m.working_set_bytes) / static_cast<double>(req)).c_str() : "-",
+                    "-", m.memory_pressure ? fmt("%.2f", m.memory_pressure->some.avg10).c_str() : "-",
+                    growth_cell(m).c_str());
+      out += line;
+    }
   }
-  out += next_text(next_evictions(in));
+  Decisions next = next_evictions(in);
+  attribute_next(next, in, readings);
+  out += next_text(next);
   const auto& c = in.counters;
   std::snprintf(line, sizeof line,
                 "\nstale signal reads %llu  stale pod reads %llu  vanished pods %llu  reopened %llu  "
@@ -277,6 +345,7 @@ nlohmann::json render_top_json(const TopInput& in) {
   }
   j["signals"] = sigs;
   json pods = json::array();
+  ContainerReadings readings(in);
   for (const auto& [rank, p] : ordered(in)) {
     json e{{"rank", rank == 0 ? json(nullptr) : json(rank)},
            {"uid", p->uid},
@@ -307,10 +376,29 @@ nlohmann::json render_top_json(const TopInput& in) {
     if (p->memory_events) e["memory_events"] = {{"high", p->memory_events->high}, {"max", p->memory_events->max},
                                                 {"oom", p->memory_events->oom}, {"oom_kill", p->memory_events->oom_kill}};
     if (p->ephemeral_storage) e["ephemeral_storage"] = breakdown_json(*p->ephemeral_storage);
+    if (in.container_memory) {
+      json cs = json::array();
+      for (const ContainerMemory& m : readings.of(*p)) {
+        const ContainerSpec* spec = spec_of(*p, m);
+        json c{{"name", spec != nullptr ? json(spec->name) : json(nullptr)},
+               {"id", m.id},
+               {"working_set_bytes", m.working_set_bytes},
+               {"usage_bytes", m.usage_bytes},
+               {"memory_request_bytes", spec != nullptr ? json(spec->memory_request_bytes) : json(nullptr)}};
+        if (m.previous_working_set_bytes && m.previous_age_seconds) {
+          c["growth_bytes"] = static_cast<int64_t>(m.working_set_bytes) - static_cast<int64_t>(*m.previous_working_set_bytes);
+          c["growth_seconds"] = *m.previous_age_seconds;
+        }
+        if (m.memory_pressure) c["memory_pressure_some_avg10"] = m.memory_pressure->some.avg10;
+        cs.push_back(std::move(c));
+      }
+      e["containers"] = std::move(cs);
+    }
     pods.push_back(e);
   }
   j["pods"] = pods;
-  const Decisions next = next_evictions(in);
+  Decisions next = next_evictions(in);
+  attribute_next(next, in, readings);
   j["next_evictions"] = next_json(next.candidates);
   nlohmann::json stuck = nlohmann::json::array();
   for (Signal sig : next.no_candidates) stuck.push_back(name(sig));

@@ -2,6 +2,7 @@
 // `pressured top` rendering: pure functions from a snapshot (+ config) to
 // text or JSON, so tests can check them without a terminal.
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -21,6 +22,10 @@ struct TopInput {
   std::string metadata_source;  // describe() of the metadata source
   std::size_t max_pods = 0;     // 0: all
   std::optional<PodStorageStats> storage;  // the ephemeral storage walker's stats, when it runs
+  /// A pod's containers read now (NodeObserver::container_memory), at most
+  /// once per pod and frame: shown under each pod, and what the next
+  /// evictions' "grew" and "hurt" come from. Unset: no containers shown.
+  std::function<std::vector<ContainerMemory>(const Pod&)> container_memory;
 };
 
 /// "1.5Gi", "512Mi", "37Ki", "12" (bytes) for humans.
