@@ -377,6 +377,18 @@ std::string_view eviction_reason(const Eviction& e) {
 
 namespace {
 
+// The predictive threshold's projection, for the eviction's "why".
+std::string prediction_words(const ThresholdStatus& st, Duration lead) {
+  constexpr double kMiB = 1 << 20;
+  char b[320];
+  std::snprintf(b, sizeof b,
+                "predicted: %s falls at %.0fMi/s and reaches the threshold %.0fMi from %.0fMi in %.0f ms, sooner "
+                "than daemon.predictiveLead %.0f ms (pressured's reaction time)",
+                std::string(name(st.threshold.signal)).c_str(), st.fall_rate / kMiB, st.threshold_value / kMiB,
+                st.observed / kMiB, st.seconds_to_threshold * 1e3, std::chrono::duration<double, std::milli>(lead).count());
+  return b;
+}
+
 // "; plugins: batch-first protect shop/web (\"serving\")": what plugins changed.
 std::string plugin_words(const Eviction& e) {
   if (e.plugin_notes.empty()) return "";
@@ -403,9 +415,10 @@ std::string explain_choice(const Eviction& e) {
            " of the pod; no ranking, the first pod over a limit";
   }
   std::string s = "victim " + describe_keys(e.keys, r);
-  if (!e.runner_up) return s + "; no runner-up (the only pod that could be evicted)" + plugin_words(e);
+  const std::string predicted = e.prediction.empty() ? std::string() : "; " + e.prediction;
+  if (!e.runner_up) return s + "; no runner-up (the only pod that could be evicted)" + plugin_words(e) + predicted;
   return s + "; runner-up " + runner_up_label(*e.runner_up) + " " + describe_keys(e.runner_up->keys, r) +
-         "; chosen by " + deciding_words(e.keys, e.runner_up->keys, r) + plugin_words(e);
+         "; chosen by " + deciding_words(e.keys, e.runner_up->keys, r) + plugin_words(e) + predicted;
 }
 
 std::string choice_summary(const Eviction& e) {
@@ -495,6 +508,29 @@ int lane_index(StarvedResource r) {
 
 }  // namespace
 
+void Engine::predict(const NodeSnapshot& snapshot, TimePoint now, ThresholdStatus& st) {
+  SignalTrend* trend = st.threshold.signal == Signal::MemoryAvailable              ? &memory_trend_
+                       : st.threshold.signal == Signal::AllocatableMemoryAvailable ? &allocatable_trend_
+                                                                                   : nullptr;
+  if (trend == nullptr || st.stale) return;
+  if (trend_fed_at_ != now) {
+    // Both trends once an evaluation, at the time of each observation (a
+    // partial refresh reads them fresh; now when the observer set no time).
+    trend_fed_at_ = now;
+    for (auto [signal, tr] : {std::pair{Signal::MemoryAvailable, &memory_trend_},
+                              std::pair{Signal::AllocatableMemoryAvailable, &allocatable_trend_}}) {
+      const auto& o = snapshot.signal(signal);
+      if (o && !o->stale) tr->observe(o->observed_at == TimePoint{} ? now : o->observed_at, o->value);
+    }
+  }
+  const auto rate = trend->fall_rate();
+  if (!rate || *rate <= 0) return;
+  const double seconds = (st.observed - st.threshold_value) / *rate;
+  st.fall_rate = *rate;
+  st.seconds_to_threshold = seconds;
+  st.predicted = seconds < std::chrono::duration<double>(live_->get().daemon.predictive_lead).count();
+}
+
 Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const std::vector<std::string>& excluded) {
   follow();
   const EvictionConfig& ec = config();
@@ -526,6 +562,10 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
         met = obs->value < (was_met ? threshold + reclaim : threshold);
       } else {
         met = obs->value > (was_met ? threshold - reclaim : threshold);
+      }
+      if (!met && t.kind == ThresholdKind::Hard && live_->get().daemon.predictive_lead > Duration::zero()) {
+        predict(snapshot, now, st);
+        met = st.predicted;
       }
     }
     if (met) {
@@ -634,6 +674,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     if (second) e.runner_up = RunnerUp{second->uid, second->name, second->namespace_, second_key};
     if (resource == StarvedResource::EphemeralStorage) e.containers = container_usage(*best, resource);
     if (resource == StarvedResource::Memory) e.pod_level_request = best->pod_level_memory_request_bytes;
+    if (st.predicted) e.prediction = prediction_words(st, live_->get().daemon.predictive_lead);
     lane_done[static_cast<std::size_t>(lane)] = true;
     d.candidates.push_back(std::move(e));
   }
