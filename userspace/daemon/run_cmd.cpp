@@ -222,6 +222,7 @@ int run_daemon(const ConfigOptions& options) {
   // re-checks, and the policy re-kills stragglers once a second.
   eo.empty_wait = Duration::zero();
   eo.release_memory = config.daemon.release_victim_memory;
+  eo.release_on_worker = true;  // reaping a large victim takes tens of ms: not on the reactor thread
   CgroupEvictor real_evictor(eo);
   RecordingEvictor dry_evictor;
 
