@@ -211,6 +211,7 @@ int run_daemon(const ConfigOptions& options) {
     spdlog::info("kubernetes: not configured; evicting locally only");
   }
 
+  Daemon* daemon_ptr = nullptr;  // the daemon once built; the hooks below run on its reactor loop
   CgroupEvictorOptions eo;
   eo.pods_root = layout->kubepods_memory_path;
   eo.hierarchy_mount = layout->memory_mount;
@@ -223,6 +224,14 @@ int run_daemon(const ConfigOptions& options) {
   eo.empty_wait = Duration::zero();
   eo.release_memory = config.daemon.release_victim_memory;
   eo.release_on_worker = true;  // reaping a large victim takes tens of ms: not on the reactor thread
+  // Its memory back: evaluate now rather than at the next tick (an uncharge wakes nothing else).
+  eo.on_released = [&reactor, &daemon_ptr] {
+    (*reactor)->post([&daemon_ptr] {
+      if (daemon_ptr != nullptr) {
+        daemon_ptr->evaluate(MonotonicClock().now(), "reaped", std::nullopt, Daemon::Observe::PartialOk);
+      }
+    });
+  };
   CgroupEvictor real_evictor(eo);
   RecordingEvictor dry_evictor;
 
@@ -294,7 +303,6 @@ int run_daemon(const ConfigOptions& options) {
   }
   // Added before the daemon exists (its checkpoint may resume an eviction);
   // it ticks only once the loop runs.
-  Daemon* daemon_ptr = nullptr;
   auto progress = std::make_unique<ProgressTimer>(
       **reactor, std::chrono::milliseconds(50), systemd_watchdog_interval(),
       ProgressTimer::Hooks{

@@ -351,7 +351,7 @@ void CgroupEvictor::release_memory(std::vector<std::pair<pid_t, kernel::Fd>>& ki
 bool CgroupEvictor::release_on_worker(KilledProcesses& killed, const std::string& freezer, const std::string& dir,
                                       KillReport& rep) {
   if (!opts_.release_on_worker) return false;
-  if (!reaper_) reaper_ = std::make_unique<MemoryReaper>();
+  if (!reaper_) reaper_ = std::make_unique<MemoryReaper>(64, opts_.on_released);
   unique_by_pid(killed);
   const std::size_t n = killed.size();
   MemoryReaper::Job job{std::move(killed), freezer, dir};

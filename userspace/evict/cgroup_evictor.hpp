@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -42,6 +43,10 @@ struct CgroupEvictorOptions {
   /// the reactor can take its next decision meanwhile. KillReport's
   /// memory_released then counts the processes handed to that thread.
   bool release_on_worker = false;
+  /// Called on the reaper thread after each victim's reaping: the memory is
+  /// back and nothing else wakes the daemon for an uncharge (the daemon posts
+  /// an evaluation to its reactor). Must be thread-safe.
+  std::function<void()> on_released;
 };
 
 /// Pure check: is `pid` a kernel thread, given the text of /proc/<pid>/stat

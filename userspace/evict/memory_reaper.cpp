@@ -41,7 +41,8 @@ ReapResult reap_memory(KilledProcesses& killed) {
   return r;
 }
 
-MemoryReaper::MemoryReaper(std::size_t max_queued) : max_queued_(max_queued), thread_([this] { run(); }) {}
+MemoryReaper::MemoryReaper(std::size_t max_queued, std::function<void()> on_done)
+    : max_queued_(max_queued), on_done_(std::move(on_done)), thread_([this] { run(); }) {}
 
 MemoryReaper::~MemoryReaper() {
   {
@@ -100,6 +101,7 @@ void MemoryReaper::run() {
                   r.released, job.killed.size(), job.what,
                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     job.killed.clear();  // the pidfds closed outside the lock
+    if (on_done_) on_done_();
     lock.lock();
     reaped_ += r.released;
     unsupported_ = unsupported_ || r.unsupported;

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -46,7 +47,8 @@ class MemoryReaper {
   };
 
   /// `max_queued`: jobs waiting at most; submit() refuses more.
-  explicit MemoryReaper(std::size_t max_queued = 64);
+  /// `on_done`: called on the thread after each job (may be empty).
+  explicit MemoryReaper(std::size_t max_queued = 64, std::function<void()> on_done = {});
   /// Finishes every job queued (each reaped and thawed) before it returns.
   ~MemoryReaper();
   MemoryReaper(const MemoryReaper&) = delete;
@@ -67,6 +69,7 @@ class MemoryReaper {
   void run();
 
   const std::size_t max_queued_;
+  const std::function<void()> on_done_;
   mutable std::mutex mu_;
   std::condition_variable cv_, idle_cv_;
   std::deque<Job> queue_;
