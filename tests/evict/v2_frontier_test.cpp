@@ -142,7 +142,7 @@ void run_cell(const std::string& mount, const Cell& c) {
   const double rate = grew_ms > 0 ? static_cast<double>(at_decision - std::min(at_decision, start_usage)) / kMiB /
                                         (grew_ms / 1e3)
                                   : 0;
-  std::printf("[ frontier ] asked %s MiB/s, achieved %.0f MiB/s, H %llu MiB, H/rate %.0f ms | decision -> frozen "
+  std::printf("[ measured ] asked %s MiB/s, achieved %.0f MiB/s, H %llu MiB, H/rate %.0f ms | decision -> frozen "
               "%.1f ms, kill step %.1f ms, memory back %.1f ms after it | memory.events max %lld oom_kill %lld\n",
               c.rate_mib_per_s ? std::to_string(c.rate_mib_per_s).c_str() : "max", rate,
               static_cast<unsigned long long>(c.headroom_mib), rate > 0 ? c.headroom_mib / rate * 1e3 : 0.0, freeze_ms,

@@ -223,7 +223,12 @@ int run_daemon(const ConfigOptions& options) {
   // re-checks, and the policy re-kills stragglers once a second.
   eo.empty_wait = Duration::zero();
   eo.release_memory = config.daemon.release_victim_memory;
-  eo.release_on_worker = true;  // reaping a large victim takes tens of ms: not on the reactor thread
+  // The reaping stays on the reactor thread: on the evictor's reaper thread
+  // the kill step returned at once, but the memory came back later (reaction
+  // p50 366 ms against 264 ms reaped on the reactor, same loaded host;
+  // docs/performance.md, spike frontier). Until a host shows it the other
+  // way round, off.
+  eo.release_on_worker = false;
   // Its memory back: evaluate now rather than at the next tick (an uncharge wakes nothing else).
   eo.on_released = [&reactor, &daemon_ptr] {
     (*reactor)->post([&daemon_ptr] {
