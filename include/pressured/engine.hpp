@@ -327,7 +327,6 @@ class Engine {
   // The memory signals' recent observations (predictive threshold only). Not
   // checkpointed: a restart measures the rate again from two observations.
   SignalTrend memory_trend_, allocatable_trend_;
-  TimePoint trend_fed_at_{};  // the evaluation that last fed them
   std::vector<std::size_t> eviction_order_;  // threshold indexes, most urgent first
 };
 

@@ -513,15 +513,13 @@ void Engine::predict(const NodeSnapshot& snapshot, TimePoint now, ThresholdStatu
                        : st.threshold.signal == Signal::AllocatableMemoryAvailable ? &allocatable_trend_
                                                                                    : nullptr;
   if (trend == nullptr || st.stale) return;
-  if (trend_fed_at_ != now) {
-    // Both trends once an evaluation, at the time of each observation (a
-    // partial refresh reads them fresh; now when the observer set no time).
-    trend_fed_at_ = now;
-    for (auto [signal, tr] : {std::pair{Signal::MemoryAvailable, &memory_trend_},
-                              std::pair{Signal::AllocatableMemoryAvailable, &allocatable_trend_}}) {
-      const auto& o = snapshot.signal(signal);
-      if (o && !o->stale) tr->observe(o->observed_at == TimePoint{} ? now : o->observed_at, o->value);
-    }
+  // Both trends, at the time of each observation (a partial refresh reads
+  // them fresh; now when the observer set no time). A second threshold of
+  // the same evaluation hands the same times again, which observe() ignores.
+  for (auto [signal, tr] : {std::pair{Signal::MemoryAvailable, &memory_trend_},
+                            std::pair{Signal::AllocatableMemoryAvailable, &allocatable_trend_}}) {
+    const auto& o = snapshot.signal(signal);
+    if (o && !o->stale) tr->observe(o->observed_at == TimePoint{} ? now : o->observed_at, o->value);
   }
   const auto rate = trend->fall_rate();
   if (!rate || *rate <= 0) return;
