@@ -215,6 +215,13 @@ struct DaemonConfig {
   bool evict_ahead_of_release = false;
   // How long a killed victim's memory takes to come back, for that projection.
   Duration release_horizon = std::chrono::milliseconds(100);
+  // Predictive hard threshold: a hard memory.available or
+  // allocatableMemory.available threshold is also met when, at the rate the
+  // signal falls, it will be reached within this long (docs/engine.md,
+  // "Predictive hard threshold"). Set it to pressured's measured reaction
+  // time (kernel event -> memory back, p99) with a margin. 0: off, the
+  // kubelet's threshold.
+  Duration predictive_lead = Duration::zero();
 };
 
 /// Relief: before a memory eviction, ask the kernel to reclaim the page cache

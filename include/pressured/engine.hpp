@@ -15,6 +15,7 @@
 #include "pressured/clock.hpp"
 #include "pressured/config.hpp"
 #include "pressured/snapshot.hpp"
+#include "pressured/trend.hpp"
 
 namespace pressured {
 
@@ -28,6 +29,12 @@ struct ThresholdStatus {
   std::optional<TimePoint> first_observed;  // when it started being met
   bool signal_observed = false;  // false: the signal is not observed, so the threshold cannot be met
   bool stale = false;            // the observation is stale (last good value); still evaluated
+  // Predictive hard threshold (daemon.predictiveLead): met by the projection
+  // only, not by the value: at `fall_rate` (bytes per second the signal falls)
+  // it reaches the threshold in `seconds_to_threshold`, sooner than the lead.
+  bool predicted = false;
+  double fall_rate = 0;
+  double seconds_to_threshold = 0;
 };
 
 struct ConditionChange {
@@ -176,6 +183,9 @@ struct Eviction {
   // threshold or a local-storage limit decided).
   std::vector<PluginNote> plugin_notes;
   std::string plugin_signal;
+  // A predictive hard threshold decided (the signal was still above it): the
+  // projection in words, for the eviction's "why". Empty otherwise.
+  std::string prediction;
   // The victim's containers, each measured on its own (memory and ephemeral
   // storage only; empty when none could be): the kubelet names those over
   // their request (offending_containers). Memory readings are added by the
@@ -323,9 +333,16 @@ class Engine {
   /// Re-derives what comes from the configuration when it was replaced.
   void follow();
 
+  /// Predictive hard threshold: feeds the memory signals' trends and marks
+  /// `st` met when the projection reaches its threshold within the lead.
+  void predict(const NodeSnapshot& snapshot, TimePoint now, ThresholdStatus& st);
+
   std::shared_ptr<const LiveConfig> live_;
   uint64_t generation_ = 0;  // of live_ when last derived
   EngineState state_;
+  // The memory signals' recent observations (predictive threshold only). Not
+  // checkpointed: a restart measures the rate again from two observations.
+  SignalTrend memory_trend_, allocatable_trend_;
   std::vector<std::size_t> eviction_order_;  // threshold indexes, most urgent first
 };
 

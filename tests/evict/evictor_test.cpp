@@ -427,7 +427,9 @@ TEST(EvictorHost, ReleasesAKilledVictimsMemoryAtOnce) {
     return text.empty() ? 0ull : std::stoull(text);
   };
   constexpr std::size_t kHog = 128u << 20;
-  for (bool release : {false, true}) {
+  enum class Mode { Off, Here, Worker };
+  for (Mode mode : {Mode::Off, Mode::Here, Mode::Worker}) {
+    const bool release = mode != Mode::Off;
     int ready[2];
     ASSERT_EQ(::pipe(ready), 0);
     pid_t p = ::fork();
@@ -452,6 +454,7 @@ TEST(EvictorHost, ReleasesAKilledVictimsMemoryAtOnce) {
     CgroupEvictorOptions o = sb.evictor().options();
     o.empty_wait = Duration::zero();  // as the daemon: return once the signals are sent
     o.release_memory = release;
+    o.release_on_worker = mode == Mode::Worker;
     CgroupEvictor ev(o);
     EvictionTarget t;
     t.cgroup_path = sb.mem->path(rel);
@@ -459,7 +462,21 @@ TEST(EvictorHost, ReleasesAKilledVictimsMemoryAtOnce) {
     ASSERT_TRUE(k.ok()) << k.error().message;
     EXPECT_GE(k->signalled, 1u);  // v1: the freezer pass signals it again
     PRESSURED_REQUIRE(!k->release_unsupported, "process_mrelease(2) (Linux 5.15+)");
-    if (release && sb.freezer) {
+    if (mode == Mode::Worker) {
+      // Handed to the reaper thread, which reaps (while frozen on v1) and
+      // thaws: the memory comes back and the victim exits, without kill()
+      // waiting for either.
+      EXPECT_EQ(k->memory_released, 1u);
+      for (int i = 0; i < 500 && usage() >= kHog / 4; ++i) std::this_thread::sleep_for(10ms);
+      EXPECT_LT(usage(), kHog / 4) << "the reaper thread did not give the victim's memory back";
+      EXPECT_TRUE(wait_dead(p)) << "the victim was not thawed after its reaping";
+      if (sb.freezer) {
+        // Frozen until reaped: its own exit could not race the reaper.
+        for (int i = 0; i < 300 && ev.reaped_on_worker() < 1; ++i) std::this_thread::sleep_for(10ms);
+        EXPECT_EQ(ev.reaped_on_worker(), 1u);
+        EXPECT_EQ(sb.freezer->read(rel, "freezer.state"), "THAWED\n");
+      }
+    } else if (release && sb.freezer) {
       // Reaped while frozen, before kill() returned: the hog's pages are uncharged already.
       EXPECT_EQ(k->memory_released, 1u);
       EXPECT_LT(usage(), kHog / 4) << "the victim's memory was not back when the kill returned";

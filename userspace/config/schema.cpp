@@ -178,6 +178,7 @@ const std::vector<Section>& sections() {
                                 bool_field("releaseVictimMemory", &DaemonConfig::release_victim_memory),
                                 bool_field("evictAheadOfRelease", &DaemonConfig::evict_ahead_of_release),
                                 duration_field("releaseHorizon", &DaemonConfig::release_horizon),
+                                duration_field("predictiveLead", &DaemonConfig::predictive_lead),
                             }),
       section<ReliefConfig>("relief", relief_of,
                             {

@@ -220,6 +220,22 @@ Result<void> validate_config(const Config& c) {
   if (c.daemon.release_horizon.count() < 0) {
     return invalid("daemon.releaseHorizon", format_duration(c.daemon.release_horizon), "is negative");
   }
+  if (c.daemon.predictive_lead.count() < 0) {
+    return invalid("daemon.predictiveLead", format_duration(c.daemon.predictive_lead), "is negative");
+  }
+  if (c.daemon.predictive_lead > std::chrono::seconds(10)) {
+    return invalid("daemon.predictiveLead", format_duration(c.daemon.predictive_lead),
+                   "is longer than 10s (a projection that far ahead evicts on a passing allocation; set it to "
+                   "pressured's reaction time with a margin)");
+  }
+  if (c.daemon.predictive_lead.count() > 0 &&
+      std::none_of(c.eviction.thresholds.begin(), c.eviction.thresholds.end(), [](const Threshold& t) {
+        return t.kind == ThresholdKind::Hard &&
+               (t.signal == Signal::MemoryAvailable || t.signal == Signal::AllocatableMemoryAvailable);
+      })) {
+    return invalid("daemon.predictiveLead", format_duration(c.daemon.predictive_lead),
+                   "needs a hard memory.available or allocatableMemory.available threshold (evictionHard) to predict");
+  }
   if (c.daemon.release_wait_timeout.count() < 0) {
     return invalid("daemon.releaseWaitTimeout", format_duration(c.daemon.release_wait_timeout), "is negative");
   }

@@ -34,7 +34,7 @@ std::optional<uint64_t> plan_pid_alarm(const std::vector<Threshold>& thresholds,
 }  // namespace
 
 AlarmPlan plan_alarms(const std::vector<Threshold>& thresholds, const NodeSnapshot& snapshot,
-                      const AlarmReadings& r) {
+                      const AlarmReadings& r, Duration predictive_lead) {
   AlarmPlan plan;
   plan.pid_alarm = plan_pid_alarm(thresholds, snapshot);
 
@@ -66,13 +66,17 @@ AlarmPlan plan_alarms(const std::vector<Threshold>& thresholds, const NodeSnapsh
       return plan;
     }
     if (!obs || obs->capacity <= 0) continue;
-    const double headroom = obs->value - t.value.resolve(obs->capacity);  // bytes until the threshold
+    double headroom = obs->value - t.value.resolve(obs->capacity);  // bytes until the threshold
     if (headroom <= 0) continue;
+    if (predictive_lead > Duration::zero() && t.kind == ThresholdKind::Hard &&
+        headroom / 2 >= static_cast<double>(watch_hysteresis(obs->capacity))) {
+      headroom /= 2;
+    }
     hysteresis_capacity = std::max(hysteresis_capacity, obs->capacity);
     if (kp_usage) {
       propose(r.kubepods_path, *kp_usage + headroom, *kp_usage + headroom);
     } else if (t.signal == Signal::AllocatableMemoryAvailable) {
-      const double level = obs->capacity - t.value.resolve(obs->capacity);
+      const double level = obs->capacity - obs->value + headroom;
       propose(r.kubepods_path, level, level);
     }
     // memory.available falls just as fast when the memory goes to a process

@@ -70,8 +70,12 @@ uint64_t watch_hysteresis(double capacity_bytes);
 /// it would never fire): level = usage now + (available now - threshold), on
 /// kubepods, and for memory.available on the node scope too. pid.available
 /// thresholds become the task count at which the lowest one is met.
+/// With a predictive lead (daemon.predictiveLead), a hard memory threshold's
+/// watch sits half way to its level (no nearer than the hysteresis): a fast
+/// fall wakes the engine a few times on its way down, which gives it the
+/// observations its projection needs, while a node at rest is never woken.
 AlarmPlan plan_alarms(const std::vector<Threshold>& thresholds, const NodeSnapshot& snapshot,
-                      const AlarmReadings& readings);
+                      const AlarmReadings& readings, Duration predictive_lead = Duration::zero());
 
 /// Memory cgroups to track for reclaim activity, by cgroup id: `scopes`
 /// (kubepods and its QoS tiers) and every pod of the snapshot with a known cgroup.

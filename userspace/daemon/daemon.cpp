@@ -384,7 +384,8 @@ bool Daemon::reload() {
 void Daemon::arm_watches() {
   if (deps_.alarms == nullptr || deps_.observer == nullptr) return;
   alarms_.apply(plan_alarms(config().eviction.thresholds, last_,
-                            alarm_reader_.read(deps_.observer->read_memcg_counters(), *deps_.alarms)));
+                            alarm_reader_.read(deps_.observer->read_memcg_counters(), *deps_.alarms),
+                            config().daemon.predictive_lead));
 }
 
 void Daemon::sync_tracked_memcgs() {

@@ -238,6 +238,22 @@ std::string_view eviction_reason(const Eviction& e) {
   return e.local_storage_rule.empty() ? name(e.signal) : std::string_view(e.local_storage_rule);
 }
 
+namespace {
+
+// The predictive threshold's projection, for the eviction's "why".
+std::string prediction_words(const ThresholdStatus& st, Duration lead) {
+  constexpr double kMiB = 1 << 20;
+  char b[320];
+  std::snprintf(b, sizeof b,
+                "predicted: %s falls at %.0fMi/s and reaches the threshold %.0fMi from %.0fMi in %.0f ms, sooner "
+                "than daemon.predictiveLead %.0f ms (pressured's reaction time)",
+                std::string(name(st.threshold.signal)).c_str(), st.fall_rate / kMiB, st.threshold_value / kMiB,
+                st.observed / kMiB, st.seconds_to_threshold * 1e3, std::chrono::duration<double, std::milli>(lead).count());
+  return b;
+}
+
+}  // namespace
+
 std::vector<std::size_t> threshold_eviction_order(const std::vector<Threshold>& thresholds) {
   std::vector<std::size_t> order(thresholds.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -318,6 +334,27 @@ int lane_index(StarvedResource r) {
 
 }  // namespace
 
+void Engine::predict(const NodeSnapshot& snapshot, TimePoint now, ThresholdStatus& st) {
+  SignalTrend* trend = st.threshold.signal == Signal::MemoryAvailable              ? &memory_trend_
+                       : st.threshold.signal == Signal::AllocatableMemoryAvailable ? &allocatable_trend_
+                                                                                   : nullptr;
+  if (trend == nullptr || st.stale) return;
+  // Both trends, at the time of each observation (a partial refresh reads
+  // them fresh; now when the observer set no time). A second threshold of
+  // the same evaluation hands the same times again, which observe() ignores.
+  for (auto [signal, tr] : {std::pair{Signal::MemoryAvailable, &memory_trend_},
+                            std::pair{Signal::AllocatableMemoryAvailable, &allocatable_trend_}}) {
+    const auto& o = snapshot.signal(signal);
+    if (o && !o->stale) tr->observe(o->observed_at == TimePoint{} ? now : o->observed_at, o->value);
+  }
+  const auto rate = trend->fall_rate();
+  if (!rate || *rate <= 0) return;
+  const double seconds = (st.observed - st.threshold_value) / *rate;
+  st.fall_rate = *rate;
+  st.seconds_to_threshold = seconds;
+  st.predicted = seconds < std::chrono::duration<double>(live_->get().daemon.predictive_lead).count();
+}
+
 Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const std::vector<std::string>& excluded) {
   follow();
   const EvictionConfig& ec = config();
@@ -349,6 +386,10 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
         met = obs->value < (was_met ? threshold + reclaim : threshold);
       } else {
         met = obs->value > (was_met ? threshold - reclaim : threshold);
+      }
+      if (!met && t.kind == ThresholdKind::Hard && live_->get().daemon.predictive_lead > Duration::zero()) {
+        predict(snapshot, now, st);
+        met = st.predicted;
       }
     }
     if (met) {
@@ -457,6 +498,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
     if (second) e.runner_up = RunnerUp{second->uid, second->name, second->namespace_, second_key};
     if (resource == StarvedResource::EphemeralStorage) e.containers = container_usage(*best, resource);
     if (resource == StarvedResource::Memory) e.pod_level_request = best->pod_level_memory_request_bytes;
+    if (st.predicted) e.prediction = prediction_words(st, live_->get().daemon.predictive_lead);
     lane_done[static_cast<std::size_t>(lane)] = true;
     d.candidates.push_back(std::move(e));
   }

@@ -204,9 +204,10 @@ std::string explain_choice(const Eviction& e) {
            " of the pod; no ranking, the first pod over a limit";
   }
   std::string s = "victim " + describe_keys(e.keys, r);
-  if (!e.runner_up) return s + "; no runner-up (the only pod that could be evicted)" + plugin_words(e);
+  const std::string predicted = e.prediction.empty() ? std::string() : "; " + e.prediction;
+  if (!e.runner_up) return s + "; no runner-up (the only pod that could be evicted)" + plugin_words(e) + predicted;
   return s + "; runner-up " + runner_up_label(*e.runner_up) + " " + describe_keys(e.runner_up->keys, r) +
-         "; chosen by " + deciding_words(e.keys, e.runner_up->keys, r) + plugin_words(e);
+         "; chosen by " + deciding_words(e.keys, e.runner_up->keys, r) + plugin_words(e) + predicted;
 }
 
 std::string choice_summary(const Eviction& e) {

@@ -29,9 +29,6 @@
 #ifndef SYS_pidfd_send_signal
 #define SYS_pidfd_send_signal 424
 #endif
-#ifndef SYS_process_mrelease
-#define SYS_process_mrelease 448
-#endif
 
 namespace pressured {
 
@@ -69,7 +66,6 @@ void collect_dirs(const std::string& dir, std::vector<std::string>& out, int dep
 
 int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
 int pidfd_send_signal(int pidfd, int sig) { return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, sig, nullptr, 0)); }
-int process_mrelease(int pidfd) { return static_cast<int>(::syscall(SYS_process_mrelease, pidfd, 0u)); }
 
 }  // namespace
 
@@ -293,6 +289,10 @@ Result<KillReport> CgroupEvictor::kill(const EvictionTarget& target) {
   if (::access((dir + "/cgroup.kill").c_str(), W_OK) == 0 && write_small(dir + "/cgroup.kill", "1")) {
     rep.used_cgroup_kill = true;
   }
+  if (reaper_ && mrelease_supported_ && reaper_->unsupported()) {
+    mrelease_supported_ = false;  // the reaper thread met ENOSYS: reported once, here
+    rep.release_unsupported = true;
+  }
   std::vector<std::pair<pid_t, kernel::Fd>> killed;
   std::vector<std::pair<pid_t, kernel::Fd>>* keep = opts_.release_memory && mrelease_supported_ ? &killed : nullptr;
   auto r = signal_tree(dir, SIGKILL, {}, keep);
@@ -309,8 +309,11 @@ Result<KillReport> CgroupEvictor::kill(const EvictionTarget& target) {
   }
   // Reaped while still frozen: a thawed victim starts its own exit at once
   // and its exit path then races the reaper (ESRCH once it dropped its mm).
-  release_memory(killed, rep);
-  if (rep.froze) write_small(freezer + "/freezer.state", "THAWED");  // SIGKILLed tasks exit once thawed
+  // On the reaper thread, which thaws after it, when there is one.
+  if (killed.empty() || !release_on_worker(killed, rep.froze ? freezer : std::string(), dir, rep)) {
+    release_memory(killed, rep);
+    if (rep.froze) write_small(freezer + "/freezer.state", "THAWED");  // SIGKILLed tasks exit once thawed
+  }
 
   // Confirm empty, bounded; re-kill stragglers (a fork racing the first pass
   // when there is no freezer).
@@ -336,23 +339,29 @@ Result<KillReport> CgroupEvictor::kill(const EvictionTarget& target) {
 
 void CgroupEvictor::release_memory(std::vector<std::pair<pid_t, kernel::Fd>>& killed, KillReport& rep) {
   // Every victim has its SIGKILL by now (a group exit is under way), which is
-  // what the kernel asks before it reaps an address space from outside. The
-  // v1 freezer pass signals the pod's processes a second time: each once here.
-  std::sort(killed.begin(), killed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  killed.erase(std::unique(killed.begin(), killed.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
-               killed.end());
-  for (const auto& [pid, fd] : killed) {
-    if (process_mrelease(fd.get()) == 0) {
-      ++rep.memory_released;
-    } else if (errno == ENOSYS) {
-      mrelease_supported_ = false;
-      rep.release_unsupported = true;
-      return;
-    }
-    // ESRCH: its exit path dropped its memory first (a v2 kill, nothing
-    // frozen: the victim and the reaper race); EINVAL: its memory is shared with a process
-    // not killed (a CLONE_VM sibling elsewhere) and comes back when both exit.
+  // what the kernel asks before it reaps an address space from outside.
+  ReapResult r = reap_memory(killed);
+  rep.memory_released += r.released;
+  if (r.unsupported) {
+    mrelease_supported_ = false;
+    rep.release_unsupported = true;
   }
+}
+
+bool CgroupEvictor::release_on_worker(KilledProcesses& killed, const std::string& freezer, const std::string& dir,
+                                      KillReport& rep) {
+  if (!opts_.release_on_worker) return false;
+  if (!reaper_) reaper_ = std::make_unique<MemoryReaper>(64, opts_.on_released);
+  unique_by_pid(killed);
+  const std::size_t n = killed.size();
+  MemoryReaper::Job job{std::move(killed), freezer, dir};
+  if (!reaper_->submit(job)) {
+    killed = std::move(job.killed);
+    spdlog::warn("evict: the reaper thread has too many victims queued; reaping {} here", dir);
+    return false;
+  }
+  rep.memory_released += n;
+  return true;
 }
 
 Result<bool> CgroupEvictor::is_empty(const EvictionTarget& target) const {

@@ -6,10 +6,13 @@
 
 #include <sys/types.h>
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "evict/memory_reaper.hpp"
 #include "kernel/fd.hpp"
 #include "pressured/evictor.hpp"
 
@@ -35,6 +38,15 @@ struct CgroupEvictorOptions {
   /// victim's exit path to run. A kernel without the call (ENOSYS) turns it
   /// off for the evictor's life, reported once in the KillReport.
   bool release_memory = false;
+  /// Reap on a thread of the evictor's own (MemoryReaper), which also thaws
+  /// a v1 victim once reaped: kill() returns once the signals are sent, and
+  /// the reactor can take its next decision meanwhile. KillReport's
+  /// memory_released then counts the processes handed to that thread.
+  bool release_on_worker = false;
+  /// Called on the reaper thread after each victim's reaping: the memory is
+  /// back and nothing else wakes the daemon for an uncharge (the daemon posts
+  /// an evaluation to its reactor). Must be thread-safe.
+  std::function<void()> on_released;
 };
 
 /// Pure check: is `pid` a kernel thread, given the text of /proc/<pid>/stat
@@ -66,6 +78,8 @@ class CgroupEvictor final : public Evictor {
   static std::vector<pid_t> processes(const std::string& path);
 
   const CgroupEvictorOptions& options() const { return opts_; }
+  /// Address spaces the reaper thread reaped so far (release_on_worker).
+  std::size_t reaped_on_worker() const { return reaper_ ? reaper_->reaped() : 0; }
 
  private:
   struct SignalResult {
@@ -81,6 +95,9 @@ class CgroupEvictor final : public Evictor {
                            std::vector<std::pair<pid_t, kernel::Fd>>* killed = nullptr) const;
   // process_mrelease(2) on each pidfd (once per pid); counts into `rep`.
   void release_memory(std::vector<std::pair<pid_t, kernel::Fd>>& killed, KillReport& rep);
+  // Hands the reaping (and the thaw of `freezer`, when not empty) to the
+  // reaper thread; false when it has no room: the caller does both.
+  bool release_on_worker(KilledProcesses& killed, const std::string& freezer, const std::string& dir, KillReport& rep);
   bool is_safe_pid(pid_t pid) const;
   // The pids in one directory's own cgroup.procs, sorted.
   static std::vector<pid_t> members(const std::string& dir);
@@ -89,6 +106,7 @@ class CgroupEvictor final : public Evictor {
   CgroupEvictorOptions opts_;
   pid_t self_;
   bool mrelease_supported_ = true;  // until the kernel answers ENOSYS
+  std::unique_ptr<MemoryReaper> reaper_;  // release_on_worker only
 };
 
 }  // namespace pressured

@@ -16,12 +16,14 @@ from .report import fmt, print_flavours, print_table
 
 
 # --gtest: test binaries that can run in the guest, and the helpers each needs there.
-GTEST_HELPERS = {"test_events": ["events_alloc"], "test_bpf": ["events_alloc"], "test_relief": []}
+GTEST_HELPERS = {"test_events": ["events_alloc"], "test_bpf": ["events_alloc"], "test_relief": [], "test_evict": []}
 GTEST_DEFAULT_FILTER = {
     # v2 event paths; memstall timing (fentry on 6.1); the node-scope watch on the v2 root
     "test_events": "*V2Events*:HostActivity.MemstallsOfAPodAtItsLimit:HostEvents.BpfWatchOnTheHierarchyRootSeesChargesBelowIt",
     # relief: memory.reclaim on a v2 pod cgroup holding page cache (needs the scratch disk: ext4 page cache)
     "test_relief": "*V2Relief*",
+    # the spike frontier's v2 mechanics (cgroup.freeze, cgroup.kill, memory.events), a reduced sweep
+    "test_evict": "*V2Frontier*",
 }
 # Test binaries whose guest tests need the scratch disk (/scratch, ext4): page cache
 # on tmpfs/ramfs is not reclaimable file cache.
