@@ -46,6 +46,7 @@ Daemon::Daemon(Config config, DaemonDeps deps)
       policy_(config_, [this] {
         PolicyConfig p;
         p.api = deps_.reporter != nullptr;
+        p.relief = deps_.reclaim != nullptr;
         char prefix[24];
         std::snprintf(prefix, sizeof prefix, "%lx", static_cast<unsigned long>(std::time(nullptr)));
         p.id_prefix = prefix;
@@ -61,10 +62,9 @@ Daemon::Daemon(Config config, DaemonDeps deps)
                   deps_.metrics),
       alarms_(deps_.alarms),
       plugins_(config_, deps_.plugins, deps_.metrics),
-      executor_({deps_.evictor, deps_.reporter, deps_.metrics, &stats_, config_.get(),
-                 [this] { start_disk_reclaim(); }}),
-      disk_reclaim_(deps_.loop),
-      relief_(config_, deps_.reclaim, deps_.reclaim_unavailable, deps_.metrics,
+      executor_({deps_.evictor, deps_.reporter, deps_.metrics, &stats_, config_.get(), deps_.loop,
+                 [this] { evaluate(MonotonicClock().now(), "disk_reclaim", std::nullopt); }}),
+      relief_(config_, policy_.relief(), deps_.reclaim, deps_.reclaim_unavailable, deps_.metrics,
               deps_.loop,
               // The run's end is an event: decide again on a full re-read.
               [this] { evaluate(MonotonicClock().now(), "relief", std::nullopt); }) {
@@ -138,23 +138,26 @@ void Daemon::restore_checkpoint() {
     spdlog::info("checkpoint: dropped the state of {} threshold(s) no longer configured", dropped);
   }
   PolicyState ps = loaded.checkpoint.policy;
-  ps.disk_reclaim_running = false;  // the command died with the previous process
-  for (const auto& f : ps.in_flight) {
+  for (const auto& f : ps.records) {
+    if (!f.in_flight()) continue;
     spdlog::info("checkpoint: resuming eviction {} of {} ({}{})", f.eviction.id,
                  pod_label(f.eviction.namespace_, f.eviction.name, f.eviction.uid),
-                 f.phase == InFlightEviction::Phase::Terminating ? "terminating" : "releasing",
+                 f.local == EvictionRecord::Local::Terminating ? "terminating" : "releasing",
                  f.killed ? ", killed" : "");
   }
-  for (const auto& r : ps.api) {
-    if (r.state == ApiState::Confirmed) continue;
+  for (const auto& r : ps.records) {
+    if (r.api == EvictionRecord::Api::Confirmed || r.api == EvictionRecord::Api::None) continue;
     spdlog::info("checkpoint: the API eviction {} of {} was not confirmed: sending it again",
                  r.eviction.id, pod_label(r.eviction.namespace_, r.eviction.name, r.eviction.uid));
   }
-  const std::size_t resumed = ps.in_flight.size();
-  policy_.restore(std::move(ps));
+  const std::size_t resumed =
+      std::count_if(ps.records.begin(), ps.records.end(), [](const EvictionRecord& r) { return r.in_flight(); });
+  policy_.restore(std::move(ps));  // a disk reclaim command died with the previous process
   // A cgroup that gave back little is not asked again for relief.backoff, a
   // restart included.
-  if (std::size_t n = relief_.restore(loaded.checkpoint.relief); n > 0) {
+  const std::size_t n = policy_.restore_relief(loaded.checkpoint.relief);
+  relief_.restored();
+  if (n > 0) {
     spdlog::info("checkpoint: {} cgroup(s) back off from reclaim (until their time, at most relief.backoff)", n);
   }
   report_busy();
@@ -164,10 +167,10 @@ void Daemon::restore_checkpoint() {
                engine_.state().threshold_first_observed.size(), resumed);
 }
 
-void Daemon::save_checkpoint() { checkpointer_.save(engine_.state(), policy_.state(), relief_.stage().state()); }
+void Daemon::save_checkpoint() { checkpointer_.save(engine_.state(), policy_.state(), policy_.relief().state()); }
 
 void Daemon::maybe_checkpoint(TimePoint now) {
-  checkpointer_.maybe_save(engine_.state(), policy_.state(), now, relief_.stage().state());
+  checkpointer_.maybe_save(engine_.state(), policy_.state(), now, policy_.relief().state());
 }
 
 Checkpointer Daemon::make_checkpointer() const {
@@ -383,7 +386,9 @@ bool Daemon::observe_for_decision(TimePoint now, Observe observe, bool& full) {
   if (observe == Observe::PartialOk && last_full_observation_ &&
       now - *last_full_observation_ < config().events.effective_full_observation_interval()) {
     InFlightView in_flight;
-    for (const auto& f : policy_.state().in_flight) in_flight.victims.push_back(f.eviction.uid);
+    for (const auto& f : policy_.state().records) {
+      if (f.in_flight()) in_flight.victims.push_back(f.eviction.uid);
+    }
     for (const Eviction& e : policy_.probes(now)) {
       if (std::find(in_flight.victims.begin(), in_flight.victims.end(), e.uid) == in_flight.victims.end()) {
         in_flight.victims.push_back(e.uid);
@@ -428,7 +433,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
 
   // What came of earlier actions: the policy's inputs.
   PolicyInputs in;
-  in.disk_reclaim_finished = disk_reclaim_.take_finished();
+  in.disk_reclaim_finished = executor_.take_disk_reclaim_finished();
   in.api_answers = take_api_answers();
   probe_victims(now, in);
 
@@ -444,7 +449,7 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   conditions_.publish(d, now);
   if (m) publish_decisions(*m, d);
   // Relief: memory candidates may wait (within their budget) for reclaim.
-  relief_.step(now, last_, d, policy_.excluded(), policy_.in_flight(Lane::Memory) != nullptr);
+  relief_.carry_out(policy_.relieve(now, last_, d, config().eviction, relief_.take_outcome()));
   in.refused = executor_.refuse_invalid(d.candidates);
   attribute_containers(d, now);
 
@@ -457,8 +462,8 @@ void Daemon::evaluate(TimePoint now, std::string_view source, std::optional<Time
   if (!actions.empty()) maybe_checkpoint(now);
   if (started) crash_point("checkpoint");
   executor_.execute(actions, now);
-  if (!started && std::any_of(policy_.state().in_flight.begin(), policy_.state().in_flight.end(), [](const auto& f) {
-        return f.phase == InFlightEviction::Phase::Terminating && !f.killed;
+  if (!started && std::any_of(policy_.state().records.begin(), policy_.state().records.end(), [](const auto& f) {
+        return f.local == EvictionRecord::Local::Terminating && !f.killed;
       })) {
     crash_point("grace");
   }
@@ -519,13 +524,6 @@ void Daemon::probe_victims(TimePoint now, PolicyInputs& in) {
       (*empty ? in.exited : in.running).push_back(e.uid);
     }
   }
-}
-
-void Daemon::start_disk_reclaim() {
-  const auto& argv = config().daemon.disk_reclaim_command;
-  spdlog::info("disk pressure: running the reclaim command '{}' before evicting", argv.empty() ? "" : argv[0]);
-  disk_reclaim_.start(argv, config().daemon.disk_reclaim_timeout,
-                      [this] { evaluate(MonotonicClock().now(), "disk_reclaim", std::nullopt); });
 }
 
 }  // namespace pressured

@@ -162,7 +162,6 @@ class Daemon final : public ReactorHandler {
   /// The reporter's answers since the last evaluation (its worker thread fills them).
   std::vector<ApiAnswer> take_api_answers();
   void on_api_answer(const std::string& id, ApiAnswer::Result result, bool recorded);
-  void start_disk_reclaim();
   /// Calls DaemonDeps::on_busy_changed when busy() differs from what it was last told.
   void report_busy();
 
@@ -188,8 +187,6 @@ class Daemon final : public ReactorHandler {
   bool reported_busy_ = false;  // what on_busy_changed was last told
   std::mutex api_answers_mu_;
   std::vector<ApiAnswer> api_answers_;  // from the reporter's worker, taken by evaluate()
-  // The policy holds disk evictions until the next evaluation after it ended.
-  DiskReclaimRunner disk_reclaim_;
   // Last: its worker thread posts to the loop and is joined first.
   ReliefDriver relief_;
 };

@@ -132,7 +132,7 @@ void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoi
         spdlog::debug("decision for {} deferred: {}", e.uid, a.reason);
         break;
       case K::DiskReclaim:
-        if (start_disk_reclaim_) start_disk_reclaim_();
+        start_disk_reclaim();
         break;
       case K::Terminate: {
         spdlog::info("eviction {}: resumed after a restart, sending {} its SIGTERM", e.id, who);
@@ -229,6 +229,12 @@ void EvictionExecutor::kill_now(const Eviction& e, const char* why) {
                  r->skipped_unsafe);
   }
   crash_point("kill");
+}
+
+void EvictionExecutor::start_disk_reclaim() {
+  const auto& argv = daemon_config().disk_reclaim_command;
+  spdlog::info("disk pressure: running the reclaim command '{}' before evicting", argv.empty() ? "" : argv[0]);
+  disk_reclaim_.start(argv, daemon_config().disk_reclaim_timeout, on_disk_reclaim_done_);
 }
 
 }  // namespace pressured

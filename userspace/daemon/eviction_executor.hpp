@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "daemon/daemon_stats.hpp"
+#include "daemon/disk_reclaim.hpp"
 #include "pressured/config.hpp"
 #include "pressured/evictor.hpp"
 #include "pressured/policy.hpp"
@@ -28,10 +29,11 @@ std::string pod_label(const std::string& ns, const std::string& name, const std:
 /// the threshold, the grace period and the choice's explanation.
 std::string eviction_start_line(const Eviction& e, bool dry_run);
 
-/// One way: actions in, effects out (signals, API reports, logs, metrics,
-/// counters). It holds no state of an eviction and never calls the policy
-/// back; what came of an action reaches the policy as an input of its next
-/// step() (the daemon gathers them: victims' emptiness, the reporter's answers).
+/// One way: actions in, effects out (signals, API reports, the disk reclaim
+/// command, logs, metrics, counters). It holds no state of an eviction and
+/// never calls the policy back; what came of an action reaches the policy as
+/// an input of its next step() (the daemon gathers them: victims' emptiness,
+/// the reporter's answers, the disk reclaim command's end).
 class EvictionExecutor {
  public:
   struct Deps {
@@ -40,11 +42,13 @@ class EvictionExecutor {
     Metrics* metrics = nullptr;           // optional
     DaemonStats* stats = nullptr;         // required
     const LiveConfig* config = nullptr;    // required; its daemon section is read at each action
-    std::function<void()> start_disk_reclaim;
+    EventLoop* loop = nullptr;            // optional: where the disk reclaim command's end is posted
+    /// Posted to the loop when the disk reclaim command ends (an evaluation).
+    std::function<void()> on_disk_reclaim_done;
   };
   explicit EvictionExecutor(Deps deps)
       : evictor_(deps.evictor), reporter_(deps.reporter), metrics_(deps.metrics), stats_(deps.stats),
-        config_(deps.config), start_disk_reclaim_(std::move(deps.start_disk_reclaim)) {}
+        config_(deps.config), on_disk_reclaim_done_(std::move(deps.on_disk_reclaim_done)), disk_reclaim_(deps.loop) {}
 
   /// Removes from `candidates` the ones the evictor refuses (outside the pods
   /// root), counting each refusal, and returns their uids: the policy never
@@ -64,9 +68,14 @@ class EvictionExecutor {
   Evictor& evictor();
   void set_dry_run_evictor(Evictor* recorder) { dry_evictor_ = recorder; }
 
+  /// True once for each run of the disk reclaim command that ended since the
+  /// last call: the policy's input (PolicyInputs::disk_reclaim_finished).
+  bool take_disk_reclaim_finished() { return disk_reclaim_.take_finished(); }
+
  private:
   void start(const PolicyAction& a, TimePoint now);
   void kill_now(const Eviction& e, const char* why);
+  void start_disk_reclaim();
   const DaemonConfig& daemon_config() const { return config_->get().daemon; }
 
   Evictor* evictor_;
@@ -75,9 +84,11 @@ class EvictionExecutor {
   Metrics* metrics_;
   DaemonStats* stats_;
   const LiveConfig* config_;
-  std::function<void()> start_disk_reclaim_;
+  std::function<void()> on_disk_reclaim_done_;
   // Failures already logged (first_report), bounded.
   std::set<std::string> reported_;
+  // Last: its thread posts to the loop and is joined first.
+  DiskReclaimRunner disk_reclaim_;
 };
 
 }  // namespace pressured
