@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/eviction_executor.hpp"
 #include "engine/why.hpp"
 #include "kernel/fd.hpp"
 #include "k8s/bounded_json.hpp"
@@ -526,6 +527,37 @@ LoadedCheckpoint Checkpointer::load() {
     last_ = encode_checkpoint(loaded.checkpoint);
     last_structure_ = structural(loaded.checkpoint);
     last_state_ = loaded.checkpoint;
+  }
+  return loaded;
+}
+
+LoadedCheckpoint Checkpointer::restore() {
+  if (!enabled()) return {};
+  LoadedCheckpoint loaded = load();
+  switch (loaded.status) {
+    case CheckpointLoad::Missing:
+      spdlog::info("checkpoint {}: none, starting fresh", path_);
+      break;
+    case CheckpointLoad::Corrupt:
+      spdlog::warn("checkpoint ignored (corrupt): {}", loaded.error);
+      break;
+    case CheckpointLoad::OtherBoot:
+      spdlog::info("checkpoint ignored: {}", loaded.error);
+      break;
+    case CheckpointLoad::Restored:
+      for (const auto& f : loaded.checkpoint.policy.records) {
+        if (!f.in_flight()) continue;
+        spdlog::info("checkpoint: resuming eviction {} of {} ({}{})", f.eviction.id,
+                     pod_label(f.eviction.namespace_, f.eviction.name, f.eviction.uid),
+                     f.local == EvictionRecord::Local::Terminating ? "terminating" : "releasing",
+                     f.killed ? ", killed" : "");
+      }
+      for (const auto& r : loaded.checkpoint.policy.records) {
+        if (r.api == EvictionRecord::Api::Confirmed || r.api == EvictionRecord::Api::None) continue;
+        spdlog::info("checkpoint: the API eviction {} of {} was not confirmed: sending it again",
+                     r.eviction.id, pod_label(r.eviction.namespace_, r.eviction.name, r.eviction.uid));
+      }
+      break;
   }
   return loaded;
 }

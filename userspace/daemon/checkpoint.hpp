@@ -88,6 +88,9 @@ class Checkpointer {
   const std::string& path() const { return path_; }
   /// load_checkpoint(); a restored checkpoint is what the next writes are compared with.
   LoadedCheckpoint load();
+  /// load(), logged: none found, ignored (corrupt, another boot), or each
+  /// eviction a restored checkpoint resumes and each API eviction it sends again.
+  LoadedCheckpoint restore();
   /// Writes now. False when the write failed (logged once, then only counted).
   bool save(const EngineState& engine, const PolicyState& policy, const ReliefState& relief = {});
   /// Writes if the state changed as described above (a cgroup starting or

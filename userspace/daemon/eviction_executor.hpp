@@ -45,10 +45,15 @@ class EvictionExecutor {
     EventLoop* loop = nullptr;            // optional: where the disk reclaim command's end is posted
     /// Posted to the loop when the disk reclaim command ends (an evaluation).
     std::function<void()> on_disk_reclaim_done;
+    /// Writes the checkpoint (if it changed): called before any action is
+    /// carried out, so that a restart resumes a kill or an API eviction
+    /// instead of choosing a second victim.
+    std::function<void(TimePoint now)> persist;
   };
   explicit EvictionExecutor(Deps deps)
       : evictor_(deps.evictor), reporter_(deps.reporter), metrics_(deps.metrics), stats_(deps.stats),
-        config_(deps.config), on_disk_reclaim_done_(std::move(deps.on_disk_reclaim_done)), disk_reclaim_(deps.loop) {}
+        config_(deps.config), on_disk_reclaim_done_(std::move(deps.on_disk_reclaim_done)),
+        persist_(std::move(deps.persist)), disk_reclaim_(deps.loop) {}
 
   /// Removes from `candidates` the ones the evictor refuses (outside the pods
   /// root), counting each refusal, and returns their uids: the policy never
@@ -56,7 +61,16 @@ class EvictionExecutor {
   /// not at every decision while it stays a candidate.
   std::vector<std::string> refuse_invalid(std::vector<Eviction>& candidates);
 
-  void execute(const std::vector<PolicyAction>& actions, TimePoint now);
+  /// Persists (Deps::persist) when there is anything to do, then carries
+  /// out `actions`; `state` is the policy's after the step that returned
+  /// them. The crash-consistency test's points (daemon/crash_point.hpp) are
+  /// here: decision, checkpoint, grace, and those of each action.
+  void execute(const std::vector<PolicyAction>& actions, TimePoint now, const PolicyState& state);
+
+  /// Asks the evictor whether each victim of `probes` (EvictionPolicy::probes)
+  /// is empty: into `in.exited` or `in.running`. A victim that cannot be
+  /// asked is in neither (logged once per eviction).
+  void probe(const std::vector<Eviction>& probes, PolicyInputs& in);
 
   /// True the first time `key` is reported: a failure that comes back at
   /// every decision (a refused candidate, a victim outside the pods root
@@ -73,6 +87,7 @@ class EvictionExecutor {
   bool take_disk_reclaim_finished() { return disk_reclaim_.take_finished(); }
 
  private:
+  void act(const PolicyAction& a, TimePoint now);
   void start(const PolicyAction& a, TimePoint now);
   void kill_now(const Eviction& e, const char* why);
   void start_disk_reclaim();
@@ -85,6 +100,7 @@ class EvictionExecutor {
   DaemonStats* stats_;
   const LiveConfig* config_;
   std::function<void()> on_disk_reclaim_done_;
+  std::function<void(TimePoint)> persist_;
   // Failures already logged (first_report), bounded.
   std::set<std::string> reported_;
   // Last: its thread posts to the loop and is joined first.

@@ -2,6 +2,11 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "pressured/metrics.hpp"
+
 namespace pressured {
 
 uint64_t OomKillLedger::on_event(uint64_t cgroup_id, bool victim_memcg, uint32_t tgid, uint64_t kills) {
@@ -75,6 +80,54 @@ void OomKillLedger::age_unplaced() {
 std::string OomKillLedger::path_of(uint64_t cgroup_id) const {
   auto it = entries_.find(cgroup_id);
   return it == entries_.end() ? std::string() : it->second.path;
+}
+
+void OomKillReporter::on_event(const PressureEvent& ev, const NodeSnapshot& last) {
+  // An OomVictim's memcg is the victim's own, except with older kernels'
+  // mark_victim(pid) (value 1: the allocating task's); a memory.events
+  // increase is the watched cgroup's, its value the number of kills.
+  const bool victim_memcg = ev.type == EventType::OomVictim && ev.value == 0;
+  const uint64_t kills = ev.type == EventType::MemoryEventOomKill ? static_cast<uint64_t>(std::max<int64_t>(ev.value, 0)) : 1;
+  const uint64_t fresh = ledger_.on_event(ev.cgroup_id, victim_memcg, ev.pid, kills);
+  if (fresh == 0) {
+    spdlog::debug("kernel OOM kill of pid {} in cgroup id {}: already counted", ev.pid, ev.cgroup_id);
+    return;
+  }
+  const std::optional<QosClass> qos = qos_of_memcg(last, ev.cgroup_id, ledger_.path_of(ev.cgroup_id));
+  spdlog::error("kernel OOM kill: pid {} in cgroup id {} ({}): pressured did not act in time", ev.pid, ev.cgroup_id,
+                qos ? std::string(name(*qos)) : std::string("not a pod"));
+  if (metrics_) {
+    for (uint64_t i = 0; i < fresh; ++i) metrics_->kernel_oom_kill(qos);
+  }
+}
+
+void OomKillReporter::reconcile(const NodeSnapshot& last) {
+  if (!last.oom_kills) {
+    ledger_.unread();
+    return;
+  }
+  for (const auto& m : ledger_.reconcile(*last.oom_kills)) {
+    const std::optional<QosClass> qos = qos_of_memcg(last, m.cgroup_id, m.path);
+    spdlog::error("kernel OOM kill: {} in {} ({}) that no event reported, found in the kernel's counters: pressured "
+                  "did not act in time",
+                  m.kills == 1 ? std::string("1 process") : fmt::format("{} processes", m.kills), m.path,
+                  qos ? std::string(name(*qos)) : std::string("not a pod"));
+    stats_->unreported_oom_kills += m.kills;
+    if (metrics_) {
+      for (uint64_t i = 0; i < m.kills; ++i) metrics_->kernel_oom_kill(qos);
+    }
+  }
+}
+
+std::optional<QosClass> qos_of_memcg(const NodeSnapshot& last, uint64_t cgroup_id, const std::string& path) {
+  for (const auto& p : last.pods) {
+    if (cgroup_id != 0 && p.cgroup_id == cgroup_id) return p.qos;
+    if (!path.empty() && !p.cgroup_path.empty() && path.size() > p.cgroup_path.size() &&
+        path.compare(0, p.cgroup_path.size(), p.cgroup_path) == 0 && path[p.cgroup_path.size()] == '/') {
+      return p.qos;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace pressured

@@ -11,10 +11,13 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/daemon_stats.hpp"
+#include "pressured/events.hpp"
 #include "pressured/snapshot.hpp"
 
 namespace pressured {
@@ -81,5 +84,29 @@ class OomKillLedger {
   std::deque<Unplaced> unplaced_;
   bool reconciled_ = false;
 };
+
+class Metrics;
+
+/// The daemon's port for kernel OOM kills: counts and logs each (pressured
+/// did not act in time) once, through the ledger, labelled by the QoS class
+/// of the pod the memcg is in (the last observation's pods).
+class OomKillReporter {
+ public:
+  OomKillReporter(Metrics* metrics, DaemonStats* stats) : metrics_(metrics), stats_(stats) {}
+  /// A kernel OOM kill an event reported, unless the kernel's counters showed it first.
+  void on_event(const PressureEvent& ev, const NodeSnapshot& last);
+  /// After a full observation: the kills its counters show that no event reported.
+  void reconcile(const NodeSnapshot& last);
+  const OomKillLedger& ledger() const { return ledger_; }
+
+ private:
+  OomKillLedger ledger_;
+  Metrics* metrics_;
+  DaemonStats* stats_;
+};
+
+/// The QoS class of the pod a memcg belongs to (its own cgroup or one below
+/// it, by id or path), nullopt when it is not in a pod of `last`.
+std::optional<QosClass> qos_of_memcg(const NodeSnapshot& last, uint64_t cgroup_id, const std::string& path);
 
 }  // namespace pressured
