@@ -10,24 +10,24 @@
 // was. See docs/daemon.md, "The eviction policy", docs/architecture.md for
 // the state diagram, and docs/engine.md for the kubelet comparison.
 //
-// One eviction in flight per lane (memory, disk, pids). An eviction goes
-//   Terminating --(no process left)--> Releasing --(usage back / timeout)--> done
+// One lane per resource (memory, disk, pids): idle, relieving (memory: a
+// relief run first), reclaiming disk (the disk reclaim command first) or
+// evicting, one victim in flight each. One record per eviction (its Eviction
+// once, its phases side by side); the local phase goes
+//   Terminating --(no process left)--> Releasing --(usage back / timeout)--> Done
 // and every phase has a deadline:
 //   - Terminating, not killed yet: the grace period (kill at its end);
-//   - Terminating, killed: kill_timeout, then the victim is "stuck": counted,
-//     no longer blocking, still excluded from ranking while it exists;
+//   - Terminating, killed: kill_timeout, then Stuck: counted, no longer
+//     blocking, still excluded from ranking while it exists;
 //   - Releasing: release_wait_timeout.
-// While a soft eviction is in flight and not yet killed, a hard threshold met
-// in the same lane kills the soft victim at once (escalation); a hard
-// threshold of another lane is never blocked by it.
-//
-// Alongside, for each victim evicted through the Kubernetes API, its API
-// eviction: Pending (decided, not handed to the reporter by this process) ->
-// Sent -> Confirmed (the API took it, or the pod was gone already). It
-// outlives the local part: a victim killed here stays on the node, its
-// containers restarted by the kubelet, until the API eviction reaches the
-// kubelet; while the pod is observed (at most restart_watch after the kill)
-// a victim running again is killed again as the same eviction.
+// A hard threshold met in the lane of a soft victim not yet killed kills it
+// at once (escalation); another lane is never blocked by it. The API phase
+// (reported victims): None, Pending (not handed to the reporter by this
+// process) -> Sent -> Confirmed. It outlives the local part: a victim killed
+// here stays on the node, its containers restarted by the kubelet, until the
+// API eviction reaches the kubelet; while the pod is observed (restart watch:
+// at most restart_watch after the kill) a victim running again is killed
+// again as the same eviction.
 //
 // An API eviction recorded in the pod's status (phase Failed, reason Evicted:
 // the kubelet's own record) leaves the pod object to the kubelet, which owns
@@ -37,6 +37,7 @@
 // the victim's processes back) ends the pod through the Eviction API, once
 // (docs/kubernetes.md, "What the kubelet does with the record").
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -45,6 +46,7 @@
 
 #include "pressured/clock.hpp"
 #include "pressured/engine.hpp"
+#include "pressured/relief.hpp"
 
 namespace pressured {
 
@@ -87,6 +89,9 @@ struct PolicyConfig {
   /// so. Off: one eviction at a time per lane.
   bool evict_ahead_of_release = false;
   Duration release_horizon = std::chrono::milliseconds(100);
+  /// The kernel can reclaim a pod's page cache (memory.reclaim): relief runs
+  /// as configured (the relief section; off for a policy of its own).
+  bool relief = false;
   /// Prefix of eviction ids (the daemon passes its start time: ids stay
   /// unique across restarts even without a checkpoint).
   std::string id_prefix = "e";
@@ -99,22 +104,13 @@ PolicyConfig policy_config(const DaemonConfig& daemon, bool api);
 /// soft kill margin, dry run, the disk reclaim command) taken from `daemon`.
 PolicyConfig with_daemon_config(PolicyConfig base, const DaemonConfig& daemon);
 
-/// One eviction the policy is driving.
-struct InFlightEviction {
-  enum class Phase : uint8_t { Terminating, Releasing };
-  Eviction eviction;
-  Phase phase = Phase::Terminating;
-  TimePoint kill_at{};         // Terminating: the next local SIGKILL is due (grace end, or a straggler re-kill)
-  TimePoint phase_deadline{};  // Terminating: = kill_at before the kill, stuck after; Releasing: release timeout
-  bool killed = false;         // a SIGKILL was ordered (grace 0, grace end or escalation)
-  bool api = false;            // soft, delegated to the API: local kill only at grace + margin
-  bool escalated = false;      // a hard threshold cut the soft grace short
-  bool operator==(const InFlightEviction&) const = default;
-};
-
-/// Where a victim's API eviction stands (see the top of this file).
-enum class ApiState : uint8_t { Pending, Sent, Confirmed };
-std::string_view name(ApiState state);
+/// Where a lane stands. Idle; Relieving (memory: a relief run is writing
+/// memory.reclaim, its candidates wait); ReclaimingDisk (disk: the disk
+/// reclaim command runs, disk evictions wait for it); Evicting (a victim of
+/// the lane is in flight: terminating or releasing). ReclaimingDisk outlasts
+/// an eviction of a pod over its own storage limit started meanwhile.
+enum class LanePhase : uint8_t { Idle, Relieving, ReclaimingDisk, Evicting };
+std::string_view name(LanePhase phase);
 
 /// Why a recorded eviction was ended through the API after all.
 enum class RecordUndone : uint8_t {
@@ -124,18 +120,48 @@ enum class RecordUndone : uint8_t {
 };
 std::string_view name(RecordUndone cause);
 
-/// A victim's API eviction (and Event), tracked until the API confirmed it
-/// and, for a victim killed here, the pod left the node or restart_watch passed.
-struct ApiEviction {
-  Eviction eviction;  // what is sent; its id names the Event (a resend is not a second Event)
-  ApiState state = ApiState::Pending;
-  std::optional<TimePoint> killed_at;  // killed here (first kill): watched for a restart
-  TimePoint next_check{};              // the next look for a restart
-  bool recorded = false;     // the API took the status record: the pod object stays, its status the kubelet's
-  bool record_seen = false;  // recorded, and the pod source has shown the phase Failed since
-  RecordUndone undone = RecordUndone::None;  // the kubelet undid the record: the pod is ended through the API
-  bool operator==(const ApiEviction&) const = default;
+/// One eviction, from the decision until nothing of it is left to watch: the
+/// Eviction once, and its phases side by side (see the top of this file).
+struct EvictionRecord {
+  /// The local part: Terminating -> Releasing -> Done, or Stuck (killed and
+  /// still not empty after kill_timeout). Done and Stuck leave the victim out
+  /// of ranking while its pod is observed (`excluded`).
+  enum class Local : uint8_t { Terminating, Releasing, Done, Stuck };
+  /// The API eviction (and Event): None (not reported, or no longer tracked),
+  /// Pending (to hand to the reporter), Sent, Confirmed.
+  enum class Api : uint8_t { None, Pending, Sent, Confirmed };
+  /// The pod's status record (phase Failed, reason Evicted), the kubelet's
+  /// to keep or undo: None, Written (the API took it), Seen (the pod source
+  /// showed the phase Failed since), Undone (`undone` says how; the pod is
+  /// ended through the Eviction API).
+  enum class Status : uint8_t { None, Written, Seen, Undone };
+
+  /// As decided: its id names the Event (a resend is not a second Event),
+  /// its grace period is what the API eviction carries.
+  Eviction eviction;
+  Local local = Local::Terminating;
+  TimePoint kill_at{};         // Terminating: the next local SIGKILL is due (grace end, or a straggler re-kill)
+  TimePoint phase_deadline{};  // Terminating: = kill_at before the kill, stuck after; Releasing: release timeout
+  bool killed = false;         // a SIGKILL was ordered (grace 0, grace end or escalation)
+  bool delegated = false;      // soft, the API terminates it: local kill only at grace + margin
+  bool escalated = false;      // a hard threshold cut the soft grace short (the local kill has grace 0)
+  bool excluded = false;       // Done or Stuck and its pod still observed (not in a dry run)
+  Api api = Api::None;
+  Status status = Status::None;
+  RecordUndone undone = RecordUndone::None;  // Status::Undone: what showed it
+  /// The restart watch: killed here (first kill), while the API eviction is
+  /// tracked; the next look for processes back.
+  std::optional<TimePoint> killed_at;
+  TimePoint next_check{};
+
+  bool in_flight() const { return local == Local::Terminating || local == Local::Releasing; }
+  /// The Eviction the local phases act on: an escalated one with grace 0.
+  Eviction local_eviction() const;
+  bool operator==(const EvictionRecord&) const = default;
 };
+std::string_view name(EvictionRecord::Local phase);
+std::string_view name(EvictionRecord::Api phase);
+std::string_view name(EvictionRecord::Status phase);
 
 /// What the reporter answered for an API eviction (an input of step()).
 struct ApiAnswer {
@@ -164,18 +190,20 @@ struct PolicyInputs {
   bool disk_reclaim_finished = false;
 };
 
-/// The policy's memory; checkpointed by the daemon.
+/// The policy's memory; checkpointed by the daemon (a relief run is not:
+/// it does not survive the process, nor does a disk reclaim command).
 struct PolicyState {
-  std::vector<InFlightEviction> in_flight;  // at most one per lane
-  /// Victims done with (released, timed out, stuck, refused) whose pod is
-  /// still observed: left out of ranking until it disappears. Not in a dry
-  /// run, where the pod is offered again.
-  std::vector<std::string> evicted;
-  /// API evictions not confirmed yet, and victims killed here still watched for a restart.
-  std::vector<ApiEviction> api;
-  bool disk_reclaim_running = false;
+  std::array<LanePhase, kLaneCount> lanes{};
+  /// One per eviction: in flight (at most one per lane, unless evicting ahead
+  /// of a release), done with but still observed, or with an API eviction or
+  /// a restart watch still open.
+  std::vector<EvictionRecord> records;
+  /// Candidates the evictor refused, left out of ranking while observed
+  /// (a checkpoint from before records also lists done victims here).
+  std::vector<std::string> refused;
   std::optional<TimePoint> disk_reclaim_done_at;
   uint64_t sequence = 0;  // eviction ids
+  LanePhase lane(Lane l) const { return lanes[static_cast<std::size_t>(l)]; }
   bool operator==(const PolicyState&) const = default;
 };
 
@@ -245,6 +273,18 @@ class EvictionPolicy {
   std::vector<PolicyAction> step(TimePoint now, const NodeSnapshot& snapshot, const Decisions& decisions,
                                  const std::vector<std::string>& exited);
 
+  /// Relief, the memory lane's first phase, run after the engine and before
+  /// the executor filters and step() decides: takes in a finished run
+  /// (`outcome`, the worker's), decides whether to start one and takes the
+  /// memory candidates that wait for it out of `decisions` (ReliefStage::step;
+  /// `eviction`: the ranking's settings). The caller starts the run and logs.
+  ReliefStep relieve(TimePoint now, const NodeSnapshot& snapshot, Decisions& decisions,
+                     const EvictionConfig& eviction, const std::optional<ReliefOutcome>& outcome);
+  /// The relief stage (its run, its back-off; checkpointed apart: ReliefState).
+  const ReliefStage& relief() const { return relief_; }
+  /// Takes back a checkpoint's relief back-off; returns how many cgroups back off.
+  std::size_t restore_relief(const ReliefState& state) { return relief_.restore(state); }
+
   /// The settings in force (as of the last step() for a daemon's policy).
   const PolicyConfig& config() const { return config_; }
 
@@ -256,12 +296,15 @@ class EvictionPolicy {
   const PolicyState& state() const { return state_; }
   void restore(PolicyState state);
 
-  /// True while anything is in flight (the daemon then wants progress ticks).
-  bool busy() const { return !state_.in_flight.empty() || state_.disk_reclaim_running; }
-  /// The in-flight eviction of `lane`, if any.
-  const InFlightEviction* in_flight(Lane lane) const;
-  /// The earliest deadline of any phase or restart check (for the loop's
-  /// timer); nullopt: none.
+  /// True while anything is in flight or the disk reclaim command runs (the
+  /// daemon then wants progress ticks).
+  bool busy() const;
+  /// The first in-flight eviction of `lane`, if any.
+  const EvictionRecord* in_flight(Lane lane) const;
+  /// Where `lane` stands (as of the last relieve() or step()).
+  LanePhase lane(Lane l) const { return state_.lane(l); }
+  /// The earliest deadline of any phase, restart check or relief hold (for
+  /// the loop's timer); nullopt: none.
   std::optional<TimePoint> next_deadline() const;
   /// True when `lane`'s eviction stays in flight through a step() at `now`
   /// whatever that step observes: it is terminating and not due to be
@@ -285,22 +328,30 @@ class EvictionPolicy {
                       std::vector<PolicyAction>& out);
   void check_records(const NodeSnapshot& snapshot);
   void dispatch(std::vector<PolicyAction>& out);
-  ApiEviction* api_record(const std::string& uid);
-  bool watched(const ApiEviction& r, TimePoint at) const;
+  /// The record of `uid` whose API eviction is tracked, if any.
+  EvictionRecord* api_record(const std::string& uid);
+  bool watched(const EvictionRecord& r, TimePoint at) const;
   bool in_flight_uid(const std::string& uid) const;
+  /// Done with and still observed, or refused: left out of ranking.
+  bool evicted(const std::string& uid) const;
   void escalate(TimePoint now, const Decisions& decisions, std::vector<PolicyAction>& out);
   void decide(TimePoint now, const NodeSnapshot& snapshot, const Decisions& decisions,
               const std::vector<std::string>& refused, std::vector<PolicyAction>& out);
   /// evict_ahead_of_release: whether candidate `c` starts although its lane
   /// is busy; `why` gets the projection either way.
   bool ahead_of_release(const Eviction& c, const NodeSnapshot& snapshot, TimePoint now, std::string& why) const;
-  void finish(std::size_t index, const NodeSnapshot& snapshot);
-  void kill(InFlightEviction& f, TimePoint now);
+  /// Ends the local part of `r` (Done, or Stuck).
+  void finish(EvictionRecord& r, EvictionRecord::Local end, const NodeSnapshot& snapshot);
+  void kill(EvictionRecord& r, TimePoint now);
+  /// Drops the records nothing is left of; sets each lane's phase.
+  void settle();
 
   PolicyConfig config_;
   std::shared_ptr<const LiveConfig> live_;  // null: config_ is the policy's own
   uint64_t generation_ = 0;                 // of live_ when config_ was derived
+  uint64_t relief_generation_ = 0;          // of live_ when relief_ was configured
   PolicyState state_;
+  ReliefStage relief_;
   bool restored_ = false;  // the next step() resumes a restored state
 };
 

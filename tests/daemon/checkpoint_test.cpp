@@ -28,7 +28,7 @@ Checkpoint sample() {
   cp.engine.threshold_met[soft_mem] = true;
   cp.engine.conditions[0] = true;
   cp.engine.condition_last_met[0] = TimePoint(std::chrono::seconds(43));
-  InFlightEviction f;
+  EvictionRecord f;
   Eviction& p = f.eviction;
   p.id = "ev-1";
   p.uid = "uid-a";
@@ -51,29 +51,31 @@ Checkpoint sample() {
   f.kill_at = TimePoint(std::chrono::seconds(74));
   f.phase_deadline = TimePoint(std::chrono::seconds(104));
   f.killed = true;
+  f.delegated = true;
   f.escalated = true;
-  cp.policy.in_flight.push_back(f);
-  cp.policy.evicted = {"uid-old"};
-  ApiEviction sent;
-  sent.eviction = p;
-  sent.state = ApiState::Sent;
-  sent.killed_at = TimePoint(std::chrono::seconds(45));
-  sent.next_check = TimePoint(std::chrono::seconds(46));
-  sent.recorded = true;
-  sent.record_seen = true;
-  sent.undone = RecordUndone::PhaseReverted;
-  cp.policy.api.push_back(sent);
-  ApiEviction confirmed;
+  f.api = EvictionRecord::Api::Sent;
+  f.status = EvictionRecord::Status::Undone;
+  f.undone = RecordUndone::PhaseReverted;
+  f.killed_at = TimePoint(std::chrono::seconds(45));
+  f.next_check = TimePoint(std::chrono::seconds(46));
+  cp.policy.records.push_back(f);
+  EvictionRecord confirmed;
   confirmed.eviction = p;
   confirmed.eviction.id = "ev-0";
   confirmed.eviction.uid = "uid-old";
-  confirmed.state = ApiState::Confirmed;
-  cp.policy.api.push_back(confirmed);
-  ApiEviction pending;
+  confirmed.local = EvictionRecord::Local::Done;
+  confirmed.excluded = true;
+  confirmed.api = EvictionRecord::Api::Confirmed;
+  cp.policy.records.push_back(confirmed);
+  EvictionRecord pending;
   pending.eviction = p;
   pending.eviction.id = "ev-2";
   pending.eviction.uid = "uid-c";
-  cp.policy.api.push_back(pending);
+  pending.local = EvictionRecord::Local::Stuck;
+  pending.api = EvictionRecord::Api::Pending;
+  cp.policy.records.push_back(pending);
+  cp.policy.refused = {"uid-refused"};
+  cp.policy.lanes = {LanePhase::Evicting, LanePhase::ReclaimingDisk, LanePhase::Idle};
   cp.policy.disk_reclaim_done_at = TimePoint(std::chrono::seconds(40));
   cp.policy.sequence = 7;
   cp.relief.backoff["/sys/fs/cgroup/kubepods/burstable/poduid-a"] = TimePoint(std::chrono::seconds(344));
@@ -95,7 +97,7 @@ TEST(Checkpoint, RoundTripsEveryField) {
 TEST(Checkpoint, ReliefBackoffIsOptionalAndItsCgroupsAbsolute) {
   Checkpoint cp = sample();
   auto j = nlohmann::json::parse(encode_checkpoint(cp));
-  EXPECT_EQ(j["version"], 3);
+  EXPECT_EQ(j["version"], 4);
   EXPECT_EQ(j["relief"]["backoff_until_ns"]["/sys/fs/cgroup/kubepods/burstable/poduid-a"], 344'000'000'000LL);
   j.erase("relief");
   auto back = decode_checkpoint(j.dump());
@@ -114,75 +116,145 @@ TEST(Checkpoint, ReliefBackoffIsOptionalAndItsCgroupsAbsolute) {
   EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << "a relief section always has its back-off";
 }
 
-// The status record's watch came after version 3 without a new version: an
-// API eviction without it loads as one never recorded; an unknown cause is corrupt.
-TEST(Checkpoint, TheRecordWatchIsOptionalAndItsCauseChecked) {
-  const Checkpoint cp = sample();
-  auto j = nlohmann::json::parse(encode_checkpoint(cp));
-  EXPECT_EQ(j["policy"]["api"][0]["undone"], "phase");
-  EXPECT_EQ(j["policy"]["api"][0]["recorded"], true);
-  EXPECT_EQ(j["policy"]["api"][1]["undone"], "none");
-  for (auto& a : j["policy"]["api"]) {
-    a.erase("recorded");
-    a.erase("record_seen");
-    a.erase("undone");
-  }
-  auto back = decode_checkpoint(j.dump());
-  ASSERT_TRUE(back.ok()) << back.error().message;
-  EXPECT_FALSE(back->policy.api[0].recorded);
-  EXPECT_FALSE(back->policy.api[0].record_seen);
-  EXPECT_EQ(back->policy.api[0].undone, RecordUndone::None);
-  j = nlohmann::json::parse(encode_checkpoint(cp));
-  j["policy"]["api"][0]["undone"] = "later";
-  EXPECT_FALSE(decode_checkpoint(j.dump()).ok());
-}
-
-TEST(Checkpoint, ApiEvictionsRoundTripInEveryState) {
-  const Checkpoint cp = sample();
-  auto j = nlohmann::json::parse(encode_checkpoint(cp));
-  ASSERT_EQ(j["policy"]["api"].size(), 3u);
-  EXPECT_EQ(j["policy"]["api"][0]["state"], "sent");
-  EXPECT_EQ(j["policy"]["api"][1]["state"], "confirmed");
-  EXPECT_EQ(j["policy"]["api"][1]["killed_at_ns"], nullptr) << "delegated to the API, never killed here";
-  EXPECT_EQ(j["policy"]["api"][2]["state"], "pending");
-  auto back = decode_checkpoint(j.dump());
-  ASSERT_TRUE(back.ok()) << back.error().message;
-  EXPECT_EQ(back->policy.api, cp.policy.api);
-
-  j["policy"]["api"][0]["state"] = "lost";
-  EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << "an unknown state is corrupt, not a default";
-  j = nlohmann::json::parse(encode_checkpoint(cp));
-  j["policy"]["api"][0].erase("next_check_ns");
-  EXPECT_FALSE(decode_checkpoint(j.dump()).ok());
-  j = nlohmann::json::parse(encode_checkpoint(cp));
-  j["policy"].erase("api");
-  EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << "version 3 always has the list";
-}
-
-// The fuzzer's seed of this version is a checkpoint the daemon accepts (a
-// seed that fails to decode would fuzz only the error paths).
-TEST(Checkpoint, TheFuzzSeedOfThisVersionLoads) {
-  std::ifstream in(PRESSURED_SOURCE_DIR "/tests/fuzz/corpus/checkpoint/v3_api.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto cp = decode_checkpoint(text.str());
-  ASSERT_TRUE(cp.ok()) << cp.error().message;
-  ASSERT_EQ(cp->policy.api.size(), 3u);
-  EXPECT_EQ(cp->policy.api[0].state, ApiState::Sent);
-  EXPECT_EQ(encode_checkpoint(*cp), encode_checkpoint(*decode_checkpoint(encode_checkpoint(*cp))));
-}
-
-// A checkpoint of the previous version (before API evictions were recorded)
-// resumes its evictions; it has no API evictions to send.
-TEST(Checkpoint, VersionTwoStillLoads) {
+// Each phase is written by its name; a name the daemon does not know is
+// corrupt, not a default. A relief run does not survive a restart: its lane
+// is written idle.
+TEST(Checkpoint, RecordPhasesAreNamesAndUnknownOnesCorrupt) {
   Checkpoint cp = sample();
   auto j = nlohmann::json::parse(encode_checkpoint(cp));
+  const auto& r = j["policy"]["records"][0];
+  EXPECT_EQ(r["local"], "terminating");
+  EXPECT_EQ(r["api"], "sent");
+  EXPECT_EQ(r["status"], "undone");
+  EXPECT_EQ(r["undone"], "phase");
+  EXPECT_EQ(j["policy"]["records"][2]["local"], "stuck");
+  EXPECT_EQ(j["policy"]["records"][2]["killed_at_ns"], nullptr);
+  EXPECT_EQ(j["policy"]["lanes"]["disk"], "reclaiming_disk");
+  for (auto [field, value] : std::vector<std::pair<std::string, std::string>>{
+           {"local", "later"}, {"api", "lost"}, {"status", "kept"}, {"undone", "later"}}) {
+    auto bad = j;
+    bad["policy"]["records"][0][field] = value;
+    EXPECT_FALSE(decode_checkpoint(bad.dump()).ok()) << field << "=" << value;
+  }
+  auto bad = j;
+  bad["policy"]["lanes"]["pids"] = "busy";
+  EXPECT_FALSE(decode_checkpoint(bad.dump()).ok());
+  bad = j;
+  bad["policy"]["records"][0].erase("next_check_ns");
+  EXPECT_FALSE(decode_checkpoint(bad.dump()).ok());
+  bad = j;
+  bad["policy"].erase("records");
+  EXPECT_FALSE(decode_checkpoint(bad.dump()).ok()) << "version 4 always has the list";
+
+  cp.policy.lanes[0] = LanePhase::Relieving;
+  auto back = decode_checkpoint(encode_checkpoint(cp));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->policy.lane(Lane::Memory), LanePhase::Idle);
+}
+
+// The fuzzer's seeds are checkpoints the daemon accepts (a seed that fails
+// to decode would fuzz only the error paths): version 3's and this version's.
+TEST(Checkpoint, TheFuzzSeedsLoad) {
+  auto read = [](const char* name) {
+    std::ifstream in(std::string(PRESSURED_SOURCE_DIR "/tests/fuzz/corpus/checkpoint/") + name);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  auto v3 = decode_checkpoint(read("v3_api.json"));
+  ASSERT_TRUE(v3.ok()) << v3.error().message;
+  EXPECT_EQ(std::count_if(v3->policy.records.begin(), v3->policy.records.end(),
+                          [](const auto& r) { return r.api == EvictionRecord::Api::Sent; }),
+            1);
+  auto v4 = decode_checkpoint(read("v4_records.json"));
+  ASSERT_TRUE(v4.ok()) << v4.error().message;
+  EXPECT_EQ(v4->policy, sample().policy) << "the seed is sample()'s";
+  EXPECT_EQ(encode_checkpoint(*v3), encode_checkpoint(*decode_checkpoint(encode_checkpoint(*v3))));
+}
+
+std::string fixture(const std::string& name) {
+  std::ifstream in(std::string(PRESSURED_FIXTURES_DIR "/checkpoint/") + name);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A checkpoint version 3 daemon wrote (tests/fixtures/checkpoint: written by
+// e8de3a5's encoder, not by hand): each eviction, kept there in up to three
+// places, loads as one record with its phases.
+TEST(Checkpoint, TheLastFormatBeforeRecordsLoadsAsOneRecordPerEviction) {
+  const std::string text = fixture("v3-e8de3a5.json");
+  ASSERT_FALSE(text.empty());
+  auto cp = decode_checkpoint(text);
+  ASSERT_TRUE(cp.ok()) << cp.error().message;
+  using L = EvictionRecord::Local;
+  using A = EvictionRecord::Api;
+  using S = EvictionRecord::Status;
+  const auto& rs = cp->policy.records;
+  ASSERT_EQ(rs.size(), 4u);
+  // In flight and sent to the API: one record, the API's copy (the soft
+  // grace it was sent with); the escalation shows as a local grace of 0.
+  EXPECT_EQ(rs[0].eviction.id, "ev-1");
+  EXPECT_EQ(rs[0].local, L::Terminating);
+  EXPECT_TRUE(rs[0].killed && rs[0].delegated && rs[0].escalated);
+  EXPECT_EQ(rs[0].eviction.grace_period_seconds, 30);
+  EXPECT_EQ(rs[0].local_eviction().grace_period_seconds, 0);
+  EXPECT_EQ(rs[0].api, A::Sent);
+  EXPECT_EQ(rs[0].killed_at, TimePoint(std::chrono::seconds(74)));
+  ASSERT_EQ(rs[0].eviction.containers.size(), 2u);
+  EXPECT_EQ(rs[0].eviction.pod_level_request, 60000000u);
+  // In flight, never reported.
+  EXPECT_EQ(rs[1].eviction.id, "ev-3");
+  EXPECT_EQ(rs[1].local, L::Releasing);
+  EXPECT_EQ(rs[1].api, A::None);
+  EXPECT_EQ(rs[1].eviction.local_storage_rule, "emptydirfs.limit");
+  // Done with locally: left out of ranking while "evicted" listed it.
+  EXPECT_EQ(rs[2].eviction.id, "ev-0");
+  EXPECT_EQ(rs[2].local, L::Done);
+  EXPECT_TRUE(rs[2].excluded);
+  EXPECT_EQ(rs[2].api, A::Confirmed);
+  EXPECT_EQ(rs[2].status, S::Seen);
+  EXPECT_EQ(rs[3].eviction.id, "ev-2");
+  EXPECT_FALSE(rs[3].excluded) << "uid-c was not in \"evicted\": its pod was gone";
+  EXPECT_EQ(rs[3].api, A::Pending);
+  EXPECT_EQ(rs[3].status, S::Undone);
+  EXPECT_EQ(rs[3].undone, RecordUndone::PhaseReverted);
+  EXPECT_EQ(cp->policy.refused, std::vector<std::string>{"uid-refused"}) << "no record holds it";
+  EXPECT_EQ(cp->policy.lane(Lane::Memory), LanePhase::Evicting);
+  EXPECT_EQ(cp->policy.lane(Lane::Disk), LanePhase::ReclaimingDisk);
+  EXPECT_EQ(cp->policy.lane(Lane::Pids), LanePhase::Idle);
+  EXPECT_EQ(cp->policy.sequence, 7u);
+  EXPECT_EQ(cp->relief.backoff.size(), 1u);
+  EXPECT_EQ(cp->engine.threshold_met.size(), 2u);
+  // Written again in this version, it reads back the same.
+  auto again = decode_checkpoint(encode_checkpoint(*cp));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->policy, cp->policy);
+  EXPECT_EQ(nlohmann::json::parse(encode_checkpoint(*cp))["version"], 4);
+  // Restored, the disk reclaim command of the previous process is not waited for.
+  EvictionPolicy policy{PolicyConfig{}};
+  policy.restore(cp->policy);
+  EXPECT_EQ(policy.lane(Lane::Disk), LanePhase::Evicting);
+  EXPECT_FALSE(policy.state().lane(Lane::Disk) == LanePhase::ReclaimingDisk);
+}
+
+// Version 2 (before API evictions were recorded): the evictions in flight
+// resume; there are no API evictions to send.
+TEST(Checkpoint, VersionTwoStillLoads) {
+  auto j = nlohmann::json::parse(fixture("v3-e8de3a5.json"));
   j["version"] = 2;
   j["policy"].erase("api");
   auto back = decode_checkpoint(j.dump());
   ASSERT_TRUE(back.ok()) << back.error().message;
-  cp.policy.api.clear();
-  EXPECT_EQ(back->policy, cp.policy);
+  ASSERT_EQ(back->policy.records.size(), 2u);
+  for (const auto& r : back->policy.records) {
+    EXPECT_TRUE(r.in_flight()) << r.eviction.id;
+    EXPECT_EQ(r.api, EvictionRecord::Api::None);
+  }
+  EXPECT_EQ(back->policy.records[0].eviction.grace_period_seconds, 0) << "only the local copy was kept";
+  EXPECT_EQ(back->policy.refused, (std::vector<std::string>{"uid-old", "uid-refused"}));
+  j["policy"]["in_flight"][0]["phase"] = "waiting";
+  EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << "an unknown phase is corrupt";
 }
 
 // Records written before the ranking keys were recorded still load: the
@@ -190,7 +262,7 @@ TEST(Checkpoint, VersionTwoStillLoads) {
 TEST(Checkpoint, EvictionRecordsWithoutRankingKeysStillLoad) {
   Checkpoint cp = sample();
   auto j = nlohmann::json::parse(encode_checkpoint(cp));
-  auto& record = j["policy"]["in_flight"][0]["eviction"];
+  auto& record = j["policy"]["records"][0]["eviction"];
   ASSERT_TRUE(record.contains("ranking"));
   EXPECT_EQ(record["ranking"]["runner_up"]["uid"], "uid-b");
   EXPECT_EQ(record["ranking"]["victim"]["priority"], -3);
@@ -199,37 +271,37 @@ TEST(Checkpoint, EvictionRecordsWithoutRankingKeysStillLoad) {
   record.erase("detection_latency_seconds");
   auto back = decode_checkpoint(j.dump());
   ASSERT_TRUE(back.ok()) << back.error().message;
-  cp.policy.in_flight[0].eviction.keys = RankKeys{};
-  cp.policy.in_flight[0].eviction.runner_up.reset();
-  cp.policy.in_flight[0].eviction.wake_source.clear();
-  cp.policy.in_flight[0].eviction.detection_latency_seconds.reset();
+  cp.policy.records[0].eviction.keys = RankKeys{};
+  cp.policy.records[0].eviction.runner_up.reset();
+  cp.policy.records[0].eviction.wake_source.clear();
+  cp.policy.records[0].eviction.detection_latency_seconds.reset();
   EXPECT_EQ(back->policy, cp.policy);
 
   // A runner-up of null: the victim was alone.
   j = nlohmann::json::parse(encode_checkpoint(sample()));
-  j["policy"]["in_flight"][0]["eviction"]["ranking"]["runner_up"] = nullptr;
+  j["policy"]["records"][0]["eviction"]["ranking"]["runner_up"] = nullptr;
   back = decode_checkpoint(j.dump());
   ASSERT_TRUE(back.ok()) << back.error().message;
-  EXPECT_FALSE(back->policy.in_flight[0].eviction.runner_up);
-  EXPECT_EQ(back->policy.in_flight[0].eviction.keys.priority, -3);
+  EXPECT_FALSE(back->policy.records[0].eviction.runner_up);
+  EXPECT_EQ(back->policy.records[0].eviction.keys.priority, -3);
 }
 
 // A local ephemeral-storage eviction keeps its reason across a restart.
 TEST(Checkpoint, LocalStorageReasonRoundTrips) {
   Checkpoint cp = sample();
-  Eviction& e = cp.policy.in_flight[0].eviction;
+  Eviction& e = cp.policy.records[0].eviction;
   e.signal = Signal::NodefsAvailable;
   e.local_storage_rule = "ephemeralcontainerfs.limit";
   e.local_storage_message = "Container app exceeded its local ephemeral storage limit \"1Gi\". ";
   auto j = nlohmann::json::parse(encode_checkpoint(cp));
-  EXPECT_EQ(j["policy"]["in_flight"][0]["eviction"]["local_storage_rule"], "ephemeralcontainerfs.limit");
+  EXPECT_EQ(j["policy"]["records"][0]["eviction"]["local_storage_rule"], "ephemeralcontainerfs.limit");
   auto back = decode_checkpoint(j.dump());
   ASSERT_TRUE(back.ok()) << back.error().message;
   EXPECT_EQ(back->policy, cp.policy);
   // Node-threshold records carry no such field.
-  EXPECT_FALSE(nlohmann::json::parse(encode_checkpoint(sample()))["policy"]["in_flight"][0]["eviction"].contains(
+  EXPECT_FALSE(nlohmann::json::parse(encode_checkpoint(sample()))["policy"]["records"][0]["eviction"].contains(
       "local_storage_rule"));
-  j["policy"]["in_flight"][0]["eviction"].erase("local_storage_message");
+  j["policy"]["records"][0]["eviction"].erase("local_storage_message");
   EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << "a rule without its message";
 }
 
@@ -237,11 +309,11 @@ TEST(Checkpoint, MalformedRankingKeysAreErrors) {
   for (auto [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
            {"qos", "Gold"}, {"priority", 1e12}, {"priority", 3000000000LL}, {"usage", -1}, {"over_request", "yes"}}) {
     auto j = nlohmann::json::parse(encode_checkpoint(sample()));
-    j["policy"]["in_flight"][0]["eviction"]["ranking"]["victim"][field] = value;
+    j["policy"]["records"][0]["eviction"]["ranking"]["victim"][field] = value;
     EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << field << "=" << value.dump();
   }
   auto j = nlohmann::json::parse(encode_checkpoint(sample()));
-  j["policy"]["in_flight"][0]["eviction"]["ranking"]["runner_up"].erase("uid");
+  j["policy"]["records"][0]["eviction"]["ranking"]["runner_up"].erase("uid");
   EXPECT_FALSE(decode_checkpoint(j.dump()).ok());
 }
 
@@ -272,7 +344,7 @@ TEST(Checkpoint, AtomicWriteAndLoad) {
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
   auto l = load_checkpoint(path, "boot-1");
   EXPECT_EQ(l.status, CheckpointLoad::Restored) << l.error;
-  EXPECT_EQ(l.checkpoint.policy.in_flight.size(), 1u);
+  EXPECT_EQ(l.checkpoint.policy.records.size(), 3u);
 
   auto other = load_checkpoint(path, "boot-2");
   EXPECT_EQ(other.status, CheckpointLoad::OtherBoot);
@@ -384,7 +456,7 @@ TEST(Checkpointer, WritesAStructuralChangeAtOnceAndLastMetTimesAtMostEveryInterv
   cp.engine.condition_last_met[0] = TimePoint(std::chrono::seconds(101));
   c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(2));
   EXPECT_EQ(c.writes(), 1u) << "only a last-met time moved, within the interval";
-  cp.policy.in_flight.clear();  // an eviction ended: structure
+  cp.policy.records.erase(cp.policy.records.begin());  // an eviction ended: structure
   c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(3));
   EXPECT_EQ(c.writes(), 2u);
   cp.engine.condition_last_met[0] = TimePoint(std::chrono::seconds(108));
@@ -392,7 +464,7 @@ TEST(Checkpointer, WritesAStructuralChangeAtOnceAndLastMetTimesAtMostEveryInterv
   EXPECT_EQ(c.writes(), 3u) << "the interval since the last write has passed";
   auto loaded = load_checkpoint(path, "boot-1");
   ASSERT_EQ(loaded.status, CheckpointLoad::Restored);
-  EXPECT_TRUE(loaded.checkpoint.policy.in_flight.empty());
+  EXPECT_EQ(loaded.checkpoint.policy.records.size(), 2u);
   EXPECT_EQ(results, (std::vector<bool>{true, true, true}));
   std::filesystem::remove_all(dir);
 }
@@ -404,25 +476,25 @@ TEST(Checkpointer, AChangeDeepInsideAnEvictionIsWrittenAndARevertIsNot) {
   const std::string path = dir + "/state.json";
   Checkpointer c(path, "boot-1", std::chrono::seconds(5));
   Checkpoint cp = sample();
-  ASSERT_FALSE(cp.policy.in_flight.empty());
+  ASSERT_FALSE(cp.policy.records.empty());
   const TimePoint t0(std::chrono::seconds(100));
   c.maybe_save(cp.engine, cp.policy, t0);
   ASSERT_EQ(c.writes(), 1u);
   for (int i = 1; i <= 3; ++i) c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(i));
   EXPECT_EQ(c.writes(), 1u);
   const Checkpoint written = cp;
-  cp.policy.in_flight[0].killed = !cp.policy.in_flight[0].killed;
+  cp.policy.records[0].killed = !cp.policy.records[0].killed;
   c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(4));
   EXPECT_EQ(c.writes(), 2u) << "the victim's killed flag moved: written at once";
   auto loaded = load_checkpoint(path, "boot-1");
   ASSERT_EQ(loaded.status, CheckpointLoad::Restored);
-  EXPECT_EQ(loaded.checkpoint.policy.in_flight.at(0).killed, cp.policy.in_flight[0].killed);
+  EXPECT_EQ(loaded.checkpoint.policy.records.at(0).killed, cp.policy.records[0].killed);
   cp.engine.condition_last_met[0] = TimePoint(std::chrono::seconds(104));  // within the interval: held
   c.maybe_save(cp.engine, cp.policy, t0 + std::chrono::seconds(5));
   EXPECT_EQ(c.writes(), 2u);
   c.maybe_save(written.engine, cp.policy, t0 + std::chrono::seconds(6));
   EXPECT_EQ(c.writes(), 2u) << "back to what the file holds";
-  cp.policy.api[0].state = ApiState::Confirmed;
+  cp.policy.records[0].api = EvictionRecord::Api::Confirmed;
   c.maybe_save(written.engine, cp.policy, t0 + std::chrono::seconds(7));
   EXPECT_EQ(c.writes(), 3u) << "the API confirmed an eviction: written at once (a restart would send it again)";
   std::filesystem::remove_all(dir);

@@ -361,7 +361,7 @@ TEST(DaemonLogic, AVictimOutsideThePodsRootIsLoggedOnceNotAtEveryDecision) {
   {
     Checkpoint cp;
     cp.boot_id = "test-boot";
-    InFlightEviction f;
+    EvictionRecord f;
     f.eviction.id = "ev-outside";
     f.eviction.uid = "be";
     f.eviction.name = "be";
@@ -374,7 +374,7 @@ TEST(DaemonLogic, AVictimOutsideThePodsRootIsLoggedOnceNotAtEveryDecision) {
     f.kill_at = at(0.5);
     f.phase_deadline = at(30);
     f.killed = true;
-    cp.policy.in_flight.push_back(f);
+    cp.policy.records.push_back(f);
     cp.policy.sequence = 1;
     ASSERT_TRUE(write_file_atomically(state, encode_checkpoint(cp)));
   }
@@ -503,7 +503,8 @@ TEST(DaemonLogic, RestartRestoresSoftGraceAndTheEvictionInFlight) {
     r.make(c);
     r.d->restore_checkpoint();
     ASSERT_TRUE(r.d->policy().busy());
-    EXPECT_EQ(r.d->policy().state().in_flight.at(0).eviction.uid, "be");
+    ASSERT_NE(r.d->policy().in_flight(Lane::Memory), nullptr);
+    EXPECT_EQ(r.d->policy().in_flight(Lane::Memory)->eviction.uid, "be");
     r.d->evaluate(at(13), "test", std::nullopt);
     EXPECT_EQ(r.ev.calls, std::vector<std::string>{"kill be"});
   }
@@ -588,8 +589,9 @@ TEST(DaemonLogic, CheckpointIsWrittenBeforeTheKill) {
   bool recorded = false;
   r.ev.on_kill = [&](const EvictionTarget& t) {
     auto l = load_checkpoint(state, "test-boot");
-    recorded = l.status == CheckpointLoad::Restored && l.checkpoint.policy.in_flight.size() == 1 &&
-               l.checkpoint.policy.in_flight[0].eviction.uid == t.uid && l.checkpoint.policy.in_flight[0].killed;
+    recorded = l.status == CheckpointLoad::Restored && l.checkpoint.policy.records.size() == 1 &&
+               l.checkpoint.policy.records[0].in_flight() && l.checkpoint.policy.records[0].eviction.uid == t.uid &&
+               l.checkpoint.policy.records[0].killed;
   };
   r.d->evaluate(at(1), "test", std::nullopt);
   ASSERT_EQ(r.ev.calls, std::vector<std::string>{"kill be"});

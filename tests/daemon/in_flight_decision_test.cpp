@@ -109,8 +109,9 @@ struct Rig {
   // What the policy has in flight, without the per-process eviction ids.
   std::vector<std::string> in_flight() const {
     std::vector<std::string> out;
-    for (const auto& f : d->policy().state().in_flight) {
-      out.push_back(f.eviction.uid + (f.phase == InFlightEviction::Phase::Terminating ? " terminating" : " releasing") +
+    for (const auto& f : d->policy().state().records) {
+      if (!f.in_flight()) continue;
+      out.push_back(f.eviction.uid + (f.local == EvictionRecord::Local::Terminating ? " terminating" : " releasing") +
                     (f.killed ? " killed" : "") + (f.escalated ? " escalated" : ""));
     }
     return out;
@@ -133,7 +134,7 @@ struct Twins {
   void expect_same_decisions(const char* when) {
     EXPECT_EQ(partial.ev.calls, full.ev.calls) << when;
     EXPECT_EQ(partial.in_flight(), full.in_flight()) << when;
-    EXPECT_EQ(partial.d->policy().state().evicted, full.d->policy().state().evicted) << when;
+    EXPECT_EQ(partial.d->policy().excluded(), full.d->policy().excluded()) << when;
     EXPECT_EQ(partial.d->last_decisions().conditions, full.d->last_decisions().conditions) << when;
   }
   // Pressure arrives and pod 5, having just grown the most, is chosen.

@@ -198,7 +198,7 @@ TEST(LooksLikeCheckpoint, EveryVersionsShapeAndNothingElse) {
 TEST(LooksLikeCheckpoint, EveryPieceTheWriterCanLeaveIsItsTemporaryAndNothingElse) {
   Checkpoint cp;
   cp.boot_id = "4b1e0c1e-0000-4000-8000-000000000001";
-  cp.policy.evicted = {"uid-a", "uid-b"};
+  cp.policy.refused = {"uid-a", "uid-b"};
   const std::string text = encode_checkpoint(cp);
   for (std::size_t n = 0; n <= text.size(); ++n) {
     EXPECT_TRUE(looks_like_checkpoint_temporary(text.substr(0, n))) << n << ": " << text.substr(0, n);

@@ -13,6 +13,18 @@
 namespace pressured {
 namespace {
 
+std::size_t in_flight_count(const EvictionPolicy& p) {
+  const auto& rs = p.state().records;
+  return static_cast<std::size_t>(std::count_if(rs.begin(), rs.end(), [](const auto& r) { return r.in_flight(); }));
+}
+
+// API evictions the policy tracks.
+std::size_t api_count(const EvictionPolicy& p) {
+  const auto& rs = p.state().records;
+  return static_cast<std::size_t>(
+      std::count_if(rs.begin(), rs.end(), [](const auto& r) { return r.api != EvictionRecord::Api::None; }));
+}
+
 using namespace std::chrono_literals;
 using namespace pressured::testing;
 using K = PolicyAction::Kind;
@@ -241,7 +253,7 @@ TEST(PolicyAheadOfRelease, TheNextPodGoesAtOnceWhenTheVictimsReleaseWillNotBeEno
   EXPECT_EQ(second[0].eviction.uid, "b");
   EXPECT_NE(second[0].reason.find("projected available -76Mi = 24Mi now + 300Mi"), std::string::npos)
       << second[0].reason;
-  EXPECT_EQ(w.policy.state().in_flight.size(), 2u);
+  EXPECT_EQ(in_flight_count(w.policy), 2u);
   // With b in flight too, what both hold is more than enough: c stays.
   auto third = w.step(1.06);
   ASSERT_EQ(kinds(third), std::vector<K>{K::Deferred});
@@ -254,7 +266,7 @@ TEST(PolicyAheadOfRelease, TheNextPodGoesAtOnceWhenTheVictimsReleaseWillNotBeEno
   w.pod("b")->usage.memory_working_set_bytes = 0;
   w.settle(kGi);
   EXPECT_EQ(kinds(w.step(1.2)), (std::vector<K>{K::Released, K::Released}));
-  EXPECT_TRUE(w.policy.state().in_flight.empty());
+  EXPECT_EQ(in_flight_count(w.policy), 0u);
 }
 
 TEST(PolicyAheadOfRelease, EnoughComingBackWaitsForIt) {
@@ -315,7 +327,7 @@ TEST(Policy, ARestartedVictimHoldsItsLaneInsteadOfASecondVictim) {
   EXPECT_EQ(a[0].eviction.id, first.id) << "the same eviction";
   EXPECT_EQ(a[0].since_kill, 1s);
   ASSERT_TRUE(w.policy.busy());
-  EXPECT_TRUE(w.policy.state().in_flight[0].killed);
+  EXPECT_TRUE(w.policy.in_flight(Lane::Memory)->killed);
   w.running.clear();
   w.exited = {"a"};
   w.pod("a")->usage.memory_working_set_bytes = 0;
@@ -323,8 +335,8 @@ TEST(Policy, ARestartedVictimHoldsItsLaneInsteadOfASecondVictim) {
   EXPECT_EQ(kinds(w.step(2.1)), std::vector<K>{K::Exited});
   EXPECT_EQ(kinds(w.step(2.2)), std::vector<K>{K::Released});
   EXPECT_EQ(w.policy.state().sequence, 1u) << "no second eviction";
-  EXPECT_EQ(std::count_if(w.policy.state().api.begin(), w.policy.state().api.end(),
-                          [](const ApiEviction& r) { return r.state == ApiState::Sent; }),
+  EXPECT_EQ(std::count_if(w.policy.state().records.begin(), w.policy.state().records.end(),
+                          [](const EvictionRecord& r) { return r.api == EvictionRecord::Api::Sent; }),
             1)
       << "one API eviction however many kills";
 
@@ -399,7 +411,8 @@ TEST(Policy, ALaneIsHeldWhileNoStepCanEndItsEviction) {
   // Restored: the first step resumes (and may expire) it, so not held before.
   EvictionPolicy restored(pc);
   PolicyState st = w.policy.state();
-  st.in_flight.front().phase = InFlightEviction::Phase::Terminating;
+  std::find_if(st.records.begin(), st.records.end(), [](const auto& r) { return r.in_flight(); })->local =
+      EvictionRecord::Local::Terminating;
   restored.restore(st);
   EXPECT_FALSE(restored.holds_lane(Lane::Memory, at(1.1)));
 }
@@ -662,11 +675,11 @@ World api_node(PolicyConfig pc = PolicyConfig{.api = true}) {
   return w;
 }
 
-const ApiEviction& api_of(const World& w, const std::string& uid) {
-  for (const auto& r : w.policy.state().api) {
-    if (r.eviction.uid == uid) return r;
+const EvictionRecord& api_of(const World& w, const std::string& uid) {
+  for (const auto& r : w.policy.state().records) {
+    if (r.api != EvictionRecord::Api::None && r.eviction.uid == uid) return r;
   }
-  static const ApiEviction none;
+  static const EvictionRecord none;
   ADD_FAILURE() << "no API eviction for " << uid;
   return none;
 }
@@ -676,7 +689,7 @@ TEST(PolicyApi, AHardEvictionIsKilledFirstThenHandedOverOnceAndConfirmedByTheAns
   auto a = w.step(1);
   ASSERT_EQ(kinds(a), (std::vector<K>{K::Start, K::ReportApi})) << "the kill, then the API";
   EXPECT_EQ(a[1].eviction.id, a[0].eviction.id);
-  EXPECT_EQ(api_of(w, "a").state, ApiState::Sent);
+  EXPECT_EQ(api_of(w, "a").api, EvictionRecord::Api::Sent);
   EXPECT_EQ(api_of(w, "a").killed_at, at(1));
   EXPECT_EQ(find(w.step(1.1), K::ReportApi), nullptr) << "sent once";
   w.once.api_answers = {{"unknown-id", ApiAnswer::Result::Landed}};  // not ours: ignored
@@ -685,7 +698,7 @@ TEST(PolicyApi, AHardEvictionIsKilledFirstThenHandedOverOnceAndConfirmedByTheAns
   auto c = w.step(1.3);
   ASSERT_NE(find(c, K::ApiConfirmed), nullptr);
   EXPECT_EQ(find(c, K::ApiConfirmed)->api_result, ApiAnswer::Result::Landed);
-  EXPECT_EQ(api_of(w, "a").state, ApiState::Confirmed);
+  EXPECT_EQ(api_of(w, "a").api, EvictionRecord::Api::Confirmed);
   w.once.api_answers = {{a[0].eviction.id, ApiAnswer::Result::Landed}};
   EXPECT_EQ(find(w.step(1.4), K::ApiConfirmed), nullptr) << "answered twice: confirmed once";
 }
@@ -697,7 +710,7 @@ TEST(PolicyApi, ARequestTheReporterDroppedIsHandedOverAgain) {
   auto again = w.step(1.1);
   ASSERT_EQ(kinds(again), (std::vector<K>{K::Deferred, K::ReportApi})) << "b waits for a";
   EXPECT_EQ(again[1].eviction.id, a[0].eviction.id);
-  EXPECT_EQ(api_of(w, "a").state, ApiState::Sent);
+  EXPECT_EQ(api_of(w, "a").api, EvictionRecord::Api::Sent);
 }
 
 TEST(PolicyApi, AConfirmedRecordOfAPodGoneFromTheNodeIsForgotten) {
@@ -706,11 +719,11 @@ TEST(PolicyApi, AConfirmedRecordOfAPodGoneFromTheNodeIsForgotten) {
   w.exited = {"a"};
   w.once.api_answers = {{a[0].eviction.id, ApiAnswer::Result::Landed}};
   w.step(1.1);
-  ASSERT_EQ(w.policy.state().api.size(), 1u) << "still in flight";
+  ASSERT_EQ(api_count(w.policy), 1u) << "still in flight";
   w.snap.s.pods.erase(w.snap.s.pods.begin());  // the kubelet took it
   w.settle(kGi);
   w.step(1.2);
-  EXPECT_TRUE(w.policy.state().api.empty());
+  EXPECT_TRUE(api_count(w.policy) == 0);
 }
 
 TEST(PolicyApi, AnUnconfirmedRecordWaitsForItsAnswerEvenWhenThePodIsGone) {
@@ -720,10 +733,10 @@ TEST(PolicyApi, AnUnconfirmedRecordWaitsForItsAnswerEvenWhenThePodIsGone) {
   w.settle(kGi);
   w.step(1.1);
   w.step(1.2);
-  ASSERT_EQ(w.policy.state().api.size(), 1u);
+  ASSERT_EQ(api_count(w.policy), 1u);
   w.once.api_answers = {{a[0].eviction.id, ApiAnswer::Result::NotNeeded}};
   w.step(1.3);
-  EXPECT_TRUE(w.policy.state().api.empty());
+  EXPECT_TRUE(api_count(w.policy) == 0);
 }
 
 // The daemon died with the API eviction decided and checkpointed but maybe
@@ -765,7 +778,7 @@ TEST(PolicyApi, ARestoredApiEvictionIsNotSentWhenReportingIsOffNow) {
   auto b = r.step(2);
   ASSERT_NE(find(b, K::ApiUnsent), nullptr);
   EXPECT_EQ(find(b, K::ReportApi), nullptr);
-  EXPECT_TRUE(r.policy.state().api.empty());
+  EXPECT_TRUE(api_count(r.policy) == 0);
 }
 
 // ---- The status record the kubelet may undo (docs/kubernetes.md, "What the
@@ -784,7 +797,7 @@ std::string recorded_and_released(World& w, bool recorded = true) {
   w.step(1.2);
   w.exited.clear();
   EXPECT_FALSE(w.policy.busy());
-  EXPECT_EQ(api_of(w, "a").recorded, recorded);
+  EXPECT_EQ(api_of(w, "a").status != EvictionRecord::Status::None, recorded);
   return id;
 }
 
@@ -801,7 +814,7 @@ TEST(PolicyRecord, ProcessesBackAfterTheRecordEndThePodThroughTheApiOnce) {
   ASSERT_EQ(count(b, K::EndApi), 1u);
   EXPECT_EQ(find(b, K::EndApi)->eviction.id, id) << "the same eviction";
   EXPECT_EQ(find(b, K::EndApi)->undone, RecordUndone::ProcessesBack);
-  EXPECT_EQ(api_of(w, "a").state, ApiState::Sent);
+  EXPECT_EQ(api_of(w, "a").api, EvictionRecord::Api::Sent);
   // Again and again: killed each time, ended once.
   std::size_t ends = 0;
   for (double t = 2.1; t < 6; t += 0.25) {
@@ -813,7 +826,7 @@ TEST(PolicyRecord, ProcessesBackAfterTheRecordEndThePodThroughTheApiOnce) {
   auto c = w.step(6);
   ASSERT_NE(find(c, K::ApiConfirmed), nullptr);
   EXPECT_EQ(api_of(w, "a").undone, RecordUndone::ProcessesBack);
-  EXPECT_TRUE(api_of(w, "a").recorded) << "the first answer's";
+  EXPECT_EQ(api_of(w, "a").status, EvictionRecord::Status::Undone) << "the first answer's record, undone";
   for (double t = 7; t < 9; t += 0.5) EXPECT_EQ(count(w.step(t), K::EndApi), 0u) << t;
 }
 
@@ -822,10 +835,10 @@ TEST(PolicyRecord, APhaseSeenFailedThenNotFailedEndsThePodOnce) {
   const std::string id = recorded_and_released(w);
   w.pod("a")->phase = "Running";  // the source's copy from before the record
   EXPECT_EQ(count(w.step(1.3), K::EndApi), 0u) << "not seen Failed yet: the source may lag";
-  EXPECT_FALSE(api_of(w, "a").record_seen);
+  EXPECT_EQ(api_of(w, "a").status, EvictionRecord::Status::Written);
   w.pod("a")->phase = "Failed";
   EXPECT_EQ(count(w.step(1.4), K::EndApi), 0u);
-  EXPECT_TRUE(api_of(w, "a").record_seen);
+  EXPECT_EQ(api_of(w, "a").status, EvictionRecord::Status::Seen);
   w.pod("a")->phase = "";  // a source without phases says nothing
   EXPECT_EQ(count(w.step(1.5), K::EndApi), 0u);
   w.pod("a")->phase = "Running";  // the kubelet's status written over the record
@@ -850,7 +863,7 @@ TEST(PolicyRecord, ARecordThatHoldsIsLeftAlone) {
   w.snap.s.pods.erase(w.snap.s.pods.begin());  // the kubelet stopped it and removed its cgroup
   w.settle(kGi);
   w.step(10);
-  EXPECT_TRUE(w.policy.state().api.empty()) << "forgotten once the pod left the node";
+  EXPECT_TRUE(api_count(w.policy) == 0) << "forgotten once the pod left the node";
 }
 
 TEST(PolicyRecord, AnEvictionThroughTheApiIsNeverEndedTwice) {

@@ -291,9 +291,9 @@ struct RecordLoop {
     }
     return cond();
   }
-  const ApiEviction* record() const {
-    for (const auto& r : policy.state().api) {
-      if (r.eviction.uid == uid) return &r;
+  const EvictionRecord* record() const {
+    for (const auto& r : policy.state().records) {
+      if (r.api != EvictionRecord::Api::None && r.eviction.uid == uid) return &r;
     }
     return nullptr;
   }
@@ -322,7 +322,7 @@ TEST(K8sEvictionRecord, ARecordTheKubeletUndoesEndsThePodThroughTheApiOnce) {
   ASSERT_TRUE(cp->set_pod_running("record-undone", "worker"));
   RecordLoop loop(*cp, "record-undone", "worker", *uid);
   loop.evict_and_record();
-  ASSERT_TRUE(loop.step_until([&] { return loop.record()->record_seen; })) << "the source shows the pod Failed";
+  ASSERT_TRUE(loop.step_until([&] { return loop.record()->status == EvictionRecord::Status::Seen; })) << "the source shows the pod Failed";
   EXPECT_TRUE(loop.ends.empty());
 
   // The kubelet's status manager: its own phase, no reason, no message.
@@ -367,7 +367,7 @@ TEST(K8sEvictionRecord, ARecordThatHoldsIsLeftAlone) {
   ASSERT_TRUE(cp->set_pod_running("record-holds", "worker"));
   RecordLoop loop(*cp, "record-holds", "worker", *uid);
   loop.evict_and_record();
-  ASSERT_TRUE(loop.step_until([&] { return loop.record()->record_seen; }));
+  ASSERT_TRUE(loop.step_until([&] { return loop.record()->status == EvictionRecord::Status::Seen; }));
   // The kubelet's own write that keeps the phase (its "illegal phase
   // transition" guard): Failed, reason and message gone.
   auto r = cp->admin_call("PATCH", "/api/v1/namespaces/record-holds/pods/worker/status",

@@ -167,8 +167,8 @@ TEST_F(Plugins, AProtectingPluginChangesTheVictim) {
   n.pressure();
   n.d->evaluate(at(2), "test", std::nullopt);
   EXPECT_EQ(n.killed(), std::vector<std::string>{"b"}) << "without the plugin, a goes first";
-  ASSERT_EQ(n.d->policy().state().in_flight.size(), 1u);
-  const Eviction& e = n.d->policy().state().in_flight[0].eviction;
+  ASSERT_NE(n.d->policy().in_flight(Lane::Memory), nullptr);
+  const Eviction& e = n.d->policy().in_flight(Lane::Memory)->eviction;
   ASSERT_EQ(e.plugin_notes.size(), 1u);
   EXPECT_EQ(e.plugin_notes[0].plugin, "protect");
   EXPECT_EQ(e.plugin_notes[0].reason, "protected: ns/a*");
@@ -290,7 +290,8 @@ TEST_F(Plugins, AHostilePluginChangesNothingItMayNot) {
   n.d->evaluate(at(2), "test", std::nullopt);
   // Every candidate protected under a hard threshold: pressured's own head goes.
   EXPECT_EQ(n.killed(), std::vector<std::string>{"a"});
-  const Eviction& e = n.d->policy().state().in_flight.at(0).eviction;
+  ASSERT_NE(n.d->policy().in_flight(Lane::Memory), nullptr);
+  const Eviction& e = n.d->policy().in_flight(Lane::Memory)->eviction;
   ASSERT_FALSE(e.plugin_notes.empty());
   EXPECT_EQ(e.plugin_notes[0].action, "protect-overridden");
   EXPECT_EQ(testing::scraped(n.metrics, "pressured_plugin_vetoes_total", {{"plugin", "hostile"}}), 0.0);

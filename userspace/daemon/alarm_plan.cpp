@@ -102,4 +102,22 @@ std::map<uint64_t, AlarmCgroup> plan_tracking(const std::vector<AlarmCgroup>& sc
   return want;
 }
 
+std::optional<TimePoint> engine_wake(const Decisions& d, const EngineState& state,
+                                     Duration pressure_transition_period, TimePoint now) {
+  std::optional<TimePoint> next;
+  auto consider = [&next](TimePoint at) {
+    if (!next || at < *next) next = at;
+  };
+  for (const auto& t : d.thresholds) {
+    if (t.threshold.kind != ThresholdKind::Soft || !t.met || t.grace_elapsed || !t.first_observed) continue;
+    consider(*t.first_observed + t.threshold.grace_period + std::chrono::milliseconds(1));
+  }
+  for (std::size_t c = 0; c < kConditionCount; ++c) {
+    const auto& last = state.condition_last_met[c];
+    if (!d.conditions[c] || !last || *last >= now) continue;
+    consider(*last + pressure_transition_period + std::chrono::milliseconds(1));
+  }
+  return next;
+}
+
 }  // namespace pressured

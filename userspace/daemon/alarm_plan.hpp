@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "pressured/config.hpp"
+#include "pressured/engine.hpp"
 #include "pressured/snapshot.hpp"
 
 namespace pressured {
@@ -80,5 +81,13 @@ AlarmPlan plan_alarms(const std::vector<Threshold>& thresholds, const NodeSnapsh
 /// Memory cgroups to track for reclaim activity, by cgroup id: `scopes`
 /// (kubepods and its QoS tiers) and every pod of the snapshot with a known cgroup.
 std::map<uint64_t, AlarmCgroup> plan_tracking(const std::vector<AlarmCgroup>& scopes, const NodeSnapshot& snapshot);
+
+/// When the engine wants the next evaluation whatever the kernel reports
+/// (1 ms past each end: the engine compares "for the whole period"): a met
+/// soft threshold's grace end, and a condition no longer met going back to
+/// False once `pressure_transition_period` has passed since it was last met.
+/// nullopt: none.
+std::optional<TimePoint> engine_wake(const Decisions& d, const EngineState& state,
+                                     Duration pressure_transition_period, TimePoint now);
 
 }  // namespace pressured

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <filesystem>
 #include <limits>
@@ -13,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "daemon/eviction_executor.hpp"
 #include "engine/why.hpp"
 #include "kernel/fd.hpp"
 #include "k8s/bounded_json.hpp"
@@ -29,7 +32,10 @@ using json = nlohmann::json;
 //    "relief" (the reclaim back-off), optional: a checkpoint without it loads
 //    with none, and a daemon that predates it ignores it, so no new version;
 //    likewise the API evictions' "recorded", "record_seen" and "undone".
-constexpr int kVersion = 3;
+// 4: one record per eviction (its local, API and status record phases) and
+//    the lanes' phases, instead of "in_flight", "api", "evicted" and
+//    "disk_reclaim_running" (versions 2 and 3 still load: legacy_policy()).
+constexpr int kVersion = 4;
 constexpr int kOldestVersion = 2;
 
 int64_t ns(TimePoint t) { return t.time_since_epoch().count(); }
@@ -102,8 +108,114 @@ RankKeys decode_keys(const json& k) {
   return r;
 }
 
-json encode_eviction(const Eviction& e) {
-  json j = json{{"id", e.id},
+// Enumerations by their names (name() of each); anything else is corrupt.
+template <typename E, std::size_t N>
+E enum_of(const json& v, const std::array<E, N>& all, std::string_view what) {
+  const std::string s = v.get<std::string>();
+  for (E e : all) {
+    if (name(e) == s) return e;
+  }
+  std::string names;
+  for (E e : all) names += (names.empty() ? "" : ", ") + std::string(name(e));
+  throw std::invalid_argument(std::string(what) + " '" + s + "' is not one of " + names);
+}
+
+json ns_or_null(const std::optional<TimePoint>& t) { return t ? json(ns(*t)) : json(nullptr); }
+std::optional<TimePoint> tp_or_null(const json& v) {
+  if (v.is_null()) return std::nullopt;
+  return tp(as_int64(v));
+}
+
+using L = EvictionRecord::Local;
+using A = EvictionRecord::Api;
+using S = EvictionRecord::Status;
+constexpr std::array kLocal{L::Terminating, L::Releasing, L::Done, L::Stuck};
+constexpr std::array kApi{A::None, A::Pending, A::Sent, A::Confirmed};
+constexpr std::array kStatus{S::None, S::Written, S::Seen, S::Undone};
+constexpr std::array kUndone{RecordUndone::None, RecordUndone::PhaseReverted, RecordUndone::ProcessesBack};
+constexpr std::array kLanes{Lane::Memory, Lane::Disk, Lane::Pids};
+// A relief run does not survive the process: written as idle.
+constexpr std::array kLanePhases{LanePhase::Idle, LanePhase::ReclaimingDisk, LanePhase::Evicting};
+
+// Versions 2 and 3 kept an eviction in up to three places: its local part
+// ("in_flight"), its API eviction ("api", 3 on; the same Eviction, with the
+// soft grace period an escalation took off the local copy) and the victims
+// done with ("evicted", refused candidates included). One record each now.
+PolicyState legacy_policy(const json& p, int64_t version) {
+  PolicyState st;
+  std::vector<std::string> evicted = p.at("evicted").get<std::vector<std::string>>();
+  for (const auto& f : p.at("in_flight")) {
+    EvictionRecord r;
+    r.eviction = f.at("eviction").get<Eviction>();
+    const std::string phase = f.at("phase").get<std::string>();
+    if (phase != "terminating" && phase != "releasing") {
+      throw std::invalid_argument("checkpoint phase '" + phase + "' is not terminating or releasing");
+    }
+    r.local = phase == "terminating" ? L::Terminating : L::Releasing;
+    r.kill_at = tp(as_int64(f.at("kill_at_ns")));
+    r.phase_deadline = tp(as_int64(f.at("phase_deadline_ns")));
+    r.killed = f.at("killed").get<bool>();
+    r.delegated = f.at("api").get<bool>();
+    r.escalated = f.at("escalated").get<bool>();
+    st.records.push_back(std::move(r));
+  }
+  if (version >= 3) {
+    for (const auto& a : p.at("api")) {
+      Eviction e = a.at("eviction").get<Eviction>();
+      auto it = std::find_if(st.records.begin(), st.records.end(), [&](const EvictionRecord& r) {
+        return r.api == A::None && r.eviction.id == e.id && r.eviction.uid == e.uid;
+      });
+      EvictionRecord* r = nullptr;
+      if (it != st.records.end()) {
+        r = &*it;
+        r->eviction = std::move(e);  // the copy as decided (escalated: `escalated` says so)
+      } else {
+        // Done with locally: left out of ranking while "evicted" lists it.
+        EvictionRecord done;
+        done.eviction = std::move(e);
+        done.local = L::Done;
+        done.excluded = std::find(evicted.begin(), evicted.end(), done.eviction.uid) != evicted.end();
+        st.records.push_back(std::move(done));
+        r = &st.records.back();
+      }
+      const std::string state = a.at("state").get<std::string>();
+      if (state != "pending" && state != "sent" && state != "confirmed") {
+        throw std::invalid_argument("checkpoint API eviction state '" + state + "' is not pending, sent or confirmed");
+      }
+      r->api = enum_of(a.at("state"), kApi, "API eviction state");
+      r->killed_at = tp_or_null(a.at("killed_at_ns"));
+      r->next_check = tp(as_int64(a.at("next_check_ns")));
+      // The status record's watch; a checkpoint from before it loads with none.
+      const bool recorded = a.value("recorded", false), seen = a.value("record_seen", false);
+      if (auto u = a.find("undone"); u != a.end()) r->undone = enum_of(*u, kUndone, "API eviction undone");
+      r->status = r->undone != RecordUndone::None ? S::Undone : seen ? S::Seen : recorded ? S::Written : S::None;
+    }
+  }
+  // Victims done with that no record holds (no API eviction; or refused):
+  // left out of ranking while observed, as before.
+  for (auto& uid : evicted) {
+    const bool held = std::any_of(st.records.begin(), st.records.end(),
+                                  [&](const EvictionRecord& r) { return r.excluded && r.eviction.uid == uid; });
+    if (!held) st.refused.push_back(std::move(uid));
+  }
+  if (p.at("disk_reclaim_running").get<bool>()) st.lanes[static_cast<std::size_t>(Lane::Disk)] = LanePhase::ReclaimingDisk;
+  for (const auto& r : st.records) {
+    if (r.in_flight()) st.lanes[static_cast<std::size_t>(lane_of(r.eviction.signal).value_or(Lane::Memory))] =
+        st.lane(lane_of(r.eviction.signal).value_or(Lane::Memory)) == LanePhase::ReclaimingDisk ? LanePhase::ReclaimingDisk
+                                                                                                 : LanePhase::Evicting;
+  }
+  st.disk_reclaim_done_at = tp_or_null(p.at("disk_reclaim_done_at_ns"));
+  st.sequence = as_uint64(p.at("sequence"));
+  return st;
+}
+
+}  // namespace
+
+// The JSON codec of each type the checkpoint holds (found by nlohmann's
+// get<T>() and json(T) through argument-dependent lookup).
+
+void to_json(json& j, const Eviction& e) {
+  j = json{{"id", e.id},
               {"uid", e.uid},
               {"name", e.name},
               {"namespace", e.namespace_},
@@ -139,11 +251,11 @@ json encode_eviction(const Eviction& e) {
     j["containers"] = std::move(cs);
   }
   if (e.pod_level_request) j["pod_level_request"] = *e.pod_level_request;
-  return j;
 }
 
-Eviction decode_eviction(const json& p) {
-  Eviction e;
+
+void from_json(const json& p, Eviction& e) {
+  e = Eviction{};
   e.id = p.at("id").get<std::string>();
   e.uid = p.at("uid").get<std::string>();
   e.name = p.at("name").get<std::string>();
@@ -200,58 +312,112 @@ Eviction decode_eviction(const json& p) {
     e.keys.pid_order = e.keys.kubelet && pids;
     if (e.runner_up) e.runner_up->keys.pid_order = e.runner_up->keys.kubelet && pids;
   }
-  return e;
 }
 
-}  // namespace
 
-std::string encode_checkpoint(const Checkpoint& cp) {
+void to_json(json& j, const EvictionRecord& r) {
+  j = json{{"eviction", r.eviction},
+           {"local", std::string(name(r.local))},
+           {"kill_at_ns", ns(r.kill_at)},
+           {"phase_deadline_ns", ns(r.phase_deadline)},
+           {"killed", r.killed},
+           {"delegated", r.delegated},
+           {"escalated", r.escalated},
+           {"excluded", r.excluded},
+           {"api", std::string(name(r.api))},
+           {"status", std::string(name(r.status))},
+           {"undone", std::string(name(r.undone))},
+           {"killed_at_ns", ns_or_null(r.killed_at)},
+           {"next_check_ns", ns(r.next_check)}};
+}
+
+void from_json(const json& j, EvictionRecord& r) {
+  r = EvictionRecord{};
+  r.eviction = j.at("eviction").get<Eviction>();
+  r.local = enum_of(j.at("local"), kLocal, "local phase");
+  r.kill_at = tp(as_int64(j.at("kill_at_ns")));
+  r.phase_deadline = tp(as_int64(j.at("phase_deadline_ns")));
+  r.killed = j.at("killed").get<bool>();
+  r.delegated = j.at("delegated").get<bool>();
+  r.escalated = j.at("escalated").get<bool>();
+  r.excluded = j.at("excluded").get<bool>();
+  r.api = enum_of(j.at("api"), kApi, "API phase");
+  r.status = enum_of(j.at("status"), kStatus, "status record phase");
+  r.undone = enum_of(j.at("undone"), kUndone, "status record undone");
+  r.killed_at = tp_or_null(j.at("killed_at_ns"));
+  r.next_check = tp(as_int64(j.at("next_check_ns")));
+}
+
+void to_json(json& j, const PolicyState& st) {
+  json lanes = json::object();
+  for (Lane l : kLanes) lanes[std::string(name(l))] = std::string(name(st.lane(l) == LanePhase::Relieving ? LanePhase::Idle : st.lane(l)));
+  j = json{{"lanes", lanes},
+           {"records", st.records},
+           {"refused", st.refused},
+           {"disk_reclaim_done_at_ns", ns_or_null(st.disk_reclaim_done_at)},
+           {"sequence", st.sequence}};
+}
+
+void from_json(const json& j, PolicyState& st) {
+  st = PolicyState{};
+  for (Lane l : kLanes) {
+    st.lanes[static_cast<std::size_t>(l)] = enum_of(j.at("lanes").at(std::string(name(l))), kLanePhases, "lane phase");
+  }
+  st.records = j.at("records").get<std::vector<EvictionRecord>>();
+  st.refused = j.at("refused").get<std::vector<std::string>>();
+  st.disk_reclaim_done_at = tp_or_null(j.at("disk_reclaim_done_at_ns"));
+  st.sequence = as_uint64(j.at("sequence"));
+}
+
+void to_json(json& j, const EngineState& e) {
   json first = json::object(), met = json::object();
-  for (const auto& [k, t] : cp.engine.threshold_first_observed) first[key_name(k)] = ns(t);
-  for (const auto& [k, m] : cp.engine.threshold_met) met[key_name(k)] = m;
+  for (const auto& [k, t] : e.threshold_first_observed) first[key_name(k)] = ns(t);
+  for (const auto& [k, m] : e.threshold_met) met[key_name(k)] = m;
   json conds = json::array(), last = json::array();
   for (std::size_t i = 0; i < kConditionCount; ++i) {
-    conds.push_back(cp.engine.conditions[i]);
-    last.push_back(cp.engine.condition_last_met[i] ? json(ns(*cp.engine.condition_last_met[i])) : json(nullptr));
+    conds.push_back(e.conditions[i]);
+    last.push_back(ns_or_null(e.condition_last_met[i]));
   }
-  json flights = json::array();
-  for (const auto& f : cp.policy.in_flight) {
-    flights.push_back(json{{"eviction", encode_eviction(f.eviction)},
-                           {"phase", f.phase == InFlightEviction::Phase::Terminating ? "terminating" : "releasing"},
-                           {"kill_at_ns", ns(f.kill_at)},
-                           {"phase_deadline_ns", ns(f.phase_deadline)},
-                           {"killed", f.killed},
-                           {"api", f.api},
-                           {"escalated", f.escalated}});
+  j = json{{"threshold_first_observed_ns", first}, {"threshold_met", met}, {"conditions", conds},
+           {"condition_last_met_ns", last}};
+}
+
+void from_json(const json& j, EngineState& e) {
+  e = EngineState{};
+  for (const auto& [k, v] : j.at("threshold_first_observed_ns").items()) {
+    e.threshold_first_observed[parse_key(k)] = tp(as_int64(v));
   }
-  json api = json::array();
-  for (const auto& r : cp.policy.api) {
-    api.push_back(json{{"eviction", encode_eviction(r.eviction)},
-                       {"state", std::string(name(r.state))},
-                       {"killed_at_ns", r.killed_at ? json(ns(*r.killed_at)) : json(nullptr)},
-                       {"next_check_ns", ns(r.next_check)},
-                       {"recorded", r.recorded},
-                       {"record_seen", r.record_seen},
-                       {"undone", std::string(name(r.undone))}});
+  for (const auto& [k, v] : j.at("threshold_met").items()) e.threshold_met[parse_key(k)] = v.get<bool>();
+  const json& conds = j.at("conditions");
+  const json& last = j.at("condition_last_met_ns");
+  if (!conds.is_array() || conds.size() != kConditionCount || !last.is_array() || last.size() != kConditionCount) {
+    throw std::invalid_argument("checkpoint conditions must be arrays of " + std::to_string(kConditionCount));
   }
+  for (std::size_t i = 0; i < kConditionCount; ++i) {
+    e.conditions[i] = conds[i].get<bool>();
+    e.condition_last_met[i] = tp_or_null(last[i]);
+  }
+}
+
+void to_json(json& j, const ReliefState& r) {
   json backoff = json::object();
-  for (const auto& [path, until] : cp.relief.backoff) backoff[path] = ns(until);
-  const auto& pol = cp.policy;
-  json j{{"version", kVersion},
-         {"boot_id", cp.boot_id},
-         {"engine",
-          {{"threshold_first_observed_ns", first},
-           {"threshold_met", met},
-           {"conditions", conds},
-           {"condition_last_met_ns", last}}},
-         {"policy",
-          {{"in_flight", flights},
-           {"evicted", pol.evicted},
-           {"api", api},
-           {"disk_reclaim_running", pol.disk_reclaim_running},
-           {"disk_reclaim_done_at_ns", pol.disk_reclaim_done_at ? json(ns(*pol.disk_reclaim_done_at)) : json(nullptr)},
-           {"sequence", pol.sequence}}},
-         {"relief", {{"backoff_until_ns", backoff}}}};
+  for (const auto& [path, until] : r.backoff) backoff[path] = ns(until);
+  j = json{{"backoff_until_ns", backoff}};
+}
+
+void from_json(const json& j, ReliefState& r) {
+  r = ReliefState{};
+  for (const auto& [path, v] : j.at("backoff_until_ns").items()) {
+    if (path.empty() || path.front() != '/') {
+      throw std::invalid_argument("checkpoint relief back-off cgroup '" + path + "' is not an absolute path");
+    }
+    r.backoff[path] = tp(as_int64(v));
+  }
+}
+
+std::string encode_checkpoint(const Checkpoint& cp) {
+  const json j{{"version", kVersion}, {"boot_id", cp.boot_id}, {"engine", cp.engine}, {"policy", cp.policy},
+               {"relief", cp.relief}};
   return j.dump(1) + "\n";
 }
 
@@ -270,82 +436,10 @@ Result<Checkpoint> decode_checkpoint(const std::string& text) {
     }
     Checkpoint cp;
     cp.boot_id = j.at("boot_id").get<std::string>();
-    const json& e = j.at("engine");
-    for (const auto& [k, v] : e.at("threshold_first_observed_ns").items()) {
-      cp.engine.threshold_first_observed[parse_key(k)] = tp(as_int64(v));
-    }
-    for (const auto& [k, v] : e.at("threshold_met").items()) cp.engine.threshold_met[parse_key(k)] = v.get<bool>();
-    const json& conds = e.at("conditions");
-    const json& last = e.at("condition_last_met_ns");
-    if (!conds.is_array() || conds.size() != kConditionCount || !last.is_array() || last.size() != kConditionCount) {
-      return Error{EINVAL, "checkpoint conditions must be arrays of " + std::to_string(kConditionCount)};
-    }
-    for (std::size_t i = 0; i < kConditionCount; ++i) {
-      cp.engine.conditions[i] = conds[i].get<bool>();
-      if (!last[i].is_null()) cp.engine.condition_last_met[i] = tp(as_int64(last[i]));
-    }
-    const json& p = j.at("policy");
-    for (const auto& f : p.at("in_flight")) {
-      InFlightEviction r;
-      r.eviction = decode_eviction(f.at("eviction"));
-      const std::string phase = f.at("phase").get<std::string>();
-      if (phase != "terminating" && phase != "releasing") {
-        return Error{EINVAL, "checkpoint phase '" + phase + "' is not terminating or releasing"};
-      }
-      r.phase = phase == "terminating" ? InFlightEviction::Phase::Terminating : InFlightEviction::Phase::Releasing;
-      r.kill_at = tp(as_int64(f.at("kill_at_ns")));
-      r.phase_deadline = tp(as_int64(f.at("phase_deadline_ns")));
-      r.killed = f.at("killed").get<bool>();
-      r.api = f.at("api").get<bool>();
-      r.escalated = f.at("escalated").get<bool>();
-      cp.policy.in_flight.push_back(std::move(r));
-    }
-    cp.policy.evicted = p.at("evicted").get<std::vector<std::string>>();
-    if (version >= 3) {
-      for (const auto& a : p.at("api")) {
-        ApiEviction r;
-        r.eviction = decode_eviction(a.at("eviction"));
-        const std::string state = a.at("state").get<std::string>();
-        if (state == "pending") {
-          r.state = ApiState::Pending;
-        } else if (state == "sent") {
-          r.state = ApiState::Sent;
-        } else if (state == "confirmed") {
-          r.state = ApiState::Confirmed;
-        } else {
-          return Error{EINVAL, "checkpoint API eviction state '" + state + "' is not pending, sent or confirmed"};
-        }
-        if (const json& k = a.at("killed_at_ns"); !k.is_null()) r.killed_at = tp(as_int64(k));
-        r.next_check = tp(as_int64(a.at("next_check_ns")));
-        // The status record's watch; a checkpoint from before it loads with none.
-        if (auto it = a.find("recorded"); it != a.end()) r.recorded = it->get<bool>();
-        if (auto it = a.find("record_seen"); it != a.end()) r.record_seen = it->get<bool>();
-        if (auto it = a.find("undone"); it != a.end()) {
-          const std::string undone = it->get<std::string>();
-          if (undone == "none") {
-            r.undone = RecordUndone::None;
-          } else if (undone == "phase") {
-            r.undone = RecordUndone::PhaseReverted;
-          } else if (undone == "restart") {
-            r.undone = RecordUndone::ProcessesBack;
-          } else {
-            return Error{EINVAL, "checkpoint API eviction undone '" + undone + "' is not none, phase or restart"};
-          }
-        }
-        cp.policy.api.push_back(std::move(r));
-      }
-    }
-    cp.policy.disk_reclaim_running = p.at("disk_reclaim_running").get<bool>();
-    if (const json& d = p.at("disk_reclaim_done_at_ns"); !d.is_null()) cp.policy.disk_reclaim_done_at = tp(as_int64(d));
-    cp.policy.sequence = as_uint64(p.at("sequence"));
-    if (auto r = j.find("relief"); r != j.end()) {
-      for (const auto& [path, v] : r->at("backoff_until_ns").items()) {
-        if (path.empty() || path.front() != '/') {
-          return Error{EINVAL, "checkpoint relief back-off cgroup '" + path + "' is not an absolute path"};
-        }
-        cp.relief.backoff[path] = tp(as_int64(v));
-      }
-    }
+    cp.engine = j.at("engine").get<EngineState>();
+    cp.policy = version >= 4 ? j.at("policy").get<PolicyState>() : legacy_policy(j.at("policy"), version);
+    // Optional: a checkpoint without it loads with none.
+    if (auto r = j.find("relief"); r != j.end()) cp.relief = r->get<ReliefState>();
     return cp;
   } catch (const std::exception& ex) {
     return Error{EINVAL, std::string("malformed checkpoint: ") + ex.what()};
@@ -433,6 +527,37 @@ LoadedCheckpoint Checkpointer::load() {
     last_ = encode_checkpoint(loaded.checkpoint);
     last_structure_ = structural(loaded.checkpoint);
     last_state_ = loaded.checkpoint;
+  }
+  return loaded;
+}
+
+LoadedCheckpoint Checkpointer::restore() {
+  if (!enabled()) return {};
+  LoadedCheckpoint loaded = load();
+  switch (loaded.status) {
+    case CheckpointLoad::Missing:
+      spdlog::info("checkpoint {}: none, starting fresh", path_);
+      break;
+    case CheckpointLoad::Corrupt:
+      spdlog::warn("checkpoint ignored (corrupt): {}", loaded.error);
+      break;
+    case CheckpointLoad::OtherBoot:
+      spdlog::info("checkpoint ignored: {}", loaded.error);
+      break;
+    case CheckpointLoad::Restored:
+      for (const auto& f : loaded.checkpoint.policy.records) {
+        if (!f.in_flight()) continue;
+        spdlog::info("checkpoint: resuming eviction {} of {} ({}{})", f.eviction.id,
+                     pod_label(f.eviction.namespace_, f.eviction.name, f.eviction.uid),
+                     f.local == EvictionRecord::Local::Terminating ? "terminating" : "releasing",
+                     f.killed ? ", killed" : "");
+      }
+      for (const auto& r : loaded.checkpoint.policy.records) {
+        if (r.api == EvictionRecord::Api::Confirmed || r.api == EvictionRecord::Api::None) continue;
+        spdlog::info("checkpoint: the API eviction {} of {} was not confirmed: sending it again",
+                     r.eviction.id, pod_label(r.eviction.namespace_, r.eviction.name, r.eviction.uid));
+      }
+      break;
   }
   return loaded;
 }

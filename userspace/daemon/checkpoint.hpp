@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "pressured/clock.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/policy.hpp"
@@ -25,9 +27,22 @@ namespace pressured {
 struct Checkpoint {
   std::string boot_id;
   EngineState engine;  // keyed by signal and kind: restored only onto matching thresholds
-  PolicyState policy;  // evictions in flight (with their phase and deadlines), evicted pods
+  PolicyState policy;  // the lanes' phases and one record per eviction (its phases and deadlines)
   ReliefState relief;  // cgroups the reclaim stage does not ask again yet
 };
+
+/// The JSON codec of each type the checkpoint holds (nlohmann finds them by
+/// argument-dependent lookup). from_json throws on anything malformed.
+void to_json(nlohmann::json& j, const Eviction& e);
+void from_json(const nlohmann::json& j, Eviction& e);
+void to_json(nlohmann::json& j, const EvictionRecord& r);
+void from_json(const nlohmann::json& j, EvictionRecord& r);
+void to_json(nlohmann::json& j, const PolicyState& st);
+void from_json(const nlohmann::json& j, PolicyState& st);
+void to_json(nlohmann::json& j, const EngineState& e);
+void from_json(const nlohmann::json& j, EngineState& e);
+void to_json(nlohmann::json& j, const ReliefState& r);
+void from_json(const nlohmann::json& j, ReliefState& r);
 
 /// Serialises to JSON (versioned). Pure.
 std::string encode_checkpoint(const Checkpoint& cp);
@@ -73,6 +88,9 @@ class Checkpointer {
   const std::string& path() const { return path_; }
   /// load_checkpoint(); a restored checkpoint is what the next writes are compared with.
   LoadedCheckpoint load();
+  /// load(), logged: none found, ignored (corrupt, another boot), or each
+  /// eviction a restored checkpoint resumes and each API eviction it sends again.
+  LoadedCheckpoint restore();
   /// Writes now. False when the write failed (logged once, then only counted).
   bool save(const EngineState& engine, const PolicyState& policy, const ReliefState& relief = {});
   /// Writes if the state changed as described above (a cgroup starting or

@@ -1,6 +1,9 @@
 #include "daemon/cycle_metrics.hpp"
 
+#include <algorithm>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 namespace pressured {
 
@@ -46,6 +49,19 @@ void publish_pods(Metrics& m, const NodeSnapshot& snap, const std::map<uint64_t,
   if (alarms == nullptr) return;
   for (const auto& [id, label] : scopes) {
     if (auto a = alarms->memcg_activity(id)) m.memcg_activity(label, activity_sample(*a));
+  }
+}
+
+void stamp_wake(Decisions& d, std::string_view source, std::optional<TimePoint> kernel_time, Metrics* m) {
+  std::optional<double> latency;
+  if (kernel_time) latency = std::max(0.0, std::chrono::duration<double>(MonotonicClock().now() - *kernel_time).count());
+  if (latency && m) {
+    m->detection_latency(source, *latency);
+    spdlog::debug("decision from {} {:.3f} ms after the kernel's event", source, *latency * 1e3);
+  }
+  for (auto& c : d.candidates) {
+    c.wake_source = source;
+    c.detection_latency_seconds = latency;
   }
 }
 

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <string_view>
 #include <string>
 
 #include "pressured/engine.hpp"
@@ -28,5 +30,10 @@ void publish_pods(Metrics& m, const NodeSnapshot& snap, const std::map<uint64_t,
                   const std::map<uint64_t, std::string>& scopes, const KernelAlarms* alarms);
 
 MemcgActivitySample activity_sample(const MemcgActivity& a);
+
+/// What woke a decision (`source`) and, for a kernel event, how long after
+/// its `kernel_time` it came (detection latency, published when `m` is
+/// set): stamped on every candidate, for the eviction's messages.
+void stamp_wake(Decisions& d, std::string_view source, std::optional<TimePoint> kernel_time, Metrics* m);
 
 }  // namespace pressured

@@ -8,26 +8,22 @@
 // recording evictor, fake alarms and synthetic time. See docs/daemon.md and
 // docs/architecture.md.
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "daemon/alarms.hpp"
+#include "daemon/api_inbox.hpp"
 #include "daemon/checkpoint.hpp"
 #include "daemon/condition_publisher.hpp"
-#include "daemon/disk_reclaim.hpp"
 #include "daemon/eviction_executor.hpp"
 #include "daemon/oom_kill_ledger.hpp"
 #include "daemon/plugin_stage.hpp"
 #include "daemon/relief_driver.hpp"
-#include "node/oom_scope.hpp"
 #include "pressured/config.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/events.hpp"
@@ -138,39 +134,12 @@ class Daemon final : public ReactorHandler {
  private:
   void maybe_checkpoint(TimePoint now);
   Checkpointer make_checkpointer() const;
-  /// Brings last_ up to date for a decision: a partial refresh
-  /// (daemon/decision_view.hpp) for an event between full observations,
-  /// else a full observation. False when nothing could be observed.
-  bool observe_for_decision(TimePoint now, Observe observe, bool& full);
-  /// Tracks kubepods, the tiers and the pods of last_ (untracks pods that left).
-  void sync_tracked_memcgs();
   void arm_deadline(const Decisions& d, TimePoint now);
-  /// Keeps a kernel OOM kill an event reported, unless the kernel's counters
-  /// showed it first, for the next full observation (which it asks for) to
-  /// count with its scope (node/oom_scope.hpp).
-  void report_kernel_oom_kill(const PressureEvent& ev);
-  /// Counts and logs, with their scope, the kernel OOM kills events reported
-  /// and those the last full observation's counters show that no event
-  /// reported (oom_kill_ledger.hpp).
-  void reconcile_oom_kills();
-  void count_kernel_oom_kills(uint64_t cgroup_id, const std::string& path, uint64_t kills, OomScope scope,
-                              const std::string& what);
-  /// The QoS class of the pod a memcg belongs to (its own cgroup or one below
-  /// it, by id or path), nullopt when it is not in a pod of the last observation.
-  std::optional<QosClass> qos_of_memcg(uint64_t cgroup_id, const std::string& path) const;
-  /// Detection latency of the event that woke this decision, stamped on its candidates.
-  void stamp_wake(Decisions& d, std::string_view source, std::optional<TimePoint> kernel_time);
-  /// Which victims the policy asked about are empty or running (its inputs).
-  void probe_victims(TimePoint now, PolicyInputs& in);
-  // The memory candidates' per-container usage (Eviction::containers).
-  void attribute_containers(Decisions& d, TimePoint now);
-  /// The reporter's answers since the last evaluation (its worker thread fills them).
-  std::vector<ApiAnswer> take_api_answers();
-  void on_api_answer(const std::string& id, ApiAnswer::Result result, bool recorded);
-  void start_disk_reclaim();
   /// Calls DaemonDeps::on_busy_changed when busy() differs from what it was last told.
   void report_busy();
 
+  // The cycle's parts, each behind its own port: a new feature adds one of
+  // these (or a phase of the policy), not a method here.
   std::shared_ptr<LiveConfig> config_;
   DaemonDeps deps_;
   Engine engine_;
@@ -179,32 +148,20 @@ class Daemon final : public ReactorHandler {
   StatsExport stats_export_;  // after stats_: released first
   NodeSnapshot last_;
   Decisions last_decisions_;
-  /// Whether `cgroup_id` is a pod cgroup of the last observation.
-  bool is_pod_cgroup(uint64_t cgroup_id) const;
   Checkpointer checkpointer_;
   ConditionPublisher conditions_;
   AlarmReader alarm_reader_;
-  OomKillLedger oom_kills_;
-  node::OomScopeClassifier oom_scopes_;
-  struct PendingOomKill {
-    uint64_t cgroup_id = 0;
-    bool victim_memcg = false;
-    uint32_t pid = 0;
-    uint64_t kills = 0;
-  };
-  std::vector<PendingOomKill> pending_oom_kills_;  // reported by events, counted by the next full observation
+  OomKillReporter oom_kills_;
   ArmedAlarms alarms_;
   PluginStage plugins_;
   EvictionExecutor executor_;
   std::optional<TimePoint> next_deadline_;  // armed with Reactor::wake_at
   std::optional<TimePoint> last_full_observation_;  // when last_ was last observed in full
   bool reported_busy_ = false;  // what on_busy_changed was last told
-  std::mutex api_answers_mu_;
-  std::vector<ApiAnswer> api_answers_;  // from the reporter's worker, taken by evaluate()
-  // The policy holds disk evictions until the next evaluation after it ended.
-  DiskReclaimRunner disk_reclaim_;
-  // Last: its worker thread posts to the loop and is joined first.
+  // Its worker thread posts to the loop and is joined before the rest goes.
   ReliefDriver relief_;
+  // Last: the reporter's hook is removed first, so no answer arrives while the rest goes.
+  ApiInbox api_inbox_;
 };
 
 }  // namespace pressured

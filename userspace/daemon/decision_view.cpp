@@ -5,7 +5,10 @@
 #include <cerrno>
 #include <cstdint>
 
+#include <spdlog/spdlog.h>
+
 #include "engine/rank_order.hpp"
+#include "node/attribution.hpp"
 #include "pressured/engine.hpp"
 
 namespace pressured {
@@ -163,6 +166,60 @@ Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapsho
     p.usage.memory_working_set_bytes = std::min(p.usage.memory_working_set_bytes, p.memory_usage_bytes);
   }
   return out;
+}
+
+InFlightView in_flight_view(const EvictionPolicy& policy, TimePoint now) {
+  InFlightView view;
+  for (const auto& f : policy.state().records) {
+    if (f.in_flight()) view.victims.push_back(f.eviction.uid);
+  }
+  for (const Eviction& e : policy.probes(now)) {
+    if (std::find(view.victims.begin(), view.victims.end(), e.uid) == view.victims.end()) view.victims.push_back(e.uid);
+  }
+  for (std::size_t l = 0; l < kLaneCount; ++l) view.held[l] = policy.holds_lane(static_cast<Lane>(l), now);
+  return view;
+}
+
+void attribute_containers(Decisions& d, const NodeSnapshot& snapshot, const EvictionPolicy& policy,
+                          NodeObserver& observer, TimePoint now) {
+  for (auto& c : d.candidates) {
+    if (info(c.signal).resource != StarvedResource::Memory || !c.local_storage_rule.empty()) continue;
+    const auto lane = lane_of(c.signal);
+    if (!lane || policy.holds_lane(*lane, now)) continue;
+    auto pod = std::find_if(snapshot.pods.begin(), snapshot.pods.end(), [&](const Pod& p) { return p.uid == c.uid; });
+    if (pod == snapshot.pods.end()) continue;
+    node::attribute_containers(c, *pod, observer.container_memory(*pod));
+  }
+}
+
+Result<bool> observe_for_decision(NodeObserver& observer, NodeSnapshot& last, std::optional<TimePoint>& last_full,
+                                  const Config& config, const EvictionPolicy& policy, TimePoint now, bool partial_ok,
+                                  DaemonStats& stats) {
+  // An event or a safety-net tick between full observations (at most
+  // events.fullObservationInterval apart) re-reads only what the decision
+  // uses: the fresh-read guarantee is the same, and an idle node then costs
+  // a few signal reads a tick instead of a walk over every pod. While an
+  // eviction is in flight that includes its victim, and a lane the policy
+  // holds needs no ranking (docs/observation.md, "Decisions while an
+  // eviction is in flight"). The poll mode takes a full observation.
+  if (partial_ok && last_full && now - *last_full < config.events.effective_full_observation_interval()) {
+    auto r = refresh_for_decision(observer, last, config.eviction, policy.excluded(), now, in_flight_view(policy, now));
+    if (r) {
+      ++stats.incremental_evaluations;
+      return false;
+    }
+    spdlog::debug("partial refresh not enough ({}): full observation", r.error().message);
+  }
+  auto snap = observer.observe(now);
+  if (!snap) {
+    ++stats.observe_failures;
+    spdlog::warn("observation failed: {}", snap.error().message);
+    return snap.error();
+  }
+  last = std::move(*snap);
+  last_full = now;
+  ++stats.full_observations;
+  return true;
 }
 
 }  // namespace pressured

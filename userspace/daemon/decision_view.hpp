@@ -8,9 +8,11 @@
 
 #include <array>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "daemon/daemon_stats.hpp"
 #include "pressured/config.hpp"
 #include "pressured/observer.hpp"
 #include "pressured/policy.hpp"
@@ -66,5 +68,25 @@ inline constexpr std::size_t kMaxHeadRefreshes = 32;
 Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapshot& snapshot,
                                              const EvictionConfig& config, const std::vector<std::string>& excluded,
                                              TimePoint now, const InFlightView& in_flight = {});
+
+/// What of the policy a partial refresh (and the plugins) must know at
+/// `now`: the victims it looks at (in flight, or due for a restart check)
+/// and the lanes it holds.
+InFlightView in_flight_view(const EvictionPolicy& policy, TimePoint now);
+
+/// The memory candidates' per-container usage (Eviction::containers): only
+/// a memory candidate the policy may start now (its lane not held), each of
+/// its containers' cgroups read once, for the kubelet's sentences.
+void attribute_containers(Decisions& d, const NodeSnapshot& snapshot, const EvictionPolicy& policy,
+                          NodeObserver& observer, TimePoint now);
+
+/// Brings `last` up to date for a decision at `now`: a partial refresh
+/// (refresh_for_decision) when `partial_ok` and the last full observation
+/// (`last_full`) is younger than events.fullObservationInterval, else a full
+/// observation (which sets `last_full`). Counts into `stats`. Returns whether
+/// the observation was full; an error when nothing could be observed.
+Result<bool> observe_for_decision(NodeObserver& observer, NodeSnapshot& last, std::optional<TimePoint>& last_full,
+                                  const Config& config, const EvictionPolicy& policy, TimePoint now, bool partial_ok,
+                                  DaemonStats& stats);
 
 }  // namespace pressured

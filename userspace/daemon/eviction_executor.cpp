@@ -59,9 +59,38 @@ Evictor& EvictionExecutor::evictor() {
   return *evictor_;
 }
 
-void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoint now) {
+void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoint now, const PolicyState& state) {
+  const bool started = std::any_of(actions.begin(), actions.end(),
+                                   [](const PolicyAction& a) { return a.kind == PolicyAction::Kind::Start; });
+  if (started) crash_point("decision");
+  if (!actions.empty() && persist_) persist_(now);
+  if (started) crash_point("checkpoint");
+  for (const auto& a : actions) act(a, now);
+  if (!started && std::any_of(state.records.begin(), state.records.end(), [](const EvictionRecord& r) {
+        return r.local == EvictionRecord::Local::Terminating && !r.killed;
+      })) {
+    crash_point("grace");
+  }
+}
+
+void EvictionExecutor::probe(const std::vector<Eviction>& probes, PolicyInputs& in) {
+  for (const Eviction& e : probes) {
+    auto empty = evictor().is_empty(target_of(e));
+    if (!empty) {
+      // Asked at every decision while the victim is in flight: once in the log.
+      if (first_report("probe " + e.id)) {
+        spdlog::warn("eviction {}: cannot tell whether {} is empty: {} (logged once for this eviction)", e.id,
+                     e.cgroup_path, empty.error().message);
+      }
+    } else {
+      (*empty ? in.exited : in.running).push_back(e.uid);
+    }
+  }
+}
+
+void EvictionExecutor::act(const PolicyAction& a, TimePoint now) {
   using K = PolicyAction::Kind;
-  for (const auto& a : actions) {
+  {
     if (metrics_) metrics_->policy_action(name(a.kind));
     const Eviction& e = a.eviction;
     const std::string who = pod_label(e.namespace_, e.name, e.uid);
@@ -115,7 +144,7 @@ void EvictionExecutor::execute(const std::vector<PolicyAction>& actions, TimePoi
         spdlog::debug("decision for {} deferred: {}", e.uid, a.reason);
         break;
       case K::DiskReclaim:
-        if (start_disk_reclaim_) start_disk_reclaim_();
+        start_disk_reclaim();
         break;
       case K::Terminate: {
         spdlog::info("eviction {}: resumed after a restart, sending {} its SIGTERM", e.id, who);
@@ -214,6 +243,12 @@ void EvictionExecutor::kill_now(const Eviction& e, const char* why) {
                  r->skipped_unsafe);
   }
   crash_point("kill");
+}
+
+void EvictionExecutor::start_disk_reclaim() {
+  const auto& argv = daemon_config().disk_reclaim_command;
+  spdlog::info("disk pressure: running the reclaim command '{}' before evicting", argv.empty() ? "" : argv[0]);
+  disk_reclaim_.start(argv, daemon_config().disk_reclaim_timeout, on_disk_reclaim_done_);
 }
 
 }  // namespace pressured

@@ -11,10 +11,14 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/daemon_stats.hpp"
+#include "node/oom_scope.hpp"
+#include "pressured/events.hpp"
 #include "pressured/snapshot.hpp"
 
 namespace pressured {
@@ -81,5 +85,44 @@ class OomKillLedger {
   std::deque<Unplaced> unplaced_;
   bool reconciled_ = false;
 };
+
+class Metrics;
+
+/// The daemon's port for kernel OOM kills: counts and logs each (pressured
+/// did not act in time) once, through the ledger, labelled by the QoS class
+/// of the pod the memcg is in (the last observation's pods).
+class OomKillReporter {
+ public:
+  OomKillReporter(Metrics* metrics, DaemonStats* stats) : metrics_(metrics), stats_(stats) {}
+  /// Keeps a kernel OOM kill an event reported, unless the kernel's counters
+  /// showed it first, for the next full observation (which the daemon asks
+  /// for while one is pending) to count with its scope (node/oom_scope.hpp).
+  void on_event(const PressureEvent& ev);
+  /// After a full observation: counts and logs, with their scope, the kills
+  /// events reported and those its counters show that no event reported.
+  void reconcile(const NodeSnapshot& last);
+  bool has_pending() const { return !pending_.empty(); }
+  const OomKillLedger& ledger() const { return ledger_; }
+
+ private:
+  void count(const NodeSnapshot& last, uint64_t cgroup_id, const std::string& path, uint64_t kills, OomScope scope,
+             const std::string& what);
+
+  struct PendingOomKill {
+    uint64_t cgroup_id = 0;
+    bool victim_memcg = false;
+    uint32_t pid = 0;
+    uint64_t kills = 0;
+  };
+  OomKillLedger ledger_;
+  node::OomScopeClassifier scopes_;
+  std::vector<PendingOomKill> pending_;  // reported by events, counted by the next full observation
+  Metrics* metrics_;
+  DaemonStats* stats_;
+};
+
+/// The QoS class of the pod a memcg belongs to (its own cgroup or one below
+/// it, by id or path), nullopt when it is not in a pod of `last`.
+std::optional<QosClass> qos_of_memcg(const NodeSnapshot& last, uint64_t cgroup_id, const std::string& path);
 
 }  // namespace pressured

@@ -14,16 +14,12 @@ double ms(Duration d) { return std::chrono::duration<double, std::milli>(d).coun
 
 }  // namespace
 
-ReliefDriver::ReliefDriver(std::shared_ptr<const LiveConfig> live, ReclaimWriter* writer,
+ReliefDriver::ReliefDriver(std::shared_ptr<const LiveConfig> live, const ReliefStage& stage, ReclaimWriter* writer,
                            std::string unavailable_reason, Metrics* metrics, EventLoop* loop,
                            std::function<void()> on_done)
-    : live_(std::move(live)),
-      generation_(live_->generation()),
-      stage_(live_->get().relief, live_->get().daemon.dry_run),
-      metrics_(metrics) {
+    : live_(std::move(live)), stage_(stage), metrics_(metrics) {
   const ReliefConfig& config = live_->get().relief;
   if (writer != nullptr) worker_ = std::make_unique<ReclaimWorker>(*writer, clock_, loop, std::move(on_done));
-  stage_.set_available(writer != nullptr);
   stats_.available = stage_.active() ? 1 : 0;
   if (metrics_ != nullptr) export_ = export_stats(*metrics_, stats_);
   if (writer == nullptr) {
@@ -38,30 +34,16 @@ ReliefDriver::ReliefDriver(std::shared_ptr<const LiveConfig> live, ReclaimWriter
   }
 }
 
-void ReliefDriver::follow() {
-  if (live_->generation() == generation_) return;
-  generation_ = live_->generation();
-  // The stage keeps its run and its back-off across a reload.
-  stage_.reconfigure(live_->get().relief, live_->get().daemon.dry_run);
-  stats_.available = stage_.active() ? 1 : 0;
+std::optional<ReliefOutcome> ReliefDriver::take_outcome() {
+  if (!worker_) return std::nullopt;
+  return worker_->take();
 }
 
-void ReliefDriver::step(TimePoint now, const NodeSnapshot& snapshot, Decisions& d,
-                        const std::vector<std::string>& excluded, bool memory_lane_busy) {
-  follow();
-  const EvictionConfig& eviction = live_->get().eviction;
-  std::optional<ReliefOutcome> outcome;
-  if (worker_) outcome = worker_->take();
-  ReliefStep st = stage_.step(now, snapshot, d, eviction, excluded, memory_lane_busy, outcome);
+void ReliefDriver::carry_out(const ReliefStep& st) {
+  stats_.available = stage_.active() ? 1 : 0;  // a reload may have turned it on or off
   deadline_ = st.deadline;
   if (st.start && !st.start->dry_run && worker_) worker_->start(*st.start);
   report(st);
-}
-
-std::size_t ReliefDriver::restore(const ReliefState& state) {
-  const std::size_t n = stage_.restore(state);
-  stats_.backoff_cgroups = n;
-  return n;
 }
 
 void ReliefDriver::report(const ReliefStep& st) {

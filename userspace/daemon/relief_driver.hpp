@@ -1,8 +1,9 @@
 #pragma once
-// The daemon's side of relief (pressured/relief.hpp): runs the pure stage
-// between the engine and the eviction policy, hands its runs to the worker
-// thread, takes the worker's outcome at the next evaluation, and logs and
-// counts every decision. Lives on the event loop's thread.
+// The daemon's side of relief (pressured/relief.hpp): the pure stage is the
+// eviction policy's (EvictionPolicy::relieve, the memory lane's first
+// phase); this hands the worker's outcome to it at the next evaluation,
+// starts the runs it decides on the worker thread, and logs and counts every
+// decision. Lives on the event loop's thread.
 
 #include <functional>
 #include <memory>
@@ -25,30 +26,30 @@ class ReliefDriver {
   /// `writer` null: the kernel cannot reclaim (cgroup v1, no memory.reclaim):
   /// the stage is off, which the log says once and the gauge shows.
   /// `on_done` runs on the loop when a run ends (an evaluation). `config` is
-  /// the daemon's one configuration: a reload applies from the next step().
-  ReliefDriver(std::shared_ptr<const LiveConfig> config, ReclaimWriter* writer, std::string unavailable_reason,
-               Metrics* metrics, EventLoop* loop, std::function<void()> on_done);
+  /// the daemon's one configuration; `stage` the policy's.
+  ReliefDriver(std::shared_ptr<const LiveConfig> config, const ReliefStage& stage, ReclaimWriter* writer,
+               std::string unavailable_reason, Metrics* metrics, EventLoop* loop, std::function<void()> on_done);
 
-  /// Between the engine and the policy: takes in a finished run, decides,
-  /// starts a run, and removes the memory candidates that wait for it from `d`.
-  void step(TimePoint now, const NodeSnapshot& snapshot, Decisions& d, const std::vector<std::string>& excluded,
-            bool memory_lane_busy);
+  /// The worker's outcome of the run that ended since the last call, if any
+  /// (the input of the policy's relieve()).
+  std::optional<ReliefOutcome> take_outcome();
+  /// Carries out what the policy's relief phase decided: starts the run on
+  /// the worker, logs and counts.
+  void carry_out(const ReliefStep& step);
   /// When the current hold ends (the loop evaluates again then).
   std::optional<TimePoint> deadline() const { return deadline_; }
   /// A run is writing (its outcome not yet taken).
   bool running() const { return stage_.running().has_value(); }
   const ReliefStats& stats() const { return stats_; }
-  /// Takes back the checkpoint's back-off (ReliefStage::restore); returns how many cgroups back off.
-  std::size_t restore(const ReliefState& state);
+  /// After the policy took back a checkpoint's back-off: the gauge of cgroups backing off.
+  void restored() { stats_.backoff_cgroups = stage_.backoff().size(); }
   const ReliefStage& stage() const { return stage_; }
 
  private:
   void report(const ReliefStep& st);
-  void follow();
 
   std::shared_ptr<const LiveConfig> live_;
-  uint64_t generation_ = 0;  // of live_ when the stage was last configured
-  ReliefStage stage_;
+  const ReliefStage& stage_;
   MonotonicClock clock_;
   std::unique_ptr<ReclaimWorker> worker_;  // null: unavailable
   Metrics* metrics_;

@@ -352,7 +352,9 @@ int run_daemon(const ConfigOptions& options) {
     // A crash between the freeze and the thaw of a v1 kill leaves the victim
     // frozen for good (SIGKILLed tasks only exit once thawed).
     std::vector<std::string> victims;
-    for (const auto& f : daemon.policy().state().in_flight) victims.push_back(f.eviction.cgroup_path);
+    for (const auto& f : daemon.policy().state().records) {
+      if (f.in_flight()) victims.push_back(f.eviction.cgroup_path);
+    }
     if (std::size_t n = real_evictor.thaw_leftovers(victims); n > 0) {
       spdlog::warn("thawed {} freezer cgroup(s) a previous run left frozen mid-kill", n);
     }
