@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "engine/eviction_words.hpp"
 #include "engine_helpers.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/trend.hpp"

@@ -304,7 +304,7 @@ struct RecordLoop {
     ASSERT_FALSE(first.empty());
     ASSERT_EQ(first[0].kind, PolicyAction::Kind::Start);
     ASSERT_TRUE(h.reporter->drain(30s));
-    ASSERT_TRUE(step_until([&] { return record() != nullptr && record()->recorded && !policy.busy(); }))
+    ASSERT_TRUE(step_until([&] { return record() != nullptr && record()->status != EvictionRecord::Status::None && !policy.busy(); }))
         << "the record taken, the victim released";
   }
 };

@@ -248,7 +248,7 @@ TEST_F(ServedMetrics, EvictionsByContainerAreBoundedInNames) {
   auto e = scrape();
   EXPECT_EQ(e.value("pressured_eviction_containers_total", {{"container", "app"}}), 2);
   for (std::size_t i = 0; i < Metrics::kEvictionContainerNames + 10; ++i) {
-    metrics_->eviction_container("c" + std::to_string(i));
+    metrics_->eviction_container(fmt::format("c{}", i));
   }
   metrics_->eviction_container("app");  // one with a series already keeps it
   e = scrape();

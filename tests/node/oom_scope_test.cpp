@@ -48,6 +48,24 @@ TEST(OomScope, V2PodAtItsLimitIsACgroupKillOfItsContainer) {
   EXPECT_EQ(after({}, {.pod = 2, .ctr_kills = 1}, kCtr), OomScope::Cgroup);
 }
 
+TEST(OomScope, TheSameReadingsAgainSayNoLimitWasReachedSinceAsAFullUpdateWould) {
+  const V2 hit{.ctr = 1, .ctr_kills = 1};
+  OomScopeClassifier c;
+  c.update(V2{}.counters(), kPods);
+  c.update(hit.counters(), kPods);
+  ASSERT_EQ(c.classify(kCtr, true), OomScope::Cgroup);
+  c.update(hit.counters(), kPods);  // no walk since: the last update's counters
+  EXPECT_EQ(c.classify(kCtr, true), OomScope::Node) << "the container's limit was reached before, not since";
+  // A memcg whose evidence cannot be read stays unknown the same way.
+  auto unreadable = hit.counters();
+  unreadable[3].oom_events.reset();
+  OomScopeClassifier u;
+  u.update(unreadable, kPods);
+  u.update(unreadable, kPods);
+  u.update(unreadable, kPods);
+  EXPECT_EQ(u.classify(kCtr, true), OomScope::Unknown);
+}
+
 TEST(OomScope, V2KillWithNoLimitReachedIsAGlobalOomOfTheNode) {
   EXPECT_EQ(after({}, {.ctr_kills = 1}, kCtr), OomScope::Node);
 }

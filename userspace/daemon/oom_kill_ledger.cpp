@@ -121,7 +121,7 @@ void OomKillReporter::reconcile(const NodeSnapshot& last) {
     return;
   }
   const auto missed = ledger_.reconcile(*last.oom_kills);
-  std::vector<std::string> pod_paths;
+  std::vector<std::string_view> pod_paths;
   pod_paths.reserve(last.pods.size());
   for (const Pod& p : last.pods) pod_paths.push_back(p.cgroup_path);
   scopes_.update(*last.oom_kills, pod_paths);

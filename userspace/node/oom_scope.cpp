@@ -1,6 +1,8 @@
 // Node-level and limit OOM kills told apart (oom_scope.hpp).
 #include "node/oom_scope.hpp"
 
+#include <algorithm>
+
 namespace pressured::node {
 namespace {
 
@@ -12,27 +14,66 @@ bool at_or_below(std::string_view inner, std::string_view outer) {
 }  // namespace
 
 void OomScopeClassifier::update(const std::vector<MemcgOomKills>& counters, const std::vector<std::string>& pod_paths) {
-  std::unordered_map<uint64_t, Reading> now;
-  now.reserve(counters.size());
-  changes_.clear();
-  changes_.reserve(counters.size());
-  root_ = counters.empty() ? std::string() : counters.front().path;
-  for (const MemcgOomKills& c : counters) {
-    const Reading r{c.oom_events, c.failcnt};
-    now[c.cgroup_id] = r;
-    Change ch;
-    ch.path = c.path;
-    for (const std::string& p : pod_paths) {
-      if (at_or_below(c.path, p)) {
-        ch.workload = true;
-        break;
-      }
+  update(counters, std::vector<std::string_view>(pod_paths.begin(), pod_paths.end()));
+}
+
+bool OomScopeClassifier::unchanged(const std::vector<MemcgOomKills>& counters) const {
+  if (!have_last_ || counters.size() != changes_.size()) return false;
+  for (std::size_t i = 0; i < counters.size(); ++i) {
+    const Change& ch = changes_[i];
+    if (ch.cgroup_id != counters[i].cgroup_id || !(ch.reading == Reading{counters[i].oom_events, counters[i].failcnt})) {
+      return false;
     }
+  }
+  return true;
+}
+
+void OomScopeClassifier::update(const std::vector<MemcgOomKills>& counters,
+                                const std::vector<std::string_view>& pod_paths) {
+  // The same readings again (the common case: no OOM kill since): no limit
+  // was reached since, and the memcgs and their pods are those of the last
+  // update. What a full update would find, without its sort and lookups.
+  if (unchanged(counters)) {
+    for (Change& ch : changes_) {
+      ch.known = ch.reading.oom_events.has_value() || ch.reading.failcnt.has_value();
+      ch.limit_hit = false;
+    }
+    have_changes_ = true;
+    return;
+  }
+  // Sorted once (one allocation, where a hash set allocates per pod).
+  std::vector<std::string_view> pods(pod_paths.begin(), pod_paths.end());
+  std::sort(pods.begin(), pods.end());
+  // At or below a pod's memcg: the path itself, or one of its ancestors, is a pod's.
+  auto workload = [&](std::string_view path) {
+    for (;;) {
+      if (std::binary_search(pods.begin(), pods.end(), path)) return true;
+      const auto slash = path.rfind('/');
+      if (slash == std::string_view::npos || slash == 0) return false;
+      path = path.substr(0, slash);
+    }
+  };
+  auto by_id = [](const auto& a, const auto& b) { return a.first < b.first; };
+  now_.clear();
+  changes_.resize(counters.size());
+  root_ = counters.empty() ? std::string() : counters.front().path;
+  for (std::size_t i = 0; i < counters.size(); ++i) {
+    const MemcgOomKills& c = counters[i];
+    const Reading r{c.oom_events, c.failcnt};
+    now_.emplace_back(c.cgroup_id, r);
+    Change& ch = changes_[i];
+    ch.path.assign(c.path);
+    ch.cgroup_id = c.cgroup_id;
+    ch.reading = r;
+    ch.workload = workload(c.path);
+    ch.known = false;
+    ch.limit_hit = false;
     // A memcg first seen now was created since the last reading: its counts so far are all new.
-    auto it = last_.find(c.cgroup_id);
-    const Reading before = it == last_.end() ? Reading{r.oom_events ? std::optional<uint64_t>(0) : std::nullopt,
-                                                       r.failcnt ? std::optional<uint64_t>(0) : std::nullopt}
-                                             : it->second;
+    auto it = std::lower_bound(last_.begin(), last_.end(), std::pair<uint64_t, Reading>{c.cgroup_id, {}}, by_id);
+    const bool seen = it != last_.end() && it->first == c.cgroup_id;
+    const Reading before = !seen ? Reading{r.oom_events ? std::optional<uint64_t>(0) : std::nullopt,
+                                           r.failcnt ? std::optional<uint64_t>(0) : std::nullopt}
+                                 : it->second;
     if (r.oom_events) {
       ch.known = before.oom_events.has_value();
       ch.limit_hit = ch.known && *r.oom_events != *before.oom_events;
@@ -41,11 +82,11 @@ void OomScopeClassifier::update(const std::vector<MemcgOomKills>& counters, cons
       // An unlimited memcg's failcnt does not move: only a limit set now counts.
       ch.limit_hit = ch.known && c.limited && *r.failcnt != *before.failcnt;
     }  // neither readable: not known
-    changes_.push_back(std::move(ch));
   }
+  std::sort(now_.begin(), now_.end(), by_id);
   have_changes_ = have_last_;
   have_last_ = true;
-  last_ = std::move(now);
+  std::swap(last_, now_);
 }
 
 void OomScopeClassifier::unread() {

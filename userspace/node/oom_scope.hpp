@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "pressured/snapshot.hpp"
@@ -34,6 +35,11 @@ class OomScopeClassifier {
   /// below a pod's is the workload's, the others (kubepods, the QoS tiers)
   /// stand for the node. The counters' change since the last update is what
   /// classify() looks at.
+  /// Each memcg finds its pod by its own path and its ancestors' in the
+  /// pods' sorted paths (a node's memcgs times its pods would be a million
+  /// comparisons at 1000 pods), and the buffers of the last update are
+  /// reused: it runs at every full observation.
+  void update(const std::vector<MemcgOomKills>& counters, const std::vector<std::string_view>& pod_paths);
   void update(const std::vector<MemcgOomKills>& counters, const std::vector<std::string>& pod_paths);
   /// A full observation without counters: nothing can be told until the
   /// next two readings.
@@ -48,18 +54,25 @@ class OomScopeClassifier {
   OomScope classify(const std::string& path, bool victim_memcg) const;
 
  private:
+  struct Reading {
+    std::optional<uint64_t> oom_events;
+    std::optional<uint64_t> failcnt;
+    bool operator==(const Reading&) const = default;
+  };
   struct Change {
     std::string path;
+    uint64_t cgroup_id = 0;
+    Reading reading;         // as of the last update
     bool workload = false;
     bool known = false;      // the evidence could be read in both readings
     bool limit_hit = false;  // this memcg's own limit was reached since the last reading
   };
-  struct Reading {
-    std::optional<uint64_t> oom_events;
-    std::optional<uint64_t> failcnt;
-  };
-  std::unordered_map<uint64_t, Reading> last_;  // by cgroup id
-  std::vector<Change> changes_;
+  /// The counters are the last update's, memcg for memcg (the kernel's
+  /// oom_kill count did not move, so the observer did not walk the tree again).
+  bool unchanged(const std::vector<MemcgOomKills>& counters) const;
+  std::vector<std::pair<uint64_t, Reading>> last_;  // by cgroup id, sorted
+  std::vector<std::pair<uint64_t, Reading>> now_;   // the next last_ (its buffer kept)
+  std::vector<Change> changes_;                     // sized to the counters, strings kept
   std::string root_;
   bool have_last_ = false;
   bool have_changes_ = false;

@@ -108,7 +108,10 @@ std::string container_label(const Pod& p, const ContainerMemory& m) {
 std::string growth_cell(const ContainerMemory& m) {
   if (!m.previous_working_set_bytes || !m.previous_age_seconds) return "";
   const double by = static_cast<double>(m.working_set_bytes) - static_cast<double>(*m.previous_working_set_bytes);
-  return (by >= 0 ? "+" : "-") + human_bytes(std::fabs(by)) + fmt("/%.1fs", *m.previous_age_seconds);
+  std::string out(by >= 0 ? "+" : "-");  // appended: GCC 12 -O3 warns on a literal + a temporary (-Wrestrict)
+  out += human_bytes(std::fabs(by));
+  out += fmt("/%.1fs", *m.previous_age_seconds);
+  return out;
 }
 
 // The memory candidates' per-container part, as the daemon adds it when an eviction starts.
