@@ -17,10 +17,9 @@ PRESSURED_PLUGIN_STUBS, or next to this file).
 """
 import argparse
 import os
-import signal
 import sys
-import threading
-from concurrent import futures
+
+import plugin_server  # beside this file (the image and the source tree alike)
 
 
 def load_stubs(path):
@@ -49,7 +48,6 @@ def main():
     if args.kind == "soft" and args.grace < 0:
         p.error("--grace must be 0 or more")
     pb, pb_grpc = load_stubs(args.stubs)
-    import grpc  # noqa: E402
 
     resource = {"memory": pb.MEMORY, "ephemeral-storage": pb.EPHEMERAL_STORAGE, "pids": pb.PIDS}[args.resource]
     above = args.above is not None
@@ -71,25 +69,7 @@ def main():
                 kind=pb.SOFT if args.kind == "soft" else pb.HARD,
                 grace_period_seconds=args.grace if args.kind == "soft" else 0, resource=resource)])
 
-    try:
-        os.unlink(args.socket)  # left by an earlier run
-    except FileNotFoundError:
-        pass
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    pb_grpc.add_EvictionPluginServicer_to_server(FileSignal(), server)
-    server.add_insecure_port("unix:" + args.socket)
-    server.start()
-    print("file-signal: %s serving on %s" % (args.name, args.socket), file=sys.stderr)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
-    done.wait()
-    server.stop(0)
-    try:
-        os.unlink(args.socket)  # pressured drops the plugin when its socket goes
-    except FileNotFoundError:
-        pass
-
+    plugin_server.serve(FileSignal(), pb_grpc.add_EvictionPluginServicer_to_server, args.socket, "file-signal: %s" % args.name)
 
 if __name__ == "__main__":
     main()

@@ -22,10 +22,9 @@ this file).
 import argparse
 import os
 import re
-import signal
 import sys
-import threading
-from concurrent import futures
+
+import plugin_server  # beside this file (the image and the source tree alike)
 
 KEY = re.compile(r"^[A-Za-z0-9._/-]{1,317}$")
 YES, NO, UNKNOWN = "yes", "no", "unknown"
@@ -148,25 +147,7 @@ def main():
                     out.append(pb.Adjustment(uid=pod.uid, action=pb.DEMOTE, reason="evicted last: " + why))
             return pb.RankCandidatesResponse(adjustments=out)
 
-    try:
-        os.unlink(args.socket)  # left by an earlier run
-    except FileNotFoundError:
-        pass
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    pb_grpc.add_EvictionPluginServicer_to_server(Protect(), server)
-    server.add_insecure_port("unix:" + args.socket)
-    server.start()
-    print("protect-py: %s serving on %s" % (args.name, args.socket), file=sys.stderr)
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
-    done.wait()
-    server.stop(0)
-    try:
-        os.unlink(args.socket)  # pressured drops the plugin when its socket goes
-    except FileNotFoundError:
-        pass
-
+    plugin_server.serve(Protect(), pb_grpc.add_EvictionPluginServicer_to_server, args.socket, "protect-py: %s" % args.name)
 
 if __name__ == "__main__":
     main()
