@@ -305,6 +305,30 @@ TEST(Checkpoint, LocalStorageReasonRoundTrips) {
   EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << "a rule without its message";
 }
 
+// Which container grew and who was hurt are in the record as they were in
+// the log line; a record without them (older daemons, v1) loads without.
+TEST(Checkpoint, TheContainerThatGrewAndTheStallsRoundTrip) {
+  Checkpoint cp = sample();
+  Eviction& e = cp.policy.records[0].eviction;
+  e.containers = {{"app", 400u << 20, 100u << 20, 150u << 20, 8.0, PsiStats{{30.25, 12.5, 3.0, 987654}, PsiLine{20, 9, 2, 12345}}},
+                  {"sidecar", 10u << 20, 20u << 20, std::nullopt, std::nullopt, std::nullopt}};
+  e.grew = ContainerGrowth{"app", ContainerGrowth::Basis::Growth, 400u << 20, 100u << 20, 250 << 20, 8.0};
+  e.memory_pressure = PsiStats{{12.5, 6.0, 1.5, 55555}, std::nullopt};
+  auto j = nlohmann::json::parse(encode_checkpoint(cp));
+  EXPECT_EQ(j["policy"]["records"][0]["eviction"]["grew"]["container"], "app");
+  auto back = decode_checkpoint(j.dump());
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  const Eviction& b = back->policy.records[0].eviction;
+  EXPECT_EQ(b.grew, e.grew);
+  EXPECT_EQ(b.memory_pressure, e.memory_pressure);
+  ASSERT_EQ(b.containers.size(), 2u);
+  EXPECT_EQ(b.containers[0].memory_pressure, e.containers[0].memory_pressure);
+  EXPECT_FALSE(b.containers[1].memory_pressure);
+  j["policy"]["records"][0]["eviction"]["grew"]["basis"] = "sideways";
+  EXPECT_FALSE(decode_checkpoint(j.dump()).ok()) << "an unknown basis is corrupt";
+  EXPECT_FALSE(nlohmann::json::parse(encode_checkpoint(sample()))["policy"]["records"][0]["eviction"].contains("grew"));
+}
+
 TEST(Checkpoint, MalformedRankingKeysAreErrors) {
   for (auto [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
            {"qos", "Gold"}, {"priority", 1e12}, {"priority", 3000000000LL}, {"usage", -1}, {"over_request", "yes"}}) {

@@ -211,6 +211,30 @@ PolicyState legacy_policy(const json& p, int64_t version) {
 
 }  // namespace
 
+namespace {
+
+json psi_json(const PsiStats& p) {
+  auto line = [](const PsiLine& l) {
+    return json{{"avg10", l.avg10}, {"avg60", l.avg60}, {"avg300", l.avg300}, {"total_us", l.total_us}};
+  };
+  json j{{"some", line(p.some)}};
+  if (p.full) j["full"] = line(*p.full);
+  return j;
+}
+
+PsiStats psi_of(const json& j) {
+  auto line = [](const json& l) {
+    return PsiLine{l.at("avg10").get<double>(), l.at("avg60").get<double>(), l.at("avg300").get<double>(),
+                   as_uint64(l.at("total_us"))};
+  };
+  PsiStats p;
+  p.some = line(j.at("some"));
+  if (auto f = j.find("full"); f != j.end()) p.full = line(*f);
+  return p;
+}
+
+}  // namespace
+
 // The JSON codec of each type the checkpoint holds (found by nlohmann's
 // get<T>() and json(T) through argument-dependent lookup).
 
@@ -251,6 +275,21 @@ void to_json(json& j, const Eviction& e) {
     j["containers"] = std::move(cs);
   }
   if (e.pod_level_request) j["pod_level_request"] = *e.pod_level_request;
+  // Which container grew and who was hurt (memory evictions; absent when not
+  // known, so older records and readers are unchanged): the record says what
+  // the log line said.
+  if (e.grew) {
+    j["grew"] = json{{"container", e.grew->name},
+                     {"basis", e.grew->basis == ContainerGrowth::Basis::Growth ? "growth" : "over_request"},
+                     {"usage", e.grew->usage},
+                     {"request", e.grew->request},
+                     {"bytes", e.grew->bytes},
+                     {"seconds", e.grew->seconds}};
+  }
+  if (e.memory_pressure) j["memory_pressure"] = psi_json(*e.memory_pressure);
+  for (std::size_t i = 0; i < e.containers.size(); ++i) {
+    if (e.containers[i].memory_pressure) j["containers"][i]["memory_pressure"] = psi_json(*e.containers[i].memory_pressure);
+  }
 }
 
 
@@ -289,6 +328,25 @@ void from_json(const json& p, Eviction& e) {
     }
   }
   if (auto r = p.find("pod_level_request"); r != p.end()) e.pod_level_request = as_uint64(*r);
+  if (auto g = p.find("grew"); g != p.end()) {
+    ContainerGrowth cg;
+    cg.name = g->at("container").get<std::string>();
+    const std::string basis = g->at("basis").get<std::string>();
+    if (basis != "growth" && basis != "over_request") throw std::invalid_argument("unknown growth basis " + basis);
+    cg.basis = basis == "growth" ? ContainerGrowth::Basis::Growth : ContainerGrowth::Basis::OverRequest;
+    cg.usage = as_uint64(g->at("usage"));
+    cg.request = as_uint64(g->at("request"));
+    cg.bytes = as_int64(g->at("bytes"));
+    cg.seconds = g->at("seconds").get<double>();
+    e.grew = std::move(cg);
+  }
+  if (auto m = p.find("memory_pressure"); m != p.end()) e.memory_pressure = psi_of(*m);
+  if (auto cs = p.find("containers"); cs != p.end()) {
+    const auto& arr = cs->get_ref<const json::array_t&>();
+    for (std::size_t i = 0; i < arr.size() && i < e.containers.size(); ++i) {
+      if (auto m = arr[i].find("memory_pressure"); m != arr[i].end()) e.containers[i].memory_pressure = psi_of(*m);
+    }
+  }
   if (auto r = p.find("ranking"); r != p.end()) {
     e.keys = decode_keys(r->at("victim"));
     if (const json& ru = r->at("runner_up"); !ru.is_null()) {
