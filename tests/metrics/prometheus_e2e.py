@@ -63,6 +63,24 @@ class Sandbox:
         self.root = os.path.join(mount, self.name)
         self.procs = []
 
+    @staticmethod
+    def sweep_stale(mount):
+        """Trees this test left when it was killed past its `finally` (a CTest
+        timeout's SIGKILL): ours by name, their process gone. Removed only when
+        empty of processes; never anything of another name."""
+        for name in os.listdir(mount):
+            m = re.fullmatch(r"pressured-test-(\d+)-prom", name)
+            if not m or os.path.exists(f"/proc/{m.group(1)}"):
+                continue
+            root = os.path.join(mount, name)
+            for d in sorted((d for d, _, _ in os.walk(root)), key=len, reverse=True):
+                try:
+                    os.rmdir(d)
+                except OSError as e:
+                    log(f"WARNING: a stale sandbox of this test stays: {d}: {e}")
+            if not os.path.isdir(root):
+                log(f"removed {root}, left by an earlier run that was killed")
+
     def make(self, rel):
         os.makedirs(os.path.join(self.root, rel), exist_ok=True)
 
@@ -316,6 +334,14 @@ def main():
         print(f"FAIL: {args.pressured} is not an executable", flush=True)
         return 1
 
+    Sandbox.sweep_stale(mount)
+
+    # A SIGTERM (ctest's stop, a CI cancel) unwinds through the `finally` below
+    # like an interrupt, so the sandbox and the processes go with it.
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, interrupted)
     tmp = tempfile.mkdtemp(prefix="pressured-prom-e2e-")
     sandbox = Sandbox(mount, v2)
     daemon = prom = None
