@@ -110,6 +110,30 @@ TEST(DecisionView, APodThatGrewSinceTheFullObservationIsSeen) {
   EXPECT_EQ(d.eviction->usage_at_decision, 900 * MiB) << "the head's working set is read for this decision";
 }
 
+// A predictive hard threshold is met by the signal's fall before its value
+// crosses: the view ranks on fresh reads then too, or the engine's predicted
+// eviction would pick by the last full observation's usage (measured:
+// bench/spike_frontier evicted a bystander while the grower, started after
+// that observation, still read 0).
+TEST(DecisionView, APredictiveThresholdRanksOnFreshReadsBeforeItsValueCrosses) {
+  Node n(200);
+  const auto cfg = memory_threshold(1);  // far from met by value
+  n.set(17, pod_memory(900, 5));         // pod 17 grew past everyone after the last full observation
+  auto quiet = refresh_for_decision(*n.obs, n.snap, cfg, {}, TimePoint(2s));
+  ASSERT_TRUE(quiet) << quiet.error().message;
+  EXPECT_FALSE(quiet->ranking_needed) << "without a lead, a threshold not met needs no ranking";
+  auto r = refresh_for_decision(*n.obs, n.snap, cfg, {}, TimePoint(3s), {}, 200ms);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->ranking_needed);
+  const auto it = std::find_if(n.snap.pods.begin(), n.snap.pods.end(), [](const Pod& p) { return p.uid == pod_uid(17); });
+  ASSERT_NE(it, n.snap.pods.end());
+  EXPECT_EQ(it->usage.memory_working_set_bytes, 900 * MiB) << "the head is read for the predicted decision";
+  auto soft = refresh_for_decision(*n.obs, n.snap, memory_threshold(1, ThresholdKind::Soft), {}, TimePoint(4s), {},
+                                   200ms);
+  ASSERT_TRUE(soft) << soft.error().message;
+  EXPECT_FALSE(soft->ranking_needed) << "only hard thresholds are predicted";
+}
+
 TEST(DecisionView, APodThatShrankIsNotChosenOnItsOldUsage) {
   Node n(200);
   const auto cfg = memory_threshold(99.9);

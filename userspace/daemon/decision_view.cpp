@@ -33,7 +33,8 @@ bool contains(const std::vector<std::string>& v, const std::string& s) {
 
 Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapshot& snapshot,
                                              const EvictionConfig& config, const std::vector<std::string>& excluded,
-                                             TimePoint now, const InFlightView& in_flight) {
+                                             TimePoint now, const InFlightView& in_flight,
+                                             Duration predictive_lead) {
   DecisionRefresh out;
   std::array<bool, kSignalCount> read{};
   for (const auto& t : config.thresholds) {
@@ -68,7 +69,9 @@ Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapsho
 
   for (const auto& t : config.thresholds) {
     const auto& obs = snapshot.signal(t.signal);
-    if (!obs || !may_be_met(t, *obs)) continue;
+    const bool predictable = predictive_lead > Duration::zero() && t.kind == ThresholdKind::Hard &&
+                             (t.signal == Signal::MemoryAvailable || t.signal == Signal::AllocatableMemoryAvailable);
+    if (!obs || (!predictable && !may_be_met(t, *obs))) continue;
     const StarvedResource r = info(t.signal).resource;
     if (r == StarvedResource::None) continue;  // a condition only: no victim needed
     // A lane the policy holds defers every candidate: no ranking needed.
@@ -203,7 +206,8 @@ Result<bool> observe_for_decision(NodeObserver& observer, NodeSnapshot& last, st
   // holds needs no ranking (docs/observation.md, "Decisions while an
   // eviction is in flight"). The poll mode takes a full observation.
   if (partial_ok && last_full && now - *last_full < config.events.effective_full_observation_interval()) {
-    auto r = refresh_for_decision(observer, last, config.eviction, policy.excluded(), now, in_flight_view(policy, now));
+    auto r = refresh_for_decision(observer, last, config.eviction, policy.excluded(), now, in_flight_view(policy, now),
+                                  config.daemon.predictive_lead);
     if (r) {
       ++stats.incremental_evaluations;
       return false;

@@ -61,13 +61,20 @@ inline constexpr std::size_t kMaxHeadRefreshes = 32;
 ///    looks at is read in full, and one whose cgroup is gone is removed
 ///    from the snapshot, as a full observation would not list it; a lane
 ///    the policy holds needs no ranking, so its thresholds send nowhere.
+///  - with a predictive lead (daemon.predictiveLead above 0), a hard memory
+///    threshold may be met by the signal's trend before its value crosses
+///    (the engine's prediction, which this view does not know): it is ranked
+///    on fresh reads as one met, so that a predicted eviction never ranks the
+///    pods on the last full observation's usage (a pod that grew since would
+///    rank as it was).
 /// Errors mean "observe fully instead": a signal or pod read failed, the pod
 /// set changed, a threshold of another lane (disk, pids) not held may be
 /// met, or the head stayed uncertain after kMaxHeadRefreshes pods. The
 /// snapshot may then be partly updated; the caller replaces it.
 Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapshot& snapshot,
                                              const EvictionConfig& config, const std::vector<std::string>& excluded,
-                                             TimePoint now, const InFlightView& in_flight = {});
+                                             TimePoint now, const InFlightView& in_flight = {},
+                                             Duration predictive_lead = Duration::zero());
 
 /// What of the policy a partial refresh (and the plugins) must know at
 /// `now`: the victims it looks at (in flight, or due for a restart check)
