@@ -104,6 +104,10 @@ struct PodSourceConfig {
   Duration watch_timeout = std::chrono::seconds(60);  // server-side timeoutSeconds of one watch
   std::string kubeconfig;
   std::string node_name;
+  // Whether pods' labels are kept: only plugins read them (a plugin's
+  // selector), so they are kept only when plugins.directory is set; copied
+  // here when the config is loaded.
+  bool keep_labels = false;
   bool operator==(const PodSourceConfig&) const = default;
 };
 

@@ -15,6 +15,7 @@ TEST(PluginsConfig, OffByDefaultWithDeadlinesOfTensOfMilliseconds) {
   auto r = parse_config_yaml("{}\n");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_TRUE(r->plugins.directory.empty());
+  EXPECT_FALSE(r->observe.pods.keep_labels) << "labels only advise plugins: none configured, none kept";
   EXPECT_EQ(r->plugins.call_timeout, 50ms);
   EXPECT_EQ(r->plugins.answer_max_age, 30s);
   EXPECT_EQ(r->plugins.proposal_interval, 60s);
@@ -28,6 +29,7 @@ TEST(PluginsConfig, ParsesEveryKey) {
       "  module: /opt/pressured/libpressured_plugin_grpc.so\n");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->plugins.directory, "/run/pressured/plugins");
+  EXPECT_TRUE(r->observe.pods.keep_labels) << "plugins' selectors read the pods' labels";
   EXPECT_EQ(r->plugins.call_timeout, 20ms);
   EXPECT_EQ(r->plugins.answer_max_age, 10s);
   EXPECT_EQ(r->plugins.proposal_interval, 5min);

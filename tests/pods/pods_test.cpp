@@ -545,6 +545,44 @@ TEST(PodSources, KubeletErrorsAndTimeout) {
   EXPECT_NE(e.error().message.find("token"), std::string::npos);
 }
 
+// Labels only advise plugins: a source configured without them (no
+// plugins.directory) drops every pod's labels at the parse, and says nothing
+// about labels it did not keep.
+TEST(PodSources, LabelsAreDroppedUnlessPluginsReadThem) {
+  testing::TempDir dir;
+  testing::write_text(dir.path() + "/pods.json",
+                      R"({"kind":"PodList","items":[{"metadata":{"name":"a","namespace":"ns","uid":"u-a",)"
+                      R"("labels":{"app":"web","bad":7}},"spec":{"containers":[{"name":"c"}]},)"
+                      R"("status":{"phase":"Running","qosClass":"BestEffort"}}]})");
+  for (bool keep : {false, true}) {
+    PodSourceConfig pc;
+    pc.kind = PodSourceKind::File;
+    pc.path = dir.path() + "/pods.json";
+    pc.keep_labels = keep;
+    auto src = make_pod_metadata_source(pc);
+    ASSERT_TRUE(src) << src.error().message;
+    ASSERT_TRUE((*src)->refresh());
+    auto cur = (*src)->current();
+    ASSERT_NE(cur, nullptr);
+    const auto& a = cur->at("u-a");
+    if (keep) {
+      ASSERT_NE(a.labels, nullptr);
+      EXPECT_EQ(a.labels->entries.size(), 1u);
+      EXPECT_TRUE(a.labels->incomplete);
+    } else {
+      EXPECT_EQ(a.labels, nullptr) << "no plugin reads them";
+    }
+  }
+  auto dropped = pods::parse_pod_documents(R"({"metadata":{"uid":"u","labels":{"n":1}},"spec":{}})",
+                                           pods::DocumentFormat::Json, pods::PodTrust::File, pods::PodLabelUse::Drop);
+  ASSERT_TRUE(dropped);
+  EXPECT_TRUE(dropped->errors.empty()) << dropped->errors.at(0);
+  auto kept = pods::parse_pod_documents(R"({"metadata":{"uid":"u","labels":{"n":1}},"spec":{}})",
+                                        pods::DocumentFormat::Json, pods::PodTrust::File, pods::PodLabelUse::Keep);
+  ASSERT_TRUE(kept);
+  EXPECT_FALSE(kept->errors.empty()) << "a label that is not a string is said when labels are kept";
+}
+
 TEST(PodSources, MergedIntoTheObserverWithMismatchesCounted) {
   testing::FakeNode node(CgroupVersion::V1, CgroupDriver::Cgroupfs);
   node.add_pod("u-web", QosClass::Burstable, testing::FakePodMemory{300 * MiB, 250 * MiB, 50 * MiB, 0, 0});
@@ -554,6 +592,7 @@ TEST(PodSources, MergedIntoTheObserverWithMismatchesCounted) {
   PodSourceConfig pc;
   pc.kind = PodSourceKind::File;
   pc.path = node.root() + "/pods.json";
+  pc.keep_labels = true;  // as with plugins.directory set
   auto src = make_pod_metadata_source(pc);
   ASSERT_TRUE(src);
   std::shared_ptr<PodMetadataSource> md = std::move(*src);

@@ -157,6 +157,7 @@ Result<Config> parse_tree(Node root, const std::string& source, const ConfigOpti
   // pods.kind: apiserver talks to the same API server as the reporter.
   cfg.observe.pods.kubeconfig = cfg.kubernetes.kubeconfig;
   cfg.observe.pods.node_name = cfg.kubernetes.node_name;
+  cfg.observe.pods.keep_labels = !cfg.plugins.directory.empty();
   if (auto r = validate_config(cfg); !r) return r.error();
 
   for (auto& w : ctx.warnings) {

@@ -270,7 +270,7 @@ Result<void> ApiServerPodSource::list_pages(bool from_cache, ListPages& out) {
     if (out.resource_version.empty() && rv != nullptr) out.resource_version = rv->get<std::string>();
     if (items != nullptr && items->is_array()) {
       for (const auto& item : *items) {
-        auto parsed = parse_pod_json(item);
+        auto parsed = parse_pod_json(item, PodTrust::ApiServer, opts_.labels);
         if (!parsed) {
           ++out.skipped;
           continue;
@@ -363,7 +363,7 @@ bool ApiServerPodSource::watch_line(std::string_view line, PodMetadataMap& map, 
   if (*type == "BOOKMARK") {
     ++counters_.bookmarks;
   } else if (*type == "ADDED" || *type == "MODIFIED" || *type == "DELETED") {
-    auto parsed = parse_pod_json(*obj);
+    auto parsed = parse_pod_json(*obj, PodTrust::ApiServer, opts_.labels);
     if (!parsed) {
       parse_error = "watch: " + parsed.error().message;
       return false;

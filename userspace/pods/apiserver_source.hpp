@@ -15,6 +15,7 @@
 
 #include "k8s/api_client.hpp"
 #include "k8s/backoff.hpp"
+#include "pods/pod_json.hpp"
 #include "pressured/observer.hpp"
 
 namespace pressured::pods {
@@ -62,6 +63,8 @@ struct ApiServerSourceOptions {
   // One watch event (one line) longer than this ends the watch as an error.
   // The API server stores objects of at most ~1.5 MiB (etcd's request bound).
   std::size_t max_event_bytes = 8u << 20;
+  // Whether the pods' labels are kept (PodSourceConfig::keep_labels).
+  PodLabelUse labels = PodLabelUse::Keep;
   // After an error, a 410 Gone or a watch that ended at once (shorter than
   // short_watch with nothing received): wait between d and 2d (jitter), d
   // doubling from initial_backoff up to max_backoff; d starts again from

@@ -387,7 +387,7 @@ std::shared_ptr<const PodLabels> parse_labels(const json& meta, std::vector<std:
   return out;
 }
 
-PodMetadata parse_pod(const json& pod, PodTrust trust, std::vector<std::string>& problems) {
+PodMetadata parse_pod(const json& pod, PodTrust trust, PodLabelUse labels, std::vector<std::string>& problems) {
   PodMetadata m;
   const json* meta = get(pod, "metadata");
   if (meta == nullptr) throw BadDocument{"Pod without metadata"};
@@ -396,7 +396,7 @@ PodMetadata parse_pod(const json& pod, PodTrust trust, std::vector<std::string>&
   m.namespace_ = get_string(*meta, "namespace");
   if (m.namespace_.empty()) m.namespace_ = "default";
   const std::string where = "pod " + (m.name.empty() ? m.uid : m.namespace_ + "/" + m.name);
-  m.labels = parse_labels(*meta, problems);
+  if (labels == PodLabelUse::Keep) m.labels = parse_labels(*meta, problems);
 
   if (const json* ann = get(*meta, "annotations")) {
     // The mirror annotation holds the static pod's config hash, the uid its
@@ -586,7 +586,7 @@ std::vector<UnreadableField> unreadable_fields(const json& pod) {
 // (items nested 20000 deep) from overflowing the stack.
 constexpr int kMaxListDepth = 8;
 
-void collect(const json& doc, ParsedPods& out, PodTrust trust, int depth = 0) {
+void collect(const json& doc, ParsedPods& out, PodTrust trust, PodLabelUse labels, int depth = 0) {
   if (!doc.is_object()) {
     ++out.skipped;
     return;
@@ -597,7 +597,7 @@ void collect(const json& doc, ParsedPods& out, PodTrust trust, int depth = 0) {
     if (items == nullptr) return;  // an empty list
     if (!items->is_array()) throw BadDocument{kind + ".items is not a list"};
     if (depth >= kMaxListDepth) throw BadDocument{"lists nested deeper than " + std::to_string(kMaxListDepth) + " levels"};
-    for (const auto& it : *items) collect(it, out, trust, depth + 1);
+    for (const auto& it : *items) collect(it, out, trust, labels, depth + 1);
     return;
   }
   if (kind != "Pod" && !(kind.empty() && get(doc, "metadata") && get(doc, "spec"))) {
@@ -615,11 +615,11 @@ void collect(const json& doc, ParsedPods& out, PodTrust trust, int depth = 0) {
     PodMetadata m;
     std::vector<std::string> problems;
     if (bad_fields.empty()) {
-      m = parse_pod(doc, trust, problems);
+      m = parse_pod(doc, trust, labels, problems);
     } else {
       json cut = doc;
       for (const auto& f : bad_fields) cut.at(f.at.parent_pointer()).erase(f.at.back());
-      m = parse_pod(cut, trust, problems);
+      m = parse_pod(cut, trust, labels, problems);
       for (const auto& f : bad_fields) {
         m.memory_spec_unparsable = m.memory_spec_unparsable || f.memory;
         m.storage_spec_unparsable = m.storage_spec_unparsable || f.storage;
@@ -653,7 +653,8 @@ void collect(const json& doc, ParsedPods& out, PodTrust trust, int depth = 0) {
 
 }  // namespace
 
-Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat format, PodTrust trust) {
+Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat format, PodTrust trust,
+                                       PodLabelUse labels) {
   ParsedPods out;
   if (format == DocumentFormat::Auto) {
     auto first = text.find_first_not_of(" \t\r\n");
@@ -664,7 +665,7 @@ Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat for
     // The one bounded reader of API answers (k8s/bounded_json.hpp).
     auto doc = k8s::parse_bounded_json(text);
     if (!doc) return Error{EINVAL, doc.error().message};
-    return parse_pod_json(*doc, trust);
+    return parse_pod_json(*doc, trust, labels);
   }
   try {
     // yaml-cpp's LoadAll() never returns on some inputs (a stray ','):
@@ -674,7 +675,7 @@ Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat for
     if (auto g = check_yaml(text, limits); !g) return Error{EINVAL, g.error().message};
     for (const auto& n : YAML::LoadAll(std::string(text))) {
       if (n.IsNull()) continue;
-      collect(yaml_to_json(n), out, trust);
+      collect(yaml_to_json(n), out, trust, labels);
     }
   } catch (const BadDocument& e) {
     return Error{EINVAL, e.what};
@@ -684,13 +685,13 @@ Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat for
   return out;
 }
 
-Result<ParsedPods> parse_pod_json(const nlohmann::json& doc, PodTrust trust) {
+Result<ParsedPods> parse_pod_json(const nlohmann::json& doc, PodTrust trust, PodLabelUse labels) {
   ParsedPods out;
   try {
     if (doc.is_array()) {
-      for (const auto& d : doc) collect(d, out, trust);
+      for (const auto& d : doc) collect(d, out, trust, labels);
     } else {
-      collect(doc, out, trust);
+      collect(doc, out, trust, labels);
     }
   } catch (const BadDocument& e) {
     return Error{EINVAL, e.what};

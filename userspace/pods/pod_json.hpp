@@ -37,6 +37,11 @@ enum class PodTrust : uint8_t {
   File,
 };
 
+/// Whether a pod's metadata.labels are kept (PodMetadata::labels). Labels
+/// only advise plugins: a daemon without plugins drops them at the parse, so
+/// they cost it no memory (up to kMaxPodLabelBytes a pod).
+enum class PodLabelUse : uint8_t { Drop, Keep };
+
 /// Parses one JSON document, or one or more YAML documents ("---"), each a
 /// Pod, a PodList or a List of Pods. A syntax error fails the whole text; a
 /// Pod that is well-formed but unparsable (a bad quantity, ...) is skipped,
@@ -46,12 +51,14 @@ enum class PodTrust : uint8_t {
 /// the signals it concerns (memory_spec_unparsable, storage_spec_unparsable).
 /// `trust` defaults to the least trusting: the API server's.
 Result<ParsedPods> parse_pod_documents(std::string_view text, DocumentFormat format = DocumentFormat::Auto,
-                                       PodTrust trust = PodTrust::ApiServer);
+                                       PodTrust trust = PodTrust::ApiServer,
+                                       PodLabelUse labels = PodLabelUse::Keep);
 
 /// The same for a document already read (a JSON value: a Pod, a PodList, a
 /// List, or an array of them), e.g. an item of an API server's answer read
 /// by k8s/bounded_json.hpp, without printing and reading it again.
-Result<ParsedPods> parse_pod_json(const nlohmann::json& doc, PodTrust trust = PodTrust::ApiServer);
+Result<ParsedPods> parse_pod_json(const nlohmann::json& doc, PodTrust trust = PodTrust::ApiServer,
+                                  PodLabelUse labels = PodLabelUse::Keep);
 
 /// Bounds on a pod's metadata.labels kept in memory (PodLabels): labels over
 /// them are left out, the pod's labels marked incomplete and the reason put

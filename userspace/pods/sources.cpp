@@ -26,6 +26,10 @@ namespace pressured {
 namespace {
 
 /// The shared part: the current map, stats and the refresh thread.
+pods::PodLabelUse label_use(const PodSourceConfig& c) {
+  return c.keep_labels ? pods::PodLabelUse::Keep : pods::PodLabelUse::Drop;
+}
+
 class SourceBase : public PodMetadataSource {
  public:
   SourceBase() : map_(std::make_shared<const PodMetadataMap>()) {}
@@ -114,7 +118,7 @@ class NoneSource final : public SourceBase {
 
 class FileSource final : public SourceBase {
  public:
-  explicit FileSource(std::string path) : path_(std::move(path)) {}
+  FileSource(std::string path, pods::PodLabelUse labels) : path_(std::move(path)), labels_(labels) {}
   ~FileSource() override { stop(); }
   std::string describe() const override { return "file:" + path_; }
 
@@ -142,7 +146,7 @@ class FileSource final : public SourceBase {
       auto fmt = f.ends_with(".json") ? pods::DocumentFormat::Json
                  : (f.ends_with(".yaml") || f.ends_with(".yml")) ? pods::DocumentFormat::Yaml
                                                                    : pods::DocumentFormat::Auto;
-      auto parsed = pods::parse_pod_documents(*text, fmt, pods::PodTrust::File);
+      auto parsed = pods::parse_pod_documents(*text, fmt, pods::PodTrust::File, labels_);
       if (!parsed) return Error{parsed.error().code, f + ": " + parsed.error().message};
       all.skipped += parsed->skipped;
       for (auto& p : parsed->pods) all.pods.push_back(std::move(p));
@@ -155,6 +159,7 @@ class FileSource final : public SourceBase {
 
  private:
   std::string path_;
+  pods::PodLabelUse labels_;
 };
 
 class KubeletSource final : public SourceBase {
@@ -189,7 +194,8 @@ class KubeletSource final : public SourceBase {
                             printable_excerpt(resp->body)};
     }
     const std::string& body = resp->body;
-    auto parsed = pods::parse_pod_documents(body, pods::DocumentFormat::Json, pods::PodTrust::Kubelet);
+    auto parsed = pods::parse_pod_documents(body, pods::DocumentFormat::Json, pods::PodTrust::Kubelet,
+                                            label_use(cfg_));
     if (!parsed) return Error{parsed.error().code, cfg_.kubelet_url + ": " + parsed.error().message};
     return parsed;
   }
@@ -205,7 +211,7 @@ Result<std::unique_ptr<PodMetadataSource>> make_pod_metadata_source(const PodSou
     case PodSourceKind::None: return std::unique_ptr<PodMetadataSource>(std::make_unique<NoneSource>());
     case PodSourceKind::File:
       if (config.path.empty()) return Error{EINVAL, "pod source 'file' needs a path (pods.path / --pod-file)"};
-      return std::unique_ptr<PodMetadataSource>(std::make_unique<FileSource>(config.path));
+      return std::unique_ptr<PodMetadataSource>(std::make_unique<FileSource>(config.path, label_use(config)));
     case PodSourceKind::Kubelet: {
       if (config.kubelet_url.empty()) return Error{EINVAL, "pod source 'kubelet' needs a URL"};
       if (!config.kubelet_url.starts_with("https://") && !config.kubelet_url.starts_with("http://")) {
@@ -236,6 +242,7 @@ Result<std::unique_ptr<PodMetadataSource>> make_pod_metadata_source(const PodSou
       }
       o.request_timeout = std::max(config.timeout, Duration(std::chrono::seconds(5)));
       o.watch_timeout = config.watch_timeout;
+      o.labels = label_use(config);
       return std::unique_ptr<PodMetadataSource>(std::make_unique<pods::ApiServerPodSource>(o));
     }
   }
