@@ -201,6 +201,23 @@ TEST(EvictionAnnotations, TheKubeletsKeysWithTheContainersOverTheirRequest) {
   EXPECT_TRUE(eviction_annotations(e).empty()) << "none for an own storage limit, as the kubelet's";
 }
 
+// Which container grew rides beside the kubelet's keys, under pressured's
+// prefix, so the API keeps it after the pod is gone (kubectl get events -o
+// yaml) without changing what the kubelet's keys say.
+TEST(EvictionAnnotations, TheContainerThatGrewUnderPressuredsPrefix) {
+  Eviction e = memory_victim();
+  e.grew = ContainerGrowth{"cache", ContainerGrowth::Basis::Growth, static_cast<uint64_t>(1536 * kMi),
+                           static_cast<uint64_t>(512 * kMi), static_cast<int64_t>(300 * kMi), 2.0};
+  const auto a = eviction_annotations(e);
+  EXPECT_EQ(a.at("pressured.io/grown-container"), "cache");
+  EXPECT_EQ(a.at("pressured.io/grown-container-detail"), "container cache grew by 300Mi in 2.0s to 1.5Gi (request 512Mi)");
+  EXPECT_EQ(a.at("offending_containers"), "cache") << "the kubelet's keys unchanged";
+  e.grew.reset();
+  EXPECT_EQ(eviction_annotations(e).count("pressured.io/grown-container"), 0u);
+  auto ev = nlohmann::json::parse(event_body(memory_victim(), "node-1", "2026-01-01T00:00:00Z"));
+  EXPECT_FALSE(ev["metadata"]["annotations"].contains("pressured.io/grown-container"));
+}
+
 TEST(EvictionAnnotations, RideOnTheEventsMetadata) {
   auto ev = nlohmann::json::parse(event_body(memory_victim(), "node-1", "2026-01-01T00:00:00Z"));
   EXPECT_EQ(ev["metadata"]["annotations"]["starved_resource"], "memory");

@@ -54,7 +54,9 @@ TEST(K8sEvictionRecord, PodStaysFailedEvictedWithTheMessageAndDisruptionTargetAn
   auto running = cp->set_pod_running("record", "cache");
   ASSERT_TRUE(running) << running.error().message;
   auto h = make_reporter(*cp);
-  const Eviction e = eviction_of("record", "cache", *uid);
+  Eviction e = eviction_of("record", "cache", *uid);
+  constexpr uint64_t kMi = 1 << 20;
+  e.grew = ContainerGrowth{"app", ContainerGrowth::Basis::Growth, 700 * kMi, 512 * kMi, 200 * kMi, 3.0};
   h.reporter->report_eviction(e);
   ASSERT_TRUE(h.reporter->drain(30s));
   const Metrics& m = *h.metrics;
@@ -95,7 +97,11 @@ TEST(K8sEvictionRecord, PodStaysFailedEvictedWithTheMessageAndDisruptionTargetAn
   EXPECT_EQ(ev["reason"], "Evicted");
   EXPECT_EQ(ev["message"], message);
   EXPECT_EQ(ev["metadata"]["annotations"],
-            (json{{"offending_containers", "app"}, {"offending_containers_usage", "700Mi"}, {"starved_resource", "memory"}}));
+            (json{{"offending_containers", "app"},
+                  {"offending_containers_usage", "700Mi"},
+                  {"starved_resource", "memory"},
+                  {"pressured.io/grown-container", "app"},
+                  {"pressured.io/grown-container-detail", "container app grew by 200Mi in 3.0s to 700Mi (request 512Mi)"}}));
 
   // Sent again (a restart before the answer): the pod is terminal, its
   // record stays as it is, and the Event is not recorded twice. Answered as

@@ -2,6 +2,7 @@
 // (node/attribution.hpp): growth since the reading before first, else the
 // container furthest over its request (the kubelet's offending container),
 // and the pod's and containers' own memory stall time (v2).
+#include "engine/eviction_words.hpp"
 #include "node/attribution.hpp"
 
 #include <gtest/gtest.h>

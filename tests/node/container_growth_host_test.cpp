@@ -12,6 +12,7 @@
 
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
+#include "engine/eviction_words.hpp"
 #include "node/attribution.hpp"
 #include "pressured/observer.hpp"
 
@@ -83,8 +84,8 @@ TEST(ContainerGrowthHost, TheContainerThatGrewBetweenTwoReadingsIsNamed) {
   // The workload touched 24 MiB; its binary and page tables add a little.
   EXPECT_GE(e.grew->bytes, static_cast<int64_t>(24 * MiB));
   EXPECT_LE(e.grew->bytes, static_cast<int64_t>(40 * MiB));
-  EXPECT_NE(node::attribution_sentences(e).find("Grew: container grower grew by"), std::string::npos)
-      << node::attribution_sentences(e);
+  EXPECT_NE(attribution_sentences(e).find("Grew: container grower grew by"), std::string::npos)
+      << attribution_sentences(e);
 }
 
 }  // namespace

@@ -134,8 +134,8 @@ spec:
   EXPECT_NE(node::render_top_text(in).find("emptydirfs.limit (hard): "), std::string::npos);
   in.snapshot = &*snap;
 
-  EXPECT_EQ(node::human_bytes(1536.0 * MiB), "1.5Gi");
-  EXPECT_EQ(node::human_bytes(512), "512");
+  EXPECT_EQ(human_bytes(1536.0 * MiB), "1.5Gi");
+  EXPECT_EQ(human_bytes(512), "512");
 }
 
 }  // namespace

@@ -200,8 +200,7 @@ void EvictionExecutor::start(const PolicyAction& a, TimePoint /*now*/) {
   const Eviction& e = a.eviction;
   const EvictionTarget target = target_of(e);
   const bool dry = daemon_config().dry_run;
-  // The container that grew and who was hurt: read by the observer, worded beside it.
-  spdlog::info("{}{}", eviction_start_line(e, dry), node::attribution_sentences(e));
+  spdlog::info("{}", eviction_start_line(e, dry));
   if (!a.reason.empty()) {
     spdlog::info("eviction {}: started ahead of the release of the memory eviction(s) in flight: {}", e.id, a.reason);
   }

@@ -54,6 +54,12 @@ std::string byte_quantity(uint64_t v) {
   return std::to_string(v) + (i < 0 ? "" : kSuffix[i]);
 }
 
+std::string percent(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f%%", v);
+  return b;
+}
+
 std::string quantity(StarvedResource r, double v) {
   const uint64_t n = v <= 0 ? 0 : static_cast<uint64_t>(std::llround(v));
   if (r == StarvedResource::Memory || r == StarvedResource::EphemeralStorage) return byte_quantity(n);
@@ -298,7 +304,90 @@ std::map<std::string, std::string> eviction_annotations(const Eviction& e) {
     a["offending_pod"] = e.name.empty() ? e.uid : e.name;
     a["offending_pod_usage"] = quantity(r, static_cast<double>(e.keys.usage));
   }
+  if (e.grew) {
+    a["pressured.io/grown-container"] = e.grew->name;
+    a["pressured.io/grown-container-detail"] = growth_text(*e.grew);
+  }
   return a;
+}
+
+std::string human_bytes(double b) {
+  static constexpr const char* kUnits[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi"};
+  int u = 0;
+  double v = b;
+  while (std::fabs(v) >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char out[48];
+  if (u == 0) {
+    std::snprintf(out, sizeof out, "%.0f", v);
+  } else {
+    std::snprintf(out, sizeof out, v >= 100 ? "%.0f%s" : "%.1f%s", v, kUnits[u]);
+  }
+  return out;
+}
+
+std::string growth_text(const ContainerGrowth& g) {
+  auto mib = [](uint64_t bytes) { return human_bytes(static_cast<double>(bytes)); };
+  // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict, a false
+  // positive) on a literal + a temporary string.
+  std::string out = "container ";
+  out += g.name;
+  if (g.basis == ContainerGrowth::Basis::Growth) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%.1fs", g.seconds);
+    out += " grew by ";
+    out += mib(static_cast<uint64_t>(g.bytes));
+    out += " in ";
+    out += b;
+    out += " to ";
+    out += mib(g.usage);
+    out += " (request ";
+    out += mib(g.request);
+    out += ")";
+    return out;
+  }
+  out += " is ";
+  out += mib(static_cast<uint64_t>(g.bytes));
+  out += " over its request (";
+  out += mib(g.usage);
+  out += " of ";
+  out += mib(g.request);
+  out += "; no reading before to tell growth)";
+  return out;
+}
+
+std::string stall_text(const Eviction& e) {
+  std::string parts;
+  if (e.memory_pressure) {
+    parts = "pod ";
+    parts += percent(e.memory_pressure->some.avg10);
+  }
+  for (const auto& c : e.containers) {
+    if (!c.memory_pressure) continue;
+    if (!parts.empty()) parts += ", ";
+    parts += c.name;
+    parts += ' ';
+    parts += percent(c.memory_pressure->some.avg10);
+  }
+  if (parts.empty()) return parts;
+  return "memory stall (some avg10): " + parts;
+}
+
+std::string attribution_sentences(const Eviction& e) {
+  std::string out;
+  if (e.grew) {
+    out += " Grew: ";
+    out += growth_text(*e.grew);
+    out += '.';
+  }
+  if (const std::string hurt = stall_text(e); !hurt.empty()) {
+    out += " Hurt: ";
+    out += hurt;
+    out += '.';
+  }
+  return out;
 }
 
 std::string eviction_start_line(const Eviction& e, bool dry_run) {
@@ -311,7 +400,8 @@ std::string eviction_start_line(const Eviction& e, bool dry_run) {
          (e.relief ? fmt::format(" Reclaim first: relief {} asked {:.1f}Mi, got back {:.1f}Mi in {:.1f} ms; still short.",
                                  e.relief->id, static_cast<double>(e.relief->asked_bytes) / (1 << 20),
                                  static_cast<double>(e.relief->reclaimed_bytes) / (1 << 20), e.relief->seconds * 1e3)
-                   : std::string());
+                   : std::string()) +
+         attribution_sentences(e);
 }
 
 std::string relief_record_line(const ReliefRecord& r) {

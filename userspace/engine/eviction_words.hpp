@@ -21,6 +21,26 @@ namespace pressured {
 /// "ephemeral-storage", "inodes", "pids").
 std::string starved_resource_name(Signal s);
 
+/// A byte amount for people: "0", "512", "12.5Mi", "1.2Gi", "300Gi" (three
+/// significant digits at most, binary suffixes); for logs and `top`, not for
+/// the kubelet's exact quantities (eviction_message).
+std::string human_bytes(double bytes);
+
+/// "container app grew by 300Mi in 12.0s to 1.2Gi (request 1Gi)" or
+/// "container app is 200Mi over its request (1.2Gi of 1Gi; no reading before to
+/// tell growth)": the container of a memory eviction's victim that grew
+/// (Eviction::grew, docs/observation.md "Per container").
+std::string growth_text(const ContainerGrowth& g);
+
+/// "memory stall (some avg10): pod 12.30%, app 30.10%": the victim pod's and
+/// each container's own stall time (v2 memory.pressure), those read; empty
+/// when none was (v1, PSI off).
+std::string stall_text(const Eviction& e);
+
+/// " Grew: <growth_text>. Hurt: <stall_text>." for the eviction's log line;
+/// empty when there is neither.
+std::string attribution_sentences(const Eviction& e);
+
 /// "pod ns/name (uid)", or "pod <uid>" without metadata.
 std::string pod_label(const std::string& ns, const std::string& name, const std::string& uid);
 
@@ -66,12 +86,17 @@ std::string eviction_message(const Eviction& e);
 /// `offending_containers` and `offending_containers_usage` (the containers
 /// over their own request, comma-separated, as in the message), and for the
 /// pod sentence's case `offending_pod` / `offending_pod_usage`. None for an
-/// own local-storage limit, as the kubelet's.
+/// own local-storage limit, as the kubelet's. pressured's own, under its
+/// prefix so that tooling reading the kubelet's keys is not disturbed: the
+/// container of a memory eviction's victim that grew,
+/// `pressured.io/grown-container` (its name) and
+/// `pressured.io/grown-container-detail` (growth_text).
 std::map<std::string, std::string> eviction_annotations(const Eviction& e);
 
 /// The info line that starts an eviction: who, why, the observed value and
 /// the threshold, the grace period, the message and the choice's
-/// explanation, and relief's outcome when reclaim was asked first.
+/// explanation, relief's outcome when reclaim was asked first, and the
+/// container that grew and who was hurt (attribution_sentences).
 std::string eviction_start_line(const Eviction& e, bool dry_run);
 
 /// "relief 3: memory.available (hard) short 10.0Mi: asked 120.0Mi from 2 pod

@@ -3,20 +3,8 @@
 
 #include <cstdio>
 
-#include "node/top_view.hpp"
 
 namespace pressured::node {
-namespace {
-
-std::string percent(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f%%", v);
-  return b;
-}
-
-std::string mib(uint64_t bytes) { return human_bytes(static_cast<double>(bytes)); }
-
-}  // namespace
 
 std::optional<ContainerGrowth> grown_container(const std::vector<ContainerUsage>& containers) {
   const ContainerUsage* grew = nullptr;
@@ -51,34 +39,6 @@ void attribute_containers(Eviction& e, const Pod& pod, const std::vector<Contain
   e.containers = container_usage(pod, StarvedResource::Memory, memory);
   e.grew = grown_container(e.containers);
   e.memory_pressure = pod.memory_pressure;
-}
-
-std::string growth_text(const ContainerGrowth& g) {
-  char b[64];
-  if (g.basis == ContainerGrowth::Basis::Growth) {
-    std::snprintf(b, sizeof b, "%.1fs", g.seconds);
-    return "container " + g.name + " grew by " + mib(static_cast<uint64_t>(g.bytes)) + " in " + b + " to " +
-           mib(g.usage) + " (request " + mib(g.request) + ")";
-  }
-  return "container " + g.name + " is " + mib(static_cast<uint64_t>(g.bytes)) + " over its request (" + mib(g.usage) +
-         " of " + mib(g.request) + "; no reading before to tell growth)";
-}
-
-std::string stall_text(const Eviction& e) {
-  std::string parts;
-  if (e.memory_pressure) parts = "pod " + percent(e.memory_pressure->some.avg10);
-  for (const auto& c : e.containers) {
-    if (!c.memory_pressure) continue;
-    parts += (parts.empty() ? "" : ", ") + c.name + " " + percent(c.memory_pressure->some.avg10);
-  }
-  return parts.empty() ? parts : "memory stall (some avg10): " + parts;
-}
-
-std::string attribution_sentences(const Eviction& e) {
-  std::string out;
-  if (e.grew) out += " Grew: " + growth_text(*e.grew) + ".";
-  if (const std::string hurt = stall_text(e); !hurt.empty()) out += " Hurt: " + hurt + ".";
-  return out;
 }
 
 nlohmann::ordered_json attribution_json(const Eviction& e, bool camel) {

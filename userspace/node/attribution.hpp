@@ -30,19 +30,6 @@ std::optional<ContainerGrowth> grown_container(const std::vector<ContainerUsage>
 /// `grew`, and the pod's own memory stall time.
 void attribute_containers(Eviction& e, const Pod& pod, const std::vector<ContainerMemory>& memory);
 
-/// "container app grew by 300Mi in 12.0s to 1.2Gi (request 1Gi)" or
-/// "container app is 200Mi over its request (1.2Gi of 1Gi; no reading before to
-/// tell growth)"; empty without `grew`.
-std::string growth_text(const ContainerGrowth& g);
-
-/// "memory stall (some avg10): pod 12.30%, app 30.10%": the pod's and each
-/// container's own, those read; empty when none was (v1, PSI off).
-std::string stall_text(const Eviction& e);
-
-/// " Grew: <growth_text>. Hurt: <stall_text>." for the eviction's log line;
-/// empty when there is neither.
-std::string attribution_sentences(const Eviction& e);
-
 /// {"grew": {...} | absent, "memoryStall": {"pod": avg10, "containers": {name: avg10}} | absent}
 /// in `camel` or snake keys, for the decision's "why".
 nlohmann::ordered_json attribution_json(const Eviction& e, bool camel);

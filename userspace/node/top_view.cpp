@@ -221,18 +221,6 @@ std::string storage_text(const PodStorageStats& st) {
 
 }  // namespace
 
-std::string human_bytes(double b) {
-  const char* units[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi"};
-  int u = 0;
-  double v = b;
-  while (std::fabs(v) >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
-  if (u == 0) return fmt("%.0f", v);
-  return fmt(v >= 100 ? "%.0f" : "%.1f", v) + units[u];
-}
-
 std::string render_top_text(const TopInput& in) {
   const NodeSnapshot& s = *in.snapshot;
   std::string out;

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/eviction_words.hpp"  // human_bytes
 #include "pressured/config.hpp"
 #include "pressured/observer.hpp"
 #include "pressured/snapshot.hpp"
@@ -28,8 +29,6 @@ struct TopInput {
   std::function<std::vector<ContainerMemory>(const Pod&)> container_memory;
 };
 
-/// "1.5Gi", "512Mi", "37Ki", "12" (bytes) for humans.
-std::string human_bytes(double bytes);
 
 /// The text frame: signals against thresholds, then pods in eviction order.
 std::string render_top_text(const TopInput& in);
