@@ -96,7 +96,7 @@ INSTANTIATE_TEST_SUITE_P(Engines, MetricsServerRoutes, ::testing::Values(Engine:
 
 // One exchange as it is on the wire: `request` sent as given, everything
 // read until the server closes (bounded: 5 s without a byte).
-std::string exchange(uint16_t port, const std::string& request) {
+std::string wire_exchange(uint16_t port, const std::string& request) {
   int fd = connect_loopback(port);
   if (fd < 0) return {};
   timeval tv{5, 0};
@@ -647,7 +647,7 @@ TEST_P(MetricsServerStatsExport, ConnectionsAnswersAndRejectionsAreServed) {
   // Not HTTP: pressured's own engine answers 400 (an answer, and a
   // rejection: no request it could answer); libmicrohttpd closes without
   // an answer to a request line without a target (a rejection only).
-  const std::string got = exchange(port, "HELLO\r\n\r\n");
+  const std::string got = wire_exchange(port, "HELLO\r\n\r\n");
   if (GetParam() == Engine::Own) {
     EXPECT_EQ(status_of(got), 400) << got;
   } else {
@@ -685,7 +685,7 @@ TEST_P(MetricsServerRoutes, PathsMethodsAndHead) {
   const std::string auth =
       GetParam() == Engine::Module ? "Authorization: Bearer 0123456789abcdef0123\r\n" : std::string();
   const auto get = [&](const std::string& method, const std::string& target, const std::string& extra = "") {
-    return exchange(port, method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + extra + "\r\n");
+    return wire_exchange(port, method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + extra + "\r\n");
   };
   std::string a = get("GET", "/healthz");
   EXPECT_EQ(status_of(a), 200) << a;
@@ -741,12 +741,12 @@ TEST(MetricsServerOwn, MalformedAndOversizedRequestsAreRefused) {
       {"GET /healthz HTTP/1.1\r\nHost: x\r\nX: " + std::string(20000, 'a') + "\r\n\r\n", 431},
   };
   for (const auto& [request, want] : cases) {
-    const std::string got = exchange(port, request);
+    const std::string got = wire_exchange(port, request);
     EXPECT_EQ(status_of(got), want) << request.substr(0, 80) << " -> " << got;
     EXPECT_EQ(header_of(got, "Connection"), "close") << got;
   }
   // Read to its close, so that its answer is counted when the stats are read.
-  EXPECT_EQ(status_of(exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")), 200);
+  EXPECT_EQ(status_of(wire_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")), 200);
   const MetricsServerStats st = (*s)->stats();
   const auto n = static_cast<uint64_t>(std::size(cases));
   EXPECT_EQ(st.rejected, n) << "no request pressured could answer";
@@ -785,7 +785,7 @@ TEST(MetricsServerOwn, RequestsInPiecesAndHalfRequests) {
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   EXPECT_EQ(::recv(fd, buf, sizeof buf, 0), 0) << "closed without an answer";
   ::close(fd);
-  EXPECT_EQ(status_of(exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")), 200);
+  EXPECT_EQ(status_of(wire_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")), 200);
   const MetricsServerStats st = (*s)->stats();
   EXPECT_EQ(st.rejected, 1u);
   EXPECT_EQ(st.served, 2u);

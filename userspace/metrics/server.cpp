@@ -331,6 +331,7 @@ struct MetricsServer::Impl final : web::EngineHost {
       return true;
     }
     conns[w.seq] = Conn{fd, Conn::Phase::Request, w.deadline};
+    update_open();  // counted before the engine answers it (a scrape sees its own connection)
     // The engine owns (and closes) the fd from here, also when it refuses
     // it; it may be done with it before add() returns.
     if (!engine->add(fd, reinterpret_cast<const sockaddr*>(&w.addr), w.addr_len, w.seq)) {
