@@ -93,7 +93,7 @@ Result<MakeTlsEngine> load_tls_module(const std::string& path) {
     return make;
   }
   return Error{ENOENT, std::string("cannot load the metrics port's TLS and authentication module (") +
-                           kTlsModuleFile + ")" + (why.empty() ? std::string(": nowhere to look") : why)};
+                           kTlsModuleFile + "): " + (why.empty() ? std::string("nowhere to look") : why.substr(2))};
 }
 
 }  // namespace web
