@@ -791,6 +791,63 @@ TEST(MetricsServerOwn, RequestsInPiecesAndHalfRequests) {
   EXPECT_EQ(st.served, 2u);
 }
 
+// An answer the client does not read is cut at the write deadline, counted
+// as timed out, and the port answers the next probe. The client's receive
+// buffer is made small and the answer twice the largest send buffer the
+// kernel gives a socket (net.ipv4.tcp_wmem), so that it cannot all leave
+// before the deadline (each pod's series are about 600 bytes).
+TEST(MetricsServerOwn, AnAnswerNotReadInTimeIsCut) {
+  long wmem_min = 0, wmem_default = 0, wmem_max = 0;
+  std::ifstream("/proc/sys/net/ipv4/tcp_wmem") >> wmem_min >> wmem_default >> wmem_max;
+  ASSERT_GT(wmem_max, 0) << "net.ipv4.tcp_wmem unreadable";
+  const int count = static_cast<int>(2 * wmem_max / 600 + 1000);
+  MetricsOptions o = options();
+  o.top_pods = static_cast<uint32_t>(count);
+  Metrics m(o);
+  std::vector<PodMemorySample> pods;
+  for (int i = 0; i < count; ++i) {
+    PodMemorySample p;
+    p.namespace_ = "tenant-" + std::to_string(i % 50);
+    p.pod = "a-rather-long-pod-name-for-a-large-answer-" + std::to_string(i);
+    p.uid = "00000000-0000-0000-0000-" + std::to_string(100000000000 + i);
+    p.working_set_bytes = 1e6 + i;
+    p.memory_request_bytes = 2e6;
+    pods.push_back(p);
+  }
+  m.update_pods(pods);
+  MetricsServerLimits lim;
+  lim.write_timeout = 300ms;
+  auto s = MetricsServer::start(m, "127.0.0.1:0", {}, lim);
+  ASSERT_TRUE(s) << s.error().message;
+  const uint16_t port = (*s)->port();
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  // Bounded wait for the deadline to pass and the cut to be counted.
+  for (int i = 0; i < 300 && (*s)->stats().timed_out == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ((*s)->stats().timed_out, 1u) << "the unread answer was cut";
+  // What had left before the cut is there to read, then the end.
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::size_t got = 0;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) got += static_cast<std::size_t>(n);
+  ::close(fd);
+  EXPECT_GT(got, 0u);
+  EXPECT_LT(got, m.render().size()) << "not the whole answer (" << count << " pods)";
+  EXPECT_EQ((*s)->stats().served, 0u);
+  EXPECT_EQ(status_of(wire_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")), 200);
+}
+
 // The point of the own engine: a port without TLS or authentication maps
 // neither GnuTLS nor libmicrohttpd (GnuTLS initialises itself and p11-kit
 // when loaded). Checked in fresh processes (the death-test child re-executes
