@@ -111,6 +111,7 @@ struct MetricsOptions {
 };
 
 class Metrics;
+class Health;  // metrics/health.hpp
 
 /// A component's stats as registered with Metrics::export_counters: the
 /// series stay, and follow the stats while this handle lives. Destroying it
@@ -349,6 +350,9 @@ class Metrics {
 
   /// /healthz: true unless heartbeats started and stopped.
   bool alive() const;
+
+  /// The facts above, which the metrics port's probes read (metrics/health.hpp).
+  const Health& health() const;
 
   // --- Exposition -------------------------------------------------------------
 

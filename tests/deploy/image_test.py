@@ -13,7 +13,8 @@
      binary runs in a chroot of it (--version, install-seccomp). The plugin transport
      (/usr/local/lib/pressured/libpressured_plugin_grpc.so, dlopen()ed when plugins.directory
      is set) is in this machine's image, not executable, and its libraries (gRPC, protobuf)
-     resolve inside the rootfs the same way.
+     resolve inside the rootfs the same way; so does the metrics port's TLS module
+     (/usr/local/lib/pressured/libpressured_metrics_tls.so: libmicrohttpd, GnuTLS), in every image.
   4. The SPDX SBOM lists every package of the status file with its version.
   5. The manifest carries the OCI annotations source, revision (this commit), version
      (the binary's), created (the commit time) and licenses (Apache-2.0), and no base.name (no
@@ -349,6 +350,19 @@ def check_arch_image(img, src, arch, info, work, meta, errors):
                       f"would not work in it")
     else:
         log(f"NOTE: {arch}: no plugin transport in the image (its cross build has no gRPC)")
+    # The metrics port's TLS module: in every architecture's image (every build makes it).
+    metrics_module = img.METRICS_MODULE_IN_IMAGE.lstrip("/")
+    if metrics_module not in entries:
+        errors.append(f"{arch}: the metrics TLS module {img.METRICS_MODULE_IN_IMAGE} is not in the image: a web "
+                      f"configuration with TLS or authentication would not work in it")
+    else:
+        if entries[metrics_module].mode & 0o111:
+            errors.append(f"{arch}: {img.METRICS_MODULE_IN_IMAGE} is executable (the image has one executable)")
+        _, problems = loader_list(img, arch, rootfs, os.path.join(rootfs, metrics_module))
+        errors += problems
+        if not problems:
+            log(f"{arch}: the metrics TLS module {img.METRICS_MODULE_IN_IMAGE} and its libraries resolve inside "
+                f"the image")
     # Self-test: with a library gone from the rootfs the loader takes the build host's (or, for a
     # foreign architecture, finds none), and the check must say so.
     libz = find_soname(img, arch, rootfs, "libz.so.1")

@@ -1,7 +1,10 @@
 // The metrics port under abuse, on 127.0.0.1 only and bounded in time:
 // slow-loris and thousands of idle connections must not starve /healthz;
 // requests that never finish are cut; TLS and authentication follow the web
-// configuration file.
+// configuration file. The port's policy holds whichever engine speaks HTTP
+// behind it, so the abuse tests run against both: pressured's own (no web
+// configuration) and the TLS module's (here with a bearer token over plain
+// HTTP, so that the same probes reach it: /healthz needs no credentials).
 
 #include <arpa/inet.h>
 #include <crypt.h>
@@ -17,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +29,7 @@
 #include <httplib.h>
 
 #include "metrics/exposition.hpp"
+#include "metrics/http_engine.hpp"
 #include "pressured/metrics.hpp"
 
 namespace pressured {
@@ -68,7 +73,63 @@ std::string temp_dir() {
   return ::mkdtemp(tmpl);
 }
 
-TEST(MetricsServerAbuse, SlowLorisAndIdleConnectionsCannotStarveHealthz) {
+// Which engine serves the port: pressured's own, or the TLS module's.
+enum class Engine { Own, Module };
+
+WebConfig web_for(Engine e) {
+  WebConfig w;
+  if (e == Engine::Module) w.bearer_token = "0123456789abcdef0123";  // authentication: the module's engine
+  return w;
+}
+
+std::string engine_name(const ::testing::TestParamInfo<Engine>& i) {
+  return i.param == Engine::Own ? "Own" : "Module";
+}
+
+class MetricsServerAbuse : public ::testing::TestWithParam<Engine> {};
+INSTANTIATE_TEST_SUITE_P(Engines, MetricsServerAbuse, ::testing::Values(Engine::Own, Engine::Module), engine_name);
+class MetricsServerStatsExport : public ::testing::TestWithParam<Engine> {};
+INSTANTIATE_TEST_SUITE_P(Engines, MetricsServerStatsExport, ::testing::Values(Engine::Own, Engine::Module),
+                         engine_name);
+class MetricsServerRoutes : public ::testing::TestWithParam<Engine> {};
+INSTANTIATE_TEST_SUITE_P(Engines, MetricsServerRoutes, ::testing::Values(Engine::Own, Engine::Module), engine_name);
+
+// One exchange as it is on the wire: `request` sent as given, everything
+// read until the server closes (bounded: 5 s without a byte).
+std::string wire_exchange(uint16_t port, const std::string& request) {
+  int fd = connect_loopback(port);
+  if (fd < 0) return {};
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return got;
+}
+
+int status_of(const std::string& answer) {
+  if (answer.rfind("HTTP/1.1 ", 0) != 0 || answer.size() < 12) return 0;
+  return std::atoi(answer.substr(9, 3).c_str());
+}
+
+// A header's value in an answer ("" when absent); names compared as sent.
+std::string header_of(const std::string& answer, const std::string& name) {
+  const std::string key = "\r\n" + name + ": ";
+  const std::size_t end = answer.find("\r\n\r\n");
+  const std::size_t at = answer.find(key);
+  if (at == std::string::npos || at > end) return {};
+  const std::size_t from = at + key.size();
+  return answer.substr(from, answer.find("\r\n", from) - from);
+}
+
+std::string body_of(const std::string& answer) {
+  const std::size_t end = answer.find("\r\n\r\n");
+  return end == std::string::npos ? std::string() : answer.substr(end + 4);
+}
+
+TEST_P(MetricsServerAbuse, SlowLorisAndIdleConnectionsCannotStarveHealthz) {
   // Room for the idle connections (both ends live in this process).
   rlimit rl{};
   ::getrlimit(RLIMIT_NOFILE, &rl);
@@ -80,7 +141,7 @@ TEST(MetricsServerAbuse, SlowLorisAndIdleConnectionsCannotStarveHealthz) {
   ASSERT_GE(idle_count, 1000u) << "RLIMIT_NOFILE too small for the test: " << rl.rlim_cur;
 
   Metrics m(options());
-  auto s = MetricsServer::start(m, "127.0.0.1:0");
+  auto s = MetricsServer::start(m, "127.0.0.1:0", web_for(GetParam()));
   ASSERT_TRUE(s.ok()) << s.error().message;
   const uint16_t port = (*s)->port();
 
@@ -128,11 +189,11 @@ TEST(MetricsServerAbuse, SlowLorisAndIdleConnectionsCannotStarveHealthz) {
   EXPECT_EQ(probe(port), 200);
 }
 
-TEST(MetricsServerAbuse, IncompleteAndOversizedRequestsAreCut) {
+TEST_P(MetricsServerAbuse, IncompleteAndOversizedRequestsAreCut) {
   Metrics m(options());
   MetricsServerLimits lim;
   lim.header_timeout = 300ms;
-  auto s = MetricsServer::start(m, "127.0.0.1:0", {}, lim);
+  auto s = MetricsServer::start(m, "127.0.0.1:0", web_for(GetParam()), lim);
   ASSERT_TRUE(s.ok()) << s.error().message;
   const uint16_t port = (*s)->port();
   int fd = connect_loopback(port);
@@ -395,9 +456,9 @@ TEST(MetricsServerAuth, PasswordGuessingNeverDelaysProbes) {
 // has arrived, and a probe sends its request as soon as it connects. Each
 // churner keeps its last burst open, so together they hold twice the cap
 // and the server sheds all along.
-TEST(MetricsServerAbuse, ConnectionChurnDoesNotResetProbes) {
+TEST_P(MetricsServerAbuse, ConnectionChurnDoesNotResetProbes) {
   Metrics m(options());
-  auto s = MetricsServer::start(m, "127.0.0.1:0");
+  auto s = MetricsServer::start(m, "127.0.0.1:0", web_for(GetParam()));
   ASSERT_TRUE(s.ok()) << s.error().message;
   const uint16_t port = (*s)->port();
   const std::size_t cap = MetricsServerLimits{}.max_connections;
@@ -479,9 +540,9 @@ ProbeOutcome probe_counting_syns(uint16_t port) {
 // fill the port's accept queue: a probe's SYN is then dropped by the kernel
 // before pressured sees it, whatever its cap policy does. Every probe is
 // answered, and none needed its SYN sent twice.
-TEST(MetricsServerAbuse, OpenAndCloseFloodDoesNotDropProbeSyns) {
+TEST_P(MetricsServerAbuse, OpenAndCloseFloodDoesNotDropProbeSyns) {
   Metrics m(options());
-  auto s = MetricsServer::start(m, "127.0.0.1:0");
+  auto s = MetricsServer::start(m, "127.0.0.1:0", web_for(GetParam()));
   ASSERT_TRUE(s.ok()) << s.error().message;
   const uint16_t port = (*s)->port();
 
@@ -522,7 +583,7 @@ TEST(MetricsServerAbuse, OpenAndCloseFloodDoesNotDropProbeSyns) {
 // faster than any server accepts) lands whole in the port's accept queue,
 // so none of them (and no probe among them) has its SYN dropped and sent
 // again a second later. Counted per socket from TCP_INFO.
-TEST(MetricsServerAbuse, ABurstOfConnectionsCostsNoSynRetransmission) {
+TEST_P(MetricsServerAbuse, ABurstOfConnectionsCostsNoSynRetransmission) {
   const std::size_t burst = 1000;
   rlimit rl{};
   ::getrlimit(RLIMIT_NOFILE, &rl);
@@ -536,7 +597,7 @@ TEST(MetricsServerAbuse, ABurstOfConnectionsCostsNoSynRetransmission) {
   ASSERT_GE(static_cast<std::size_t>(somaxconn), burst) << "net.core.somaxconn caps every accept queue below the burst";
 
   Metrics m(options());
-  auto s = MetricsServer::start(m, "127.0.0.1:0");
+  auto s = MetricsServer::start(m, "127.0.0.1:0", web_for(GetParam()));
   ASSERT_TRUE(s.ok()) << s.error().message;
   const uint16_t port = (*s)->port();
   sockaddr_in a{};
@@ -576,27 +637,26 @@ TEST(MetricsServerAbuse, ABurstOfConnectionsCostsNoSynRetransmission) {
 
 // The server's own stats, exported into the Metrics it serves (as the daemon
 // does), read back from /metrics as a scraper reads them.
-TEST(MetricsServerStatsExport, ConnectionsAnswersAndRejectionsAreServed) {
+TEST_P(MetricsServerStatsExport, ConnectionsAnswersAndRejectionsAreServed) {
   Metrics m(options());
-  auto s = MetricsServer::start(m, "127.0.0.1:0");
+  auto s = MetricsServer::start(m, "127.0.0.1:0", web_for(GetParam()));
   ASSERT_TRUE(s) << s.error().message;
   const StatsExport handle = export_stats(m, (*s)->counters());
   const uint16_t port = (*s)->port();
   EXPECT_EQ(probe(port), 200);
-  // Not HTTP: closed unanswered (libmicrohttpd answers no 400 to a request
-  // line without a target) and counted as rejected.
-  int fd = connect_loopback(port);
-  ASSERT_GE(fd, 0);
-  const std::string junk = "HELLO\r\n\r\n";
-  ASSERT_EQ(::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL), static_cast<ssize_t>(junk.size()));
-  char buf[256];
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  EXPECT_EQ(::recv(fd, buf, sizeof buf, 0), 0) << "closed";
-  ::close(fd);
+  // Not HTTP: pressured's own engine answers 400 (an answer, and a
+  // rejection: no request it could answer); libmicrohttpd closes without
+  // an answer to a request line without a target (a rejection only).
+  const std::string got = wire_exchange(port, "HELLO\r\n\r\n");
+  if (GetParam() == Engine::Own) {
+    EXPECT_EQ(status_of(got), 400) << got;
+  } else {
+    EXPECT_EQ(got, "") << "closed unanswered";
+  }
 
   httplib::Client cli("127.0.0.1", port);
   cli.set_read_timeout(5, 0);
+  if (GetParam() == Engine::Module) cli.set_bearer_token_auth("0123456789abcdef0123");
   auto res = cli.Get("/metrics");
   ASSERT_TRUE(res);
   ASSERT_EQ(res->status, 200);
@@ -604,7 +664,7 @@ TEST(MetricsServerStatsExport, ConnectionsAnswersAndRejectionsAreServed) {
   // One thread serves, so the earlier answers were counted before this
   // connection was taken up.
   EXPECT_EQ(e.value("pressured_metrics_server_connections_total"), 3.0);
-  EXPECT_EQ(e.value("pressured_metrics_server_answers_total"), 1.0);
+  EXPECT_EQ(e.value("pressured_metrics_server_answers_total"), GetParam() == Engine::Own ? 2.0 : 1.0);
   EXPECT_EQ(e.value("pressured_metrics_server_rejected_requests_total"), 1.0);
   EXPECT_EQ(e.value("pressured_metrics_server_unauthorized_requests_total"), 0.0);
   EXPECT_EQ(e.value("pressured_metrics_server_shed_connections_total"), 0.0);
@@ -612,6 +672,261 @@ TEST(MetricsServerStatsExport, ConnectionsAnswersAndRejectionsAreServed) {
   EXPECT_GE(e.value("pressured_metrics_server_open_connections").value_or(0), 1.0) << "this scrape's own";
   EXPECT_EQ(e.types["pressured_metrics_server_open_connections"], "gauge");
   EXPECT_EQ((*s)->stats().rejected, 1u);
+}
+
+// What is answered, by either engine: the three paths and the index, 404
+// elsewhere, 405 with Allow for any other method, HEAD as GET without its
+// body, and every answer closes its connection.
+TEST_P(MetricsServerRoutes, PathsMethodsAndHead) {
+  Metrics m(options());
+  auto s = MetricsServer::start(m, "127.0.0.1:0", web_for(GetParam()));
+  ASSERT_TRUE(s) << s.error().message;
+  const uint16_t port = (*s)->port();
+  const std::string auth =
+      GetParam() == Engine::Module ? "Authorization: Bearer 0123456789abcdef0123\r\n" : std::string();
+  const auto get = [&](const std::string& method, const std::string& target, const std::string& extra = "") {
+    return wire_exchange(port, method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + extra + "\r\n");
+  };
+  std::string a = get("GET", "/healthz");
+  EXPECT_EQ(status_of(a), 200) << a;
+  EXPECT_EQ(body_of(a), "ok\n");
+  EXPECT_EQ(header_of(a, "Connection"), "close") << a;
+  a = get("GET", "/readyz");
+  EXPECT_EQ(status_of(a), 503) << "no observation yet: " << a;
+  a = get("GET", "/");
+  EXPECT_EQ(status_of(a), 200) << a;
+  a = get("GET", "/nothing-here");
+  EXPECT_EQ(status_of(a), 404) << a;
+  EXPECT_EQ(header_of(a, "Connection"), "close") << a;
+  const std::string full = get("GET", "/metrics?ignored=1");
+  ASSERT_EQ(status_of(full), 200) << full;
+  EXPECT_NE(body_of(full).find("pressured_build_info"), std::string::npos);
+  EXPECT_EQ(header_of(full, "Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(header_of(full, "Content-Length"), std::to_string(body_of(full).size()));
+  const std::string head = get("HEAD", "/metrics");
+  EXPECT_EQ(status_of(head), 200) << head;
+  EXPECT_EQ(body_of(head), "") << "HEAD has no body";
+  EXPECT_EQ(header_of(head, "Content-Type"), header_of(full, "Content-Type"));
+  for (const std::string method : {"POST", "PUT", "DELETE", "OPTIONS", "PATCH", "BREW"}) {
+    a = get(method, "/metrics", method == "POST" ? "Content-Length: 5\r\n\r\nhello" : "");
+    EXPECT_EQ(status_of(a), 405) << method << ": " << a;
+    EXPECT_EQ(header_of(a, "Allow"), "GET, HEAD") << method << ": " << a;
+  }
+  EXPECT_EQ(probe(port), 200);
+}
+
+// pressured's own engine, fed what a strict parser must refuse: each gets
+// its status and the connection closes, counted as answered and rejected;
+// nothing stops the port answering the next probe.
+TEST(MetricsServerOwn, MalformedAndOversizedRequestsAreRefused) {
+  Metrics m(options());
+  MetricsServerLimits lim;
+  lim.max_request_bytes = 1024;
+  auto s = MetricsServer::start(m, "127.0.0.1:0", {}, lim);
+  ASSERT_TRUE(s) << s.error().message;
+  const uint16_t port = (*s)->port();
+  const std::pair<std::string, int> cases[] = {
+      {"HELLO\r\n\r\n", 400},
+      {"GET /healthz HTTP/1.1\nHost: x\n\n", 400},                      // bare LF
+      {"GET /healthz HTTP/1.1\r\n\r\n", 400},                           // no Host
+      {"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400},     // two Hosts
+      {"GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n", 400},               // space before the colon
+      {"GET /healthz HTTP/1.1\r\nHost: x\r\nX: a\r\n folded\r\n\r\n", 400},
+      {"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+      {std::string("GET /healthz HTTP/1.1\r\nHost: x\r\nX: \0\r\n\r\n", 40), 400},  // NUL in a value
+      {"GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n", 505},
+      {"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody", 413},
+      {"GET /" + std::string(2000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n", 414},
+      {"GET /healthz HTTP/1.1\r\nHost: x\r\nX: " + std::string(2000, 'a') + "\r\n\r\n", 431},
+      {"GET /healthz HTTP/1.1\r\nHost: x\r\nX: " + std::string(20000, 'a') + "\r\n\r\n", 431},
+  };
+  for (const auto& [request, want] : cases) {
+    const std::string got = wire_exchange(port, request);
+    EXPECT_EQ(status_of(got), want) << request.substr(0, 80) << " -> " << got;
+    EXPECT_EQ(header_of(got, "Connection"), "close") << got;
+  }
+  // Read to its close, so that its answer is counted when the stats are read.
+  EXPECT_EQ(status_of(wire_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")), 200);
+  const MetricsServerStats st = (*s)->stats();
+  const auto n = static_cast<uint64_t>(std::size(cases));
+  EXPECT_EQ(st.rejected, n) << "no request pressured could answer";
+  EXPECT_EQ(st.served, n + 1) << "each refusal is an answer, and so is the probe";
+  EXPECT_EQ(st.timed_out, 0u);
+  EXPECT_EQ(st.shed, 0u);
+}
+
+// A request that arrives in pieces is answered once whole; one whose
+// client closes before the end is counted rejected, never answered.
+TEST(MetricsServerOwn, RequestsInPiecesAndHalfRequests) {
+  Metrics m(options());
+  auto s = MetricsServer::start(m, "127.0.0.1:0");
+  ASSERT_TRUE(s) << s.error().message;
+  const uint16_t port = (*s)->port();
+  int fd = connect_loopback(port);
+  ASSERT_GE(fd, 0);
+  const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (char c : req) {
+    ASSERT_EQ(::send(fd, &c, 1, MSG_NOSIGNAL), 1);
+    std::this_thread::sleep_for(2ms);
+  }
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  EXPECT_EQ(status_of(got), 200) << got;
+  EXPECT_EQ(body_of(got), "ok\n");
+
+  fd = connect_loopback(port);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::send(fd, "GET /healthz HT", 15, MSG_NOSIGNAL), 15);
+  ::shutdown(fd, SHUT_WR);  // the client gives up halfway
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  EXPECT_EQ(::recv(fd, buf, sizeof buf, 0), 0) << "closed without an answer";
+  ::close(fd);
+  EXPECT_EQ(status_of(wire_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")), 200);
+  const MetricsServerStats st = (*s)->stats();
+  EXPECT_EQ(st.rejected, 1u);
+  EXPECT_EQ(st.served, 2u);
+}
+
+// An answer the client does not read is cut at the write deadline, counted
+// as timed out, and the port answers the next probe. The client's receive
+// buffer is made small and the answer twice the largest send buffer the
+// kernel gives a socket (net.ipv4.tcp_wmem), so that it cannot all leave
+// before the deadline (each pod's series are about 600 bytes).
+TEST(MetricsServerOwn, AnAnswerNotReadInTimeIsCut) {
+  long wmem_min = 0, wmem_default = 0, wmem_max = 0;
+  std::ifstream("/proc/sys/net/ipv4/tcp_wmem") >> wmem_min >> wmem_default >> wmem_max;
+  ASSERT_GT(wmem_max, 0) << "net.ipv4.tcp_wmem unreadable";
+  const int count = static_cast<int>(2 * wmem_max / 600 + 1000);
+  MetricsOptions o = options();
+  o.top_pods = static_cast<uint32_t>(count);
+  Metrics m(o);
+  std::vector<PodMemorySample> pods;
+  for (int i = 0; i < count; ++i) {
+    PodMemorySample p;
+    p.namespace_ = "tenant-" + std::to_string(i % 50);
+    p.pod = "a-rather-long-pod-name-for-a-large-answer-" + std::to_string(i);
+    p.uid = "00000000-0000-0000-0000-" + std::to_string(100000000000 + i);
+    p.working_set_bytes = 1e6 + i;
+    p.memory_request_bytes = 2e6;
+    pods.push_back(p);
+  }
+  m.update_pods(pods);
+  MetricsServerLimits lim;
+  lim.write_timeout = 300ms;
+  auto s = MetricsServer::start(m, "127.0.0.1:0", {}, lim);
+  ASSERT_TRUE(s) << s.error().message;
+  const uint16_t port = (*s)->port();
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  // Bounded wait for the deadline to pass and the cut to be counted.
+  for (int i = 0; i < 300 && (*s)->stats().timed_out == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ((*s)->stats().timed_out, 1u) << "the unread answer was cut";
+  // What had left before the cut is there to read, then the end.
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::size_t got = 0;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) got += static_cast<std::size_t>(n);
+  ::close(fd);
+  EXPECT_GT(got, 0u);
+  EXPECT_LT(got, m.render().size()) << "not the whole answer (" << count << " pods)";
+  EXPECT_EQ((*s)->stats().served, 0u);
+  EXPECT_EQ(status_of(wire_exchange(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")), 200);
+}
+
+// The point of the own engine: a port without TLS or authentication maps
+// neither GnuTLS nor libmicrohttpd (GnuTLS initialises itself and p11-kit
+// when loaded). Checked in fresh processes (the death-test child re-executes
+// this binary): the module, once loaded, stays for the process's life. The
+// second child is the check's own control: with authentication the module
+// and GnuTLS are mapped, and the check sees them.
+bool mapped(const std::string& name) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find(name) != std::string::npos) return true;
+  }
+  return false;
+}
+
+void serve_one_probe_and_exit(const WebConfig& web) {
+  Metrics m(options());
+  auto s = MetricsServer::start(m, "127.0.0.1:0", web);
+  if (!s) {
+    std::fprintf(stderr, "start: %s\n", s.error().message.c_str());
+    std::_Exit(2);
+  }
+  const int status = probe((*s)->port());
+  const bool tls = mapped("libgnutls") || mapped("libmicrohttpd") || mapped(web::kTlsModuleFile);
+  (*s)->stop();
+  std::fprintf(stderr, "probe %d, TLS libraries mapped: %s\n", status, tls ? "yes" : "no");
+  std::_Exit(status != 200 ? 3 : tls ? 10 : 0);
+}
+
+TEST(MetricsServerFootprint, APortWithoutTlsOrAuthenticationMapsNoTlsLibrary) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ASSERT_FALSE(mapped("libgnutls")) << "the test binary itself links GnuTLS: the check would see nothing";
+  EXPECT_EXIT(serve_one_probe_and_exit(WebConfig{}), ::testing::ExitedWithCode(0), "TLS libraries mapped: no");
+  EXPECT_EXIT(serve_one_probe_and_exit(web_for(Engine::Module)), ::testing::ExitedWithCode(10),
+              "TLS libraries mapped: yes");
+}
+
+std::string readelf_dynamic(const std::string& path) {
+  FILE* p = ::popen(("readelf -d " + path + " 2>&1").c_str(), "r");
+  if (p == nullptr) return {};
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  ::pclose(p);
+  return out;
+}
+
+// The daemon's binary names neither libmicrohttpd nor GnuTLS (nor libcrypt,
+// whose bcrypt only authentication needs): they come with the module. The
+// module's own entries are read the same way, so the check reads names.
+TEST(MetricsServerFootprint, TheDaemonLinksNoTlsLibrary) {
+  const std::string bin = std::string(PRESSURED_BINARY_DIR) + "/pressured";
+  ASSERT_EQ(::access(bin.c_str(), X_OK), 0) << bin << " not built";
+  const std::string daemon = readelf_dynamic(bin);
+  ASSERT_NE(daemon.find("(NEEDED)"), std::string::npos) << "no dynamic section read: " << daemon;
+  EXPECT_EQ(daemon.find("libmicrohttpd"), std::string::npos) << daemon;
+  EXPECT_EQ(daemon.find("libgnutls"), std::string::npos) << daemon;
+  EXPECT_EQ(daemon.find("libcrypt.so"), std::string::npos) << daemon;
+  const std::string module = readelf_dynamic(std::string(PRESSURED_BINARY_DIR) + "/" + web::kTlsModuleFile);
+  EXPECT_NE(module.find("libmicrohttpd"), std::string::npos) << module;
+  EXPECT_NE(module.find("libgnutls"), std::string::npos) << module;
+}
+
+// A module that cannot be loaded is an error naming where it was looked
+// for and why it failed there; the build's own loads.
+TEST(MetricsServerFootprint, AModuleThatCannotBeLoadedIsNamed) {
+  auto r = web::load_tls_module("/nonexistent/lib/pressured/libpressured_metrics_tls.so");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("/nonexistent/lib/pressured/libpressured_metrics_tls.so"), std::string::npos)
+      << r.error().message;
+  const std::string d = temp_dir();
+  std::ofstream(d + "/libpressured_metrics_tls.so") << "not an ELF file\n";
+  r = web::load_tls_module(d + "/libpressured_metrics_tls.so");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find(d + "/libpressured_metrics_tls.so"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("TLS"), std::string::npos) << r.error().message;
+  fs::remove_all(d);
+  auto ok = web::load_tls_module(std::string(PRESSURED_BINARY_DIR) + "/" + web::kTlsModuleFile);
+  EXPECT_TRUE(ok.ok()) << ok.error().message;
 }
 
 }  // namespace

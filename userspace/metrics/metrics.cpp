@@ -26,6 +26,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include "metrics/health.hpp"
 #include "pressured/build_info.hpp"
 
 namespace pressured {
@@ -97,11 +98,6 @@ void follow(prometheus::Counter& c, double total) {
 
 double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 std::string hostname() {
@@ -249,7 +245,7 @@ struct Metrics::Impl {
     return reg(prometheus::BuildHistogram(), n, h, "histogram");
   }
 
-  explicit Impl(MetricsOptions o) : options(std::move(o)) {}
+  explicit Impl(MetricsOptions o) : options(std::move(o)), health(options.liveness_timeout) {}
 
   // Families (constructed in order in Metrics::Metrics).
   Family<Gauge>* build_info = nullptr;
@@ -344,10 +340,6 @@ struct Metrics::Impl {
   Gauge* config_last_ok_g = nullptr;
   Gauge* psi_available_g = nullptr;
 
-  std::atomic<bool> events_attached{false};
-  std::atomic<bool> observed_once{false};
-  std::atomic<int64_t> last_heartbeat_ns{0};
-
   Counter& counter_for(Family<Counter>& f, const Labels& labels) {
     std::string key = f.GetName();
     for (const auto& [k, v] : labels) {
@@ -383,17 +375,11 @@ struct Metrics::Impl {
     }
   }
 
-  // The pod metadata source's first delivery (require_pod_source); none: nothing to wait for.
-  std::mutex pod_source_mu;
-  std::function<bool()> pod_source_delivered;
-  bool pod_source_ok() {
-    std::lock_guard lock(pod_source_mu);
-    return !pod_source_delivered || pod_source_delivered();
-  }
-  bool ready() { return events_attached.load() && observed_once.load() && pod_source_ok(); }
+  // Liveness and readiness (the probes ask it, beside the server); the gauges show it.
+  Health health;
   void update_ready() {
-    pod_source_synced_g->Set(pod_source_ok() ? 1 : 0);
-    ready_g->Set(ready() ? 1 : 0);
+    pod_source_synced_g->Set(health.pod_source_synced() ? 1 : 0);
+    ready_g->Set(health.ready() ? 1 : 0);
   }
 
   // Called with mu held; nullopt: every signal.
@@ -601,7 +587,7 @@ void Metrics::condition(Condition condition, bool status) {
 void Metrics::observation_completed() {
   auto& m = *impl_;
   m.observations_c->Increment();
-  if (!m.observed_once.exchange(true)) m.update_ready();
+  if (m.health.observation_completed()) m.update_ready();
 }
 
 void Metrics::eviction(Signal signal, QosClass qos, ThresholdKind kind, std::string_view namespace_,
@@ -923,27 +909,22 @@ void Metrics::memcg_activity(std::string_view cgroup, const MemcgActivitySample&
 void Metrics::set_psi_available(bool available) { impl_->psi_available_g->Set(available ? 1 : 0); }
 
 void Metrics::set_events_attached(bool attached) {
-  impl_->events_attached = attached;
+  impl_->health.set_events_attached(attached);
   impl_->update_ready();
 }
 
-bool Metrics::ready() const { return impl_->ready(); }
+bool Metrics::ready() const { return impl_->health.ready(); }
 
 void Metrics::require_pod_source(std::function<bool()> delivered) {
-  {
-    std::lock_guard lock(impl_->pod_source_mu);
-    impl_->pod_source_delivered = std::move(delivered);
-  }
+  impl_->health.require_pod_source(std::move(delivered));
   impl_->update_ready();
 }
 
-void Metrics::heartbeat() { impl_->last_heartbeat_ns = steady_ns(); }
+void Metrics::heartbeat() { impl_->health.heartbeat(); }
 
-bool Metrics::alive() const {
-  const int64_t last = impl_->last_heartbeat_ns.load();
-  if (last == 0) return true;
-  return steady_ns() - last <= impl_->options.liveness_timeout.count();
-}
+bool Metrics::alive() const { return impl_->health.alive(); }
+
+const Health& Metrics::health() const { return impl_->health; }
 
 std::string Metrics::render() const {
   std::vector<std::function<void()>> hooks;

@@ -2,14 +2,13 @@
 //
 // The port is reachable by every tenant on the node (it listens on all
 // interfaces, as node_exporter does), and the DaemonSet's liveness probe goes
-// through it: a client must never be able to starve /healthz. HTTP and TLS
-// are libmicrohttpd's (epoll mode, on this server's one thread); on top of
-// it, pressured keeps:
+// through it: a client must never be able to starve /healthz. This file owns
+// the connection policy, whatever speaks HTTP behind it:
 //   - the accept: pressured drains the kernel's accept queue at every turn
 //     and holds a new connection itself until its first bytes arrive, so a
 //     flood of connections that are opened and closed costs an accept and a
 //     close each, the queue does not fill, and a probe's SYN is not dropped
-//     (a dropped SYN is retried only a second later); libmicrohttpd is
+//     (a dropped SYN is retried only a second later); the HTTP engine is
 //     handed only connections that have something to say;
 //   - at most `max_connections` connections; over the cap, the oldest one
 //     that has not finished sending its request is dropped (an idle or
@@ -19,14 +18,17 @@
 //     `header_timeout` of the accept, and fit in `max_request_bytes`;
 //   - one request per connection (Connection: close), answers written
 //     within `write_timeout`;
-//   - bcrypt checks on a thread of their own, bounded, so that probes never
-//     wait behind them.
-// TLS and authentication of /metrics follow node_exporter's web
-// configuration file (tls_server_config, basic_auth_users with bcrypt
-// hashes), plus a bearer token file; see docs/operations.md. The file is
-// read in web_config.cpp, credentials are checked in auth.cpp.
+//   - what is answered (the router, below).
+// The HTTP engine (metrics/http_engine.hpp) is pressured's own HTTP/1.1
+// server (plain_engine.cpp) when the web configuration asks for neither TLS
+// nor authentication, and otherwise libmicrohttpd over GnuTLS with bcrypt
+// checks on a thread of their own, from a module dlopened at start
+// (libpressured_metrics_tls.so, tls/engine.cpp): a port without TLS maps no
+// TLS library. TLS and authentication follow node_exporter's web
+// configuration file (web_config.cpp); see docs/operations.md.
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
@@ -36,56 +38,84 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
-#include <cstdarg>
-#include <cstdio>
 #include <cstring>
-#include <deque>
-#include <fstream>
+#include <filesystem>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
-#include <sstream>
+#include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
-#include <microhttpd.h>
 #include <spdlog/spdlog.h>
 
+#include "common/module_path.hpp"
 #include "kernel/fd.hpp"
-#include "metrics/auth.hpp"
+#include "metrics/health.hpp"
+#include "metrics/http_engine.hpp"
 #include "metrics/web_config.hpp"
 #include "pressured/metrics.hpp"
 
 namespace pressured {
 
-// ---------------------------------------------------------------------------
-// The server
+namespace web {
+
+Result<MakeTlsEngine> load_tls_module(const std::string& path) {
+#ifdef PRESSURED_METRICS_TLS_MODULE_BUILD
+  const char* build_path = PRESSURED_METRICS_TLS_MODULE_BUILD;
+#else
+  const char* build_path = nullptr;
+#endif
+  const std::vector<std::string> tries =
+      path.empty() ? module_search_paths(kTlsModuleFile, build_path) : std::vector<std::string>{path};
+  std::string why;
+  for (const std::string& t : tries) {
+    if (path.empty() && !std::filesystem::exists(t)) {
+      why += "; " + t + ": absent";
+      continue;
+    }
+    // Loaded once for the process's life: the engine's code must outlive every server.
+    // initramfs: not carried (an optional module; no VM test configures TLS or authentication)
+    void* h = ::dlopen(t.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (h == nullptr) {
+      const char* err = ::dlerror();
+      why += "; " + t + ": " + (err ? err : "dlopen failed");
+      continue;
+    }
+    auto make = reinterpret_cast<MakeTlsEngine>(::dlsym(h, kTlsEngineSymbol));
+    if (make == nullptr) {
+      why += "; " + t + ": no " + kTlsEngineSymbol;
+      continue;
+    }
+    spdlog::debug("metrics server: TLS and authentication module loaded from {}", t);
+    return make;
+  }
+  return Error{ENOENT, std::string("cannot load the metrics port's TLS and authentication module (") +
+                           kTlsModuleFile + "): " + (why.empty() ? std::string("nowhere to look") : why.substr(2))};
+}
+
+}  // namespace web
 
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-// What the serving thread knows of one TCP connection (MHD's socket context).
+// A connection handed to the engine, by its sequence number.
 struct Conn {
-  MHD_socket fd = MHD_INVALID_SOCKET;
-  uint64_t seq = 0;
+  int fd = -1;  // the engine's; shut down (never closed) here
   // Request: TLS handshake and request still arriving (sheddable, header
   // deadline); Answering: request complete, answer being made or written
   // (write deadline); Suspended: waiting for a password check (neither).
   enum class Phase { Request, Answering, Suspended } phase = Phase::Request;
   SteadyClock::time_point deadline;
-  bool cut = false;  // shut down by us (shed or late); MHD closes it next
-  bool request_seen = false;  // a request reached on_request
+  bool cut = false;           // shut down by us (shed or late); the engine closes it next
+  bool request_seen = false;  // a whole request reached the engine
 };
 
 // A connection pressured accepted and holds until its first bytes arrive
-// (then it is handed to MHD, keeping its seq and deadline).
+// (then it is handed to the engine, keeping its seq and deadline).
 struct Waiting {
   uint64_t seq = 0;
   SteadyClock::time_point deadline;
@@ -93,61 +123,38 @@ struct Waiting {
   socklen_t addr_len = 0;
 };
 
-// Per request (MHD's request context): the password check, if one was needed.
-struct RequestState {
-  std::shared_ptr<web::AuthJob> job;
-};
-
-struct Answer {
-  unsigned status;
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::string type = "text/plain";
-};
-
 }  // namespace
 
-// The HTTP protocol, TLS (GnuTLS), request limits and the socket I/O are
-// libmicrohttpd's. Kept here, because MHD has no such policy: which
-// connection makes room at the cap (the oldest still sending its request, so
-// that a probe is never refused for idle or slow clients), a deadline from
-// accept to whole request (MHD's timeout is an idle timeout, which a client
-// sending one byte a second never reaches), and authentication. MHD runs in
-// its epoll mode driven by this server's one thread, so every MHD callback
-// and every shutdown() of a connection happen on that thread.
-struct MetricsServer::Impl {
+struct MetricsServer::Impl final : web::EngineHost {
   const Metrics* metrics = nullptr;
   WebConfig web;
   MetricsServerLimits limits;
-  MHD_Daemon* daemon = nullptr;
   kernel::Fd listen_fd, epoll_fd, stop_fd, wake_fd;
-  int mhd_epoll_fd = -1;
   std::unordered_map<int, Waiting> waiting;  // by fd, in epoll_fd until handed over
   std::map<uint64_t, int> waiting_by_seq;    // the same, oldest first
-  const Waiting* handing_over = nullptr;     // read by on_connection during MHD_add_connection
-  std::unique_ptr<web::Authenticator> auth;
+  std::unordered_map<uint64_t, Conn> conns;  // handed to the engine, until it closes them
+  std::unique_ptr<web::HttpEngine> engine;
   std::thread thread;
   ListenAddress bound;
   bool stopped = false;
   uint64_t next_seq = 0;
-  std::unordered_map<MHD_Connection*, Conn> conns;
   std::size_t cut_count = 0;
-  std::string cert_pem, key_pem;  // MHD keeps pointers to them
-  std::string priorities;
-  std::string last_log;  // MHD's last message, for the error of a failed start
   MetricsServerCounters st;
 
   ~Impl() {
-    if (daemon != nullptr) MHD_stop_daemon(daemon);
+    // The engine reports its connections closed into `conns`, still here.
+    if (engine) engine->stop();
+    engine.reset();
     for (const auto& [fd, w] : waiting) ::close(fd);
   }
 
   std::size_t open_count() const { return waiting.size() + conns.size() - cut_count; }
   void update_open() { st.open = open_count(); }
 
-  // Makes MHD close `c` on its next turn: its reads and writes fail at once.
-  // The fd is still MHD's (it is closed only after the CLOSED notification,
-  // which erases `c` on this same thread), so it cannot be another socket.
+  // Makes the engine close `c` on its next turn: its reads and writes fail
+  // at once. The fd is still the engine's (closed only before it reports
+  // closed(), which erases `c` on this same thread), so it cannot be another
+  // socket.
   void cut(Conn& c) {
     if (c.cut) return;
     c.cut = true;
@@ -156,137 +163,66 @@ struct MetricsServer::Impl {
     update_open();
   }
 
-  // ---- MHD callbacks (all on the serving thread)
+  // ---- What the engine reports (all on the serving thread)
 
-  static void on_log(void* cls, const char* fmt, va_list ap) {
-    auto* self = static_cast<Impl*>(cls);
-    char buf[512];
-    va_list copy;
-    va_copy(copy, ap);
-    std::vsnprintf(buf, sizeof buf, fmt, copy);
-    va_end(copy);
-    std::string msg(buf);
-    while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-    self->last_log = msg;
-    // MHD answers some malformed and oversized requests itself (400 for a
-    // missing Host, 414, 431); its log is where it says so. (Rejections are
-    // counted when such connections close: see on_connection.)
-    if (std::strncmp(fmt, "Error processing request", 24) == 0) self->st.served++;
-    spdlog::debug("metrics server: {}", msg);
+  void request_arrived(uint64_t seq) override {
+    auto it = conns.find(seq);
+    if (it == conns.end()) return;
+    it->second.request_seen = true;
+    if (it->second.phase != Conn::Phase::Answering) {
+      it->second.phase = Conn::Phase::Answering;
+      it->second.deadline = SteadyClock::now() + limits.write_timeout;
+    }
   }
 
-  static void on_connection(void* cls, MHD_Connection* connection, void** /*socket_context*/,
-                            MHD_ConnectionNotificationCode code) {
-    auto* self = static_cast<Impl*>(cls);
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-      Conn c;
-      const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-      c.fd = info != nullptr ? info->connect_fd : MHD_INVALID_SOCKET;
-      if (self->handing_over != nullptr) {  // accepted by accept_all(): its place in line and its deadline
-        c.seq = self->handing_over->seq;
-        c.deadline = self->handing_over->deadline;
-      } else {
-        c.seq = self->next_seq++;
-        c.deadline = SteadyClock::now() + self->limits.header_timeout;
-      }
-      self->conns[connection] = c;
-    } else {
-      auto it = self->conns.find(connection);
-      if (it != self->conns.end()) {
-        // Ended before a request reached pressured, and not cut by it: not
-        // HTTP (or not TLS on a TLS port), malformed, too large, or closed
-        // by the client before its request was complete.
-        if (!it->second.cut && !it->second.request_seen) self->st.rejected++;
-        if (it->second.cut) --self->cut_count;
-        self->conns.erase(it);
-      }
-    }
-    self->update_open();
+  void suspended(uint64_t seq) override {
+    auto it = conns.find(seq);
+    if (it != conns.end()) it->second.phase = Conn::Phase::Suspended;
   }
 
-  static void on_completed(void* cls, MHD_Connection* /*connection*/, void** req_cls,
-                           MHD_RequestTerminationCode code) {
-    auto* self = static_cast<Impl*>(cls);
-    if (code == MHD_REQUEST_TERMINATED_COMPLETED_OK) self->st.served++;
-    delete static_cast<RequestState*>(*req_cls);
-    *req_cls = nullptr;
+  void closed(uint64_t seq) override {
+    auto it = conns.find(seq);
+    if (it == conns.end()) return;
+    // Ended before a whole request, and not cut by the port: not HTTP (or
+    // not TLS on a TLS port), malformed, too large, or closed by the client
+    // before its request was complete.
+    if (!it->second.cut && !it->second.request_seen) st.rejected++;
+    if (it->second.cut) --cut_count;
+    conns.erase(it);
+    update_open();
   }
 
-  static MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, const char* method,
-                               const char* /*version*/, const char* /*upload_data*/, size_t* upload_data_size,
-                               void** req_cls) {
-    auto* self = static_cast<Impl*>(cls);
-    auto conn = self->conns.find(connection);
-    if (*upload_data_size != 0) {
-      *upload_data_size = 0;  // a body is not read (GET only): answered 405 below
-      return MHD_YES;
-    }
-    auto* state = static_cast<RequestState*>(*req_cls);
-    if (state == nullptr) {
-      state = new RequestState;
-      *req_cls = state;
-    }
-    if (conn != self->conns.end()) conn->second.request_seen = true;
-    if (conn != self->conns.end() && conn->second.phase != Conn::Phase::Answering) {
-      conn->second.phase = Conn::Phase::Answering;
-      conn->second.deadline = SteadyClock::now() + self->limits.write_timeout;
-    }
-    std::optional<Answer> a = self->route(connection, url, method, *state);
-    if (!a) {  // a password check is under way: wait for it without holding the thread
-      if (conn != self->conns.end()) conn->second.phase = Conn::Phase::Suspended;
-      MHD_suspend_connection(connection);
-      return MHD_YES;
-    }
-    const bool head = std::strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-    MHD_Response* r = MHD_create_response_from_buffer(a->body.size(), a->body.data(), MHD_RESPMEM_MUST_COPY);
-    if (r == nullptr) return MHD_NO;
-    (void)head;  // MHD sends no body for HEAD itself
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, a->type.c_str());
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");  // one request per connection
-    for (const auto& [k, v] : a->headers) MHD_add_response_header(r, k.c_str(), v.c_str());
-    MHD_Result ret = MHD_queue_response(connection, a->status, r);
-    MHD_destroy_response(r);
-    return ret;
-  }
+  void answered() override { st.served++; }
+
+  void unauthorized() override { st.unauthorized++; }
+
+  void log_debug(std::string_view line) override { spdlog::debug("metrics server: {}", line); }
 
   // ---- What is answered
 
-  std::optional<Answer> route(MHD_Connection* connection, std::string_view url, std::string_view method,
-                              RequestState& state) {
-    if (method != MHD_HTTP_METHOD_GET && method != MHD_HTTP_METHOD_HEAD) {
-      return Answer{MHD_HTTP_METHOD_NOT_ALLOWED, "only GET\n", {{"Allow", "GET, HEAD"}}};
+  web::Answer answer(std::string_view method, std::string_view path) override {
+    if (method != "GET" && method != "HEAD") return web::Answer{405, "only GET\n", {{"Allow", "GET, HEAD"}}};
+    // The probes read the health facts only, never the registry.
+    if (path == "/healthz") {
+      const bool ok = metrics->health().alive();
+      return web::Answer{ok ? 200u : 503u, ok ? "ok\n" : "reactor heartbeat stale\n", {}};
     }
-    // Probes never need credentials, so nothing they do waits for a password check.
-    if (url == "/healthz") {
-      const bool ok = metrics->alive();
-      return Answer{ok ? 200u : 503u, ok ? "ok\n" : "reactor heartbeat stale\n", {}};
+    if (path == "/readyz") {
+      const bool ok = metrics->health().ready();
+      return web::Answer{
+          ok ? 200u : 503u, ok ? "ready\n" : "not ready: events not attached or no observation yet\n", {}};
     }
-    if (url == "/readyz") {
-      const bool ok = metrics->ready();
-      return Answer{ok ? 200u : 503u, ok ? "ready\n" : "not ready: events not attached or no observation yet\n", {}};
-    }
-    if (url == "/metrics") {
-      std::optional<unsigned> a = auth->authorize(connection, state.job);
-      if (!a) return std::nullopt;
-      if (*a != 200) {
-        st.unauthorized++;
-        std::vector<std::pair<std::string, std::string>> h;
-        if (*a == 401) h.emplace_back("WWW-Authenticate", "Basic realm=\"pressured\"");
-        if (*a == 429) h.emplace_back("Retry-After", "1");
-        if (*a == 503) return Answer{*a, "stopping\n", h};
-        return Answer{*a, *a == 401 ? "unauthorized\n" : "too many authentication attempts\n", h};
-      }
-      return Answer{200, metrics->render(), {}, "text/plain; version=0.0.4; charset=utf-8"};
-    }
-    if (url == "/") return Answer{200, "pressured: /metrics /healthz /readyz\n", {}};
-    return Answer{404, "not found\n", {}};
+    if (path == "/metrics") return web::Answer{200, metrics->render(), {}, "text/plain; version=0.0.4; charset=utf-8"};
+    if (path == "/") return web::Answer{200, "pressured: /metrics /healthz /readyz\n", {}};
+    return web::Answer{404, "not found\n", {}};
   }
 
   // ---- The loop
 
   // Deadlines, then the cap: over it, the oldest connections still sending
-  // their request make room. Run after MHD_run, so a connection that came
-  // with its request in the same turn was answered before anything is shed.
+  // their request make room. Run after the engine's turn, so a connection
+  // that came with its request in the same turn was answered before anything
+  // is shed.
   SteadyClock::time_point police() {
     auto now = SteadyClock::now();
     auto next = SteadyClock::time_point::max();
@@ -302,7 +238,7 @@ struct MetricsServer::Impl {
       }
     }
     update_open();
-    for (auto& [mc, c] : conns) {
+    for (auto& [seq, c] : conns) {
       if (c.cut || c.phase == Conn::Phase::Suspended) continue;
       if (c.deadline <= now) {
         st.timed_out++;  // counted before the cut: a client that sees its connection end may read it at once
@@ -323,7 +259,7 @@ struct MetricsServer::Impl {
     while (open_count() > limits.max_connections) {
       if (!waiting_by_seq.empty()) {
         // Its request may have come since it was accepted (a probe sends
-        // it right after connecting): then it goes to MHD, not out.
+        // it right after connecting): then it goes to the engine, not out.
         const int fd = waiting_by_seq.begin()->second;
         const Waiting w = take_waiting(fd);
         if (check_waiting(fd, w)) {
@@ -336,8 +272,12 @@ struct MetricsServer::Impl {
         continue;
       }
       Conn* victim = nullptr;
-      for (auto& [mc, c] : conns) {
-        if (!c.cut && c.phase == Conn::Phase::Request && (victim == nullptr || c.seq < victim->seq)) victim = &c;
+      uint64_t victim_seq = 0;
+      for (auto& [seq, c] : conns) {
+        if (!c.cut && c.phase == Conn::Phase::Request && (victim == nullptr || seq < victim_seq)) {
+          victim = &c;
+          victim_seq = seq;
+        }
       }
       if (victim == nullptr) break;  // all are being answered: they end within write_timeout
       st.shed++;
@@ -349,9 +289,9 @@ struct MetricsServer::Impl {
 
   // Takes every connection the kernel has queued (bounded per turn, so that
   // the deadlines still run under a flood). One that has sent bytes goes to
-  // MHD at once; one closed already (the flood's usual case) is closed for
-  // the price of a close; one still silent waits here, under the cap and the
-  // header deadline.
+  // the engine at once; one closed already (the flood's usual case) is
+  // closed for the price of a close; one still silent waits here, under the
+  // cap and the header deadline.
   void accept_all() {
     for (int i = 0; i < 4096; ++i) {
       Waiting w;
@@ -379,23 +319,25 @@ struct MetricsServer::Impl {
     }
   }
 
-  // True when `fd` was dealt with (handed to MHD, or closed); false while it
-  // has sent nothing yet and is still open.
+  // True when `fd` was dealt with (handed to the engine, or closed); false
+  // while it has sent nothing yet and is still open.
   bool check_waiting(int fd, const Waiting& w) {
     char b;
     ssize_t n = ::recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
-    if (n <= 0) {  // closed (or reset) before its request: as MHD counts it
+    if (n <= 0) {  // closed (or reset) before its request: as the engine would count it
       st.rejected++;
       ::close(fd);
       return true;
     }
-    handing_over = &w;
-    // MHD owns (and closes) the fd from here, also when it refuses it.
-    if (MHD_add_connection(daemon, fd, reinterpret_cast<const sockaddr*>(&w.addr), w.addr_len) != MHD_YES) {
+    conns[w.seq] = Conn{fd, Conn::Phase::Request, w.deadline};
+    update_open();  // counted before the engine answers it (a scrape sees its own connection)
+    // The engine owns (and closes) the fd from here, also when it refuses
+    // it; it may be done with it before add() returns.
+    if (!engine->add(fd, reinterpret_cast<const sockaddr*>(&w.addr), w.addr_len, w.seq)) {
       st.rejected++;
+      conns.erase(w.seq);
     }
-    handing_over = nullptr;
     return true;
   }
 
@@ -414,7 +356,7 @@ struct MetricsServer::Impl {
     waiting_by_seq.emplace(w.seq, fd);
   }
 
-  // Out of the waiting set and of epoll_fd (MHD adds it to its own).
+  // Out of the waiting set and of epoll_fd (the engine watches it then).
   Waiting take_waiting(int fd) {
     auto it = waiting.find(fd);
     const Waiting w = it->second;
@@ -435,11 +377,7 @@ struct MetricsServer::Impl {
     std::array<epoll_event, 64> evs{};
     auto next_deadline = SteadyClock::time_point::max();
     while (true) {
-      long long timeout_ms = -1;
-      MHD_UNSIGNED_LONG_LONG mhd_timeout = 0;
-      if (MHD_get_timeout(daemon, &mhd_timeout) == MHD_YES) {
-        timeout_ms = static_cast<long long>(std::min<MHD_UNSIGNED_LONG_LONG>(mhd_timeout, 60'000));
-      }
+      long long timeout_ms = engine->timeout_ms();
       if (next_deadline != SteadyClock::time_point::max()) {
         auto left = std::chrono::ceil<std::chrono::milliseconds>(next_deadline - SteadyClock::now()).count();
         left = std::max<long long>(left, 0);
@@ -460,13 +398,40 @@ struct MetricsServer::Impl {
           }
         } else if (fd == listen_fd.get()) {
           accept_all();
-        } else if (fd != mhd_epoll_fd) {
+        } else if (fd != engine->poll_fd()) {
           on_waiting_event(fd);
         }
       }
-      MHD_run(daemon);
+      engine->run();
       next_deadline = police();
     }
+  }
+
+  // The engine for the web configuration: pressured's own without TLS and
+  // authentication, else the TLS module's.
+  Result<std::unique_ptr<web::HttpEngine>> make_engine() {
+    if (!web.tls() && !web.auth()) return web::make_plain_engine(*this, limits.max_request_bytes);
+    web::TlsEngineOptions o;
+    o.web = web;
+    o.limits = limits;
+    o.wake_fd = wake_fd.get();
+    if (web.tls()) {
+      auto cert = web::read_text_file(web.cert_file, "TLS certificate");
+      if (!cert) return Error{EINVAL, cert.error().message};
+      auto key = web::read_text_file(web.key_file, "TLS key");
+      if (!key) return Error{EINVAL, key.error().message};
+      o.cert_pem = std::move(*cert);
+      o.key_pem = std::move(*key);
+    }
+    auto make = web::load_tls_module();
+    if (!make) {
+      return Error{make.error().code, std::string("the web configuration asks for ") +
+                                          (web.tls() ? "TLS" : "authentication") + ", and " + make.error().message};
+    }
+    std::string error;
+    web::HttpEngine* e = (*make)(*this, o, error);
+    if (e == nullptr) return Error{web.tls() ? EINVAL : EIO, error};
+    return std::unique_ptr<web::HttpEngine>(e);
   }
 };
 
@@ -488,18 +453,8 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
   impl->limits = limits;
   if (impl->limits.max_connections == 0) impl->limits.max_connections = 1;
 
-  if (web.tls()) {
-    auto cert = web::read_text_file(web.cert_file, "TLS certificate");
-    if (!cert) return Error{EINVAL, cert.error().message};
-    auto key = web::read_text_file(web.key_file, "TLS key");
-    if (!key) return Error{EINVAL, key.error().message};
-    impl->cert_pem = std::move(*cert);
-    impl->key_pem = std::move(*key);
-    impl->priorities = web::tls_priorities(web.min_version);
-  }
-
   // The listening socket is bound here (host names, IPv6, clear errors for
-  // a port in use) and accepted on by this server (accept_all), not MHD.
+  // a port in use) and accepted on by this server (accept_all).
   const std::string what = "cannot listen for metrics on " + addr->to_string();
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -542,51 +497,19 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
   impl->stop_fd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   impl->wake_fd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!impl->epoll_fd || !impl->stop_fd || !impl->wake_fd) return Error::from_errno(errno, "metrics server");
-  impl->auth = std::make_unique<web::Authenticator>(web, impl->limits.auth_failures_per_second, impl->wake_fd.get());
-  if (!impl->auth->init()) return Error{EIO, "metrics server: no random key for the credentials cache"};
-
-  Impl* raw = impl.get();
-  unsigned int flags = MHD_USE_EPOLL | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-  if (web.tls()) flags |= MHD_USE_TLS;
-  // MHD's own bounds sit above pressured's: its cap leaves room for the
-  // connections accepted in one turn and those cut but not yet closed (at
-  // its cap MHD stops accepting, it never refuses); its idle timeout is a
-  // backstop behind the deadlines police() keeps.
-  const auto cap = static_cast<unsigned int>(impl->limits.max_connections + 64);
-  const auto idle_s = static_cast<unsigned int>(
-      std::chrono::ceil<std::chrono::seconds>(impl->limits.header_timeout + impl->limits.write_timeout).count() + 1);
-  std::vector<MHD_OptionItem> opts = {
-      {MHD_OPTION_CONNECTION_LIMIT, cap, nullptr},
-      {MHD_OPTION_CONNECTION_TIMEOUT, idle_s, nullptr},
-      {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(impl->limits.max_request_bytes + 4096), nullptr},
-      {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&Impl::on_log), raw},
-      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&Impl::on_connection), raw},
-      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Impl::on_completed), raw},
-  };
-  if (web.tls()) {
-    opts.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, impl->cert_pem.data()});
-    opts.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, impl->key_pem.data()});
-    opts.push_back({MHD_OPTION_HTTPS_PRIORITIES, 0, impl->priorities.data()});
-  }
-  opts.push_back({MHD_OPTION_END, 0, nullptr});
-  impl->daemon = MHD_start_daemon(flags, 0, nullptr, nullptr, &Impl::on_request, raw, MHD_OPTION_ARRAY, opts.data(),
-                                  MHD_OPTION_END);
-  if (impl->daemon == nullptr) {
-    const std::string why = impl->last_log.empty() ? "libmicrohttpd refused the options" : impl->last_log;
-    if (web.tls()) return Error{EINVAL, "TLS " + web.cert_file + " / " + web.key_file + ": " + why};
-    return Error{EIO, what + ": " + why};
-  }
+  auto engine = impl->make_engine();
+  if (!engine) return engine.error();
+  impl->engine = std::move(*engine);
+  if (impl->engine->poll_fd() < 0) return Error{EIO, "metrics server: the HTTP engine has no fd to watch"};
   impl->listen_fd = std::move(listen_fd);
 
-  const MHD_DaemonInfo* info = MHD_get_daemon_info(impl->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-  if (info == nullptr) return Error{EIO, "metrics server: libmicrohttpd has no epoll fd"};
-  impl->mhd_epoll_fd = info->epoll_fd;
-  for (int fd : {info->epoll_fd, impl->listen_fd.get(), impl->stop_fd.get(), impl->wake_fd.get()}) {
+  for (int fd : {impl->engine->poll_fd(), impl->listen_fd.get(), impl->stop_fd.get(), impl->wake_fd.get()}) {
     epoll_event e{};
     e.events = EPOLLIN;
     e.data.fd = fd;
     if (::epoll_ctl(impl->epoll_fd.get(), EPOLL_CTL_ADD, fd, &e) != 0) return Error::from_errno(errno, "metrics server");
   }
+  Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->run(); });
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
 }
@@ -609,11 +532,9 @@ void MetricsServer::stop() {
     // The eventfd cannot fail to take one increment; nothing to do.
   }
   if (impl_->thread.joinable()) impl_->thread.join();
-  // Suspended connections are resumed (answered 503) before MHD stops.
-  if (impl_->auth) impl_->auth->stop();
-  // Closes the connections and the listening socket: a restart can bind the port.
-  if (impl_->daemon != nullptr) MHD_stop_daemon(impl_->daemon);
-  impl_->daemon = nullptr;
+  // Closes the connections (a password check under way finishes first) and
+  // then the listening socket: a restart can bind the port.
+  if (impl_->engine) impl_->engine->stop();
   for (const auto& [fd, w] : impl_->waiting) ::close(fd);
   impl_->waiting.clear();
   impl_->waiting_by_seq.clear();

@@ -26,10 +26,6 @@ Result<std::string> read_text_file(const std::string& path, const std::string& w
   return ss.str();
 }
 
-std::string tls_priorities(const std::string& min_version) {
-  return min_version == "VersionTLS13" ? "NORMAL:-VERS-ALL:+VERS-TLS1.3" : "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2";
-}
-
 }  // namespace web
 
 namespace {

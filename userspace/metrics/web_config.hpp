@@ -12,7 +12,4 @@ namespace pressured::web {
 /// A whole text file, or an error naming `what` and the path.
 Result<std::string> read_text_file(const std::string& path, const std::string& what);
 
-/// GnuTLS priorities for node_exporter's min_version: TLS 1.2 unless 1.3 is asked.
-std::string tls_priorities(const std::string& min_version);
-
 }  // namespace pressured::web

@@ -15,6 +15,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/module_path.hpp"
+
 namespace pressured::plugins {
 
 struct PluginHost::Entry {
@@ -407,20 +409,13 @@ void PluginHost::run() {
 }
 
 Result<std::unique_ptr<PluginConnector>> load_grpc_connector(const std::string& path) {
-  std::vector<std::string> tries;
-  if (!path.empty()) {
-    tries.push_back(path);
-  } else {
-    std::error_code ec;
-    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path();
-    if (!ec) {
-      tries.push_back((exe / "libpressured_plugin_grpc.so").string());
-      tries.push_back((exe.parent_path() / "lib/pressured/libpressured_plugin_grpc.so").string());
-    }
 #ifdef PRESSURED_PLUGIN_MODULE_BUILD
-    tries.push_back(PRESSURED_PLUGIN_MODULE_BUILD);
+  const char* build_path = PRESSURED_PLUGIN_MODULE_BUILD;
+#else
+  const char* build_path = nullptr;
 #endif
-  }
+  const std::vector<std::string> tries =
+      path.empty() ? module_search_paths("libpressured_plugin_grpc.so", build_path) : std::vector<std::string>{path};
   std::string why;
   for (const std::string& t : tries) {
     if (!path.empty() || std::filesystem::exists(t)) {

@@ -2,7 +2,7 @@
 // hashes (checked on a thread of their own), and a cache of the credentials
 // that verified, under a keyed hash.
 
-#include "metrics/auth.hpp"
+#include "metrics/tls/auth.hpp"
 
 #include <crypt.h>
 #include <unistd.h>
