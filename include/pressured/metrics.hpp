@@ -24,6 +24,7 @@
 #include "pressured/config.hpp"
 #include "pressured/enum_names.hpp"
 #include "pressured/listen_address.hpp"
+#include "pressured/metric_families.hpp"
 #include "pressured/result.hpp"
 #include "pressured/signals.hpp"
 #include "pressured/snapshot.hpp"
@@ -71,6 +72,14 @@ inline constexpr EnumName<ApiOutcome> kApiOutcomeNames[] = {
     {ApiOutcome::Timeout, "timeout"},
     {ApiOutcome::Unreachable, "unreachable"},
 };
+
+/// Label values of the enums above and of a threshold's type, for
+/// LabelValues (pressured/stats.hpp).
+constexpr std::string_view name(ApiAction a) { return enum_name(kApiActionNames, a); }
+constexpr std::string_view name(ApiOutcome o) { return enum_name(kApiOutcomeNames, o); }
+constexpr std::string_view name(ThresholdKind k) { return k == ThresholdKind::Hard ? "hard" : "soft"; }
+/// The `result` label value of something that worked or not.
+constexpr std::string_view result_name(bool ok) { return ok ? "success" : "failure"; }
 
 /// Maps an HTTP status code to an ApiOutcome (2xx Success, 404, 409, 429,
 /// other 4xx, 5xx; anything else counts as ClientError).
@@ -145,6 +154,33 @@ class Metrics {
   ~Metrics();
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
+
+  // --- Counts into declared families ------------------------------------------
+  // One fact, one call: a family of pressured/metric_families.hpp and the
+  // values of its labels in the declared order, e.g.
+  //   metrics.add(stats::kLocalKills, {result_name(ok)});
+  //   metrics.observe(stats::kDetectionLatency, {source}, seconds);
+  // A family of the wrong kind, or one label value too many or too few, does
+  // not compile. A series is created by its first call (`add` by 0 creates it
+  // at 0, for alerts that take increase()); after that a call takes a short
+  // lock and allocates nothing. Values are bounded as the family declares
+  // (cut, folded to an identifier, capped with an overflow value).
+
+  /// Adds `by` to a counter family's series.
+  template <std::size_t N>
+  void add(const FamilyDef<StatKind::Counter, N>& family, const LabelValues<N>& labels, double by = 1) {
+    record(family.index, labels.values, by);
+  }
+  /// Sets a gauge family's series.
+  template <std::size_t N>
+  void set(const FamilyDef<StatKind::Gauge, N>& family, const LabelValues<N>& labels, double value) {
+    record(family.index, labels.values, value);
+  }
+  /// Observes one value into a histogram family's series.
+  template <std::size_t N>
+  void observe(const FamilyDef<StatKind::Histogram, N>& family, const LabelValues<N>& labels, double value) {
+    record(family.index, labels.values, value);
+  }
 
   // --- Signals, thresholds, conditions -------------------------------------
 
@@ -361,6 +397,7 @@ class Metrics {
 
  private:
   struct Impl;
+  void record(uint16_t family, std::span<const std::string_view> labels, double value);
   std::unique_ptr<Impl> impl_;
 };
 

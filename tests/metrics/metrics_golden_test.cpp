@@ -82,76 +82,80 @@ void drive(Metrics& m) {
   m.eviction(Signal::NodefsAvailable, QosClass::Guaranteed, ThresholdKind::Hard, "ns-c", "pod-c", "uid-c");
   m.eviction(Signal::MemoryAvailable, QosClass::BestEffort, ThresholdKind::Soft, "ns-b", "pod-b", "uid-b");
 
-  m.eviction_container("app");
-  m.eviction_container("App.Side/car");
-  m.eviction_container("app");
-  for (int i = 0; i < 70; ++i) m.eviction_container("c" + std::to_string(i));
-  m.eviction_container(std::string(80, 'x'));
+  m.add(stats::kEvictionContainers, {"app"});
+  m.add(stats::kEvictionContainers, {"App.Side/car"});
+  m.add(stats::kEvictionContainers, {"app"});
+  for (int i = 0; i < 70; ++i) m.add(stats::kEvictionContainers, {"c" + std::to_string(i)});
+  m.add(stats::kEvictionContainers, {std::string(80, 'x')});
 
-  m.no_eviction_candidate(Signal::MemoryAvailable);
-  m.no_eviction_candidate(Signal::PidAvailable);
-  m.no_eviction_candidate(Signal::MemoryAvailable);
-  m.eviction_completed(ThresholdKind::Hard, 0.004);
-  m.eviction_completed(ThresholdKind::Soft, 42);
-  m.eviction_completed(ThresholdKind::Hard, 1200);
+  m.add(stats::kEvictionNoCandidates, {Signal::MemoryAvailable});
+  m.add(stats::kEvictionNoCandidates, {Signal::PidAvailable});
+  m.add(stats::kEvictionNoCandidates, {Signal::MemoryAvailable});
+  m.observe(stats::kEvictionLatency, {ThresholdKind::Hard}, 0.004);
+  m.observe(stats::kEvictionLatency, {ThresholdKind::Soft}, 42);
+  m.observe(stats::kEvictionLatency, {ThresholdKind::Hard}, 1200);
 
-  for (const char* a : {"start", "escalate", "kill", "stuck", "releasetimeout"}) m.policy_action(a, 0);
-  m.policy_action("start", 2);
-  m.policy_action("Stuck-Victim!", 1);
+  for (const char* a : {"start", "escalate", "kill", "stuck", "releasetimeout"}) m.add(stats::kEvictionPolicyActions, {a}, 0);
+  m.add(stats::kEvictionPolicyActions, {"start"}, 2);
+  m.add(stats::kEvictionPolicyActions, {"Stuck-Victim!"}, 1);
 
-  using E = Metrics::PluginEvent;
-  for (E e : {E::Calls, E::Timeouts, E::Errors, E::Vetoes, E::Proposals}) m.plugin_event("plugin-a", e, 0);
-  m.plugin_event("plugin-a", E::Calls, 5);
-  m.plugin_event("plugin-a", E::Timeouts, 1);
-  m.plugin_event("plugin-a", E::Errors, 2);
-  m.plugin_event("plugin-a", E::Vetoes, 1);
-  m.plugin_event("plugin-a", E::Proposals, 3);
-  m.plugin_event("plugin-b", E::Calls, 1);
+  for (const auto* f : {&stats::kPluginCalls, &stats::kPluginTimeouts, &stats::kPluginErrors, &stats::kPluginVetoes,
+                        &stats::kPluginProposals}) {
+    m.add(*f, {"plugin-a"}, 0);
+  }
+  m.add(stats::kPluginCalls, {"plugin-a"}, 5);
+  m.add(stats::kPluginTimeouts, {"plugin-a"}, 1);
+  m.add(stats::kPluginErrors, {"plugin-a"}, 2);
+  m.add(stats::kPluginVetoes, {"plugin-a"}, 1);
+  m.add(stats::kPluginProposals, {"plugin-a"}, 3);
+  m.add(stats::kPluginCalls, {"plugin-b"}, 1);
 
-  m.local_kill(true);
-  m.local_kill(false);
-  m.local_kill(true);
+  m.add(stats::kLocalKills, {result_name(true)});
+  m.add(stats::kLocalKills, {result_name(false)});
+  m.add(stats::kLocalKills, {result_name(true)});
 
   for (const auto& a : kApiActionNames) {
-    for (const auto& o : kApiOutcomeNames) m.api_request(a.value, o.value);
+    for (const auto& o : kApiOutcomeNames) m.add(stats::kKubernetesApiRequests, {a.value, o.value});
   }
-  m.api_request(ApiAction::Eviction, api_outcome_from_http_status(201));
+  m.add(stats::kKubernetesApiRequests, {ApiAction::Eviction, api_outcome_from_http_status(201)});
 
-  m.kernel_oom_kill(QosClass::Burstable, OomScope::Node);
-  m.kernel_oom_kill(std::nullopt, OomScope::Cgroup);
-  m.kernel_oom_kill(QosClass::Guaranteed, OomScope::Unknown);
-  m.kernel_oom_kill(QosClass::Burstable, OomScope::Node);
+  m.add(stats::kKernelOomKills, {QosClass::Burstable, OomScope::Node});
+  m.add(stats::kKernelOomKills, {"none", OomScope::Cgroup});
+  m.add(stats::kKernelOomKills, {QosClass::Guaranteed, OomScope::Unknown});
+  m.add(stats::kKernelOomKills, {QosClass::Burstable, OomScope::Node});
 
-  m.detection_latency("bpf", 2.5e-5);
-  m.detection_latency("psi", 0.003);
-  m.detection_latency("Memcg-Notification", 0.2);
-  m.detection_latency("safety_net", 12);
-  m.detection_latency("bpf", 4e-5);
+  m.observe(stats::kDetectionLatency, {"bpf"}, 2.5e-5);
+  m.observe(stats::kDetectionLatency, {"psi"}, 0.003);
+  m.observe(stats::kDetectionLatency, {"Memcg-Notification"}, 0.2);
+  m.observe(stats::kDetectionLatency, {"safety_net"}, 12);
+  m.observe(stats::kDetectionLatency, {"bpf"}, 4e-5);
 
   const std::vector<double> bounds{1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1};
   m.reactor_dispatch_latency(bounds, {1, 2, 3, 0, 0, 0, 1}, 2.5);
   m.reactor_dispatch_latency(bounds, {2, 2, 5, 1, 0, 0, 1}, 2.75);
 
-  m.reclaim_duration(0.05);
-  m.reclaim_duration(0.5);
+  m.observe(stats::kReclaimDuration, {}, 0.05);
+  m.observe(stats::kReclaimDuration, {}, 0.5);
 
   m.bpf_attach("memcg_threshold", "tp_btf", "");
   m.bpf_attach("oom_kill", "fentry", "");
   m.bpf_attach("oom_kill", "raw_tp", "fentry: EPERM");
   m.bpf_attach("PSI Trigger", "off", std::string(200, 'r'));
-  m.bpf_load_refused("oom_kill", "fentry");
-  m.bpf_load_refused("oom_kill", "tp_btf");
+  m.add(stats::kBpfLoadRefusals, {"oom_kill", "fentry"});
+  m.add(stats::kBpfLoadRefusals, {"oom_kill", "tp_btf"});
 
-  m.stale_read(Signal::MemoryAvailable);
-  m.stale_read(Signal::PidAvailable);
-  m.stale_pod_read(false);
-  m.stale_pod_read(true);
+  m.add(stats::kStaleReads, {Signal::MemoryAvailable});
+  m.add(stats::kStaleReads, {Signal::PidAvailable});
+  m.add(stats::kStaleReads, {"pod_usage"});
+  m.add(stats::kStaleReads, {"pod_metadata"});
 
-  m.config_reload(true);
-  m.config_reload(false);
-  m.checkpoint_write(true);
-  m.checkpoint_write(true);
-  m.checkpoint_write(false);
+  m.add(stats::kConfigReloads, {result_name(true)});
+  m.set(stats::kConfigLastReloadSuccessful, {}, 1);
+  m.add(stats::kConfigReloads, {result_name(false)});
+  m.set(stats::kConfigLastReloadSuccessful, {}, 0);
+  m.add(stats::kCheckpointWrites, {result_name(true)});
+  m.add(stats::kCheckpointWrites, {result_name(true)});
+  m.add(stats::kCheckpointWrites, {result_name(false)});
 
   const MemcgActivitySample act1{100, 40, 7, 0.25};
   const MemcgActivitySample act2{300, 90, 8, 1.5};
@@ -172,7 +176,7 @@ void drive(Metrics& m) {
   m.memcg_activity("kubepods", act2);
   m.memcg_activity(std::string(60, 'k'), act2);
 
-  m.set_psi_available(false);
+  m.set(stats::kPsiAvailable, {}, 0);
   m.set_events_attached(true);
   m.require_pod_source([] { return false; });
 }
