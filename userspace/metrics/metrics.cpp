@@ -582,45 +582,6 @@ void Metrics::eviction(std::string_view signal, QosClass qos, ThresholdKind kind
   }
 }
 
-void Metrics::eviction_container(std::string_view container) { add(stats::kEvictionContainers, {container}); }
-
-void Metrics::no_eviction_candidate(Signal signal) { add(stats::kEvictionNoCandidates, {signal}); }
-
-void Metrics::eviction_completed(ThresholdKind kind, double seconds_since_decision) {
-  observe(stats::kEvictionLatency, {kind}, seconds_since_decision);
-}
-
-void Metrics::policy_action(std::string_view action, uint64_t count) {
-  add(stats::kEvictionPolicyActions, {action}, static_cast<double>(count));
-}
-
-void Metrics::plugin_event(std::string_view plugin, PluginEvent event, uint64_t count) {
-  const double n = static_cast<double>(count);
-  switch (event) {
-    case PluginEvent::Calls: add(stats::kPluginCalls, {plugin}, n); break;
-    case PluginEvent::Timeouts: add(stats::kPluginTimeouts, {plugin}, n); break;
-    case PluginEvent::Errors: add(stats::kPluginErrors, {plugin}, n); break;
-    case PluginEvent::Vetoes: add(stats::kPluginVetoes, {plugin}, n); break;
-    case PluginEvent::Proposals: add(stats::kPluginProposals, {plugin}, n); break;
-  }
-}
-
-void Metrics::local_kill(bool ok) { add(stats::kLocalKills, {result_name(ok)}); }
-
-void Metrics::api_request(ApiAction action, ApiOutcome outcome) {
-  add(stats::kKubernetesApiRequests, {action, outcome});
-}
-
-void Metrics::kernel_oom_kill(std::optional<QosClass> qos, OomScope scope) {
-  add(stats::kKernelOomKills, {qos ? name(*qos) : "none", scope});
-}
-
-void Metrics::detection_latency(std::string_view source, double seconds) {
-  observe(stats::kDetectionLatency, {source}, seconds);
-}
-
-void Metrics::reclaim_duration(double seconds) { observe(stats::kReclaimDuration, {}, seconds); }
-
 void Metrics::reactor_dispatch_latency(const std::vector<double>& bounds_seconds,
                                        const std::vector<uint64_t>& bucket_totals, double sum_seconds) {
   auto& m = *impl_;
@@ -737,21 +698,6 @@ void Metrics::bpf_attach(std::string_view program, std::string_view mode, std::s
   m.bpf_programs.emplace(prog, &g);
 }
 
-void Metrics::bpf_load_refused(std::string_view program, std::string_view flavour) {
-  add(stats::kBpfLoadRefusals, {program, flavour});
-}
-
-void Metrics::stale_read(Signal signal) { add(stats::kStaleReads, {signal}); }
-
-void Metrics::stale_pod_read(bool metadata) { add(stats::kStaleReads, {metadata ? "pod_metadata" : "pod_usage"}); }
-
-void Metrics::config_reload(bool ok) {
-  add(stats::kConfigReloads, {result_name(ok)});
-  set(stats::kConfigLastReloadSuccessful, {}, ok ? 1 : 0);
-}
-
-void Metrics::checkpoint_write(bool ok) { add(stats::kCheckpointWrites, {result_name(ok)}); }
-
 void Metrics::update_pods(const std::vector<PodMemorySample>& pods) {
   auto& m = *impl_;
   std::vector<const PodMemorySample*> top;
@@ -833,8 +779,6 @@ void Metrics::memcg_activity(std::string_view cgroup, const MemcgActivitySample&
     follow(*it->second[i], values[i]);
   }
 }
-
-void Metrics::set_psi_available(bool available) { set(stats::kPsiAvailable, {}, available ? 1 : 0); }
 
 void Metrics::set_events_attached(bool attached) {
   impl_->events_attached = attached;
