@@ -27,7 +27,7 @@ BENCHMARK(BM_EventCounted);
 
 void BM_DetectionLatency(benchmark::State& state) {
   pressured::Metrics m(opts());
-  for (auto _ : state) m.detection_latency("bpf", 2.5e-5);
+  for (auto _ : state) m.observe(pressured::stats::kDetectionLatency, {"bpf"}, 2.5e-5);
 }
 BENCHMARK(BM_DetectionLatency);
 
@@ -67,8 +67,8 @@ BENCHMARK(BM_UpdatePods)->Arg(110)->Arg(500);
 void BM_Render(benchmark::State& state) {
   pressured::Metrics m(opts());
   for (std::size_t i = 0; i < pressured::kSignalCount; ++i) m.signal_observed(static_cast<pressured::Signal>(i), 1, 2);
-  m.detection_latency("bpf", 1e-4);
-  m.detection_latency("psi", 1e-3);
+  m.observe(pressured::stats::kDetectionLatency, {"bpf"}, 1e-4);
+  m.observe(pressured::stats::kDetectionLatency, {"psi"}, 1e-3);
   std::vector<pressured::PodMemorySample> pods(20);
   for (std::size_t i = 0; i < pods.size(); ++i) {
     pods[i].uid = "uid-" + std::to_string(i);

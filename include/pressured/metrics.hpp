@@ -1,15 +1,19 @@
 #pragma once
 // Prometheus metrics and the HTTP endpoint (/metrics, /healthz, /readyz).
 //
-// `Metrics` has one method per thing to record, so callers never build label
-// strings; every series is named `pressured_*` and carries a constant `node`
-// label. Plain values in (enums from signals.hpp/config.hpp, strings, doubles):
-// this header knows nothing of the events, observation or daemon code, and
+// `Metrics` serves the families declared in pressured/metric_families.hpp: a
+// fact is one call naming its family and the values of its labels
+// (`add`, `set`, `observe`, checked when it compiles), and the series whose
+// set follows the node's state (signals, thresholds, conditions, recent
+// victims, top pods, BPF programs) have a method each that keeps that state.
+// Every series is named `pressured_*` and carries a constant `node` label.
+// This header knows nothing of the events, observation or daemon code, and
 // nothing of prometheus-cpp either (the registry lives in the implementation).
-// Every method is thread-safe and cheap (no allocation on the counter paths
-// after the first use of a label set): the reactor thread may call them.
+// Every method is thread-safe and cheap (no allocation on the counting paths
+// after a series' first call): the reactor thread may call them.
 //
-// The exported names, types and labels are listed in docs/operations.md.
+// How a family is declared: docs/metrics.md; what operators read of each:
+// docs/operations.md.
 
 #include <cstdint>
 #include <functional>
@@ -24,6 +28,7 @@
 #include "pressured/config.hpp"
 #include "pressured/enum_names.hpp"
 #include "pressured/listen_address.hpp"
+#include "pressured/metric_families.hpp"
 #include "pressured/result.hpp"
 #include "pressured/signals.hpp"
 #include "pressured/snapshot.hpp"
@@ -71,6 +76,14 @@ inline constexpr EnumName<ApiOutcome> kApiOutcomeNames[] = {
     {ApiOutcome::Timeout, "timeout"},
     {ApiOutcome::Unreachable, "unreachable"},
 };
+
+/// Label values of the enums above and of a threshold's type, for
+/// LabelValues (pressured/stats.hpp).
+constexpr std::string_view name(ApiAction a) { return enum_name(kApiActionNames, a); }
+constexpr std::string_view name(ApiOutcome o) { return enum_name(kApiOutcomeNames, o); }
+constexpr std::string_view name(ThresholdKind k) { return k == ThresholdKind::Hard ? "hard" : "soft"; }
+/// The `result` label value of something that worked or not.
+constexpr std::string_view result_name(bool ok) { return ok ? "success" : "failure"; }
 
 /// Maps an HTTP status code to an ApiOutcome (2xx Success, 404, 409, 429,
 /// other 4xx, 5xx; anything else counts as ClientError).
@@ -147,6 +160,33 @@ class Metrics {
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
+  // --- Counts into declared families ------------------------------------------
+  // One fact, one call: a family of pressured/metric_families.hpp and the
+  // values of its labels in the declared order, e.g.
+  //   metrics.add(stats::kLocalKills, {result_name(ok)});
+  //   metrics.observe(stats::kDetectionLatency, {source}, seconds);
+  // A family of the wrong kind, or one label value too many or too few, does
+  // not compile. A series is created by its first call (`add` by 0 creates it
+  // at 0, for alerts that take increase()); after that a call takes a short
+  // lock and allocates nothing. Values are bounded as the family declares
+  // (cut, folded to an identifier, capped with an overflow value).
+
+  /// Adds `by` to a counter family's series.
+  template <std::size_t N>
+  void add(const FamilyDef<StatKind::Counter, N>& family, const LabelValues<N>& labels, double by = 1) {
+    record(family.index, labels.values, by);
+  }
+  /// Sets a gauge family's series.
+  template <std::size_t N>
+  void set(const FamilyDef<StatKind::Gauge, N>& family, const LabelValues<N>& labels, double value) {
+    record(family.index, labels.values, value);
+  }
+  /// Observes one value into a histogram family's series.
+  template <std::size_t N>
+  void observe(const FamilyDef<StatKind::Histogram, N>& family, const LabelValues<N>& labels, double value) {
+    record(family.index, labels.values, value);
+  }
+
   // --- Signals, thresholds, conditions -------------------------------------
 
   /// A fresh observation of a signal: value and capacity in the signal's unit
@@ -186,55 +226,7 @@ class Metrics {
   void eviction(std::string_view reason, QosClass qos, ThresholdKind kind, std::string_view namespace_,
                 std::string_view pod, std::string_view uid);
 
-  /// A threshold wanted a victim and no pod could be evicted.
-  /// -> pressured_eviction_no_candidates_total {signal}
-  void no_eviction_candidate(Signal signal);
-
-  /// The victim is gone (cgroup empty or removed): seconds from the decision.
-  /// -> pressured_eviction_latency_seconds {threshold_type} (histogram, 1 ms..600 s)
-  void eviction_completed(ThresholdKind kind, double seconds_since_decision);
-
-  /// The eviction policy did something (started an eviction, escalated a soft
-  /// one, declared a victim stuck, ...): operators see how evictions end, not
-  /// only how they start. `count` 0 creates the series (alerts take increase()).
-  /// -> pressured_eviction_policy_actions_total {action}
-  void policy_action(std::string_view action, uint64_t count = 1);
-
-  /// What one eviction plugin did (docs/plugins.md), `count` more of it; 0
-  /// creates the series (a plugin's first registration).
-  enum class PluginEvent : uint8_t { Calls, Timeouts, Errors, Vetoes, Proposals };
-  /// -> pressured_plugin_calls_total, _timeouts_total, _errors_total,
-  ///    _vetoes_total, _proposals_total {plugin}
-  void plugin_event(std::string_view plugin, PluginEvent event, uint64_t count);
-
-  /// A local kill of a pod's processes finished (all gone) or failed.
-  /// -> pressured_local_kills_total {result="success|failure"}
-  void local_kill(bool ok);
-
-  /// A Kubernetes API call finished.
-  /// -> pressured_kubernetes_api_requests_total {action, result}
-  void api_request(ApiAction action, ApiOutcome outcome);
-
-  /// A memory eviction started; `container` is the victim's container that
-  /// grew (Eviction::grew). The first kEvictionContainerNames names have a
-  /// series each, later ones count as "other": container names come from pod
-  /// specs, unbounded over a node's life.
-  /// -> pressured_eviction_containers_total {container}
-  void eviction_container(std::string_view container);
-  static constexpr std::size_t kEvictionContainerNames = 64;
-
-  /// The kernel OOM killer killed a process. `qos` is the victim pod's QoS
-  /// class, nullopt when the victim is not in a pod (qos_class="none");
-  /// `scope` whether the node or the workload's own limit ran out.
-  /// -> pressured_kernel_oom_kills_total {qos_class, scope}
-  void kernel_oom_kill(std::optional<QosClass> qos, OomScope scope);
-
   // --- Event path ------------------------------------------------------------
-
-  /// Kernel event to decision, in seconds, by the source that woke the
-  /// reactor (e.g. "bpf", "psi", "memcg_notification", "safety_net").
-  /// -> pressured_detection_latency_seconds {source} (histogram, 10 us..10 s)
-  void detection_latency(std::string_view source, double seconds);
 
   /// The reactor's own dispatch latency (kernel event timestamp -> handler),
   /// which the reactor keeps in plain atomics (EventStats) so its path never
@@ -246,11 +238,6 @@ class Metrics {
   void reactor_dispatch_latency(const std::vector<double>& bounds_seconds, const std::vector<uint64_t>& bucket_totals,
                                 double sum_seconds);
 
-  /// A relief run (memory.reclaim before a memory eviction) ended; what it
-  /// asked and got back are counted by the relief driver's stats.
-  /// -> pressured_reclaim_duration_seconds (histogram, 10 us..10 s)
-  void reclaim_duration(double seconds);
-
   // Events received, ring-buffer losses, resyncs after them and safety-net
   // polls are counted by the reactor (EventStats, pressured/events.hpp) and
   // exported with export_stats; missed crossings by the daemon (DaemonStats).
@@ -260,29 +247,6 @@ class Metrics {
   /// the preferred mode worked). Replaces the program's previous series.
   /// -> pressured_bpf_program_info {program, mode, reason} 1
   void bpf_attach(std::string_view program, std::string_view mode, std::string_view reason);
-
-  /// The kernel refused to load one flavour of a BPF program (verifier or
-  /// CO-RE relocation; flavour: "fentry", "tp_btf", ...), and the program
-  /// fell back to the next of its chain or is off (bpf_attach says which).
-  /// -> pressured_bpf_load_refusals_total {program, flavour}
-  void bpf_load_refused(std::string_view program, std::string_view flavour);
-
-  /// A signal read failed and the last good value was used.
-  /// -> pressured_stale_reads_total {target="<signal name>"}
-  void stale_read(Signal signal);
-
-  /// A pod usage read failed (target="pod_usage") or pod metadata is stale
-  /// (target="pod_metadata").
-  /// -> pressured_stale_reads_total {target}
-  void stale_pod_read(bool metadata);
-
-  /// A SIGHUP reload finished.
-  /// -> pressured_config_reloads_total {result}, pressured_config_last_reload_successful
-  void config_reload(bool ok);
-
-  /// The checkpoint (daemon.stateFile) was written, or failed to be.
-  /// -> pressured_checkpoint_writes_total {result}
-  void checkpoint_write(bool ok);
 
   // --- Pods -------------------------------------------------------------------
   // What the observer counts of its reads (degraded reads, pods without
@@ -309,10 +273,6 @@ class Metrics {
 
   /// Events are attached (BPF, or the PSI/notification fallback) or not.
   void set_events_attached(bool attached);
-  /// Whether the kernel has PSI (the system's pressure files exist).
-  /// -> pressured_psi_available
-  void set_psi_available(bool available);
-
   /// Runs `hook` at the start of every render(), on the rendering thread:
   /// copies values that other components keep outside Metrics (e.g. the
   /// reactor's latency totals) in at scrape time. Whatever the hook reads
@@ -365,6 +325,7 @@ class Metrics {
 
  private:
   struct Impl;
+  void record(uint16_t family, std::span<const std::string_view> labels, double value);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -181,15 +181,15 @@ TEST_F(ServedMetrics, EvictionsOutcomesAndRecentVictims) {
   }
   metrics_->eviction(Signal::MemoryAvailable, QosClass::Burstable, ThresholdKind::Soft, "kube-system", "pod-4",
                      "uid-4");  // evicted again: replaces its entry
-  metrics_->no_eviction_candidate(Signal::PidAvailable);
-  metrics_->local_kill(true);
-  metrics_->local_kill(true);
-  metrics_->local_kill(false);
-  metrics_->api_request(ApiAction::Eviction, ApiOutcome::TooManyRequests);
-  metrics_->api_request(ApiAction::Delete, api_outcome_from_http_status(200));
-  metrics_->api_request(ApiAction::NodeStatus, ApiOutcome::Timeout);
-  metrics_->eviction_completed(ThresholdKind::Hard, 0.004);
-  metrics_->eviction_completed(ThresholdKind::Soft, 45);
+  metrics_->add(stats::kEvictionNoCandidates, {Signal::PidAvailable});
+  metrics_->add(stats::kLocalKills, {result_name(true)});
+  metrics_->add(stats::kLocalKills, {result_name(true)});
+  metrics_->add(stats::kLocalKills, {result_name(false)});
+  metrics_->add(stats::kKubernetesApiRequests, {ApiAction::Eviction, ApiOutcome::TooManyRequests});
+  metrics_->add(stats::kKubernetesApiRequests, {ApiAction::Delete, api_outcome_from_http_status(200)});
+  metrics_->add(stats::kKubernetesApiRequests, {ApiAction::NodeStatus, ApiOutcome::Timeout});
+  metrics_->observe(stats::kEvictionLatency, {ThresholdKind::Hard}, 0.004);
+  metrics_->observe(stats::kEvictionLatency, {ThresholdKind::Soft}, 45);
 
   e = scrape();
   EXPECT_EQ(e.value("pressured_evictions_total", {{"signal", "allocatableMemory.available"},
@@ -221,9 +221,9 @@ TEST_F(ServedMetrics, EvictionsOutcomesAndRecentVictims) {
             1);
   EXPECT_EQ(e.find("pressured_eviction_last_timestamp_seconds", {{"uid", "uid-9"}}).at(0).labels.at("signal"),
             "emptydirfs.limit");
-  metrics_->policy_action("escalate", 0);
-  metrics_->policy_action("stuck");
-  metrics_->policy_action("stuck");
+  metrics_->add(stats::kEvictionPolicyActions, {"escalate"}, 0);
+  metrics_->add(stats::kEvictionPolicyActions, {"stuck"});
+  metrics_->add(stats::kEvictionPolicyActions, {"stuck"});
   e = parse_exposition(metrics_->render());
   EXPECT_EQ(e.value("pressured_eviction_policy_actions_total", {{"action", "stuck"}}), 2);
   EXPECT_EQ(e.value("pressured_eviction_policy_actions_total", {{"action", "escalate"}}), 0);
@@ -243,16 +243,16 @@ TEST_F(ServedMetrics, EvictionsOutcomesAndRecentVictims) {
 // pod specs, unbounded over a node's life, so the series are capped.
 TEST_F(ServedMetrics, EvictionsByContainerAreBoundedInNames) {
   start();
-  metrics_->eviction_container("app");
-  metrics_->eviction_container("app");
+  metrics_->add(stats::kEvictionContainers, {"app"});
+  metrics_->add(stats::kEvictionContainers, {"app"});
   auto e = scrape();
   EXPECT_EQ(e.value("pressured_eviction_containers_total", {{"container", "app"}}), 2);
-  for (std::size_t i = 0; i < Metrics::kEvictionContainerNames + 10; ++i) {
-    metrics_->eviction_container(fmt::format("c{}", i));
+  for (std::size_t i = 0; i < std::size_t{stats::kEvictionContainers.labels[0].max_values} + 10; ++i) {
+    metrics_->add(stats::kEvictionContainers, {fmt::format("c{}", i)});
   }
-  metrics_->eviction_container("app");  // one with a series already keeps it
+  metrics_->add(stats::kEvictionContainers, {"app"});  // one with a series already keeps it
   e = scrape();
-  EXPECT_EQ(e.find("pressured_eviction_containers_total").size(), Metrics::kEvictionContainerNames + 1)
+  EXPECT_EQ(e.find("pressured_eviction_containers_total").size(), std::size_t{stats::kEvictionContainers.labels[0].max_values} + 1)
       << "64 names and other";
   EXPECT_EQ(e.value("pressured_eviction_containers_total", {{"container", "app"}}), 3);
   EXPECT_EQ(e.value("pressured_eviction_containers_total", {{"container", "other"}}), 11);
@@ -290,18 +290,20 @@ TEST_F(ServedMetrics, EventPathCountersAndDetectionHistogram) {
   events.safety_net_ticks += 2;
   ++daemon.safety_net_detections;
   ++events.startup_resyncs;
-  metrics_->kernel_oom_kill(QosClass::Burstable, OomScope::Cgroup);
-  metrics_->kernel_oom_kill(std::nullopt, OomScope::Node);
-  metrics_->detection_latency("bpf", 0.00002);   // 20 us
-  metrics_->detection_latency("bpf", 0.003);     // 3 ms
-  metrics_->detection_latency("safety_net", 20);  // beyond the last bucket
-  metrics_->stale_read(Signal::NodefsAvailable);
-  metrics_->stale_pod_read(false);
-  metrics_->stale_pod_read(true);
-  metrics_->config_reload(true);
-  metrics_->config_reload(false);
-  metrics_->checkpoint_write(true);
-  metrics_->checkpoint_write(true);
+  metrics_->add(stats::kKernelOomKills, {QosClass::Burstable, OomScope::Cgroup});
+  metrics_->add(stats::kKernelOomKills, {"none", OomScope::Node});
+  metrics_->observe(stats::kDetectionLatency, {"bpf"}, 0.00002);   // 20 us
+  metrics_->observe(stats::kDetectionLatency, {"bpf"}, 0.003);     // 3 ms
+  metrics_->observe(stats::kDetectionLatency, {"safety_net"}, 20);  // beyond the last bucket
+  metrics_->add(stats::kStaleReads, {Signal::NodefsAvailable});
+  metrics_->add(stats::kStaleReads, {"pod_usage"});
+  metrics_->add(stats::kStaleReads, {"pod_metadata"});
+  metrics_->add(stats::kConfigReloads, {result_name(true)});
+  metrics_->set(stats::kConfigLastReloadSuccessful, {}, 1);
+  metrics_->add(stats::kConfigReloads, {result_name(false)});
+  metrics_->set(stats::kConfigLastReloadSuccessful, {}, 0);
+  metrics_->add(stats::kCheckpointWrites, {result_name(true)});
+  metrics_->add(stats::kCheckpointWrites, {result_name(true)});
   metrics_->observation_completed();
   metrics_->observation_completed();
 
@@ -364,9 +366,9 @@ TEST_F(ServedMetrics, BpfAttachModeReplacesPreviousSeries) {
 
 TEST_F(ServedMetrics, BpfLoadRefusalsAreCountedPerProgramAndFlavour) {
   start();
-  metrics_->bpf_load_refused("memcg_charge", "fentry");
-  metrics_->bpf_load_refused("memcg_charge", "fentry");
-  metrics_->bpf_load_refused("memstall_enter", "kprobe");
+  metrics_->add(stats::kBpfLoadRefusals, {"memcg_charge", "fentry"});
+  metrics_->add(stats::kBpfLoadRefusals, {"memcg_charge", "fentry"});
+  metrics_->add(stats::kBpfLoadRefusals, {"memstall_enter", "kprobe"});
   auto e = scrape();
   EXPECT_EQ(e.value("pressured_bpf_load_refusals_total", {{"program", "memcg_charge"}, {"flavour", "fentry"}}), 2);
   EXPECT_EQ(e.value("pressured_bpf_load_refusals_total", {{"program", "memstall_enter"}, {"flavour", "kprobe"}}), 1);
@@ -633,18 +635,18 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
   m.condition(Condition::DiskPressure, true);
   m.observation_completed();
   m.eviction(Signal::MemoryAvailable, QosClass::BestEffort, ThresholdKind::Hard, "n", "p", "u");
-  m.eviction_container("app");
-  m.no_eviction_candidate(Signal::MemoryAvailable);
-  m.eviction_completed(ThresholdKind::Hard, 1);
-  m.local_kill(true);
-  m.policy_action("stuck");
-  m.api_request(ApiAction::Event, ApiOutcome::Success);
-  m.kernel_oom_kill(QosClass::Guaranteed, OomScope::Node);
-  m.detection_latency("bpf", 0.001);
-  m.reclaim_duration(0.02);
-  for (auto ev : {Metrics::PluginEvent::Calls, Metrics::PluginEvent::Timeouts, Metrics::PluginEvent::Errors,
-                  Metrics::PluginEvent::Vetoes, Metrics::PluginEvent::Proposals}) {
-    m.plugin_event("protect", ev, 0);
+  m.add(stats::kEvictionContainers, {"app"});
+  m.add(stats::kEvictionNoCandidates, {Signal::MemoryAvailable});
+  m.observe(stats::kEvictionLatency, {ThresholdKind::Hard}, 1);
+  m.add(stats::kLocalKills, {result_name(true)});
+  m.add(stats::kEvictionPolicyActions, {"stuck"});
+  m.add(stats::kKubernetesApiRequests, {ApiAction::Event, ApiOutcome::Success});
+  m.add(stats::kKernelOomKills, {QosClass::Guaranteed, OomScope::Node});
+  m.observe(stats::kDetectionLatency, {"bpf"}, 0.001);
+  m.observe(stats::kReclaimDuration, {}, 0.02);
+  for (const auto* f : {&stats::kPluginCalls, &stats::kPluginTimeouts, &stats::kPluginErrors, &stats::kPluginVetoes,
+                        &stats::kPluginProposals}) {
+    m.add(*f, {"protect"}, 0);
   }
   EventStats events;  // the families components export (as pressured_metric_names does)
   ObserverCounters observer;
@@ -654,9 +656,10 @@ TEST(Metrics, NamesListCoversEverythingRendered) {
   const StatsExport daemon_export = export_stats(m, daemon);
   events.count_event(EventSource::Bpf, EventType::CgroupMkdir);
   m.bpf_attach("p", "raw_tp", "");
-  m.bpf_load_refused("p", "fentry");
-  m.stale_read(Signal::MemoryAvailable);
-  m.config_reload(true);
+  m.add(stats::kBpfLoadRefusals, {"p", "fentry"});
+  m.add(stats::kStaleReads, {Signal::MemoryAvailable});
+  m.add(stats::kConfigReloads, {result_name(true)});
+  m.set(stats::kConfigLastReloadSuccessful, {}, 1);
   m.update_pods({PodMemorySample{"n", "p", "u", QosClass::Burstable, 10, 5, MemcgActivitySample{1, 1, 1, 0.5}}});
   m.memcg_activity("kubepods", MemcgActivitySample{2, 2, 2, 1});
   m.reactor_dispatch_latency({0.001}, {1, 0}, 0.0005);
@@ -705,7 +708,7 @@ TEST(Metrics, ConcurrentUpdatesAreSafe) {
     threads.emplace_back([&m, &events, &kTypes, t] {
       for (int i = 0; i < 2000; ++i) {
         events.count_event(EventSource::Bpf, kTypes[i % 3]);
-        m.detection_latency("psi", 1e-4);
+        m.observe(stats::kDetectionLatency, {"psi"}, 1e-4);
         m.signal_observed(Signal::MemoryAvailable, i, 1e6);
         if (i % 100 == 0) {
           std::vector<PodMemorySample> pods(10);

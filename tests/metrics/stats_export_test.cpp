@@ -146,7 +146,8 @@ TEST(Stats, AnExistingFamilyKeepsItsHelpAndItsOtherSeries) {
   Metrics m(options());
   ReloadStats s;
   auto handle = export_stats(m, s);
-  m.config_reload(false);
+  m.add(stats::kConfigReloads, {result_name(false)});
+  m.set(stats::kConfigLastReloadSuccessful, {}, 0);
   ++s.reloads_ok;
   auto e = scrape(m);
   EXPECT_EQ(e.value("pressured_config_reloads_total", {{"result", "success"}}), 1);

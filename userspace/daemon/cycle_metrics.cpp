@@ -21,16 +21,16 @@ void publish_observation(Metrics& m, const NodeSnapshot& snap, bool full) {
     const auto& o = snap.signals[i];
     if (!o) continue;
     m.signal_observed(static_cast<Signal>(i), o->value, o->capacity);
-    if (o->stale) m.stale_read(static_cast<Signal>(i));
+    if (o->stale) m.add(stats::kStaleReads, {static_cast<Signal>(i)});
   }
   if (!full) return;
   for (const auto& pod : snap.pods) {
-    if (pod.stale) m.stale_pod_read(false);
+    if (pod.stale) m.add(stats::kStaleReads, {"pod_usage"});
   }
 }
 
 void publish_decisions(Metrics& m, const Decisions& d) {
-  for (auto s : d.no_candidates) m.no_eviction_candidate(s);
+  for (auto s : d.no_candidates) m.add(stats::kEvictionNoCandidates, {s});
   m.observation_completed();
 }
 
@@ -56,7 +56,7 @@ void stamp_wake(Decisions& d, std::string_view source, std::optional<TimePoint> 
   std::optional<double> latency;
   if (kernel_time) latency = std::max(0.0, std::chrono::duration<double>(MonotonicClock().now() - *kernel_time).count());
   if (latency && m) {
-    m->detection_latency(source, *latency);
+    m->observe(stats::kDetectionLatency, {source}, *latency);
     spdlog::debug("decision from {} {:.3f} ms after the kernel's event", source, *latency * 1e3);
   }
   for (auto& c : d.candidates) {

@@ -66,7 +66,7 @@ Daemon::Daemon(Config config, DaemonDeps deps)
     deps_.metrics->set_thresholds(this->config().eviction);
     for (auto k = static_cast<int>(PolicyAction::Kind::Start); k <= static_cast<int>(PolicyAction::Kind::EndApi);
          ++k) {
-      deps_.metrics->policy_action(name(static_cast<PolicyAction::Kind>(k)), 0);
+      deps_.metrics->add(stats::kEvictionPolicyActions, {name(static_cast<PolicyAction::Kind>(k))}, 0);
     }
   }
 }
@@ -107,7 +107,7 @@ void Daemon::maybe_checkpoint(TimePoint now) {
 
 Checkpointer Daemon::make_checkpointer() const {
   Checkpointer c(config().daemon.state_file, deps_.boot_id);
-  if (Metrics* m = deps_.metrics) c.on_write([m](bool ok) { m->checkpoint_write(ok); });
+  if (Metrics* m = deps_.metrics) c.on_write([m](bool ok) { m->add(stats::kCheckpointWrites, {result_name(ok)}); });
   return c;
 }
 
@@ -182,7 +182,10 @@ bool Daemon::reload() {
   }
   auto c = deps_.reload();
   if (!c) {
-    if (deps_.metrics) deps_.metrics->config_reload(false);
+    if (deps_.metrics) {
+      deps_.metrics->add(stats::kConfigReloads, {result_name(false)});
+      deps_.metrics->set(stats::kConfigLastReloadSuccessful, {}, 0);
+    }
     spdlog::error("config reload rejected, keeping the previous configuration: {}", c.error().message);
     return false;
   }
@@ -204,7 +207,8 @@ bool Daemon::reload() {
   spdlog::set_level(spdlog::level::from_str(config().log.level));
   if (deps_.metrics) {
     deps_.metrics->set_thresholds(config().eviction);
-    deps_.metrics->config_reload(true);
+    deps_.metrics->add(stats::kConfigReloads, {result_name(true)});
+    deps_.metrics->set(stats::kConfigLastReloadSuccessful, {}, 1);
   }
   spdlog::info("config reloaded: {} thresholds (cgroup/pods/events/metrics/kubernetes changes need a restart)",
                config().eviction.thresholds.size());

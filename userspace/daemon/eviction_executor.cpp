@@ -35,7 +35,7 @@ std::vector<std::string> EvictionExecutor::refuse_invalid(std::vector<Eviction>&
     auto valid = evictor().validate(target_of(e));
     if (valid) return false;
     ++stats_->refused_targets;
-    if (metrics_) metrics_->local_kill(false);
+    if (metrics_) metrics_->add(stats::kLocalKills, {result_name(false)});
     // The same candidate comes back at every decision under pressure (every
     // 50 ms at most): its refusal is logged once, and counted every time.
     if (first_report("refused " + e.uid + " " + e.cgroup_path)) {
@@ -91,7 +91,7 @@ void EvictionExecutor::probe(const std::vector<Eviction>& probes, PolicyInputs& 
 void EvictionExecutor::act(const PolicyAction& a, TimePoint now) {
   using K = PolicyAction::Kind;
   {
-    if (metrics_) metrics_->policy_action(name(a.kind));
+    if (metrics_) metrics_->add(stats::kEvictionPolicyActions, {name(a.kind)});
     const Eviction& e = a.eviction;
     const std::string who = pod_label(e.namespace_, e.name, e.uid);
     switch (a.kind) {
@@ -117,8 +117,8 @@ void EvictionExecutor::act(const PolicyAction& a, TimePoint now) {
         if (::stat(e.cgroup_path.c_str(), &st) != 0) ++stats_->cgroup_vanished;
         const double secs = seconds(now - e.decided_at);
         if (metrics_) {
-          metrics_->eviction_completed(e.kind, secs);
-          metrics_->local_kill(true);
+          metrics_->observe(stats::kEvictionLatency, {e.kind}, secs);
+          metrics_->add(stats::kLocalKills, {result_name(true)});
         }
         spdlog::info("eviction {}: {} has no process left after {:.3f}s", e.id, who, secs);
         break;
@@ -205,7 +205,7 @@ void EvictionExecutor::start(const PolicyAction& a, TimePoint /*now*/) {
     spdlog::info("eviction {}: started ahead of the release of the memory eviction(s) in flight: {}", e.id, a.reason);
   }
   if (metrics_) metrics_->eviction(eviction_reason(e), e.qos, e.kind, e.namespace_, e.name, e.uid);
-  if (metrics_ && e.grew) metrics_->eviction_container(e.grew->name);
+  if (metrics_ && e.grew) metrics_->add(stats::kEvictionContainers, {e.grew->name});
   if (e.grace_period_seconds == 0) {
     kill_now(e, "hard");  // relief in milliseconds first; the API eviction (a ReportApi) follows
   } else if (!a.delegate) {
@@ -221,7 +221,7 @@ void EvictionExecutor::kill_now(const Eviction& e, const char* why) {
   auto r = evictor().kill(target_of(e));
   ++stats_->sigkills;
   if (!r) {
-    if (metrics_) metrics_->local_kill(false);
+    if (metrics_) metrics_->add(stats::kLocalKills, {result_name(false)});
     if (first_report("kill " + e.id)) {
       spdlog::error("eviction {}: kill ({}) failed: {} (logged once for this eviction; every failure is counted in "
                     "pressured_local_kills_total)",

@@ -104,9 +104,7 @@ void OomKillReporter::count(const NodeSnapshot& last, uint64_t cgroup_id, const 
   // Only a node-level kill is pressured's failure; a workload at its own limit is the kernel doing its job.
   spdlog::log(scope == OomScope::Node ? spdlog::level::err : spdlog::level::warn, "kernel OOM kill: {} in {} ({}): {}",
               what, where, qos ? std::string(name(*qos)) : std::string("not a pod"), node::oom_kill_cause(scope));
-  if (metrics_) {
-    for (uint64_t i = 0; i < kills; ++i) metrics_->kernel_oom_kill(qos, scope);
-  }
+  if (metrics_) metrics_->add(stats::kKernelOomKills, {qos ? name(*qos) : "none", scope}, static_cast<double>(kills));
 }
 
 void OomKillReporter::reconcile(const NodeSnapshot& last) {

@@ -53,21 +53,24 @@ void PluginStage::step(TimePoint now, const NodeSnapshot& snapshot, Decisions& d
 
 void PluginStage::export_counts(const plugins::MergeReport& report) {
   if (metrics_ == nullptr) return;
-  using E = Metrics::PluginEvent;
+  const auto n = [](uint64_t count) { return static_cast<double>(count); };
   for (const auto& [plugin, t] : report.tally) {
-    if (t.vetoes) metrics_->plugin_event(plugin, E::Vetoes, t.vetoes);
-    if (t.proposals) metrics_->plugin_event(plugin, E::Proposals, t.proposals);
+    if (t.vetoes) metrics_->add(stats::kPluginVetoes, {plugin}, n(t.vetoes));
+    if (t.proposals) metrics_->add(stats::kPluginProposals, {plugin}, n(t.proposals));
   }
   for (const auto& [plugin, now] : host_->counts()) {
     auto [it, first] = exported_.try_emplace(plugin);
     plugins::PluginCounts& was = it->second;
     if (first) {
       // Every series from the plugin's first registration on (alerts take increase()).
-      for (E e : {E::Calls, E::Timeouts, E::Errors, E::Vetoes, E::Proposals}) metrics_->plugin_event(plugin, e, 0);
+      for (const auto* f : {&stats::kPluginCalls, &stats::kPluginTimeouts, &stats::kPluginErrors, &stats::kPluginVetoes,
+                            &stats::kPluginProposals}) {
+        metrics_->add(*f, {plugin}, 0);
+      }
     }
-    metrics_->plugin_event(plugin, E::Calls, now.calls - was.calls);
-    metrics_->plugin_event(plugin, E::Timeouts, now.timeouts - was.timeouts);
-    metrics_->plugin_event(plugin, E::Errors, now.errors - was.errors);
+    metrics_->add(stats::kPluginCalls, {plugin}, n(now.calls - was.calls));
+    metrics_->add(stats::kPluginTimeouts, {plugin}, n(now.timeouts - was.timeouts));
+    metrics_->add(stats::kPluginErrors, {plugin}, n(now.errors - was.errors));
     was = now;
   }
 }

@@ -59,7 +59,7 @@ void ReliefDriver::report(const ReliefStep& st) {
     if (r.timed_out) ++stats_.timed_out;
     stats_.write_errors += r.errors;
     if (r.errors > 0) spdlog::warn("relief {}: {} memory.reclaim write(s) failed, first: {}", r.id, r.errors, r.first_error);
-    if (metrics_ != nullptr) metrics_->reclaim_duration(std::chrono::duration<double>(r.took).count());
+    if (metrics_ != nullptr) metrics_->observe(stats::kReclaimDuration, {}, std::chrono::duration<double>(r.took).count());
   }
   if (st.start) {
     const ReliefRequest& q = *st.start;

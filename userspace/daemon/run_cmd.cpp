@@ -161,7 +161,7 @@ int run_daemon(const ConfigOptions& options) {
   // triggers, the safety-net timer), are attached. /readyz also waits for the
   // first observation (Metrics::observation_completed, from the daemon loop).
   metrics.set_events_attached(true);
-  metrics.set_psi_available(psi.available);
+  metrics.set(stats::kPsiAvailable, {}, psi.available ? 1 : 0);
   // Until the pod source delivers, no pod has metadata and none would be
   // evicted: the pod must show NotReady rather than a node silently unprotected.
   if (metadata) metrics.require_pod_source([metadata] { return metadata->stats().last_success.has_value(); });
@@ -170,7 +170,7 @@ int run_daemon(const ConfigOptions& options) {
     metrics.bpf_attach(name(p), name(static_cast<AttachKind>(event_stats.attach[i].load())),
                        event_stats.attach_reason(p));
   }
-  for (const auto& r : event_stats.load_refusals()) metrics.bpf_load_refused(name(r.program), name(r.kind));
+  for (const auto& r : event_stats.load_refusals()) metrics.add(stats::kBpfLoadRefusals, {name(r.program), name(r.kind)});
   export_reactor_latency(event_stats, metrics);  // event_stats outlives metrics and its server
   // The reactor's and the observer's own counters, read at each scrape;
   // declared after what they point to, so they are released first.

@@ -20,7 +20,7 @@ std::optional<HttpResponse> RetryingApi::send(ApiAction action, const std::strin
     auto r = client_.request(request.method, request.path, request.body, request.content_type);
     const ApiOutcome outcome = r ? api_outcome_from_http_status(static_cast<int>(r->status))
                                  : (r.error().code == ETIMEDOUT ? ApiOutcome::Timeout : ApiOutcome::Unreachable);
-    if (metrics_) metrics_->api_request(action, outcome);
+    if (metrics_) metrics_->add(stats::kKubernetesApiRequests, {action, outcome});
     if (hook_) hook_(action, outcome);
     long wait_ms = -1;
     if (r) {

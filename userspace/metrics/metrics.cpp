@@ -1,7 +1,8 @@
-// Metrics: the prometheus-cpp registry behind pressured's one-method-per-fact
-// interface. Families are registered once in the constructor; label sets that
-// depend on runtime values are created on first use and cached so repeated
-// calls only take a short lock and bump an atomic.
+// Metrics: the prometheus-cpp registry behind pressured's declared families
+// (pressured/metric_families.hpp). Every family is registered once in the
+// constructor, in its declared order; a series is created by its first call
+// and kept in its family's table, so a later call bounds its label values on
+// the stack, finds the series under a short lock and bumps an atomic.
 
 #include "pressured/metrics.hpp"
 
@@ -38,20 +39,6 @@ using prometheus::Gauge;
 using prometheus::Histogram;
 using prometheus::Labels;
 
-// Kernel event to decision: 10 us .. 10 s, 1-2.5-5 steps.
-const Histogram::BucketBoundaries& detection_buckets() {
-  static const Histogram::BucketBoundaries b{1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
-                                             2.5e-2, 5e-2, 0.1,  0.25,   0.5,  1,    2.5,    5,    10};
-  return b;
-}
-
-// Decision to pod gone: 1 ms .. 600 s (soft evictions wait for grace periods).
-const Histogram::BucketBoundaries& eviction_buckets() {
-  static const Histogram::BucketBoundaries b{1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1,
-                                             2.5,  5,      10,   30,   60,     120,  300, 600};
-  return b;
-}
-
 std::string_view unit_of(Signal s) {
   const auto& i = info(s);
   if (i.is_psi) return "percent";
@@ -62,26 +49,36 @@ std::string_view unit_of(Signal s) {
   }
 }
 
-std::string_view kind_name(ThresholdKind k) { return k == ThresholdKind::Hard ? "hard" : "soft"; }
+// A token label's longest value (LabelDef::Form::Token).
+constexpr std::size_t kTokenMax = 48;
 
-std::string_view action_name(ApiAction a) { return enum_name(kApiActionNames, a); }
-std::string_view outcome_name(ApiOutcome o) { return enum_name(kApiOutcomeNames, o); }
-
-// Free-form identifiers from other concerns become bounded label values.
-std::string token(std::string_view in) {
-  std::string out;
-  out.reserve(std::min<std::size_t>(in.size(), 48));
-  for (char c : in) {
-    if (out.size() == 48) break;
+// A label value as its family bounds it (LabelDef). A token is folded into
+// `buf`, so bounding allocates nothing.
+std::string_view bound_value(const LabelDef& l, std::string_view v, std::array<char, kTokenMax>& buf) {
+  switch (l.form) {
+    case LabelDef::Form::Fixed: return v;
+    case LabelDef::Form::Text: return v.substr(0, l.max_length);
+    case LabelDef::Form::Token: break;
+  }
+  std::size_t n = 0;
+  for (char c : v) {
+    if (n == std::min<std::size_t>(l.max_length, kTokenMax)) break;
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
     const bool keep = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-    out.push_back(keep ? c : '_');
+    buf[n++] = keep ? c : '_';
   }
-  return out.empty() ? std::string("unknown") : out;
+  return n == 0 ? std::string_view("unknown") : std::string_view(buf.data(), n);
 }
 
-// Free text (reasons) keeps its characters but not unbounded length.
-std::string bounded(std::string_view in, std::size_t max = 128) { return std::string(in.substr(0, max)); }
+// FNV-1a over the values (each followed by a separator no value holds).
+uint64_t hash_of(std::span<const std::string_view> values) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const auto v : values) {
+    for (const char c : v) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    h = (h ^ 0x1fU) * 1099511628211ULL;
+  }
+  return h;
+}
 
 std::string str(std::string_view v) { return std::string(v); }
 
@@ -219,12 +216,30 @@ struct Metrics::Impl {
     std::string type;  // counter | gauge | histogram
   };
 
+  // One declared family: its prometheus family and the series calls made.
+  struct Slot {
+    FamilyInfo info;
+    Family<Counter>* counter = nullptr;
+    Family<Gauge>* gauge = nullptr;
+    Family<Histogram>* histogram = nullptr;
+    Histogram::BucketBoundaries buckets;
+    struct Series {
+      uint64_t hash;
+      std::vector<std::string> values;  // bounded, in the declared order
+      void* metric;                     // the Counter, Gauge or Histogram
+    };
+    std::vector<Series> series;  // under mu
+    // The values each capped label has a series for (under mu).
+    std::array<std::set<std::string, std::less<>>, kMaxFamilyLabels> capped;
+  };
+
   MetricsOptions options;
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
   std::vector<Registered> names;
   std::map<std::string, Family<Counter>*> counter_families;  // by name, for export_counters
   std::map<std::string, Family<Gauge>*> gauge_families;      // by name, for export_counters
   std::shared_ptr<StatsExport::Table> exports = std::make_shared<StatsExport::Table>();
+  std::array<Slot, stats::kFamilyCount> slots;
 
   template <typename Builder>
   auto& reg(Builder b, const std::string& name, const std::string& help, const char* type) {
@@ -245,46 +260,66 @@ struct Metrics::Impl {
     return reg(prometheus::BuildHistogram(), n, h, "histogram");
   }
 
-  explicit Impl(MetricsOptions o) : options(std::move(o)), health(options.liveness_timeout) {}
+  explicit Impl(MetricsOptions o) : options(std::move(o)), health(options.liveness_timeout) {
+    for (std::size_t i = 0; i < stats::kFamilies.size(); ++i) {
+      const FamilyInfo& f = stats::kFamilies[i];
+      Slot& s = slots[i];
+      s.info = f;
+      switch (f.kind) {
+        case StatKind::Counter: s.counter = &counter(str(f.name), str(f.help)); break;
+        case StatKind::Gauge: s.gauge = &gauge(str(f.name), str(f.help)); break;
+        case StatKind::Histogram:
+          s.histogram = &histogram(str(f.name), str(f.help));
+          s.buckets.assign(f.buckets.begin(), f.buckets.end());
+          break;
+      }
+    }
+  }
 
-  // Families (constructed in order in Metrics::Metrics).
-  Family<Gauge>* build_info = nullptr;
-  Family<Gauge>* start_time = nullptr;
-  Family<Gauge>* ready_gauge = nullptr;
-  Family<Gauge>* pod_source_synced = nullptr;
-  Family<Gauge>* signal_value = nullptr;
-  Family<Gauge>* signal_capacity = nullptr;
-  Family<Gauge>* signal_threshold = nullptr;
-  Family<Gauge>* node_condition = nullptr;
-  Family<Counter>* condition_transitions = nullptr;
-  Family<Counter>* observations = nullptr;
-  Family<Counter>* evictions = nullptr;
-  Family<Counter>* eviction_containers = nullptr;
-  std::set<std::string> eviction_container_names;  // those with a series of their own (under mu)
-  Family<Gauge>* eviction_last = nullptr;
-  Family<Counter>* no_candidates = nullptr;
-  Family<Histogram>* eviction_latency = nullptr;
-  Family<Counter>* local_kills = nullptr;
-  Family<Counter>* policy_actions = nullptr;
-  std::array<Family<Counter>*, 5> plugin_events{};  // by Metrics::PluginEvent
-  Family<Counter>* api_requests = nullptr;
-  Family<Counter>* oom_kills = nullptr;
-  Family<Histogram>* detection_latency = nullptr;
-  Family<Histogram>* reactor_latency = nullptr;
-  Family<Histogram>* reclaim_duration = nullptr;
-  Family<Gauge>* bpf_info = nullptr;
-  Family<Counter>* stale_reads = nullptr;
-  Family<Counter>* bpf_load_refusals = nullptr;
-  Family<Counter>* config_reloads = nullptr;
-  Family<Counter>* checkpoint_writes = nullptr;
-  Family<Gauge>* config_last_ok = nullptr;
-  Family<Gauge>* psi_available = nullptr;
-  Family<Gauge>* pod_ws = nullptr;
-  Family<Gauge>* pod_req = nullptr;
-  Family<Gauge>* pod_ratio = nullptr;
-  // Reclaim activity (BPF, tracked memcgs): per pod and for kubepods / QoS tiers.
-  std::array<Family<Counter>*, 4> pod_activity{};
-  std::array<Family<Counter>*, 4> kubepods_activity{};
+  template <std::size_t N>
+  Family<Counter>& family(const FamilyDef<StatKind::Counter, N>& f) { return *slots[f.index].counter; }
+  template <std::size_t N>
+  Family<Gauge>& family(const FamilyDef<StatKind::Gauge, N>& f) { return *slots[f.index].gauge; }
+  template <std::size_t N>
+  Family<Histogram>& family(const FamilyDef<StatKind::Histogram, N>& f) { return *slots[f.index].histogram; }
+
+  // A family's labels with these values, bounded as it declares them (for
+  // the series the stateful methods below create and remove themselves).
+  template <StatKind K, std::size_t N>
+  static Labels labels(const FamilyDef<K, N>& f, const LabelValues<N>& values) {
+    Labels out;
+    std::array<char, kTokenMax> buf{};
+    for (std::size_t i = 0; i < N; ++i) out.emplace(str(f.labels[i].name), str(bound_value(f.labels[i], values.values[i], buf)));
+    return out;
+  }
+
+  // The series of `s` with these bounded values; created on the first call.
+  // Called with mu held.
+  void* series(Slot& s, std::span<const std::string_view> values) {
+    const uint64_t h = hash_of(values);
+    for (const auto& e : s.series) {
+      if (e.hash == h && std::equal(e.values.begin(), e.values.end(), values.begin(), values.end())) return e.metric;
+    }
+    Labels l;
+    for (std::size_t i = 0; i < values.size(); ++i) l.emplace(str(s.info.labels[i].name), str(values[i]));
+    void* metric = nullptr;
+    switch (s.info.kind) {
+      case StatKind::Counter: metric = &s.counter->Add(l); break;
+      case StatKind::Gauge: metric = &s.gauge->Add(l); break;
+      case StatKind::Histogram:
+        if (s.buckets.empty()) {
+          throw std::logic_error("metrics: " + str(s.info.name) + " takes its buckets at run time, not observe()");
+        }
+        metric = &s.histogram->Add(l, s.buckets);
+        break;
+    }
+    s.series.push_back({h, std::vector<std::string>(values.begin(), values.end()), metric});
+    return metric;
+  }
+
+  // Families whose series come and go with the node's state, set by the
+  // stateful methods (everything below is guarded by mu; prometheus metrics
+  // are atomic themselves).
 
   // The reactor's latency totals as last copied in (reactor_dispatch_latency).
   std::mutex reactor_mu;
@@ -294,7 +329,7 @@ struct Metrics::Impl {
   std::mutex hooks_mu;
   std::vector<std::function<void()>> render_hooks;
 
-  std::mutex mu;  // guards everything below (prometheus metrics are atomic themselves)
+  std::mutex mu;
 
   std::array<Gauge*, kSignalCount> value_g{};
   std::array<Gauge*, kSignalCount> capacity_g{};
@@ -312,9 +347,6 @@ struct Metrics::Impl {
   std::array<Gauge*, kConditionCount> condition_g{};
   std::array<Counter*, kConditionCount> transitions_c{};
   std::array<bool, kConditionCount> condition_state{};
-
-  std::map<std::string, Counter*> counters;  // "<family>\x1f<labels...>" -> counter, for dynamic labels
-  std::map<std::string, Histogram*> histos;
 
   struct Victim {
     std::string uid;
@@ -337,40 +369,22 @@ struct Metrics::Impl {
   Counter* observations_c = nullptr;
   Gauge* ready_g = nullptr;
   Gauge* pod_source_synced_g = nullptr;
-  Gauge* config_last_ok_g = nullptr;
-  Gauge* psi_available_g = nullptr;
 
-  Counter& counter_for(Family<Counter>& f, const Labels& labels) {
-    std::string key = f.GetName();
-    for (const auto& [k, v] : labels) {
-      key += '\x1f';
-      key += k;
-      key += '=';
-      key += v;
-    }
-    std::lock_guard lock(mu);
-    auto it = counters.find(key);
-    if (it != counters.end()) return *it->second;
-    Counter& c = f.Add(labels);
-    counters.emplace(std::move(key), &c);
-    return c;
+  // The activity families in the order of activity_values().
+  std::array<Family<Counter>*, 4> pod_activity() {
+    return {&family(stats::kPodReclaimScannedPages), &family(stats::kPodReclaimStolenPages),
+            &family(stats::kPodWorkingsetRefaults), &family(stats::kPodMemstallSeconds)};
   }
-
-  Histogram& histogram_for(Family<Histogram>& f, const Labels& labels, const Histogram::BucketBoundaries& buckets) {
-    std::string key = f.GetName();
-    for (const auto& [k, v] : labels) key += '\x1f' + k + '=' + v;
-    std::lock_guard lock(mu);
-    auto it = histos.find(key);
-    if (it != histos.end()) return *it->second;
-    Histogram& h = f.Add(labels, buckets);
-    histos.emplace(std::move(key), &h);
-    return h;
+  std::array<Family<Counter>*, 4> kubepods_activity() {
+    return {&family(stats::kKubepodsReclaimScannedPages), &family(stats::kKubepodsReclaimStolenPages),
+            &family(stats::kKubepodsWorkingsetRefaults), &family(stats::kKubepodsMemstallSeconds)};
   }
 
   // Called with mu held.
   void remove_activity(PodSeries& s) {
+    const auto families = pod_activity();
     for (std::size_t i = 0; i < s.activity.size(); ++i) {
-      if (s.activity[i] != nullptr) pod_activity[i]->Remove(s.activity[i]);
+      if (s.activity[i] != nullptr) families[i]->Remove(s.activity[i]);
       s.activity[i] = nullptr;
     }
   }
@@ -390,140 +404,73 @@ struct Metrics::Impl {
       const bool resolvable = t.value.kind == ThresholdValue::Kind::Quantity || capacity_known[idx];
       if (!resolvable) continue;
       if (t.gauge == nullptr) {
-        t.gauge = &signal_threshold->Add({{"signal", str(name(t.signal))},
-                                          {"unit", str(unit_of(t.signal))},
-                                          {"threshold_type", str(kind_name(t.kind))}});
+        t.gauge = &family(stats::kSignalThreshold)
+                       .Add(labels(stats::kSignalThreshold, {t.signal, unit_of(t.signal), t.kind}));
       }
       t.gauge->Set(t.value.resolve(capacity[idx]));
     }
   }
 };
 
+void Metrics::record(uint16_t family, std::span<const std::string_view> values, double value) {
+  auto& m = *impl_;
+  Impl::Slot& s = m.slots.at(family);
+  const auto defs = s.info.labels;
+  if (values.size() != defs.size()) throw std::logic_error("metrics: wrong label count for " + str(s.info.name));
+  std::array<std::array<char, kTokenMax>, kMaxFamilyLabels> bufs;
+  std::array<std::string_view, kMaxFamilyLabels> bounded;
+  for (std::size_t i = 0; i < values.size(); ++i) bounded[i] = bound_value(defs[i], values[i], bufs[i]);
+  const std::span<const std::string_view> key(bounded.data(), values.size());
+  void* metric = nullptr;
+  {
+    std::lock_guard lock(m.mu);
+    for (std::size_t i = 0; i < defs.size(); ++i) {
+      if (defs[i].max_values == 0 || s.capped[i].contains(bounded[i])) continue;
+      if (s.capped[i].size() >= defs[i].max_values) {
+        bounded[i] = defs[i].overflow;
+      } else {
+        s.capped[i].emplace(bounded[i]);
+      }
+    }
+    metric = m.series(s, key);
+  }
+  switch (s.info.kind) {
+    case StatKind::Counter: static_cast<Counter*>(metric)->Increment(value); break;
+    case StatKind::Gauge: static_cast<Gauge*>(metric)->Set(value); break;
+    case StatKind::Histogram: static_cast<Histogram*>(metric)->Observe(value); break;
+  }
+}
+
 Metrics::Metrics(MetricsOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   auto& m = *impl_;
-  m.build_info = &m.gauge("pressured_build_info",
-                          "Always 1; labels carry the version and build type of the running pressured.");
-  m.start_time = &m.gauge("pressured_start_time_seconds", "Unix time the daemon's metrics were created (start).");
-  m.ready_gauge = &m.gauge("pressured_ready",
-                           "1 when events are attached (BPF or fallback), the first observation is done and the pod "
-                           "source delivered its first pod list, else 0.");
-  m.pod_source_synced = &m.gauge("pressured_pod_source_synced",
-                                 "1 once the pod metadata source delivered a pod list (or none is configured); 0: no "
-                                 "pod has metadata yet, so the ranking evicts none (docs/operations.md).");
-  m.signal_value = &m.gauge("pressured_signal_value",
-                            "Observed value of an eviction signal, in its unit (available bytes/inodes/pids, or "
-                            "PSI stall percent).");
-  m.signal_capacity = &m.gauge("pressured_signal_capacity", "Capacity of an eviction signal, in its unit.");
-  m.signal_threshold = &m.gauge("pressured_signal_threshold",
-                                "Configured eviction threshold, resolved to the signal's unit.");
-  m.node_condition = &m.gauge("pressured_node_condition", "Node condition as decided by pressured (1 true, 0 false).");
-  m.condition_transitions =
-      &m.counter("pressured_node_condition_transitions_total", "Times a node condition flipped.");
-  m.observations = &m.counter("pressured_observations_total", "Fresh observations evaluated by the engine.");
-  m.evictions = &m.counter("pressured_evictions_total", "Pods chosen for eviction, by signal, QoS class and threshold type.");
-  m.eviction_containers = &m.counter(
-      "pressured_eviction_containers_total",
-      "Memory evictions by the name of the victim's container that grew (or was furthest over its request); the "
-      "first 64 names have a series of their own, later ones count as \"other\".");
-  m.eviction_last = &m.gauge("pressured_eviction_last_timestamp_seconds",
-                             "Unix time of the most recent evictions (bounded list of recent victims).");
-  m.no_candidates = &m.counter("pressured_eviction_no_candidates_total",
-                               "Evaluations where a threshold wanted a victim and no pod could be evicted.");
-  m.eviction_latency = &m.histogram("pressured_eviction_latency_seconds",
-                                    "Time from the eviction decision until the pod's processes are gone.");
-  m.local_kills = &m.counter("pressured_local_kills_total", "Local kills of a pod's processes, by result.");
-  m.policy_actions = &m.counter("pressured_eviction_policy_actions_total",
-                                "Actions of the eviction policy (evict, escalate, kill, stuck, releasetimeout, ...).");
-  m.plugin_events = {
-      &m.counter("pressured_plugin_calls_total", "Calls pressured made to an eviction plugin, by plugin."),
-      &m.counter("pressured_plugin_timeouts_total",
-                 "Calls to an eviction plugin that missed plugins.callTimeout (the plugin was skipped and backed off)."),
-      &m.counter("pressured_plugin_errors_total",
-                 "Calls to an eviction plugin that failed otherwise: unreachable, an invalid or too large answer."),
-      &m.counter("pressured_plugin_vetoes_total",
-                 "Protections by an eviction plugin that kept the pod pressured's ranking chose from eviction."),
-      &m.counter("pressured_plugin_proposals_total", "Proposals of an eviction plugin that decided an eviction."),
-  };
-  m.api_requests = &m.counter("pressured_kubernetes_api_requests_total",
-                              "Kubernetes API calls made by pressured, by action and result.");
-  m.oom_kills = &m.counter("pressured_kernel_oom_kills_total",
-                           "Processes killed by the kernel OOM killer, by the victim pod's QoS class (none: not a pod) "
-                           "and scope (node: the node ran out; cgroup: a pod's or container's own limit; unknown).");
-  m.detection_latency = &m.histogram("pressured_detection_latency_seconds",
-                                     "Time from the kernel event's timestamp to the engine's decision.");
-  m.reactor_latency = &m.histogram("pressured_reactor_dispatch_latency_seconds",
-                                   "Time from a kernel event's timestamp to the reactor handing it to the daemon, "
-                                   "for every event.");
-  m.reclaim_duration = &m.histogram("pressured_reclaim_duration_seconds",
-                                    "How long each relief run (memory.reclaim writes before a memory eviction) took.");
-  m.bpf_info = &m.gauge("pressured_bpf_program_info", "Always 1; how each BPF program is attached and why.");
-  m.stale_reads = &m.counter("pressured_stale_reads_total", "Reads that failed and fell back to the last good value.");
-  m.bpf_load_refusals = &m.counter("pressured_bpf_load_refusals_total",
-                                   "BPF program flavours the kernel refused to load (the program fell back), by "
-                                   "program and flavour.");
-  m.config_reloads = &m.counter("pressured_config_reloads_total", "Configuration reloads (SIGHUP), by result.");
-  m.checkpoint_writes = &m.counter("pressured_checkpoint_writes_total",
-                                   "Checkpoint (daemon.stateFile) writes, by result; a failure means a restart "
-                                   "may not resume the evictions in flight.");
-  m.config_last_ok = &m.gauge("pressured_config_last_reload_successful",
-                              "1 when the last configuration reload succeeded (or none happened yet), else 0.");
-  m.psi_available = &m.gauge("pressured_psi_available",
-                             "1 when the kernel has PSI (the system's pressure files exist), 0 when not (booted "
-                             "with psi=0 or built without CONFIG_PSI): PSI signals and triggers are off.");
-  m.pod_ws = &m.gauge("pressured_pod_memory_working_set_bytes",
-                      "Memory working set of a pod (usage - inactive_file); top pods by working set only.");
-  m.pod_req = &m.gauge("pressured_pod_memory_request_bytes", "Memory request of a pod; top pods only.");
-  m.pod_ratio = &m.gauge("pressured_pod_memory_usage_over_request_ratio",
-                         "Working set divided by memory request; top pods with a request only.");
-
-  m.pod_activity = {
-      &m.counter("pressured_pod_reclaim_scanned_pages_total",
-                 "Pages scanned by memory reclaim in a pod's cgroup and its containers (BPF); top pods only."),
-      &m.counter("pressured_pod_reclaim_stolen_pages_total",
-                 "Pages reclaimed from a pod's cgroup and its containers (BPF); top pods only."),
-      &m.counter("pressured_pod_workingset_refaults_total",
-                 "Workingset refaults (recently evicted pages needed again: thrashing) of a pod (BPF); top pods only."),
-      &m.counter("pressured_pod_memstall_seconds_total",
-                 "Time a pod's tasks were stalled on memory (PSI memstalls, BPF); top pods only.")};
-  m.kubepods_activity = {
-      &m.counter("pressured_kubepods_reclaim_scanned_pages_total",
-                 "Pages scanned by memory reclaim in kubepods or a QoS tier (BPF), by cgroup."),
-      &m.counter("pressured_kubepods_reclaim_stolen_pages_total",
-                 "Pages reclaimed from kubepods or a QoS tier (BPF), by cgroup."),
-      &m.counter("pressured_kubepods_workingset_refaults_total",
-                 "Workingset refaults in kubepods or a QoS tier (BPF), by cgroup."),
-      &m.counter("pressured_kubepods_memstall_seconds_total",
-                 "Time tasks in kubepods or a QoS tier were stalled on memory (BPF), by cgroup.")};
-
-  m.build_info->Add({{"version", build_info::kVersion}, {"build_type", build_info::kBuildType}}).Set(1);
-  m.start_time->Add({}).Set(unix_now());
-  m.ready_g = &m.ready_gauge->Add({});
+  m.family(stats::kBuildInfo).Add({{"version", build_info::kVersion}, {"build_type", build_info::kBuildType}}).Set(1);
+  m.family(stats::kStartTime).Add({}).Set(unix_now());
+  m.ready_g = &m.family(stats::kReady).Add({});
   m.ready_g->Set(0);
-  m.pod_source_synced_g = &m.pod_source_synced->Add({});
+  m.pod_source_synced_g = &m.family(stats::kPodSourceSynced).Add({});
   m.pod_source_synced_g->Set(1);
-  m.observations_c = &m.observations->Add({});
-  m.config_last_ok_g = &m.config_last_ok->Add({});
-  m.config_last_ok_g->Set(1);
+  m.observations_c = &m.family(stats::kObservations).Add({});
+  set(stats::kConfigLastReloadSuccessful, {}, 1);
   // Until the daemon has looked (run): a node is taken to have PSI.
-  m.psi_available_g = &m.psi_available->Add({});
-  m.psi_available_g->Set(1);
+  set(stats::kPsiAvailable, {}, 1);
   for (std::size_t i = 0; i < kConditionCount; ++i) {
     const auto c = static_cast<Condition>(i);
-    m.condition_g[i] = &m.node_condition->Add({{"condition", str(name(c))}});
-    m.transitions_c[i] = &m.condition_transitions->Add({{"condition", str(name(c))}});
+    m.condition_g[i] = &m.family(stats::kNodeCondition).Add(Impl::labels(stats::kNodeCondition, {c}));
+    m.transitions_c[i] =
+        &m.family(stats::kNodeConditionTransitions).Add(Impl::labels(stats::kNodeConditionTransitions, {c}));
   }
   // Series that alerts take increase() of exist from the start at 0, so the
   // first increment is seen as an increase.
   for (auto s : {OomScope::Node, OomScope::Cgroup, OomScope::Unknown}) {
     for (auto q : {QosClass::BestEffort, QosClass::Burstable, QosClass::Guaranteed}) {
-      m.oom_kills->Add({{"qos_class", str(name(q))}, {"scope", str(name(s))}});
+      add(stats::kKernelOomKills, {q, s}, 0);
     }
-    m.oom_kills->Add({{"qos_class", "none"}, {"scope", str(name(s))}});
+    add(stats::kKernelOomKills, {"none", s}, 0);
   }
-  for (const char* r : {"success", "failure"}) {
-    m.local_kills->Add({{"result", r}});
-    m.config_reloads->Add({{"result", r}});
-    m.checkpoint_writes->Add({{"result", r}});
+  for (const bool ok : {true, false}) {
+    add(stats::kLocalKills, {result_name(ok)}, 0);
+    add(stats::kConfigReloads, {result_name(ok)}, 0);
+    add(stats::kCheckpointWrites, {result_name(ok)}, 0);
   }
 }
 
@@ -534,9 +481,9 @@ void Metrics::signal_observed(Signal signal, double value, double capacity) {
   const auto i = static_cast<std::size_t>(signal);
   std::lock_guard lock(m.mu);
   if (m.value_g[i] == nullptr) {
-    const Labels l{{"signal", str(name(signal))}, {"unit", str(unit_of(signal))}};
-    m.value_g[i] = &m.signal_value->Add(l);
-    m.capacity_g[i] = &m.signal_capacity->Add(l);
+    m.value_g[i] = &m.family(stats::kSignalValue).Add(Impl::labels(stats::kSignalValue, {signal, unit_of(signal)}));
+    m.capacity_g[i] =
+        &m.family(stats::kSignalCapacity).Add(Impl::labels(stats::kSignalCapacity, {signal, unit_of(signal)}));
   }
   m.value_g[i]->Set(value);
   m.capacity_g[i]->Set(capacity);
@@ -548,29 +495,30 @@ void Metrics::signal_observed(Signal signal, double value, double capacity) {
 
 void Metrics::set_thresholds(const EvictionConfig& config) {
   auto& m = *impl_;
-  std::lock_guard lock(m.mu);
-  for (auto& t : m.thresholds) {
-    if (t.gauge != nullptr) m.signal_threshold->Remove(t.gauge);
-  }
-  m.thresholds.clear();
-  for (const auto& t : config.thresholds) {
-    // One series per (signal, kind): a later duplicate replaces an earlier one.
-    auto same = std::find_if(m.thresholds.begin(), m.thresholds.end(),
-                             [&](const auto& e) { return e.signal == t.signal && e.kind == t.kind; });
-    if (same != m.thresholds.end()) {
-      same->value = t.value;
-    } else {
-      m.thresholds.push_back({t.signal, t.kind, t.value, nullptr});
+  std::vector<std::pair<Signal, ThresholdKind>> configured;
+  {
+    std::lock_guard lock(m.mu);
+    for (auto& t : m.thresholds) {
+      if (t.gauge != nullptr) m.family(stats::kSignalThreshold).Remove(t.gauge);
     }
+    m.thresholds.clear();
+    for (const auto& t : config.thresholds) {
+      // One series per (signal, kind): a later duplicate replaces an earlier one.
+      auto same = std::find_if(m.thresholds.begin(), m.thresholds.end(),
+                               [&](const auto& e) { return e.signal == t.signal && e.kind == t.kind; });
+      if (same != m.thresholds.end()) {
+        same->value = t.value;
+      } else {
+        m.thresholds.push_back({t.signal, t.kind, t.value, nullptr});
+      }
+    }
+    m.resolve_thresholds(std::nullopt);
+    for (const auto& t : m.thresholds) configured.emplace_back(t.signal, t.kind);
   }
-  m.resolve_thresholds(std::nullopt);
   // Eviction counters for what can happen exist at 0 (rate() sees the first one).
-  for (const auto& t : m.thresholds) {
+  for (const auto& [signal, kind] : configured) {
     for (auto q : {QosClass::BestEffort, QosClass::Burstable, QosClass::Guaranteed}) {
-      const Labels l{{"signal", str(name(t.signal))}, {"qos_class", str(name(q))}, {"threshold_type", str(kind_name(t.kind))}};
-      std::string key = m.evictions->GetName();
-      for (const auto& [k, v] : l) key += '\x1f' + k + '=' + v;
-      if (m.counters.find(key) == m.counters.end()) m.counters.emplace(std::move(key), &m.evictions->Add(l));
+      add(stats::kEvictions, {signal, q, kind}, 0);
     }
   }
 }
@@ -598,95 +546,26 @@ void Metrics::eviction(Signal signal, QosClass qos, ThresholdKind kind, std::str
 void Metrics::eviction(std::string_view signal, QosClass qos, ThresholdKind kind, std::string_view namespace_,
                        std::string_view pod, std::string_view uid) {
   auto& m = *impl_;
-  m.counter_for(*m.evictions, {{"signal", bounded(signal)},
-                               {"qos_class", str(name(qos))},
-                               {"threshold_type", str(kind_name(kind))}})
-      .Increment();
+  add(stats::kEvictions, {signal, qos, kind});
   if (m.options.recent_evictions == 0) return;
-  const Labels l{{"namespace", bounded(namespace_)}, {"pod", bounded(pod, 253)}, {"uid", bounded(uid, 64)},
-                 {"signal", bounded(signal)},         {"qos_class", str(name(qos))},
-                 {"threshold_type", str(kind_name(kind))}};
+  const Labels l = Impl::labels(stats::kEvictionLastTimestamp, {namespace_, pod, uid, signal, qos, kind});
+  auto& family = m.family(stats::kEvictionLastTimestamp);
   std::lock_guard lock(m.mu);
   // A pod evicted again replaces its previous entry.
   for (auto it = m.victims.begin(); it != m.victims.end(); ++it) {
     if (it->uid == uid) {
-      m.eviction_last->Remove(it->gauge);
+      family.Remove(it->gauge);
       m.victims.erase(it);
       break;
     }
   }
-  Gauge& g = m.eviction_last->Add(l);
+  Gauge& g = family.Add(l);
   g.Set(unix_now());
   m.victims.push_back({std::string(uid), &g});
   while (m.victims.size() > m.options.recent_evictions) {
-    m.eviction_last->Remove(m.victims.front().gauge);
+    family.Remove(m.victims.front().gauge);
     m.victims.pop_front();
   }
-}
-
-void Metrics::eviction_container(std::string_view container) {
-  auto& m = *impl_;
-  std::string label = bounded(container, 63);  // a container name is a DNS label
-  {
-    std::lock_guard lock(m.mu);
-    if (!m.eviction_container_names.contains(label)) {
-      if (m.eviction_container_names.size() >= kEvictionContainerNames) {
-        label = "other";
-      } else {
-        m.eviction_container_names.insert(label);
-      }
-    }
-  }
-  m.counter_for(*m.eviction_containers, {{"container", label}}).Increment();
-}
-
-void Metrics::no_eviction_candidate(Signal signal) {
-  auto& m = *impl_;
-  m.counter_for(*m.no_candidates, {{"signal", str(name(signal))}}).Increment();
-}
-
-void Metrics::eviction_completed(ThresholdKind kind, double seconds_since_decision) {
-  auto& m = *impl_;
-  m.histogram_for(*m.eviction_latency, {{"threshold_type", str(kind_name(kind))}}, eviction_buckets())
-      .Observe(seconds_since_decision);
-}
-
-void Metrics::policy_action(std::string_view action, uint64_t count) {
-  auto& m = *impl_;
-  m.counter_for(*m.policy_actions, {{"action", token(action)}}).Increment(static_cast<double>(count));
-}
-
-void Metrics::plugin_event(std::string_view plugin, PluginEvent event, uint64_t count) {
-  auto& m = *impl_;
-  m.counter_for(*m.plugin_events.at(static_cast<std::size_t>(event)), {{"plugin", bounded(plugin, 63)}})
-      .Increment(static_cast<double>(count));
-}
-
-void Metrics::local_kill(bool ok) {
-  auto& m = *impl_;
-  m.counter_for(*m.local_kills, {{"result", ok ? "success" : "failure"}}).Increment();
-}
-
-void Metrics::api_request(ApiAction action, ApiOutcome outcome) {
-  auto& m = *impl_;
-  m.counter_for(*m.api_requests, {{"action", str(action_name(action))}, {"result", str(outcome_name(outcome))}})
-      .Increment();
-}
-
-void Metrics::kernel_oom_kill(std::optional<QosClass> qos, OomScope scope) {
-  auto& m = *impl_;
-  m.counter_for(*m.oom_kills, {{"qos_class", qos ? str(name(*qos)) : std::string("none")}, {"scope", str(name(scope))}})
-      .Increment();
-}
-
-void Metrics::detection_latency(std::string_view source, double seconds) {
-  auto& m = *impl_;
-  m.histogram_for(*m.detection_latency, {{"source", token(source)}}, detection_buckets()).Observe(seconds);
-}
-
-void Metrics::reclaim_duration(double seconds) {
-  auto& m = *impl_;
-  m.histogram_for(*m.reclaim_duration, {}, detection_buckets()).Observe(seconds);
 }
 
 void Metrics::reactor_dispatch_latency(const std::vector<double>& bounds_seconds,
@@ -695,7 +574,7 @@ void Metrics::reactor_dispatch_latency(const std::vector<double>& bounds_seconds
   std::lock_guard lock(m.reactor_mu);
   if (bucket_totals.size() != bounds_seconds.size() + 1) return;  // a caller bug; never a half-built histogram
   if (m.reactor_h == nullptr) {
-    m.reactor_h = &m.reactor_latency->Add({}, prometheus::Histogram::BucketBoundaries(bounds_seconds));
+    m.reactor_h = &m.family(stats::kReactorDispatchLatency).Add({}, Histogram::BucketBoundaries(bounds_seconds));
     m.reactor_seen.assign(bucket_totals.size(), 0);
   }
   std::vector<double> increments(bucket_totals.size());
@@ -720,6 +599,9 @@ StatsExport Metrics::export_counters(std::span<const ExternalStat> stats) {
     std::lock_guard lock(m.mu);
     for (const auto& st : stats) {
       const std::string name(st.metric);
+      if (st.kind == StatKind::Histogram) {
+        throw std::logic_error("stats: " + name + " is a histogram: a stat is a counter or a gauge");
+      }
       const bool gauge = st.kind == StatKind::Gauge;
       // A new family: not one of another type, and named as its kind wants.
       const auto check_new = [&] {
@@ -788,42 +670,18 @@ void Metrics::on_render(std::function<void()> hook) {
 
 void Metrics::bpf_attach(std::string_view program, std::string_view mode, std::string_view reason) {
   auto& m = *impl_;
-  const std::string prog = token(program);
+  const Labels l = Impl::labels(stats::kBpfProgramInfo, {program, mode, reason});
+  const std::string& prog = l.at("program");
+  auto& family = m.family(stats::kBpfProgramInfo);
   std::lock_guard lock(m.mu);
   auto it = m.bpf_programs.find(prog);
   if (it != m.bpf_programs.end()) {
-    m.bpf_info->Remove(it->second);
+    family.Remove(it->second);
     m.bpf_programs.erase(it);
   }
-  Gauge& g = m.bpf_info->Add({{"program", prog}, {"mode", token(mode)}, {"reason", bounded(reason)}});
+  Gauge& g = family.Add(l);
   g.Set(1);
   m.bpf_programs.emplace(prog, &g);
-}
-
-void Metrics::bpf_load_refused(std::string_view program, std::string_view flavour) {
-  auto& m = *impl_;
-  m.counter_for(*m.bpf_load_refusals, {{"program", token(program)}, {"flavour", token(flavour)}}).Increment();
-}
-
-void Metrics::stale_read(Signal signal) {
-  auto& m = *impl_;
-  m.counter_for(*m.stale_reads, {{"target", str(name(signal))}}).Increment();
-}
-
-void Metrics::stale_pod_read(bool metadata) {
-  auto& m = *impl_;
-  m.counter_for(*m.stale_reads, {{"target", metadata ? "pod_metadata" : "pod_usage"}}).Increment();
-}
-
-void Metrics::config_reload(bool ok) {
-  auto& m = *impl_;
-  m.counter_for(*m.config_reloads, {{"result", ok ? "success" : "failure"}}).Increment();
-  m.config_last_ok_g->Set(ok ? 1 : 0);
-}
-
-void Metrics::checkpoint_write(bool ok) {
-  auto& m = *impl_;
-  m.counter_for(*m.checkpoint_writes, {{"result", ok ? "success" : "failure"}}).Increment();
 }
 
 void Metrics::update_pods(const std::vector<PodMemorySample>& pods) {
@@ -839,15 +697,16 @@ void Metrics::update_pods(const std::vector<PodMemorySample>& pods) {
                     });
   top.resize(n);
 
+  auto& ws = m.family(stats::kPodMemoryWorkingSet);
+  auto& req = m.family(stats::kPodMemoryRequest);
+  auto& ratio = m.family(stats::kPodMemoryUsageOverRequest);
+  const auto activity = m.pod_activity();
   std::lock_guard lock(m.mu);
   std::unordered_map<std::string, Impl::PodSeries> next;
   next.reserve(n);
   for (const auto* p : top) {
     std::string key = p->uid.empty() ? p->namespace_ + "/" + p->pod : p->uid;
-    Labels l{{"namespace", bounded(p->namespace_)},
-             {"pod", bounded(p->pod, 253)},
-             {"uid", bounded(p->uid, 64)},
-             {"qos_class", str(name(p->qos))}};
+    Labels l = Impl::labels(stats::kPodMemoryWorkingSet, {p->namespace_, p->pod, p->uid, p->qos});
     Impl::PodSeries s;
     auto it = m.pods.find(key);
     if (it != m.pods.end() && it->second.labels == l) {
@@ -855,29 +714,29 @@ void Metrics::update_pods(const std::vector<PodMemorySample>& pods) {
       m.pods.erase(it);
     } else {
       if (it != m.pods.end()) {  // labels changed (metadata arrived): replace
-        m.pod_ws->Remove(it->second.ws);
-        m.pod_req->Remove(it->second.req);
-        if (it->second.ratio != nullptr) m.pod_ratio->Remove(it->second.ratio);
+        ws.Remove(it->second.ws);
+        req.Remove(it->second.req);
+        if (it->second.ratio != nullptr) ratio.Remove(it->second.ratio);
         m.remove_activity(it->second);
         m.pods.erase(it);
       }
       s.labels = l;
-      s.ws = &m.pod_ws->Add(l);
-      s.req = &m.pod_req->Add(l);
+      s.ws = &ws.Add(l);
+      s.req = &req.Add(l);
     }
     s.ws->Set(p->working_set_bytes);
     s.req->Set(p->memory_request_bytes);
     if (p->memory_request_bytes > 0) {
-      if (s.ratio == nullptr) s.ratio = &m.pod_ratio->Add(l);
+      if (s.ratio == nullptr) s.ratio = &ratio.Add(l);
       s.ratio->Set(p->working_set_bytes / p->memory_request_bytes);
     } else if (s.ratio != nullptr) {
-      m.pod_ratio->Remove(s.ratio);
+      ratio.Remove(s.ratio);
       s.ratio = nullptr;
     }
     if (p->activity) {
       const auto values = activity_values(*p->activity);
       for (std::size_t i = 0; i < values.size(); ++i) {
-        if (s.activity[i] == nullptr) s.activity[i] = &m.pod_activity[i]->Add(l);
+        if (s.activity[i] == nullptr) s.activity[i] = &activity[i]->Add(l);
         follow(*s.activity[i], values[i]);
       }
     } else {
@@ -887,9 +746,9 @@ void Metrics::update_pods(const std::vector<PodMemorySample>& pods) {
   }
   // Whatever is left in the old map left the top N (or the node).
   for (auto& [key, s] : m.pods) {
-    m.pod_ws->Remove(s.ws);
-    m.pod_req->Remove(s.req);
-    if (s.ratio != nullptr) m.pod_ratio->Remove(s.ratio);
+    ws.Remove(s.ws);
+    req.Remove(s.req);
+    if (s.ratio != nullptr) ratio.Remove(s.ratio);
     m.remove_activity(s);
   }
   m.pods = std::move(next);
@@ -897,16 +756,15 @@ void Metrics::update_pods(const std::vector<PodMemorySample>& pods) {
 
 void Metrics::memcg_activity(std::string_view cgroup, const MemcgActivitySample& activity) {
   auto& m = *impl_;
+  const auto families = m.kubepods_activity();
   std::lock_guard lock(m.mu);
-  auto [it, inserted] = m.kubepods_series.try_emplace(bounded(cgroup, 48));
+  auto [it, inserted] = m.kubepods_series.try_emplace(str(cgroup.substr(0, stats::kCgroupLabel.max_length)));
   const auto values = activity_values(activity);
   for (std::size_t i = 0; i < values.size(); ++i) {
-    if (it->second[i] == nullptr) it->second[i] = &m.kubepods_activity[i]->Add({{"cgroup", it->first}});
+    if (it->second[i] == nullptr) it->second[i] = &families[i]->Add({{"cgroup", it->first}});
     follow(*it->second[i], values[i]);
   }
 }
-
-void Metrics::set_psi_available(bool available) { impl_->psi_available_g->Set(available ? 1 : 0); }
 
 void Metrics::set_events_attached(bool attached) {
   impl_->health.set_events_attached(attached);
