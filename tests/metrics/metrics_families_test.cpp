@@ -129,7 +129,8 @@ TEST(Families, MetricsServesEveryDeclaredFamilyInItsOrder) {
     for (const FamilyInfo& f : stats::kFamilies) {
       if (f.kind != kind) continue;
       EXPECT_TRUE(seen.insert(f.name).second) << f.name << " declared twice";
-      const std::string type_line = "# TYPE " + std::string(f.name) + " " + type + "\n";
+      std::string type_line = "# TYPE ";
+      type_line.append(f.name).append(" ").append(type).append("\n");
       const std::size_t found = text.find(type_line, at);
       ASSERT_NE(found, std::string::npos) << f.name << " missing, of another type, or out of the declared order";
       at = found;
@@ -176,7 +177,7 @@ TEST(Families, ACappedLabelCountsLaterValuesAsItsOverflow) {
   o.node = "node-a";
   Metrics m(o);
   const std::size_t cap = stats::kEvictionContainers.labels[0].max_values;
-  for (std::size_t i = 0; i < cap; ++i) m.add(stats::kEvictionContainers, {"c" + std::to_string(i)});
+  for (std::size_t i = 0; i < cap; ++i) m.add(stats::kEvictionContainers, {std::string(1, 'c').append(std::to_string(i))});
   m.add(stats::kEvictionContainers, {"late"});
   m.add(stats::kEvictionContainers, {"later"});
   m.add(stats::kEvictionContainers, {"c0"});  // has a series: keeps it

@@ -85,7 +85,7 @@ void drive(Metrics& m) {
   m.add(stats::kEvictionContainers, {"app"});
   m.add(stats::kEvictionContainers, {"App.Side/car"});
   m.add(stats::kEvictionContainers, {"app"});
-  for (int i = 0; i < 70; ++i) m.add(stats::kEvictionContainers, {"c" + std::to_string(i)});
+  for (int i = 0; i < 70; ++i) m.add(stats::kEvictionContainers, {std::string(1, 'c').append(std::to_string(i))});
   m.add(stats::kEvictionContainers, {std::string(80, 'x')});
 
   m.add(stats::kEvictionNoCandidates, {Signal::MemoryAvailable});
@@ -189,10 +189,11 @@ std::string normalized(const std::string& text) {
   while (std::getline(in, line)) {
     if (line.rfind("pressured_start_time_seconds", 0) == 0 ||
         line.rfind("pressured_eviction_last_timestamp_seconds{", 0) == 0) {
-      line = line.substr(0, line.rfind(' ')) + " <unix time>";
+      line = line.substr(0, line.rfind(' ')).append(" <unix time>");
     }
     for (const std::string_view v : {build_info::kVersion, build_info::kBuildType}) {
-      const std::string quoted = "\"" + std::string(v) + "\"";
+      std::string quoted(1, '"');
+      quoted.append(v).append("\"");
       if (const auto at = line.find(quoted); line.rfind("pressured_build_info{", 0) == 0 && at != std::string::npos) {
         line.replace(at, quoted.size(), v == build_info::kVersion ? "\"<version>\"" : "\"<build type>\"");
       }
