@@ -210,6 +210,9 @@ int setup(Setup& s, int pods) {
   PodSourceConfig pc;
   pc.kind = PodSourceKind::File;
   pc.path = make_pods(*s.node, pods);
+  // Labels kept, as with plugins on: the counts cover the heavier case (a
+  // daemon without plugins drops them at the parse).
+  pc.keep_labels = true;
   auto src = make_pod_metadata_source(pc);
   if (!src) {
     std::fprintf(stderr, "work_counts: pod source: %s\n", src.error().message.c_str());
