@@ -11,6 +11,7 @@
 
 #include "config/load_internal.hpp"
 #include "pressured/listen_address.hpp"
+#include "pressured/predictive.hpp"
 #include "pressured/signals.hpp"
 
 namespace pressured::config_detail {
@@ -229,10 +230,7 @@ Result<void> validate_config(const Config& c) {
                    "pressured's reaction time with a margin)");
   }
   if (c.daemon.predictive_lead.count() > 0 &&
-      std::none_of(c.eviction.thresholds.begin(), c.eviction.thresholds.end(), [](const Threshold& t) {
-        return t.kind == ThresholdKind::Hard &&
-               (t.signal == Signal::MemoryAvailable || t.signal == Signal::AllocatableMemoryAvailable);
-      })) {
+      std::none_of(c.eviction.thresholds.begin(), c.eviction.thresholds.end(), predictable)) {
     return invalid("daemon.predictiveLead", format_duration(c.daemon.predictive_lead),
                    "needs a hard memory.available or allocatableMemory.available threshold (evictionHard) to predict");
   }

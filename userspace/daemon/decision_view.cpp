@@ -10,6 +10,7 @@
 #include "engine/rank_order.hpp"
 #include "node/attribution.hpp"
 #include "pressured/engine.hpp"
+#include "pressured/predictive.hpp"
 
 namespace pressured {
 namespace {
@@ -69,9 +70,8 @@ Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapsho
 
   for (const auto& t : config.thresholds) {
     const auto& obs = snapshot.signal(t.signal);
-    const bool predictable = predictive_lead > Duration::zero() && t.kind == ThresholdKind::Hard &&
-                             (t.signal == Signal::MemoryAvailable || t.signal == Signal::AllocatableMemoryAvailable);
-    if (!obs || (!predictable && !may_be_met(t, *obs))) continue;
+    const bool predicted = predictive_lead > Duration::zero() && predictable(t);
+    if (!obs || (!predicted && !may_be_met(t, *obs))) continue;
     const StarvedResource r = info(t.signal).resource;
     if (r == StarvedResource::None) continue;  // a condition only: no victim needed
     // A lane the policy holds defers every candidate: no ranking needed.

@@ -3,6 +3,7 @@
 // evaluate() returns.
 
 #include "pressured/engine.hpp"
+#include "pressured/predictive.hpp"
 
 #include <algorithm>
 #include <iterator>
@@ -387,7 +388,7 @@ Decisions Engine::evaluate(const NodeSnapshot& snapshot, TimePoint now, const st
       } else {
         met = obs->value > (was_met ? threshold - reclaim : threshold);
       }
-      if (!met && t.kind == ThresholdKind::Hard && live_->get().daemon.predictive_lead > Duration::zero()) {
+      if (!met && predictable(t) && live_->get().daemon.predictive_lead > Duration::zero()) {
         predict(snapshot, now, st);
         met = st.predicted;
       }
