@@ -134,6 +134,25 @@ TEST(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
   ASSERT_EQ(samples.size(), 1u);
   EXPECT_EQ(samples[0].cgroup_id, new_b) << "the walk stayed on the removed cgroup";
 
+  // The same, with podB's own walk the last one before its removal: the
+  // records of that walk are still in the map when the next walk of the
+  // removed cgroup shows nothing, and must not be taken for a fresh walk.
+  ASSERT_TRUE(reader->read(sb.path("kubepods/besteffort/podB"), 1, samples));
+  ASSERT_EQ(::rmdir(sb.path("kubepods/besteffort/podB").c_str()), 0);
+  ASSERT_TRUE(sb.make_with("kubepods/besteffort/podB"));
+  const uint64_t newer_b = inode_of(sb.path("kubepods/besteffort/podB"));
+  ASSERT_NE(newer_b, new_b);
+  auto third = reader->read(sb.path("kubepods/besteffort/podB"), 1, samples);
+  ASSERT_TRUE(third) << third.error().message;
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].cgroup_id, newer_b) << "the walk of the removed cgroup gave the walk before's records";
+
+  // Removed for good: an error, not the last walk's records.
+  ASSERT_EQ(::rmdir(sb.path("kubepods/besteffort/podB").c_str()), 0);
+  std::vector<PageCounterSample> after_removal;
+  EXPECT_FALSE(reader->read(sb.path("kubepods/besteffort/podB"), 1, after_removal));
+  EXPECT_TRUE(after_removal.empty());
+
   // A directory that is not there: an error, never an empty batch.
   std::vector<PageCounterSample> none;
   auto gone = reader->read(sb.path("kubepods/nosuchpod"), 1, none);

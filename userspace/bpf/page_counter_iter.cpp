@@ -26,14 +26,14 @@ Result<std::unique_ptr<PageCounterIter>> PageCounterIter::create(int prog_fd, in
   const long page = ::sysconf(_SC_PAGESIZE);
   std::size_t bytes = static_cast<std::size_t>(capacity) * sizeof(pressured_page_counter);
   bytes = (bytes + static_cast<std::size_t>(page) - 1) / static_cast<std::size_t>(page) * static_cast<std::size_t>(page);
-  void* mem = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, map.get(), 0);
+  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, map.get(), 0);
   if (mem == MAP_FAILED) return Error::from_errno(errno, "mmap the page_counters map");
   return std::unique_ptr<PageCounterIter>(new PageCounterIter(std::move(prog), std::move(map), std::move(depth_map),
-                                                              static_cast<const pressured_page_counter*>(mem), bytes,
+                                                              static_cast<pressured_page_counter*>(mem), bytes,
                                                               capacity, page_shift));
 }
 
-PageCounterIter::PageCounterIter(Fd prog, Fd map, Fd depth_map, const pressured_page_counter* records,
+PageCounterIter::PageCounterIter(Fd prog, Fd map, Fd depth_map, pressured_page_counter* records,
                                  std::size_t mapped_bytes, uint32_t capacity, uint32_t page_shift)
     : prog_(std::move(prog)),
       map_(std::move(map)),
@@ -44,7 +44,7 @@ PageCounterIter::PageCounterIter(Fd prog, Fd map, Fd depth_map, const pressured_
       page_shift_(page_shift) {}
 
 PageCounterIter::~PageCounterIter() {
-  ::munmap(const_cast<pressured_page_counter*>(records_), mapped_bytes_);
+  ::munmap(records_, mapped_bytes_);
 }
 
 Result<void> PageCounterIter::set_depth(uint32_t depth) {
@@ -60,15 +60,15 @@ Result<void> PageCounterIter::read(const std::string& dir, uint32_t depth, std::
   out.clear();
   if (depth == 0) return Error{EINVAL, "page-counter walk of depth 0"};
   if (auto r = set_depth(depth); !r) return r;
-  auto id = kernel::cgroup_id_of(dir);
-  if (!id) return id.error();
-  const uint64_t dir_id = *id;
-  auto it = links_.find(dir);
-  if (it != links_.end()) {
-    auto r = walk(it->second.get(), dir_id, out);
+  // A known directory costs no lookup: a walk through its link tells by
+  // itself when the directory was removed or recreated.
+  if (auto it = links_.find(dir); it != links_.end()) {
+    auto r = walk(it->second, out);
     if (r || r.error().code != ESTALE) return r;
     links_.erase(it);  // the directory was recreated: attach to the new one
   }
+  auto id = kernel::cgroup_id_of(dir);
+  if (!id) return id.error();
   auto d = Fd::open(dir, O_RDONLY | O_DIRECTORY);
   if (!d) return d.error();
   union bpf_iter_link_info info;
@@ -76,19 +76,23 @@ Result<void> PageCounterIter::read(const std::string& dir, uint32_t depth, std::
   info.cgroup.cgroup_fd = static_cast<__u32>(d->get());
   info.cgroup.order = BPF_CGROUP_ITER_DESCENDANTS_PRE;
   LIBBPF_OPTS(bpf_link_create_opts, opts, .iter_info = &info, .iter_info_len = sizeof(info));
-  Fd link(bpf_link_create(prog_.get(), 0, BPF_TRACE_ITER, &opts));
-  if (!link) {
+  Link link{Fd(bpf_link_create(prog_.get(), 0, BPF_TRACE_ITER, &opts)), *id};
+  if (!link.fd) {
     // Before the kernel took v1 cgroup fds here (EBADF), or no cgroup iterator.
     return Error::from_errno(errno, "attach the page-counter iterator to " + dir);
   }
-  auto r = walk(link.get(), dir_id, out);
+  auto r = walk(link, out);
   if (!r) return r;
   links_.emplace(dir, std::move(link));
   return {};
 }
 
-Result<void> PageCounterIter::walk(int link, uint64_t dir_id, std::vector<PageCounterSample>& out) {
-  Fd iter(bpf_iter_create(link));
+Result<void> PageCounterIter::walk(const Link& link, std::vector<PageCounterSample>& out) {
+  // The walk writes the first record only when it starts at a live cgroup: a
+  // removed directory's walk shows nothing and may end with the count of the
+  // walk before, whose records are still in the map.
+  records_[0].cgroup_id = 0;
+  Fd iter(bpf_iter_create(link.fd.get()));
   if (!iter) return Error::from_errno(errno, "create a page-counter iterator");
   pressured_page_counter_walk end{};
   std::size_t got = 0;
@@ -111,7 +115,7 @@ Result<void> PageCounterIter::walk(int link, uint64_t dir_id, std::vector<PageCo
     out.push_back({rec.cgroup_id, rec.pages << page_shift_});
   }
   // Pre-order: the first record is the walk's root.
-  if (out.empty() || out.front().cgroup_id != dir_id) {
+  if (out.empty() || out.front().cgroup_id != link.dir_id) {
     out.clear();
     return Error{ESTALE, "the page-counter iterator walks another cgroup than the directory"};
   }

@@ -32,23 +32,28 @@ class PageCounterIter final : public PageCounterReader {
   Result<void> read(const std::string& dir, uint32_t depth, std::vector<PageCounterSample>& out) override;
 
  private:
-  PageCounterIter(Fd prog, Fd map, Fd depth_map, const pressured_page_counter* records, std::size_t mapped_bytes,
+  struct Link {
+    Fd fd;
+    uint64_t dir_id = 0;  // the directory's cgroup id when attached
+  };
+  PageCounterIter(Fd prog, Fd map, Fd depth_map, pressured_page_counter* records, std::size_t mapped_bytes,
                   uint32_t capacity, uint32_t page_shift);
   Result<void> set_depth(uint32_t depth);
-  /// One walk through `link`; ESTALE when the link's root is not `dir_id`.
-  Result<void> walk(int link, uint64_t dir_id, std::vector<PageCounterSample>& out);
+  /// One walk through `link`; ESTALE when it did not start at the live
+  /// cgroup `link.dir_id` (removed, or recreated under the same name).
+  Result<void> walk(const Link& link, std::vector<PageCounterSample>& out);
 
   Fd prog_;
   Fd map_;
   Fd depth_map_;
   uint32_t depth_ = 0;  // last written to depth_map_ (0: never)
-  const pressured_page_counter* records_;
+  pressured_page_counter* records_;  // mapped writable: walk() clears the first record
   std::size_t mapped_bytes_;
   uint32_t capacity_;
   uint32_t page_shift_;
   // One iterator link per directory: attaching costs a BPF_LINK_CREATE and
   // pins the cgroup, so it is done once (again if the directory is recreated).
-  std::map<std::string, Fd> links_;
+  std::map<std::string, Link> links_;
 };
 
 }  // namespace pressured::bpf

@@ -114,14 +114,16 @@ Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapsho
   Pod* best = nullptr;
   RankKeys best_keys{};
   std::vector<Pod*> contenders;
+  std::vector<const Keyed*> contending;  // the same, with their keys
   if (seed) {
     best = seed->pod;
     if (auto r = observer.refresh_pod(*best, now); !r) return r.error();
     ++out.pods_refreshed;
     best_keys = rank_keys(*best, kMem, config);
     for (const Keyed& e : eligible) {
-      if (e.pod != best && before(rank_keys_at(*e.pod, kUnbounded, kMem, config), *e.pod, best_keys, *best)) {
+      if (e.pod != best && before(rank::with_usage(e.keys, kUnbounded), *e.pod, best_keys, *best)) {
         contenders.push_back(e.pod);
+        contending.push_back(&e);
       }
     }
   }
@@ -131,10 +133,21 @@ Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapsho
   out.pods_bounded = contenders.size();
 
   // Ranked at its bound a pod takes the best place it can have (a pod's place
-  // only improves as its usage grows). A heap: only its top few are taken.
+  // only improves as its usage grows). A pod whose bound does not rank before
+  // the head read in full never will (the head only moves up as pods are
+  // read): it keeps what it had, capped by its fresh bound, so that none can
+  // rank before the head on a value older than this decision. The others, most
+  // often none, go to a heap: only its top few are taken.
   std::vector<Keyed> bounds;
-  bounds.reserve(contenders.size());
-  for (Pod* p : contenders) bounds.push_back({rank_keys_at(*p, p->memory_usage_bytes, kMem, config), p});
+  for (const Keyed* e : contending) {
+    Pod* p = e->pod;
+    RankKeys k = rank::with_usage(e->keys, p->memory_usage_bytes);
+    if (before(k, *p, best_keys, *best)) {
+      bounds.push_back({k, p});
+    } else {
+      p->usage.memory_working_set_bytes = std::min(p->usage.memory_working_set_bytes, p->memory_usage_bytes);
+    }
+  }
   auto later = [&](const Keyed& a, const Keyed& b) {  // max-heap on "evicted later": the top has the best bound
     return before(b.keys, *b.pod, a.keys, *a.pod);
   };
@@ -161,9 +174,8 @@ Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapsho
       best_keys = k;
     }
   }
-  // The rest keep what they had, capped by their fresh bound: none can then
-  // rank before the head on a value older than this decision. (Pods that were
-  // no contender cannot rank before it at any usage.)
+  // The rest of the heap keep what they had, capped the same way. (Pods that
+  // were no contender cannot rank before the head at any usage.)
   for (auto it = bounds.begin(); it != end; ++it) {
     Pod& p = *it->pod;
     p.usage.memory_working_set_bytes = std::min(p.usage.memory_working_set_bytes, p.memory_usage_bytes);

@@ -147,27 +147,21 @@ std::vector<const Pod*> rank_pods(const std::vector<Pod>& pods, StarvedResource 
 [[gnu::always_inline]] static inline RankKeys keys_at(const Pod& pod, uint64_t usage, StarvedResource resource,
                                               const EvictionConfig& config) {
   RankKeys k;
-  k.usage = usage;
   k.request = pod_request(pod, resource);
-  k.zero_usage = k.usage == 0;
   k.daemonset_last = pod.daemonset && config.daemonset_pods == DaemonSetPolicy::EvictLast;
   k.qos = pod.qos;
-  k.over_request = k.usage > k.request;
   k.priority = pod.priority;
   if (config.ranking == Ranking::Kubelet) {
     k.kubelet = true;
     // The kubelet's disk order subtracts the ephemeral-storage request from
     // the inode count too (rankDiskPressureFunc with resourceInodes).
     k.offset = resource == StarvedResource::Inodes ? pod.requests.ephemeral_storage_bytes : k.request;
-    if (resource == StarvedResource::Pids) k.over_request = false;
     k.pid_order = resource == StarvedResource::Pids;
     k.no_stats = resource == StarvedResource::EphemeralStorage || resource == StarvedResource::Inodes
                      ? pod.no_storage_stats
                      : pod.no_usage_stats;
-    // Without stats the kubelet compares nothing else but priority.
-    if (k.no_stats) k.over_request = false;
   }
-  return k;
+  return rank::with_usage(k, usage);
 }
 
 RankKeys rank_keys(const Pod& pod, StarvedResource resource, const EvictionConfig& config) {

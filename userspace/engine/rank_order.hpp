@@ -11,6 +11,19 @@
 
 namespace pressured::rank {
 
+// The keys `k` as if the pod used `usage`: the fields that follow the usage
+// (engine.cpp's keys_at builds every key through this). A decision ranks each
+// pod at two or three usages (the reading in hand, unbounded, its bound)
+// without looking up its request again.
+[[gnu::always_inline]] inline RankKeys with_usage(RankKeys k, uint64_t usage) {
+  k.usage = usage;
+  k.zero_usage = usage == 0;
+  // The kubelet's PID order has no "over the request" key, and without stats
+  // it compares nothing else but priority.
+  k.over_request = usage > k.request && !(k.kubelet && (k.pid_order || k.no_stats));
+  return k;
+}
+
 // a.usage - a.offset > b.usage - b.offset, exactly (the kubelet subtracts
 // Quantities), without overflow: a.usage + b.offset > b.usage + a.offset.
 [[gnu::always_inline]] inline bool larger_kubelet_amount(const RankKeys& a, const RankKeys& b) {

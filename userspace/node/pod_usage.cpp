@@ -319,25 +319,27 @@ void PodUsageReader::read_likely_victims_containers(const std::vector<Pod>& pods
 // they share one (contenders mostly are one QoS class), else kubepods.
 // From the pods' own paths: no lookup per pod on this path.
 std::string PodUsageReader::batch_root(const std::vector<Pod*>& pods) const {
-  std::string_view common;
+  // A pod's QoS class is where its cgroup is (describe_pod reads it from the
+  // parent): pods of one class share its tier, Guaranteed pods kubepods.
+  const QosClass qos = pods.front()->qos;
   for (const Pod* pod : pods) {
-    std::string_view path = pod->cgroup_path;
-    std::string_view parent = path.substr(0, path.rfind('/'));
-    if (common.empty()) {
-      common = parent;
-    } else if (parent != common) {
-      return layout_.kubepods_memory_path;
-    }
+    if (pod->qos != qos) return layout_.kubepods_memory_path;
   }
-  return common.empty() ? layout_.kubepods_memory_path : std::string(common);
+  if (qos == QosClass::Guaranteed) return layout_.kubepods_memory_path;
+  const std::string& path = pods.front()->cgroup_path;
+  return path.substr(0, path.rfind('/'));
 }
 
 // The contenders' usage from one batch (page_samples_), by the cgroup id
 // the last full observation gave each pod: a pod whose id is not in the
 // walk was removed or recreated since.
 Result<void> PodUsageReader::usage_from_batch(const std::vector<Pod*>& pods) {
-  std::sort(page_samples_.begin(), page_samples_.end(),
-            [](const PageCounterSample& a, const PageCounterSample& b) { return a.cgroup_id < b.cgroup_id; });
+  auto by_id = [](const PageCounterSample& a, const PageCounterSample& b) { return a.cgroup_id < b.cgroup_id; };
+  // Kernfs ids grow with creation and a walk lists children oldest first, so
+  // a tier's walk is most often in order already.
+  if (!std::is_sorted(page_samples_.begin(), page_samples_.end(), by_id)) {
+    std::sort(page_samples_.begin(), page_samples_.end(), by_id);
+  }
   for (Pod* pod : pods) {
     const uint64_t id = pod->cgroup_id;
     auto s = std::lower_bound(page_samples_.begin(), page_samples_.end(), id,
