@@ -115,6 +115,8 @@ Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapsho
   RankKeys best_keys{};
   std::vector<Pod*> contenders;
   std::vector<const Keyed*> contending;  // the same, with their keys
+  contenders.reserve(eligible.size());
+  contending.reserve(eligible.size());
   if (seed) {
     best = seed->pod;
     if (auto r = observer.refresh_pod(*best, now); !r) return r.error();
@@ -139,6 +141,7 @@ Result<DecisionRefresh> refresh_for_decision(NodeObserver& observer, NodeSnapsho
   // rank before the head on a value older than this decision. The others, most
   // often none, go to a heap: only its top few are taken.
   std::vector<Keyed> bounds;
+  bounds.reserve(contending.size());
   for (const Keyed* e : contending) {
     Pod* p = e->pod;
     RankKeys k = rank::with_usage(e->keys, p->memory_usage_bytes);
