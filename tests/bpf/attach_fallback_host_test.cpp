@@ -34,7 +34,8 @@ TEST(AttachFallbackHost, AFailedTpBtfAttachFallsToRawTp) {
     auto plain = bpf::BpfEventSource::create(bpf::BpfEventsOptions{}, *features, plain_stats);
     ASSERT_TRUE(plain) << plain.error().message;
   }
-  ASSERT_EQ(kind_of(plain_stats, BpfProgram::OomVictim), AttachKind::TpBtf) << plain_stats.attach_reason(BpfProgram::OomVictim);
+  ASSERT_EQ(kind_of(plain_stats, BpfProgram::OomVictim), AttachKind::TpBtf)
+      << plain_stats.attach_reason(BpfProgram::OomVictim);
 
   EventStats stats;
   bpf::BpfEventsOptions o;
@@ -67,7 +68,7 @@ TEST(AttachFallbackHost, EveryFlavourFailingToAttachLeavesThatProgramOff) {
   EXPECT_FALSE((*src)->attached(BpfProgram::OomVictim));
   EXPECT_EQ(kind_of(stats, BpfProgram::OomVictim), AttachKind::Off);
   const std::string why = stats.attach_reason(BpfProgram::OomVictim);
-  EXPECT_NE(why.find("attach of raw_tp mark_victim failed: Invalid argument"), std::string::npos) << why;
+  EXPECT_NE(why.find("attach of raw_tp mark_victim failed after probe: Invalid argument"), std::string::npos) << why;
   EXPECT_NE(why.find("tp_btf mark_victim: attach failed: Invalid argument"), std::string::npos) << why;
   EXPECT_TRUE((*src)->attached(BpfProgram::CgroupMkdir)) << "the others stay attached";
 }

@@ -342,7 +342,8 @@ TEST(SelectPrograms, AFailedAttachFallsToTheNextFlavourAndSparesTheOthers) {
   auto f = vm_510();
   auto plain = bpf::select_programs(f, nullptr);
   ASSERT_EQ(plain.choices[static_cast<std::size_t>(BpfProgram::OomVictim)].kind, AttachKind::TpBtf);
-  std::vector<bpf::AttachRefusal> refused{{BpfProgram::OomVictim, AttachKind::TpBtf, "mark_victim", "Invalid argument"}};
+  std::vector<bpf::AttachRefusal> refused{
+      {BpfProgram::OomVictim, AttachKind::TpBtf, "mark_victim", "Invalid argument"}};
   auto sel = bpf::select_programs(f, nullptr, refused);
   const auto& victim = sel.choices[static_cast<std::size_t>(BpfProgram::OomVictim)];
   EXPECT_EQ(victim.kind, AttachKind::RawTp);

@@ -318,7 +318,8 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
       bpf_link* link = refused_for_test ? (errno = EINVAL, nullptr) : bpf_program__attach(chosen[i]);
       if (!link) {
         const int e = errno ? errno : EINVAL;
-        attach_error[i] = "attach of " + std::string(name(c.kind)) + " " + c.target + " failed: " + std::strerror(e);
+        attach_error[i] =
+            "attach of " + std::string(name(c.kind)) + " " + c.target + " failed after probe: " + std::strerror(e);
         failed.push_back({p, c.kind, c.target, std::strerror(e)});
         continue;
       }
