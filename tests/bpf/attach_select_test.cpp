@@ -273,6 +273,15 @@ class FakeLoad final : public bpf::ProgramLoadProbe {
 // verifier refuses the real fentry charge handler (measured: -22).
 FakeFeatures vm_510() { return vm_61(); }
 
+// Every program but `changed` has the flavour it has in `plain`.
+void expect_same_choices_but(const bpf::Selection& sel, const bpf::Selection& plain, BpfProgram changed) {
+  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+    if (static_cast<BpfProgram>(i) == changed) continue;
+    EXPECT_EQ(sel.choices[i].kind, plain.choices[i].kind) << name(static_cast<BpfProgram>(i));
+    EXPECT_EQ(sel.choices[i].target, plain.choices[i].target) << name(static_cast<BpfProgram>(i));
+  }
+}
+
 TEST(SelectPrograms, WithoutALoadProbeTheFirstAttachableFlavourIsChosen) {
   auto f = vm_510();
   auto sel = bpf::select_programs(f, nullptr);
@@ -297,11 +306,7 @@ TEST(SelectPrograms, ARefusedLoadFallsToTheNextFlavourAndSparesTheOthers) {
   EXPECT_EQ(sel.load_refusals[0].why, "Invalid argument (R1 invalid mem access 'inv')");
   // Every other program keeps what it had without the refusal.
   auto plain = bpf::select_programs(f, nullptr);
-  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
-    if (static_cast<BpfProgram>(i) == BpfProgram::MemcgCharge) continue;
-    EXPECT_EQ(sel.choices[i].kind, plain.choices[i].kind) << name(static_cast<BpfProgram>(i));
-    EXPECT_EQ(sel.choices[i].target, plain.choices[i].target) << name(static_cast<BpfProgram>(i));
-  }
+  expect_same_choices_but(sel, plain, BpfProgram::MemcgCharge);
 }
 
 TEST(SelectPrograms, TheLoadProbeIsAskedOnlyAboutCandidatesThatCanAttach) {
@@ -351,11 +356,7 @@ TEST(SelectPrograms, AFailedAttachFallsToTheNextFlavourAndSparesTheOthers) {
   EXPECT_NE(victim.reason.find("fallback; tp_btf mark_victim: attach failed: Invalid argument"), std::string::npos)
       << victim.reason;
   EXPECT_TRUE(sel.load_refusals.empty()) << "an attach failure is not a load refusal";
-  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
-    if (static_cast<BpfProgram>(i) == BpfProgram::OomVictim) continue;
-    EXPECT_EQ(sel.choices[i].kind, plain.choices[i].kind) << name(static_cast<BpfProgram>(i));
-    EXPECT_EQ(sel.choices[i].target, plain.choices[i].target) << name(static_cast<BpfProgram>(i));
-  }
+  expect_same_choices_but(sel, plain, BpfProgram::OomVictim);
 }
 
 // x86's fentry probe stops at the load: a refused trampoline attach falls to the kprobe.
