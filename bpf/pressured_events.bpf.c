@@ -197,6 +197,27 @@ static __always_inline struct mem_cgroup *current_memcg(struct task_struct *task
  * call per field. Only fields of the css (memcg's first member) are read this
  * way: from the second level on, the pointer is typed as the css's parent.
  * raw_tp, fentry on a container_of result and kprobe programs keep the helper. */
+/* A tp_btf argument is a trusted pointer, and the verifier decides for every
+ * load through a trusted pointer whether the field read keeps the trust: on
+ * 6.x kernels it looks "<struct>__safe_trusted", "__safe_trusted_or_null",
+ * "__safe_rcu" and "__safe_rcu_or_null" up by name in vmlinux BTF, a linear
+ * search each (~0.3 ms), on every verifier path through the load. The walks
+ * only read, so they start from the same pointer marked untrusted by
+ * bpf_rdonly_cast (6.2+), a kfunc the verifier turns into a register move,
+ * taken only past the early returns (sampling, item filter). The loads stay
+ * the same guarded loads; verifying btf_memcg_lruvec and btf_memcg_events
+ * drops from ~12 ms to ~1-3 ms each on 6.18
+ * (docs/evidence/2026-11-28-startup-cpu.md). Their tracepoints are 6.14+,
+ * so a kernel with them has the kfunc; where one does not, the weak extern
+ * stays unresolved, the program is refused at load and the chain falls to
+ * its raw_tp flavour. */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
+static __always_inline struct mem_cgroup *untrusted_memcg(struct mem_cgroup *memcg)
+{
+	return (struct mem_cgroup *)bpf_rdonly_cast(memcg, bpf_core_type_id_kernel(struct mem_cgroup));
+}
+
 static __always_inline __u64 walk_id(struct mem_cgroup *memcg, bool btf)
 {
 	if (btf)
@@ -225,6 +246,8 @@ enum activity { ACT_NONE, ACT_SCAN, ACT_STEAL, ACT_REFAULT, ACT_MEMSTALL };
  * totals include its containers'. Atomic: several CPUs reclaim at once. */
 static __always_inline void account_tracked(struct mem_cgroup *memcg, __u32 what, __u64 val, bool btf)
 {
+	if (btf)
+		memcg = untrusted_memcg(memcg);
 	for (int i = 0; i < PRESSURED_MAX_DEPTH && memcg; i++) {
 		__u64 id = walk_id(memcg, btf);
 		struct pressured_memcg_activity *a = bpf_map_lookup_elem(&tracked, &id);
@@ -454,6 +477,8 @@ static __always_inline void handle_charge(struct mem_cgroup *memcg, bool atomics
 		return;
 	}
 	count(PRESSURED_CNT_CHARGE_SAMPLED);
+	if (btf)
+		memcg = untrusted_memcg(memcg);
 
 	for (int i = 0; i < PRESSURED_MAX_DEPTH; i++) {
 		__u64 id = walk_id(memcg, btf);

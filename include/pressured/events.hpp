@@ -279,8 +279,9 @@ struct MemcgActivity {
 // BPF feature probing
 
 /// What the running kernel supports, probed once in main() and passed down.
-/// Probes really attach (a load-only probe lies: kprobe programs load where
-/// kprobes are compiled out).
+/// kprobe probes really attach (a load-only probe lies: kprobe programs load
+/// where kprobes are compiled out); tracepoint flavours are answered from BTF
+/// and their real attach is the probe (BpfEventSource falls back when it fails).
 class BpfFeatures {
  public:
   virtual ~BpfFeatures() = default;
@@ -289,8 +290,9 @@ class BpfFeatures {
   /// Whether the kernel's BTF (/sys/kernel/btf/vmlinux) has a type of this name
   /// ("btf_trace_mark_victim", "page_counter_try_charge").
   virtual bool has_btf_type(std::string_view name) const = 0;
-  /// Whether a program of `kind` can be loaded AND attached to `target`;
-  /// on false, `why` (if given) receives the reason ("EPERM on load").
+  /// Whether a program of `kind` can be loaded and attached to `target`, as far
+  /// as the kind's probe tells (see above); on false, `why` (if given) receives
+  /// the reason ("EPERM on load").
   virtual bool can_attach(AttachKind kind, std::string_view target, std::string* why = nullptr) const = 0;
   /// Number of parameters (without the leading ctx) of btf_trace_<tp>; -1 if unknown.
   virtual int tracepoint_arity(std::string_view tp) const = 0;

@@ -273,6 +273,15 @@ class FakeLoad final : public bpf::ProgramLoadProbe {
 // verifier refuses the real fentry charge handler (measured: -22).
 FakeFeatures vm_510() { return vm_61(); }
 
+// Every program but `changed` has the flavour it has in `plain`.
+void expect_same_choices_but(const bpf::Selection& sel, const bpf::Selection& plain, BpfProgram changed) {
+  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+    if (static_cast<BpfProgram>(i) == changed) continue;
+    EXPECT_EQ(sel.choices[i].kind, plain.choices[i].kind) << name(static_cast<BpfProgram>(i));
+    EXPECT_EQ(sel.choices[i].target, plain.choices[i].target) << name(static_cast<BpfProgram>(i));
+  }
+}
+
 TEST(SelectPrograms, WithoutALoadProbeTheFirstAttachableFlavourIsChosen) {
   auto f = vm_510();
   auto sel = bpf::select_programs(f, nullptr);
@@ -297,11 +306,7 @@ TEST(SelectPrograms, ARefusedLoadFallsToTheNextFlavourAndSparesTheOthers) {
   EXPECT_EQ(sel.load_refusals[0].why, "Invalid argument (R1 invalid mem access 'inv')");
   // Every other program keeps what it had without the refusal.
   auto plain = bpf::select_programs(f, nullptr);
-  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
-    if (static_cast<BpfProgram>(i) == BpfProgram::MemcgCharge) continue;
-    EXPECT_EQ(sel.choices[i].kind, plain.choices[i].kind) << name(static_cast<BpfProgram>(i));
-    EXPECT_EQ(sel.choices[i].target, plain.choices[i].target) << name(static_cast<BpfProgram>(i));
-  }
+  expect_same_choices_but(sel, plain, BpfProgram::MemcgCharge);
 }
 
 TEST(SelectPrograms, TheLoadProbeIsAskedOnlyAboutCandidatesThatCanAttach) {
@@ -336,6 +341,61 @@ TEST(SelectPrograms, EveryFlavourRefusedIsOffWithEachReasonAndPairsFollow) {
   EXPECT_EQ(sel.load_refusals.size(), 2u);
 }
 
+// The tracepoint flavours are checked against BTF only: their real attach is
+// the probe, and a refused one hands the program to the next flavour.
+TEST(SelectPrograms, AFailedAttachFallsToTheNextFlavourAndSparesTheOthers) {
+  auto f = vm_510();
+  auto plain = bpf::select_programs(f, nullptr);
+  ASSERT_EQ(plain.choices[static_cast<std::size_t>(BpfProgram::OomVictim)].kind, AttachKind::TpBtf);
+  std::vector<bpf::AttachRefusal> refused{
+      {BpfProgram::OomVictim, AttachKind::TpBtf, "mark_victim", "Invalid argument"}};
+  auto sel = bpf::select_programs(f, nullptr, refused);
+  const auto& victim = sel.choices[static_cast<std::size_t>(BpfProgram::OomVictim)];
+  EXPECT_EQ(victim.kind, AttachKind::RawTp);
+  EXPECT_EQ(victim.target, "mark_victim");
+  EXPECT_NE(victim.reason.find("fallback; tp_btf mark_victim: attach failed: Invalid argument"), std::string::npos)
+      << victim.reason;
+  EXPECT_TRUE(sel.load_refusals.empty()) << "an attach failure is not a load refusal";
+  expect_same_choices_but(sel, plain, BpfProgram::OomVictim);
+}
+
+// x86's fentry probe stops at the load: a refused trampoline attach falls to the kprobe.
+TEST(SelectPrograms, AFailedFentryAttachFallsToTheKprobe) {
+  auto f = vm_510();
+  std::vector<bpf::AttachRefusal> refused{
+      {BpfProgram::MemcgCharge, AttachKind::Fentry, "page_counter_try_charge", "Device or resource busy"}};
+  auto sel = bpf::select_programs(f, nullptr, refused);
+  const auto& charge = sel.choices[static_cast<std::size_t>(BpfProgram::MemcgCharge)];
+  EXPECT_EQ(charge.kind, AttachKind::Kprobe);
+  EXPECT_NE(charge.reason.find("fentry page_counter_try_charge: attach failed: Device or resource busy"),
+            std::string::npos)
+      << charge.reason;
+}
+
+// A refusal names one program's flavour: the refault hook on the same
+// tracepoint keeps its choice, and a program whose every flavour failed is
+// off with each failure (and its memstall pair with it).
+TEST(SelectPrograms, EveryFlavourFailingToAttachIsOffWithEachReason) {
+  auto f = vm_510();
+  std::vector<bpf::AttachRefusal> refused{
+      {BpfProgram::MemstallEnter, AttachKind::Fentry, "psi_memstall_enter", "Invalid argument"},
+      {BpfProgram::MemstallEnter, AttachKind::Kprobe, "psi_memstall_enter", "No such file or directory"},
+      {BpfProgram::CgroupMkdir, AttachKind::TpBtf, "cgroup_rmdir", "Invalid argument"},  // another program's target
+  };
+  auto sel = bpf::select_programs(f, nullptr, refused);
+  const auto& enter = sel.choices[static_cast<std::size_t>(BpfProgram::MemstallEnter)];
+  const auto& leave = sel.choices[static_cast<std::size_t>(BpfProgram::MemstallLeave)];
+  EXPECT_EQ(enter.kind, AttachKind::Off);
+  EXPECT_NE(enter.reason.find("every candidate refused: fentry psi_memstall_enter: attach failed: Invalid argument; "
+                              "kprobe psi_memstall_enter: attach failed: No such file or directory"),
+            std::string::npos)
+      << enter.reason;
+  EXPECT_EQ(leave.kind, AttachKind::Off);
+  EXPECT_NE(leave.reason.find("its pair is off"), std::string::npos) << leave.reason;
+  EXPECT_EQ(sel.choices[static_cast<std::size_t>(BpfProgram::CgroupRmdir)].kind, AttachKind::TpBtf);
+  EXPECT_EQ(sel.choices[static_cast<std::size_t>(BpfProgram::CgroupMkdir)].kind, AttachKind::TpBtf);
+}
+
 TEST(SelectPrograms, VerifierLastLineNamesTheRefusal) {
   const std::string out =
       "libbpf: prog 'fentry_try_charge': BPF program load failed: Invalid argument\n"
@@ -357,8 +417,9 @@ TEST(SelectPrograms, VerifierLastLineNamesTheRefusal) {
   EXPECT_EQ(bpf::verifier_last_line(""), "");
 }
 
-// The real prober on this host: the measured machine facts.
-TEST(KernelBpfFeaturesHost, ProbesReallyAttach) {
+// The real prober on this host: the measured machine facts. Tracepoints are
+// answered from BTF (their real attach is the probe); kprobes really attach.
+TEST(KernelBpfFeaturesHost, ProbesAnswerFromBtfOrReallyAttach) {
   PRESSURED_REQUIRE_ROOT();
   auto f = make_kernel_bpf_features();
   PRESSURED_REQUIRE(f->bpf_available(), "BPF (ring buffer map)");
@@ -366,6 +427,11 @@ TEST(KernelBpfFeaturesHost, ProbesReallyAttach) {
   std::string why;
   EXPECT_TRUE(f->can_attach(AttachKind::RawTp, "mark_victim", &why)) << why;
   EXPECT_FALSE(f->can_attach(AttachKind::RawTp, "no_such_tracepoint_xyz", &why));
+  EXPECT_EQ(why, "not in BTF");
+  EXPECT_TRUE(f->can_attach(AttachKind::TpBtf, "mark_victim", &why)) << why;
+  EXPECT_TRUE(f->can_attach(AttachKind::TpBtf, "cgroup_mkdir", &why)) << why;
+  EXPECT_FALSE(f->can_attach(AttachKind::TpBtf, "no_such_tracepoint_xyz", &why));
+  EXPECT_EQ(why, "not in BTF");
   EXPECT_GE(f->tracepoint_arity("mark_victim"), 1);
   if (f->has_btf_type("psi_memstall_enter")) {
     EXPECT_EQ(f->function_arity("psi_memstall_enter"), 1);

@@ -103,8 +103,17 @@ void pair_choices(AttachChoice& a, AttachChoice& b) {
 }  // namespace bpf
 
 namespace {
+const bpf::AttachRefusal* attach_refusal(const std::vector<bpf::AttachRefusal>& refused, BpfProgram p,
+                                         const AttachCandidate& c) {
+  for (const auto& r : refused) {
+    if (r.program == p && r.kind == c.kind && r.target == c.target) return &r;
+  }
+  return nullptr;
+}
+
 AttachChoice choose_one(BpfProgram p, const std::vector<AttachCandidate>& chain, const BpfFeatures& features,
-                        const bpf::ProgramLoadProbe* load, std::vector<bpf::LoadRefusal>* refusals) {
+                        const bpf::ProgramLoadProbe* load, std::vector<bpf::LoadRefusal>* refusals,
+                        const std::vector<bpf::AttachRefusal>& attach_refused) {
   AttachChoice choice;
   std::string refused;
   auto add_refusal = [&refused](const AttachCandidate& c, const std::string& why) {
@@ -134,6 +143,10 @@ AttachChoice choose_one(BpfProgram p, const std::vector<AttachCandidate>& chain,
       add_refusal(c, why.empty() ? "attach refused" : why);
       continue;
     }
+    if (const auto* r = attach_refusal(attach_refused, p, c)) {
+      add_refusal(c, "attach failed: " + r->why);
+      continue;
+    }
     if (load && !load->can_load(p, c, &why)) {
       if (why.empty()) why = "refused";
       add_refusal(c, "program refused at load: " + why);
@@ -152,15 +165,16 @@ AttachChoice choose_one(BpfProgram p, const std::vector<AttachCandidate>& chain,
 }  // namespace
 
 AttachChoice choose_attach(const std::vector<AttachCandidate>& chain, const BpfFeatures& features) {
-  return choose_one(BpfProgram::MemcgCharge, chain, features, nullptr, nullptr);
+  return choose_one(BpfProgram::MemcgCharge, chain, features, nullptr, nullptr, {});
 }
 
 namespace bpf {
-Selection select_programs(const BpfFeatures& features, const ProgramLoadProbe* load) {
+Selection select_programs(const BpfFeatures& features, const ProgramLoadProbe* load,
+                          const std::vector<AttachRefusal>& attach_refused) {
   Selection s;
   for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
     auto p = static_cast<BpfProgram>(i);
-    s.choices[i] = choose_one(p, attach_chain(p), features, load, &s.load_refusals);
+    s.choices[i] = choose_one(p, attach_chain(p), features, load, &s.load_refusals, attach_refused);
   }
   // Memstalls are timed from enter to leave: one without the other is useless.
   pair_choices(s.choices[static_cast<std::size_t>(BpfProgram::MemstallEnter)],

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -252,7 +253,12 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
   // Choose a flavour per program before opening: the losers get autoload off.
   // One program the kernel refuses must not take the others down: when the
   // load fails, every chosen flavour is loaded alone, the refused ones are
-  // replaced by the next of their chain, and the object is loaded again.
+  // replaced by the next of their chain, and the object is loaded again. The
+  // tracepoint flavours are not attached to probe them (each attach and
+  // detach patches kernel text): their real attach is the probe, and when it
+  // fails the next flavour of that chain is chosen and the object is loaded
+  // again with it.
+  std::vector<AttachRefusal> attach_refused;
   Selection sel = select_programs(features, nullptr);
   std::array<bpf_program*, kBpfProgramCount> chosen{};
   const auto charge = static_cast<std::size_t>(BpfProgram::MemcgCharge);
@@ -265,40 +271,79 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
   // Asked before the loop: the BTF is released before each load, and a
   // reload without the iterator must not read it again.
   const int victim_arity = features.tracepoint_arity("mark_victim");
-  int err = 0;
-  bool probed = false;
+  std::optional<SkeletonLoadProbe> probe;
+  std::array<std::string, kBpfProgramCount> attach_error;  // a failed attach's words, for the final reason
   for (;;) {
-    auto skel = open_with(sel, features.has_atomics(), chosen, page_iter);
-    if (!skel) return skel.error();
-    impl->skel = std::move(*skel);
-    configure(impl->skel.get(), options, victim_arity, charge_sample_every(options, sel.choices[charge]), false,
-              page_iter ? options.max_page_counters : 0);
-    features.release_kernel_btf();  // libbpf reads its own copy; the fallback below reads ours again
-    err = pressured_events__load(impl->skel.get());
-    if (err == 0) break;
-    if (page_iter) {
-      page_iter = false;
-      page_iter_off = std::string("the object did not load with it (") + std::strerror(-err) + ")";
+    int err = 0;
+    for (;;) {
+      auto skel = open_with(sel, features.has_atomics(), chosen, page_iter);
+      if (!skel) return skel.error();
+      impl->skel = std::move(*skel);
+      configure(impl->skel.get(), options, victim_arity, charge_sample_every(options, sel.choices[charge]), false,
+                page_iter ? options.max_page_counters : 0);
+      features.release_kernel_btf();  // libbpf reads its own copy; the fallback below reads ours again
+      err = pressured_events__load(impl->skel.get());
+      if (err == 0) break;
+      if (page_iter) {
+        page_iter = false;
+        page_iter_off = std::string("the object did not load with it (") + std::strerror(-err) + ")";
+        impl->skel.reset();
+        continue;
+      }
+      if (probe) break;
+      spdlog::debug("bpf: loading the object failed ({}); probing each program alone", std::strerror(-err));
       impl->skel.reset();
-      continue;
+      probe.emplace(options, features);
+      sel = select_programs(features, &*probe, attach_refused);
+      for (const auto& r : sel.load_refusals) {
+        spdlog::warn("bpf: {}: the kernel refused to load {} {}: {}", name(r.program), name(r.kind), r.target, r.why);
+        stats.add_load_refusal(r.program, r.kind, r.target, r.why);
+      }
+      if (sel.load_refusals.empty())
+        spdlog::warn("bpf: the object did not load ({}), yet every program loads alone", std::strerror(-err));
     }
-    if (probed) break;
-    probed = true;
-    spdlog::debug("bpf: loading the object failed ({}); probing each program alone", std::strerror(-err));
+    if (err) {
+      for (std::size_t i = 0; i < kBpfProgramCount; ++i)
+        stats.set_attach(static_cast<BpfProgram>(i), AttachKind::Off, "BPF object load failed");
+      return Error::from_errno(-err, "load BPF object (verifier or CO-RE relocation failed; see debug log)");
+    }
+    // Attach every chosen program; the shared refault program is settled below.
+    std::vector<AttachRefusal> failed;
+    for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+      const auto p = static_cast<BpfProgram>(i);
+      const auto& c = sel.choices[i];
+      if (p == BpfProgram::WorkingsetRefault || c.kind == AttachKind::Off || !chosen[i]) continue;
+      errno = 0;
+      const bool refused_for_test = options.fail_attach.count(bpf_program__name(chosen[i])) > 0;
+      bpf_link* link = refused_for_test ? (errno = EINVAL, nullptr) : bpf_program__attach(chosen[i]);
+      if (!link) {
+        const int e = errno ? errno : EINVAL;
+        attach_error[i] =
+            "attach of " + std::string(name(c.kind)) + " " + c.target + " failed after probe: " + std::strerror(e);
+        failed.push_back({p, c.kind, c.target, std::strerror(e)});
+        continue;
+      }
+      impl->links.emplace_back(link);
+      impl->attached[i] = true;
+      impl->programs[i] = chosen[i];
+    }
+    if (failed.empty()) break;
+    attach_refused.insert(attach_refused.end(), failed.begin(), failed.end());
+    Selection next = select_programs(features, probe ? &*probe : nullptr, attach_refused);
+    bool another = false;
+    for (const auto& f : failed) {
+      const auto& n = next.choices[static_cast<std::size_t>(f.program)];
+      spdlog::warn("bpf: {}: attaching {} {} failed ({}){}", name(f.program), name(f.kind), f.target, f.why,
+                   n.kind == AttachKind::Off ? "" : "; trying " + std::string(name(n.kind)) + " " + n.target);
+      another = another || n.kind != AttachKind::Off;
+    }
+    if (!another) break;  // nothing else to try: the failed ones stay off
+    impl->links.clear();
+    impl->attached.fill(false);
+    impl->programs.fill(nullptr);
     impl->skel.reset();
-    SkeletonLoadProbe probe(options, features);
-    sel = select_programs(features, &probe);
-    for (const auto& r : sel.load_refusals) {
-      spdlog::warn("bpf: {}: the kernel refused to load {} {}: {}", name(r.program), name(r.kind), r.target, r.why);
-      stats.add_load_refusal(r.program, r.kind, r.target, r.why);
-    }
-    if (sel.load_refusals.empty())
-      spdlog::warn("bpf: the object did not load ({}), yet every program loads alone", std::strerror(-err));
-  }
-  if (err) {
-    for (std::size_t i = 0; i < kBpfProgramCount; ++i)
-      stats.set_attach(static_cast<BpfProgram>(i), AttachKind::Off, "BPF object load failed");
-    return Error::from_errno(-err, "load BPF object (verifier or CO-RE relocation failed; see debug log)");
+    attach_error.fill({});
+    sel = std::move(next);
   }
   auto* skel = impl->skel.get();
   if (page_iter) {
@@ -329,19 +374,14 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
         kind = AttachKind::Off;
         reason = "needs memcg_charge on mod_memcg_lruvec_state (6.14+); memcg_charge: " + choices[c].reason;
       }
-    } else if (kind != AttachKind::Off && chosen[i]) {
-      bpf_link* link = bpf_program__attach(chosen[i]);
-      if (!link) {
-        int e = errno;
-        reason = "attach of " + std::string(name(kind)) + " " + choices[i].target + " failed after probe: " +
-                 std::strerror(e);
-        kind = AttachKind::Off;
-      } else {
-        impl->links.emplace_back(link);
-        impl->attached[i] = true;
-        impl->programs[i] = chosen[i];
-        ++n_attached;
-      }
+    } else if (kind != AttachKind::Off && impl->attached[i]) {
+      ++n_attached;
+    } else if (kind != AttachKind::Off && !attach_error[i].empty()) {
+      // The last flavour left, and its attach failed.
+      reason = attach_error[i] + (choices[i].reason.find("fallback") != std::string::npos
+                                      ? " (" + choices[i].reason + ")"
+                                      : "");
+      kind = AttachKind::Off;
     } else if (kind != AttachKind::Off) {
       reason = "no program for the chosen flavour";
       kind = AttachKind::Off;

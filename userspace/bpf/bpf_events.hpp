@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct BpfEventsOptions {
   // Memory cgroups one batched page-counter read holds (kubepods, tiers,
   // pods: 16 bytes each, in kernel memory); 0: no page-counter iterator.
   uint32_t max_page_counters = 16384;
+  // Tests only: skeleton programs (e.g. "btf_mark_victim") whose attach is
+  // refused with EINVAL as if by the kernel, to drive the attach fallback.
+  std::set<std::string> fail_attach;
 };
 
 /// Pure: a ring buffer record as a PressureEvent.

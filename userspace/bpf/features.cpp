@@ -6,11 +6,8 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
-#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -25,6 +22,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "bpf/kernel_btf.hpp"
 #include "bpf/perf_paranoid.hpp"
 #include "bpf/programs.hpp"
 #include "kernel/fd.hpp"
@@ -152,14 +150,15 @@ class KernelBpfFeatures final : public BpfFeatures {
       bpf_error_ = errno_text("ringbuf map", errno);
     }
   }
-  ~KernelBpfFeatures() override { btf__free(btf_); }
+  ~KernelBpfFeatures() override { btf__free(libbpf_btf_); }
 
   // libbpf parses the kernel's BTF again to load the object: ours goes first,
-  // so the two copies (5+ MiB each) are never resident together.
+  // so the two copies are never resident together.
   void release_kernel_btf() const override {
     std::lock_guard lock(btf_mu_);
-    btf__free(btf_);
-    btf_ = nullptr;
+    btf_.reset();
+    btf__free(libbpf_btf_);
+    libbpf_btf_ = nullptr;
     btf_loaded_ = false;
   }
 
@@ -186,32 +185,25 @@ class KernelBpfFeatures final : public BpfFeatures {
 
   bool has_btf_type(std::string_view name) const override {
     std::lock_guard lock(btf_mu_);
-    const struct btf* btf = kernel_btf();
-    if (!btf) return false;
-    return btf__find_by_name(btf, std::string(name).c_str()) > 0;
+    return find_type(name, -1) > 0;
   }
 
   int tracepoint_arity(std::string_view tp) const override {
     std::lock_guard lock(btf_mu_);
-    const struct btf* btf = kernel_btf();
-    if (!btf) return -1;
-    int id = btf__find_by_name_kind(btf, ("btf_trace_" + std::string(tp)).c_str(), BTF_KIND_TYPEDEF);
+    int id = find_type("btf_trace_" + std::string(tp), BTF_KIND_TYPEDEF);
     if (id <= 0) return -1;
-    const struct btf_type* t = btf__type_by_id(btf, id);
-    t = btf__type_by_id(btf, t->type);  // pointer
+    const struct btf_type* t = type_by_id(static_cast<int>(type_by_id(id)->type));  // pointer
     if (!t || !btf_is_ptr(t)) return -1;
-    t = btf__type_by_id(btf, t->type);  // func proto
+    t = type_by_id(static_cast<int>(t->type));  // func proto
     if (!t || !btf_is_func_proto(t)) return -1;
     return btf_vlen(t) - 1;
   }
 
   int function_arity(std::string_view fn) const override {
     std::lock_guard lock(btf_mu_);
-    const struct btf* btf = kernel_btf();
-    if (!btf) return -1;
-    int id = btf__find_by_name_kind(btf, std::string(fn).c_str(), BTF_KIND_FUNC);
+    int id = find_type(fn, BTF_KIND_FUNC);
     if (id <= 0) return -1;
-    const struct btf_type* t = btf__type_by_id(btf, btf__type_by_id(btf, id)->type);
+    const struct btf_type* t = type_by_id(static_cast<int>(type_by_id(id)->type));
     if (!t || !btf_is_func_proto(t)) return -1;
     return btf_vlen(t);
   }
@@ -235,44 +227,49 @@ class KernelBpfFeatures final : public BpfFeatures {
   }
 
  private:
-  // Read on first use and again after release_kernel_btf(); null without
-  // kernel BTF. Callers hold btf_mu_.
-  const struct btf* kernel_btf() const {
-    if (!btf_loaded_) {
-      // Quiet, restoring whatever printed before: this runs inside the
-      // probes' MuteLibbpf, whose end must stay theirs.
-      libbpf_print_fn_t before = libbpf_set_print(nullptr);
-      btf_ = load_mapped_vmlinux_btf();
-      if (!btf_) btf_ = btf__load_vmlinux_btf();
-      if (!btf_) btf_ = nullptr;
-      libbpf_set_print(before);
-      btf_loaded_ = true;
+  // Read on first use and again after release_kernel_btf(). The kernel's
+  // /sys/kernel/btf/vmlinux through KernelBtf (mapped on 6.16+: no copy, no
+  // parse of every type, a name index instead of libbpf's linear searches);
+  // where that file is missing or holds a kind KernelBtf does not know,
+  // libbpf's search of the other places (vmlinux images) and its parse.
+  // Callers hold btf_mu_.
+  bool load_kernel_btf() const {
+    if (btf_loaded_) return btf_ || libbpf_btf_;
+    btf_loaded_ = true;
+    auto mine = bpf::KernelBtf::open("/sys/kernel/btf/vmlinux");
+    if (mine) {
+      btf_ = std::move(*mine);
+      return true;
     }
-    return btf_;
+    spdlog::debug("bpf: kernel BTF through libbpf ({})", mine.error().message);
+    // Quiet, restoring whatever printed before: this runs inside the
+    // probes' MuteLibbpf, whose end must stay theirs.
+    libbpf_print_fn_t before = libbpf_set_print(nullptr);
+    libbpf_btf_ = btf__load_vmlinux_btf();
+    if (!libbpf_btf_) libbpf_btf_ = nullptr;
+    libbpf_set_print(before);
+    return libbpf_btf_ != nullptr;
   }
 
-  // Where the kernel lets /sys/kernel/btf/vmlinux be mapped (6.16+), one copy
-  // from the mapping instead of libbpf's read() in page-sized pieces into a
-  // buffer it then copies again; null elsewhere (the caller reads it).
-  static struct btf* load_mapped_vmlinux_btf() {
-    Fd fd(::open("/sys/kernel/btf/vmlinux", O_RDONLY | O_CLOEXEC));
-    struct stat st {};
-    if (!fd || ::fstat(fd.get(), &st) != 0 || st.st_size <= 0) return nullptr;
-    const auto size = static_cast<std::size_t>(st.st_size);
-    void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-    if (data == MAP_FAILED) return nullptr;
-    struct btf* btf = btf__new(data, static_cast<__u32>(size));
-    ::munmap(data, size);
-    return btf;
+  // The lowest id named `name` of `kind` (-1: any); <= 0 when absent or without kernel BTF.
+  int find_type(std::string_view name, int kind) const {
+    if (!load_kernel_btf()) return -1;
+    if (btf_) return btf_->find(name, kind);
+    const std::string n(name);
+    return kind < 0 ? btf__find_by_name(libbpf_btf_, n.c_str())
+                    : btf__find_by_name_kind(libbpf_btf_, n.c_str(), static_cast<__u32>(kind));
+  }
+
+  const struct btf_type* type_by_id(int id) const {
+    if (btf_) return btf_->type(id);
+    return libbpf_btf_ ? btf__type_by_id(libbpf_btf_, static_cast<__u32>(id)) : nullptr;
   }
 
   // The BTF id of a tp_btf or fentry target, <= 0 when absent; nullopt without kernel BTF.
   std::optional<int> attach_btf_id(bool tp, const std::string& target) const {
     std::lock_guard lock(btf_mu_);
-    const struct btf* btf = kernel_btf();
-    if (!btf) return std::nullopt;
-    return tp ? btf__find_by_name_kind(btf, ("btf_trace_" + target).c_str(), BTF_KIND_TYPEDEF)
-              : btf__find_by_name_kind(btf, target.c_str(), BTF_KIND_FUNC);
+    if (!load_kernel_btf()) return std::nullopt;
+    return tp ? find_type("btf_trace_" + target, BTF_KIND_TYPEDEF) : find_type(target, BTF_KIND_FUNC);
   }
 
   bool probe(AttachKind kind, const std::string& target, std::string& reason) const {
@@ -285,6 +282,12 @@ class KernelBpfFeatures final : public BpfFeatures {
       case AttachKind::RawTp: {
         Fd prog(bpf_prog_load(BPF_PROG_TYPE_RAW_TRACEPOINT, nullptr, "GPL", kReturnZero, 2, nullptr));
         if (prog.get() < 0) return (reason = errno_text("load", errno), false);
+        // With kernel BTF the tracepoint's btf_trace_ typedef says it exists,
+        // and the real attach is the probe (BpfEventSource falls back when it
+        // fails): attaching and detaching here patched kernel text twice more.
+        // Without kernel BTF, the attach probe.
+        std::optional<int> found = attach_btf_id(true, target);
+        if (found) return *found > 0 ? true : (reason = "not in BTF", false);
         Fd link(bpf_raw_tracepoint_open(target.c_str(), prog.get()));
         if (link.get() < 0) return (reason = errno_text("attach", errno), false);
         return true;
@@ -296,11 +299,24 @@ class KernelBpfFeatures final : public BpfFeatures {
         if (!found) return (reason = "no kernel BTF", false);
         const int id = *found;
         if (id <= 0) return (reason = "not in BTF", false);
+        // tp_btf: the typedef says the tracepoint exists. Whether this kernel
+        // loads tp_btf programs at all (a policy may refuse the tracing type)
+        // is asked once, with the first target: the kernel checks each real
+        // program at the load and its target at the attach, and
+        // BpfEventSource takes the next flavour when either refuses. Loading
+        // and attaching a probe per tracepoint cost ~0.5 ms of verifier name
+        // searches and two kernel text patches each.
+        if (tp && tp_btf_loads_ >= 0) return tp_btf_loads_ == 1 ? true : (reason = tp_btf_error_, false);
         LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = tp ? BPF_TRACE_RAW_TP : BPF_TRACE_FENTRY,
                     .attach_btf_id = static_cast<__u32>(id));
         Fd prog(bpf_prog_load(BPF_PROG_TYPE_TRACING, nullptr, "GPL", kReturnZero, 2, &opts));
+        if (tp) {
+          tp_btf_loads_ = prog.get() >= 0 ? 1 : 0;
+          if (!tp_btf_loads_) tp_btf_error_ = errno_text("load", errno);
+          return tp_btf_loads_ == 1 ? true : (reason = tp_btf_error_, false);
+        }
         if (prog.get() < 0) return (reason = errno_text("load", errno), false);
-        if (!tp) {
+        {
 #if defined(__aarch64__)
           // arm64 attaches fentry to a kernel function through ftrace direct calls, which arm64
           // kernels have from 6.4 on (DYNAMIC_FTRACE_WITH_DIRECT_CALLS): before, the program loads
@@ -314,9 +330,6 @@ class KernelBpfFeatures final : public BpfFeatures {
           // has hung a guest CPU for minutes. The real attach reports its own failure (BpfEventSource).
           return true;
         }
-        Fd link(bpf_raw_tracepoint_open(nullptr, prog.get()));
-        if (link.get() < 0) return (reason = errno_text("attach", errno), false);
-        return true;
       }
       case AttachKind::Kprobe: {
         Fd prog(bpf_prog_load(BPF_PROG_TYPE_KPROBE, nullptr, "GPL", kReturnZero, 2, nullptr));
@@ -350,12 +363,15 @@ class KernelBpfFeatures final : public BpfFeatures {
 
   const std::string proc_root_;  // where kernel.perf_event_paranoid is read
   mutable std::mutex btf_mu_;  // taken after mu_, never before it
-  mutable struct btf* btf_ = nullptr;
+  mutable std::unique_ptr<bpf::KernelBtf> btf_;
+  mutable struct btf* libbpf_btf_ = nullptr;  // where KernelBtf cannot read it
   mutable bool btf_loaded_ = false;
   bool bpf_ok_ = false;
   std::string bpf_error_;
   mutable std::mutex mu_;
   mutable int atomics_ = -1;
+  mutable int tp_btf_loads_ = -1;  // whether a tp_btf program loads here; -1 not asked yet
+  mutable std::string tp_btf_error_;
   mutable std::map<std::pair<AttachKind, std::string>, std::pair<bool, std::string>> cache_;
 };
 

@@ -36,6 +36,17 @@ class ProgramLoadProbe {
 /// metrics and the vmtests flavour table).
 using LoadRefusal = EventStats::LoadRefusal;
 
+/// One candidate whose real attach failed after it was chosen and loaded
+/// (BpfEventSource), and the kernel's answer: the next selection skips it.
+/// The tracepoint flavours are checked against BTF only, so the attach is
+/// their probe.
+struct AttachRefusal {
+  BpfProgram program;
+  AttachKind kind;
+  std::string target;
+  std::string why;
+};
+
 struct Selection {
   std::array<AttachChoice, kBpfProgramCount> choices;
   std::vector<LoadRefusal> load_refusals;  // in program order, then chain order
@@ -43,9 +54,11 @@ struct Selection {
 
 /// Pure: one flavour per program. Each chain is walked like choose_attach();
 /// with `load` given, a candidate that can attach must also load, else it is
-/// refused (recorded in load_refusals) and the next one is tried. The
-/// memstall pair is then made consistent (pair_choices).
-Selection select_programs(const BpfFeatures& features, const ProgramLoadProbe* load);
+/// refused (recorded in load_refusals) and the next one is tried. A candidate
+/// in `attach_refused` is refused with the attach's error, and the next one
+/// is tried. The memstall pair is then made consistent (pair_choices).
+Selection select_programs(const BpfFeatures& features, const ProgramLoadProbe* load,
+                          const std::vector<AttachRefusal>& attach_refused = {});
 
 /// Routes libbpf's printing into spdlog (warn and info as debug: libbpf is chatty).
 void route_libbpf_logs();
