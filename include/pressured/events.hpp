@@ -29,6 +29,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pressured/clock.hpp"
@@ -453,6 +454,15 @@ class KernelAlarms {
   virtual std::optional<MemcgActivity> memcg_activity(uint64_t cgroup_id) const {
     (void)cgroup_id;
     return std::nullopt;
+  }
+  /// Every tracked cgroup's activity in one read (a full observation
+  /// publishes every pod's): `out` is replaced by (cgroup id, activity)
+  /// pairs sorted by id. False when there is no batch read (the default) or
+  /// the kernel refused it: the caller then asks memcg_activity() per cgroup.
+  /// Thread-safe, as memcg_activity().
+  virtual bool memcg_activities(std::vector<std::pair<uint64_t, MemcgActivity>>& out) const {
+    out.clear();
+    return false;
   }
 };
 

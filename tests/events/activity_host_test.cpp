@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -18,6 +19,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -142,6 +144,23 @@ TEST_P(HostMemcgActivity, TrackedPodCountsReclaimOfItsContainers) {
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "workload status " << st;
   auto a1 = reactor.memcg_activity(*pod1);
   ASSERT_TRUE(a1);
+  // One batch read gives every tracked cgroup, sorted by id, with what a
+  // read of each gives (the workload has exited: nothing moves).
+  std::vector<std::pair<uint64_t, MemcgActivity>> all;
+  ASSERT_TRUE(reactor.memcg_activities(all)) << "no BPF_MAP_LOOKUP_BATCH on the tracked map";
+  std::vector<uint64_t> ids;
+  for (const auto& [id, a] : all) ids.push_back(id);
+  std::vector<uint64_t> want{*root, *pod1, *pod2};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(ids, want) << "the batch lists the tracked cgroups, sorted, and nothing else";
+  for (const auto& [id, a] : all) {
+    auto one = reactor.memcg_activity(id);
+    ASSERT_TRUE(one) << id;
+    EXPECT_EQ(a.pgscan, one->pgscan) << id;
+    EXPECT_EQ(a.pgsteal, one->pgsteal) << id;
+    EXPECT_EQ(a.workingset_refaults, one->workingset_refaults) << id;
+    EXPECT_EQ(a.memstall_count, one->memstall_count) << id;
+  }
   EXPECT_GT(a1->pgscan, 0u) << describe(*a1);
   EXPECT_GT(a1->pgsteal, 0u) << describe(*a1);
   EXPECT_LE(a1->pgsteal, a1->pgscan) << "a page is stolen only after it was scanned: " << describe(*a1);

@@ -532,10 +532,8 @@ Result<void> BpfEventSource::untrack_memcg(uint64_t cgroup_id) {
   return {};
 }
 
-std::optional<MemcgActivity> BpfEventSource::memcg_activity(uint64_t cgroup_id) const {
-  pressured_memcg_activity a{};
-  if (bpf_map__lookup_elem(impl_->skel->maps.tracked, &cgroup_id, sizeof(cgroup_id), &a, sizeof(a), 0) != 0)
-    return std::nullopt;
+namespace {
+MemcgActivity activity_of(const pressured_memcg_activity& a) {
   MemcgActivity out;
   out.pgscan = a.pgscan;
   out.pgsteal = a.pgsteal;
@@ -543,6 +541,41 @@ std::optional<MemcgActivity> BpfEventSource::memcg_activity(uint64_t cgroup_id) 
   out.memstall_ns = a.memstall_ns;
   out.memstall_count = a.memstall_count;
   return out;
+}
+}  // namespace
+
+std::optional<MemcgActivity> BpfEventSource::memcg_activity(uint64_t cgroup_id) const {
+  pressured_memcg_activity a{};
+  if (bpf_map__lookup_elem(impl_->skel->maps.tracked, &cgroup_id, sizeof(cgroup_id), &a, sizeof(a), 0) != 0)
+    return std::nullopt;
+  return activity_of(a);
+}
+
+bool BpfEventSource::memcg_activities(std::vector<std::pair<uint64_t, MemcgActivity>>& out) const {
+  out.clear();
+  const int fd = bpf_map__fd(impl_->skel->maps.tracked);
+  const uint32_t capacity = bpf_map__max_entries(impl_->skel->maps.tracked);
+  std::vector<uint64_t> keys(capacity);
+  std::vector<pressured_memcg_activity> values(capacity);
+  // A hash map's batch walks buckets: the cursor is the kernel's, opaque.
+  uint64_t cursor = 0;
+  bool first = true;
+  for (;;) {
+    __u32 count = capacity;
+    LIBBPF_OPTS(bpf_map_batch_opts, opts);
+    const int r = bpf_map_lookup_batch(fd, first ? nullptr : &cursor, &cursor, keys.data(), values.data(), &count,
+                                       &opts);
+    const int err = r == 0 ? 0 : errno;
+    if (r != 0 && err != ENOENT) {
+      out.clear();
+      return false;  // no batch ops (before 5.6) or refused: the caller reads per cgroup
+    }
+    for (__u32 i = 0; i < count; ++i) out.emplace_back(keys[i], activity_of(values[i]));
+    if (err == ENOENT) break;  // the walk reached the end
+    first = false;
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return true;
 }
 
 bool BpfEventSource::pid_count_active() const {

@@ -87,6 +87,9 @@ class BpfEventSource final : public ReactorSource {
   Result<void> untrack_memcg(uint64_t cgroup_id);
   /// The accumulated activity; nullopt when the cgroup is not tracked.
   std::optional<MemcgActivity> memcg_activity(uint64_t cgroup_id) const;
+  /// KernelAlarms::memcg_activities: the tracked map in BPF_MAP_LOOKUP_BATCH
+  /// calls (5.6+; one for up to max_tracked cgroups).
+  bool memcg_activities(std::vector<std::pair<uint64_t, MemcgActivity>>& out) const;
   /// Whether any hook feeding the tracked map is attached.
   bool activity_active() const;
 

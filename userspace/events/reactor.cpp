@@ -380,6 +380,10 @@ class ReactorImpl final : public Reactor {
     if (bpf_source_ == nullptr) return std::nullopt;
     return bpf_source_->memcg_activity(cgroup_id);
   }
+  bool memcg_activities(std::vector<std::pair<uint64_t, MemcgActivity>>& out) const override {
+    out.clear();
+    return bpf_source_ != nullptr && bpf_source_->memcg_activities(out);
+  }
 
   Result<void> set_pid_alarm(uint64_t tasks) override {
     assert_loop_thread("set_pid_alarm");
