@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <vector>
@@ -187,12 +188,23 @@ TEST_P(HostMemcgActivity, TrackedPodCountsReclaimOfItsContainers) {
     EXPECT_GT(a1->workingset_refaults, 0u) << "second read of an evicted file refaults: " << describe(*a1);
     const char* anon = sb.v2() ? "workingset_refault_anon" : "total_workingset_refault_anon";
     const char* filek = sb.v2() ? "workingset_refault_file" : "total_workingset_refault_file";
+    // The kernel's statistics are flushed lazily (rstat): a read flushes
+    // only past a threshold of pending updates and a periodic worker every
+    // 2 s, so memory.stat may still show a fraction of the refaults right
+    // after the workload exits (0-9216 of 49152 seen on 6.18). Read it again
+    // for up to 6 s (three periods) until it agrees; close, not exact.
+    const double bpf = static_cast<double>(a1->workingset_refaults);
+    auto near = [&](long long kernel) {
+      return std::abs(bpf - static_cast<double>(kernel)) <= 0.1 * static_cast<double>(kernel) + 64;
+    };
     long long k = stat_key(sb, "pod1", anon) + stat_key(sb, "pod1", filek);
+    for (int i = 0; i < 60 && !near(k); ++i) {
+      std::this_thread::sleep_for(100ms);
+      k = stat_key(sb, "pod1", anon) + stat_key(sb, "pod1", filek);
+    }
     RecordProperty("kernel_refaults", std::to_string(k));
     EXPECT_LE(static_cast<double>(k), static_cast<double>(a1->pgsteal) + 64) << describe(*a1);
-    // The kernel's statistics are flushed lazily (rstat): close, not exact.
-    EXPECT_NEAR(static_cast<double>(a1->workingset_refaults), static_cast<double>(k), 0.1 * static_cast<double>(k) + 64)
-        << describe(*a1);
+    EXPECT_NEAR(bpf, static_cast<double>(k), 0.1 * static_cast<double>(k) + 64) << describe(*a1);
   } else {
     EXPECT_EQ(a1->workingset_refaults, 0u);
     EXPECT_FALSE(stats.attach_reason(BpfProgram::WorkingsetRefault).empty());
