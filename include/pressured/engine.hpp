@@ -276,13 +276,11 @@ uint64_t pod_request(const Pod& pod, StarvedResource resource);
 /// softEvictionGraceCeilingSeconds when that is above 0.
 int64_t eviction_grace_period(const Pod& pod, ThresholdKind kind, const EvictionConfig& config);
 
-/// The ranking keys of `pod` for `resource` under `config` (pure).
-RankKeys rank_keys(const Pod& pod, StarvedResource resource, const EvictionConfig& config);
-/// The keys of `pod` as if it used `usage` of `resource` (what
-/// evicted_before compares): a caller that compares one pod many times
-/// builds its keys once and compares them with rank::evict_before
+/// The ranking keys of `pod` for `resource` under `config` (pure). A caller
+/// that compares one pod many times, or at several usages, builds them once,
+/// moves them with rank::with_usage and compares them with rank::evict_before
 /// (userspace/engine/rank_order.hpp).
-RankKeys rank_keys_at(const Pod& pod, uint64_t usage, StarvedResource resource, const EvictionConfig& config);
+RankKeys rank_keys(const Pod& pod, StarvedResource resource, const EvictionConfig& config);
 
 /// The key that ranks a pod with `victim` keys before one with `runner_up`
 /// keys: the first key, in ranking order, on which they differ (Uid when

@@ -168,10 +168,6 @@ RankKeys rank_keys(const Pod& pod, StarvedResource resource, const EvictionConfi
   return keys_at(pod, pod_usage(pod, resource), resource, config);
 }
 
-RankKeys rank_keys_at(const Pod& pod, uint64_t usage, StarvedResource resource, const EvictionConfig& config) {
-  return keys_at(pod, usage, resource, config);
-}
-
 bool evicted_before(const Pod& a, uint64_t a_usage, const Pod& b, uint64_t b_usage, StarvedResource resource,
                     const EvictionConfig& config) {
   // The keys as if the pod used `usage`: callers compare bounds, not readings.

@@ -317,7 +317,8 @@ void PodUsageReader::read_likely_victims_containers(const std::vector<Pod>& pods
 
 // The smallest subtree to walk: the contenders' QoS tier directory when
 // they share one (contenders mostly are one QoS class), else kubepods.
-// From the pods' own paths: no lookup per pod on this path.
+// From the pods' QoS classes and one pod's path: no lookup per pod on this
+// path.
 std::string PodUsageReader::batch_root(const std::vector<Pod*>& pods) const {
   // A pod's QoS class is where its cgroup is (describe_pod reads it from the
   // parent): pods of one class share its tier, Guaranteed pods kubepods.
