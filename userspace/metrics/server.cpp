@@ -475,9 +475,11 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const Metrics& metri
     }
     int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    // The longest queue the kernel allows (net.core.somaxconn caps it): a
-    // burst is taken whole at the next turn instead of its SYNs dropped.
-    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd.get(), 1024) == 0) {
+    // The longest queue the kernel allows (it caps any larger backlog at
+    // net.core.somaxconn, 4096 by default since Linux 5.4): a burst is taken
+    // whole at the next turn instead of its SYNs dropped, also while this
+    // thread waits for a core on a loaded node.
+    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd.get(), 65535) == 0) {
       listen_fd = std::move(fd);
       break;
     }
