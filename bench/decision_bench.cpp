@@ -15,6 +15,8 @@
 //   incr-batch  the same with the contenders' page counters read in one batch
 //               (the BPF cgroup iterator; host trees, root, kernels with it):
 //               what the daemon does where the kernel allows it.
+//   walk        the batch alone: every pod's page counter, kubepods two
+//               levels down (host trees, pressure rows).
 //   daemon      Daemon::on_events with one BPF threshold edge (quiet only: the
 //               whole handler, incremental refresh, engine, policy, after-work).
 //   in-flight   the same under pressure while an eviction is in flight (its
@@ -307,6 +309,27 @@ void run_tree(const std::string& kind, int pods, int iterations) {
       if (batch && o.counters().page_counter_batch.load() == 0) note = "BATCH FAILED (see log): " + note;
       row(kind, pods, scenario, batch ? "incr-batch" : "incremental", summarize(us, cpu, read), note);
       if (batch) o.set_page_counter_reader(nullptr);
+    }
+    // walk: the batch alone, every pod of the tree (kubepods, two levels).
+    if (pressure && kind.rfind("host", 0) == 0) {
+      if (auto reader = page_counter_reader()) {
+        const std::string kubepods = tree->sandbox->path() + "/kubepods";
+        std::vector<PageCounterSample> samples;
+        std::vector<double> us, cpu;
+        std::string why_not;
+        for (int i = 0; i < iterations && !g_stop; ++i) {
+          Timer t0;
+          auto r = reader->read(kubepods, 2, samples);
+          t0.stop(us, cpu);
+          if (!r) {
+            why_not = "walk failed: " + r.error().message;
+            break;
+          }
+        }
+        const std::size_t records = samples.size();
+        row(kind, pods, scenario, "walk", summarize(us, cpu, static_cast<double>(records) * static_cast<double>(us.size())),
+            why_not.empty() ? std::to_string(records) + " records (tiers and pods)" : why_not);
+      }
     }
     // The whole event handler, one BPF threshold edge a decision. daemon
     // (quiet): no eviction state to reset. in-flight (pressure): while the

@@ -679,17 +679,163 @@ __u32 page_counters_n = 0;
 __u32 page_counters_truncated = 0;
 __s32 page_counters_max_level = 0;
 
+/* Each step visits a cgroup, and a full map ends the walk, so any list
+ * that fits in the map ends far below the bound (the helper's own limit is
+ * 1 << 23); one cut short says so (truncated). */
+#define PRESSURED_WALK_STEPS (1 << 22)
+
+/* The cgroup flags the walk reads (include/linux/cgroup-defs.h, an anonymous
+ * enum CO-RE cannot name; unchanged since 4.x). */
+#define PRESSURED_CSS_ONLINE (1 << 1)
+#define PRESSURED_CSS_RELEASED (1 << 2)
+/* One children list walked a node a step (a bpf_loop callback): the root's
+ * children, and, when two levels are asked for, each child's children in a
+ * loop of their own started from the child's step (pre-order). Two simple
+ * loops, not one loop that tracks its depth: the verifier takes the depth's
+ * branches as states of their own, which doubled the program's verification
+ * time. */
+struct page_list {
+	__u64 head; /* the parent's children list */
+	__u64 next; /* the node to visit next; head when the list is done */
+	__u32 descend; /* walk each child's children too */
+	__u32 failed; /* a read failed or the map is full: the batch is unusable */
+};
+
+static long page_child_step_btf(__u64 i, struct page_list *l);
+static long page_child_step_probe(__u64 i, struct page_list *l);
+
+/* One record: the cgroup's id and its memory page counter. False when the
+ * map is full. */
+static __always_inline bool page_record(__u64 cgroup_id, __u64 pages)
+{
+	__u32 n = page_counters_n;
+	struct pressured_page_counter *rec = bpf_map_lookup_elem(&page_counters, &n);
+	if (!rec)
+		return false;
+	rec->cgroup_id = cgroup_id;
+	rec->pages = pages;
+	page_counters_n = n + 1;
+	return true;
+}
+
+/* One step of a list's walk. btf: the cgroup's fields are read with plain
+ * loads through a bpf_rdonly_cast pointer (6.2+), which the verifier guards
+ * (a faulting load reads 0); otherwise with one bpf_probe_read_kernel call a
+ * field (6.1), about four times the walk's cost. */
+static __always_inline long page_list_step(struct page_list *l, bool btf, bool may_descend)
+{
+	__u64 node = l->next;
+	if (node == l->head)
+		return 1;
+	/* The list links each child's own css (cgroup->self) by its sibling
+	 * field. The iterator holds cgroup_mutex for the whole walk, so no list
+	 * changes under it. */
+	__u64 addr = node - bpf_core_field_offset(struct cgroup_subsys_state, sibling) -
+		     bpf_core_field_offset(struct cgroup, self);
+	int idx = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
+	if (idx < 0 || idx >= CGROUP_SUBSYS_COUNT)
+		return 1;
+	__u64 after = 0, first = 0, id = 0, pages = 0;
+	unsigned int flags = 0;
+	struct cgroup_subsys_state *memory_css = NULL;
+	if (btf) {
+		struct cgroup *c = bpf_rdonly_cast((void *)addr, bpf_core_type_id_kernel(struct cgroup));
+		after = (__u64)c->self.sibling.next;
+		flags = c->self.flags;
+		memory_css = c->subsys[idx];
+	} else {
+		struct cgroup *c = (struct cgroup *)addr;
+		if (bpf_probe_read_kernel(&after, sizeof(after), &c->self.sibling.next) ||
+		    bpf_probe_read_kernel(&flags, sizeof(flags), &c->self.flags) ||
+		    bpf_probe_read_kernel(&memory_css, sizeof(memory_css), &c->subsys[idx]))
+			after = 0;
+	}
+	if (!after) {
+		l->failed = 1;
+		return 1;
+	}
+	l->next = after;
+	/* What css_next_child and the iterator's show skip: a released css, and
+	 * a removed (offline) cgroup, whose children are removed too. NULL
+	 * memory css: a v2 cgroup without the memory controller, and none below
+	 * it has it (the controller is enabled top-down). */
+	if ((flags & PRESSURED_CSS_RELEASED) || !(flags & PRESSURED_CSS_ONLINE) || !memory_css)
+		return 0;
+	if (btf) {
+		struct cgroup *c = bpf_rdonly_cast((void *)addr, bpf_core_type_id_kernel(struct cgroup));
+		/* css is the first member of mem_cgroup. */
+		struct mem_cgroup *m = bpf_rdonly_cast(memory_css, bpf_core_type_id_kernel(struct mem_cgroup));
+		id = c->kn->id;
+		pages = (__u64)m->memory.usage.counter;
+		if (may_descend)
+			first = (__u64)c->self.children.next;
+	} else {
+		struct cgroup *c = (struct cgroup *)addr;
+		id = BPF_CORE_READ(c, kn, id);
+		pages = (__u64)BPF_CORE_READ((struct mem_cgroup *)memory_css, memory.usage.counter);
+		if (may_descend)
+			first = (__u64)BPF_CORE_READ(c, self.children.next);
+	}
+	if (!page_record(id, pages)) {
+		l->failed = 1;
+		return 1;
+	}
+	if (may_descend && l->descend) {
+		struct page_list sub = {
+			.head = addr + bpf_core_field_offset(struct cgroup, self.children),
+			.next = first,
+		};
+		if (!first) {
+			l->failed = 1;
+			return 1;
+		}
+		if (btf)
+			bpf_loop(PRESSURED_WALK_STEPS, page_child_step_btf, &sub, 0);
+		else
+			bpf_loop(PRESSURED_WALK_STEPS, page_child_step_probe, &sub, 0);
+		if (sub.failed || sub.next != sub.head) {
+			l->failed = 1;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static long page_child_step_btf(__u64 i, struct page_list *l)
+{
+	return page_list_step(l, true, false);
+}
+
+static long page_child_step_probe(__u64 i, struct page_list *l)
+{
+	return page_list_step(l, false, false);
+}
+
+static long page_top_step_btf(__u64 i, struct page_list *l)
+{
+	return page_list_step(l, true, true);
+}
+
+static long page_top_step_probe(__u64 i, struct page_list *l)
+{
+	return page_list_step(l, false, true);
+}
+
 /* cgroup iterator (6.1+), attached by userspace to a directory of the memory
  * hierarchy (kubepods or a QoS tier; a v1 one where the kernel accepts a v1
- * cgroup fd) and walked in pre-order: the page counter of each cgroup down to
- * page_counters_depth levels below the root, the value memory.usage_in_bytes (v1, any
- * non-root cgroup) and memory.current (v2) print, read in one syscall instead
- * of one per pod. Records go to the page_counters map: a walk's seq output is
- * limited to one read session (a few pages), too small for thousands of pods.
- * The program runs once more with no cgroup at the end of the walk and writes
- * the record count there. */
-SEC("iter/cgroup")
-int page_counters_walk(struct bpf_iter__cgroup *ctx)
+ * cgroup fd) in SELF_ONLY order: the program runs once, for the root, and
+ * walks the root's children lists itself, down to page_counters_depth levels,
+ * recording the page counter of each cgroup on the way (the value
+ * memory.usage_in_bytes (v1, any non-root cgroup) and memory.current (v2)
+ * print): one syscall for every pod instead of one per pod. Walking the lists
+ * here, not with the iterator's pre-order, visits only the levels asked for
+ * (the iterator would visit every container cgroup too) at a fraction of the
+ * iterator's cost a cgroup. Records go to the page_counters map: a walk's seq
+ * output is limited to one read session (a few pages), too small for
+ * thousands of pods. The program runs once more with no cgroup at the end of
+ * the walk and writes the record count there. A removed root is not shown
+ * to the program at all: no record. */
+static __always_inline int page_counters_walk_from(struct bpf_iter__cgroup *ctx, bool btf)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct cgroup *cgrp = ctx->cgroup;
@@ -702,32 +848,58 @@ int page_counters_walk(struct bpf_iter__cgroup *ctx)
 		bpf_seq_write(seq, &end, sizeof(end));
 		return 0;
 	}
-	int level = cgrp->level;
-	if (ctx->meta->seq_num == 0) {
-		__u32 zero = 0;
-		__u32 *depth = bpf_map_lookup_elem(&page_counters_depth, &zero);
-		page_counters_n = 0;
-		page_counters_truncated = 0;
-		page_counters_max_level = level + (depth ? *depth : 2);
-	}
-	if (level > page_counters_max_level)
-		return 0;
+	page_counters_n = 0;
+	page_counters_truncated = 0;
+	__u32 zero = 0;
+	__u32 *depth = bpf_map_lookup_elem(&page_counters_depth, &zero);
 	int idx = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
 	if (idx < 0 || idx >= CGROUP_SUBSYS_COUNT)
 		return 0;
+	/* The root's fields too are read through an untrusted pointer where the
+	 * kernel has the kfunc: a load through the iterator's trusted one makes
+	 * the 6.x verifier search vmlinux BTF by name for each field (about
+	 * 3 ms of start-up), for nothing a read-only walk needs. */
+	if (btf)
+		cgrp = bpf_rdonly_cast(cgrp, bpf_core_type_id_kernel(struct cgroup));
 	/* NULL on a v2 cgroup without the memory controller: no record. */
 	struct cgroup_subsys_state *css = cgrp->subsys[idx];
 	if (!css)
 		return 0;
-	__u32 n = page_counters_n;
-	struct pressured_page_counter *rec = bpf_map_lookup_elem(&page_counters, &n);
-	if (!rec) {
+	if (!page_record(cgrp->kn->id, (__u64)BPF_CORE_READ((struct mem_cgroup *)css, memory.usage.counter))) {
 		page_counters_truncated = 1;
 		return 0;
 	}
-	rec->cgroup_id = cgrp->kn->id;
-	/* css is the first member of mem_cgroup. */
-	rec->pages = (__u64)BPF_CORE_READ((struct mem_cgroup *)css, memory.usage.counter);
-	page_counters_n = n + 1;
+	__u32 levels = depth ? *depth : 2;
+	if (levels == 0)
+		return 0;
+	if (levels > 2) { /* deeper walks are not asked for: not cut silently */
+		page_counters_truncated = 1;
+		return 0;
+	}
+	struct page_list top = {
+		.head = (__u64)&cgrp->self.children,
+		.next = (__u64)BPF_CORE_READ(cgrp, self.children.next),
+		.descend = levels > 1,
+	};
+	if (btf)
+		bpf_loop(PRESSURED_WALK_STEPS, page_top_step_btf, &top, 0);
+	else
+		bpf_loop(PRESSURED_WALK_STEPS, page_top_step_probe, &top, 0);
+	if (top.failed || top.next != top.head)
+		page_counters_truncated = 1;
 	return 0;
+}
+
+/* 6.2+ (bpf_rdonly_cast); userspace loads the _probe flavour where the
+ * kernel lacks the kfunc. */
+SEC("iter/cgroup")
+int page_counters_walk(struct bpf_iter__cgroup *ctx)
+{
+	return page_counters_walk_from(ctx, true);
+}
+
+SEC("iter/cgroup")
+int page_counters_walk_probe(struct bpf_iter__cgroup *ctx)
+{
+	return page_counters_walk_from(ctx, false);
 }

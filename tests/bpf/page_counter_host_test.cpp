@@ -48,7 +48,11 @@ std::map<uint64_t, uint64_t> by_id(const std::vector<PageCounterSample>& v) {
   return out;
 }
 
-TEST(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
+// Both flavours of the walk: the one the kernel takes (plain loads on 6.2+,
+// probe reads on 6.1) and, forced, one probe read a field.
+class HostPageCounters : public ::testing::TestWithParam<bool> {};
+
+TEST_P(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
   PRESSURED_REQUIRE_ROOT();
   const std::string mount = SandboxCgroup::find_memory_mount();
   PRESSURED_REQUIRE(SandboxCgroup::memory_controller_available(mount), "a memory cgroup controller");
@@ -69,7 +73,9 @@ TEST(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
   ASSERT_GE(usage_file(sb, "kubepods/burstable/podA"), 16 * MiB) << "the workload did not start";
 
   EventStats stats;
-  auto src = bpf::BpfEventSource::create(bpf::BpfEventsOptions{}, *features, stats);
+  bpf::BpfEventsOptions options;
+  options.probe_page_walk = GetParam();
+  auto src = bpf::BpfEventSource::create(options, *features, stats);
   ASSERT_TRUE(src) << src.error().message;
   auto reader = (*src)->page_counter_reader();
   ASSERT_TRUE(reader) << "the page-counter iterator did not load (see the warning above)";
@@ -160,6 +166,9 @@ TEST(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
   EXPECT_TRUE(none.empty());
   sb.kill_all();
 }
+
+INSTANTIATE_TEST_SUITE_P(Flavours, HostPageCounters, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "ProbeReads" : "TheKernelsChoice"; });
 
 }  // namespace
 }  // namespace pressured

@@ -96,6 +96,7 @@ struct BpfEventSource::Impl {
   uint32_t nr_watches = 0;
   uint32_t nr_tracked = 0;
   uint32_t page_counters = 0;  // capacity of the loaded page-counter iterator's map; 0: not loaded
+  bpf_program* page_walk = nullptr;  // the loaded flavour of the page-counter iterator
   int ncpus = 1;
   EventStats* stats = nullptr;
   bool nr_threads_looked_up = false;  // the PID alarm's kernel count (use_kernel_task_count)
@@ -169,10 +170,20 @@ bool is_plain(const bpf_program* prog) {
   return n.size() > 6 && n.substr(n.size() - 6) == "_plain";
 }
 
+// The page-counter iterator's flavours, best first: plain loads through
+// bpf_rdonly_cast (6.2+), or one bpf_probe_read_kernel call a field (6.1).
+enum class PageWalk { Off, Probe, Btf };
+
+bpf_program* page_walk_program(pressured_events* skel, PageWalk walk) {
+  return walk == PageWalk::Btf     ? skel->progs.page_counters_walk
+         : walk == PageWalk::Probe ? skel->progs.page_counters_walk_probe
+                                   : nullptr;
+}
+
 // Opens the skeleton with autoload on only for the chosen programs (and the
-// page-counter iterator when asked).
+// page-counter iterator's flavour when asked).
 Result<SkelPtr> open_with(const Selection& sel, bool atomics, std::array<bpf_program*, kBpfProgramCount>& chosen,
-                          bool page_iter) {
+                          PageWalk page_walk) {
   SkelPtr skel(pressured_events__open());
   if (!skel) return Error::from_errno(errno, "open BPF skeleton");
   bpf_program* prog = nullptr;
@@ -185,7 +196,7 @@ Result<SkelPtr> open_with(const Selection& sel, bool atomics, std::array<bpf_pro
     chosen[i] = find_flavour(skel->obj, std::string(pname), atomics);
     if (chosen[i]) bpf_program__set_autoload(chosen[i], true);
   }
-  bpf_program__set_autoload(skel->progs.page_counters_walk, page_iter);
+  if (bpf_program* walk = page_walk_program(skel.get(), page_walk)) bpf_program__set_autoload(walk, true);
   return skel;
 }
 
@@ -264,10 +275,12 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
   const auto charge = static_cast<std::size_t>(BpfProgram::MemcgCharge);
   // The page-counter iterator is an extra: where the kernel refuses it, the
   // object is loaded again without it before any program is probed.
-  bool page_iter = options.max_page_counters > 0 && features.has_btf_type("bpf_iter_cgroup");
-  std::string page_iter_off = options.max_page_counters == 0 ? "turned off"
-                              : page_iter                    ? ""
-                                                             : "the kernel has no cgroup iterator (6.1+)";
+  PageWalk page_walk = options.max_page_counters == 0 || !features.has_btf_type("bpf_iter_cgroup") ? PageWalk::Off
+                       : features.has_btf_type("bpf_rdonly_cast") && !options.probe_page_walk    ? PageWalk::Btf
+                                                                                                   : PageWalk::Probe;
+  std::string page_iter_off = options.max_page_counters == 0  ? "turned off"
+                              : page_walk != PageWalk::Off ? ""
+                                                           : "the kernel has no cgroup iterator (6.1+)";
   // Asked before the loop: the BTF is released before each load, and a
   // reload without the iterator must not read it again.
   const int victim_arity = features.tracepoint_arity("mark_victim");
@@ -276,16 +289,17 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
   for (;;) {
     int err = 0;
     for (;;) {
-      auto skel = open_with(sel, features.has_atomics(), chosen, page_iter);
+      auto skel = open_with(sel, features.has_atomics(), chosen, page_walk);
       if (!skel) return skel.error();
       impl->skel = std::move(*skel);
       configure(impl->skel.get(), options, victim_arity, charge_sample_every(options, sel.choices[charge]), false,
-                page_iter ? options.max_page_counters : 0);
+                page_walk != PageWalk::Off ? options.max_page_counters : 0);
       features.release_kernel_btf();  // libbpf reads its own copy; the fallback below reads ours again
       err = pressured_events__load(impl->skel.get());
       if (err == 0) break;
-      if (page_iter) {
-        page_iter = false;
+      if (page_walk != PageWalk::Off) {
+        // The next flavour down, then none.
+        page_walk = page_walk == PageWalk::Btf ? PageWalk::Probe : PageWalk::Off;
         page_iter_off = std::string("the object did not load with it (") + std::strerror(-err) + ")";
         impl->skel.reset();
         continue;
@@ -346,9 +360,11 @@ Result<std::unique_ptr<BpfEventSource>> BpfEventSource::create(const BpfEventsOp
     sel = std::move(next);
   }
   auto* skel = impl->skel.get();
-  if (page_iter) {
+  if (page_walk != PageWalk::Off) {
     impl->page_counters = options.max_page_counters;
-    spdlog::info("bpf: page-counter iterator loaded ({} memory cgroups per batch)", options.max_page_counters);
+    impl->page_walk = page_walk_program(skel, page_walk);
+    spdlog::info("bpf: page-counter iterator loaded ({} memory cgroups per batch, {} reads)", options.max_page_counters,
+                 page_walk == PageWalk::Btf ? "plain" : "probe");
   } else {
     spdlog::warn("bpf: page-counter iterator off: {}; decisions under memory pressure read one usage file per "
                  "contending pod", page_iter_off);
@@ -454,7 +470,7 @@ bool BpfEventSource::attached(BpfProgram p) const { return impl_->attached[stati
 
 std::shared_ptr<PageCounterReader> BpfEventSource::page_counter_reader() const {
   if (!impl_->page_counters) return nullptr;
-  auto r = PageCounterIter::create(bpf_program__fd(impl_->skel->progs.page_counters_walk),
+  auto r = PageCounterIter::create(bpf_program__fd(impl_->page_walk),
                                    bpf_map__fd(impl_->skel->maps.page_counters),
                                    bpf_map__fd(impl_->skel->maps.page_counters_depth), impl_->page_counters,
                                    impl_->skel->rodata->page_shift);

@@ -43,6 +43,9 @@ struct BpfEventsOptions {
   // Tests only: skeleton programs (e.g. "btf_mark_victim") whose attach is
   // refused with EINVAL as if by the kernel, to drive the attach fallback.
   std::set<std::string> fail_attach;
+  // Tests only: load the page-counter iterator's bpf_probe_read_kernel
+  // flavour (what a 6.1 kernel gets) where the kernel takes the faster one.
+  bool probe_page_walk = false;
 };
 
 /// Pure: a ring buffer record as a PressureEvent.

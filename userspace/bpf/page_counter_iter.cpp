@@ -58,7 +58,8 @@ Result<void> PageCounterIter::set_depth(uint32_t depth) {
 
 Result<void> PageCounterIter::read(const std::string& dir, uint32_t depth, std::vector<PageCounterSample>& out) {
   out.clear();
-  if (depth == 0) return Error{EINVAL, "page-counter walk of depth 0"};
+  // The program walks one or two levels (a tier's pods; kubepods' tiers and pods).
+  if (depth == 0 || depth > 2) return Error{EINVAL, "page-counter walk of depth " + std::to_string(depth) + " (1 or 2)"};
   if (auto r = set_depth(depth); !r) return r;
   // A known directory costs no lookup: a walk through its link tells by
   // itself when the directory was removed or recreated.
@@ -74,7 +75,8 @@ Result<void> PageCounterIter::read(const std::string& dir, uint32_t depth, std::
   union bpf_iter_link_info info;
   std::memset(&info, 0, sizeof(info));
   info.cgroup.cgroup_fd = static_cast<__u32>(d->get());
-  info.cgroup.order = BPF_CGROUP_ITER_DESCENDANTS_PRE;
+  // The program walks the children itself (bpf/pressured_events.bpf.c).
+  info.cgroup.order = BPF_CGROUP_ITER_SELF_ONLY;
   LIBBPF_OPTS(bpf_link_create_opts, opts, .iter_info = &info, .iter_info_len = sizeof(info));
   Link link{Fd(bpf_link_create(prog_.get(), 0, BPF_TRACE_ITER, &opts)), *id};
   if (!link.fd) {
