@@ -25,8 +25,8 @@ class PageCounterReader {
   virtual ~PageCounterReader() = default;
 
   /// Fills `out` (cleared first) with `dir` itself and its cgroups down to
-  /// `depth` levels below it (1: children only), `dir` first, the rest in no
-  /// particular order. `dir` is an absolute path in the memory hierarchy.
+  /// `depth` levels below it (1: children only; 2 at most: kubepods' tiers
+  /// and pods), `dir` first, the rest in no particular order. `dir` is an absolute path in the memory hierarchy.
   /// Error when the batch cannot be read (the kernel refuses to walk this
   /// hierarchy, more cgroups than the reader holds, ...): the caller reads
   /// the files instead.

@@ -110,6 +110,14 @@ TEST_P(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
   EXPECT_GE(got[inode_of(sb.path("kubepods"))], got[inode_of(sb.path("kubepods/burstable/podA"))])
       << "hierarchical: kubepods holds its pods";
 
+  // The walk goes two levels down at most (kubepods' tiers and pods): a
+  // deeper one is refused, never cut short silently.
+  std::vector<PageCounterSample> deeper;
+  auto three = reader->read(sb.path("kubepods"), 3, deeper);
+  ASSERT_FALSE(three);
+  EXPECT_EQ(three.error().code, EINVAL);
+  EXPECT_TRUE(deeper.empty());
+
   // One level under a tier: its pods, not their containers.
   ASSERT_TRUE(reader->read(sb.path("kubepods/burstable"), 1, samples));
   got = by_id(samples);
