@@ -706,7 +706,7 @@ static long page_child_step_probe(__u64 i, struct page_list *l);
 
 /* One record: the cgroup's id and its memory page counter. False when the
  * map is full. */
-static __always_inline bool page_record(__u64 cgroup_id, __u64 pages)
+static __always_inline bool page_record(__u64 cgroup_id, __u64 pages, __u64 max_pages)
 {
 	__u32 n = page_counters_n;
 	struct pressured_page_counter *rec = bpf_map_lookup_elem(&page_counters, &n);
@@ -714,6 +714,7 @@ static __always_inline bool page_record(__u64 cgroup_id, __u64 pages)
 		return false;
 	rec->cgroup_id = cgroup_id;
 	rec->pages = pages;
+	rec->max_pages = max_pages;
 	page_counters_n = n + 1;
 	return true;
 }
@@ -735,7 +736,7 @@ static __always_inline long page_list_step(struct page_list *l, bool btf, bool m
 	int idx = bpf_core_enum_value(enum cgroup_subsys_id, memory_cgrp_id);
 	if (idx < 0 || idx >= CGROUP_SUBSYS_COUNT)
 		return 1;
-	__u64 after = 0, first = 0, id = 0, pages = 0;
+	__u64 after = 0, first = 0, id = 0, pages = 0, max_pages = 0;
 	unsigned int flags = 0;
 	struct cgroup_subsys_state *memory_css = NULL;
 	if (btf) {
@@ -767,16 +768,18 @@ static __always_inline long page_list_step(struct page_list *l, bool btf, bool m
 		struct mem_cgroup *m = bpf_rdonly_cast(memory_css, bpf_core_type_id_kernel(struct mem_cgroup));
 		id = c->kn->id;
 		pages = (__u64)m->memory.usage.counter;
+		max_pages = (__u64)m->memory.max;
 		if (may_descend)
 			first = (__u64)c->self.children.next;
 	} else {
 		struct cgroup *c = (struct cgroup *)addr;
 		id = BPF_CORE_READ(c, kn, id);
 		pages = (__u64)BPF_CORE_READ((struct mem_cgroup *)memory_css, memory.usage.counter);
+		max_pages = (__u64)BPF_CORE_READ((struct mem_cgroup *)memory_css, memory.max);
 		if (may_descend)
 			first = (__u64)BPF_CORE_READ(c, self.children.next);
 	}
-	if (!page_record(id, pages)) {
+	if (!page_record(id, pages, max_pages)) {
 		l->failed = 1;
 		return 1;
 	}
@@ -865,7 +868,8 @@ static __always_inline int page_counters_walk_from(struct bpf_iter__cgroup *ctx,
 	struct cgroup_subsys_state *css = cgrp->subsys[idx];
 	if (!css)
 		return 0;
-	if (!page_record(cgrp->kn->id, (__u64)BPF_CORE_READ((struct mem_cgroup *)css, memory.usage.counter))) {
+	if (!page_record(cgrp->kn->id, (__u64)BPF_CORE_READ((struct mem_cgroup *)css, memory.usage.counter),
+			 (__u64)BPF_CORE_READ((struct mem_cgroup *)css, memory.max))) {
 		page_counters_truncated = 1;
 		return 0;
 	}

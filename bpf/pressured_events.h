@@ -75,6 +75,7 @@ struct pressured_memstall {
 struct pressured_page_counter {
 	__u64 cgroup_id;     /* kernfs id (the directory's inode number) */
 	__u64 pages;         /* memory page counter: memory.usage_in_bytes / memory.current >> page_shift */
+	__u64 max_pages;     /* its limit: memory.limit_in_bytes / memory.max >> page_shift (PAGE_COUNTER_MAX: none) */
 };
 
 /* The iterator's whole seq output, written once at the end of the walk. */

@@ -3,6 +3,7 @@
 // call, for decisions that must bound every pod's usage now.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,10 @@ namespace pressured {
 struct PageCounterSample {
   uint64_t cgroup_id = 0;    ///< kernfs id: the cgroup directory's inode number
   uint64_t usage_bytes = 0;  ///< memory.usage_in_bytes (v1) / memory.current (v2): the same counter
+  /// memory.limit_in_bytes (v1) / memory.max (v2): the counter's limit; none
+  /// when the cgroup has none (v2 "max", v1's page-counter maximum), or when
+  /// the reader does not read limits.
+  std::optional<uint64_t> limit_bytes;
 };
 
 /// Reads the page counters of a memory cgroup directory and of its

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -40,6 +41,16 @@ uint64_t inode_of(const std::string& path) {
 uint64_t usage_file(const SandboxCgroup& sb, const std::string& rel) {
   const std::string text = sb.read(rel, sb.v2() ? "memory.current" : "memory.usage_in_bytes");
   return text.empty() ? UINT64_MAX : std::strtoull(text.c_str(), nullptr, 10);
+}
+
+// The limit file's value; none for "max" (v2) or a value from 2^62 up (v1's
+// page-counter maximum).
+std::optional<uint64_t> limit_file(const SandboxCgroup& sb, const std::string& rel) {
+  const std::string text = sb.read(rel, sb.v2() ? "memory.max" : "memory.limit_in_bytes");
+  if (text.rfind("max", 0) == 0) return std::nullopt;
+  const uint64_t v = std::strtoull(text.c_str(), nullptr, 10);
+  if (v >= (uint64_t{1} << 62)) return std::nullopt;
+  return v;
 }
 
 std::map<uint64_t, uint64_t> by_id(const std::vector<PageCounterSample>& v) {
@@ -105,7 +116,16 @@ TEST_P(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
     // cgroups do not move; the workload only holds what it touched.
     const uint64_t file = usage_file(sb, rel);
     EXPECT_NEAR(static_cast<double>(it->second), static_cast<double>(file), 256.0 * 1024) << rel;
+    // The limit, as the limit file prints it (none above kubepods' own).
+    auto sample = std::find_if(samples.begin(), samples.end(), [&](const PageCounterSample& x) { return x.cgroup_id == id; });
+    ASSERT_NE(sample, samples.end());
+    EXPECT_EQ(sample->limit_bytes, limit_file(sb, rel)) << rel;
   }
+  auto kubepods_sample = std::find_if(samples.begin(), samples.end(), [&](const PageCounterSample& x) {
+    return x.cgroup_id == inode_of(sb.path("kubepods"));
+  });
+  ASSERT_NE(kubepods_sample, samples.end());
+  EXPECT_EQ(kubepods_sample->limit_bytes, std::optional<uint64_t>(256 * MiB)) << "the limit the test set";
   EXPECT_GE(got[inode_of(sb.path("kubepods/burstable/podA"))], 16 * MiB);
   EXPECT_GE(got[inode_of(sb.path("kubepods"))], got[inode_of(sb.path("kubepods/burstable/podA"))])
       << "hierarchical: kubepods holds its pods";
@@ -173,6 +193,44 @@ TEST_P(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
   ASSERT_FALSE(gone);
   EXPECT_TRUE(none.empty());
   sb.kill_all();
+}
+
+// A walk of more records than the reader maps at first (1024) is read whole:
+// the reader maps more of the map, and every pod is there with its id.
+TEST_P(HostPageCounters, AWalkLongerThanTheFirstMappingIsReadWhole) {
+  PRESSURED_REQUIRE_ROOT();
+  const std::string mount = SandboxCgroup::find_memory_mount();
+  PRESSURED_REQUIRE(SandboxCgroup::memory_controller_available(mount), "a memory cgroup controller");
+  auto features = make_kernel_bpf_features();
+  PRESSURED_REQUIRE(features->bpf_available(), "BPF");
+  PRESSURED_REQUIRE(features->has_btf_type("bpf_iter_cgroup"), "a kernel with the BPF cgroup iterator (6.1+)");
+
+  SandboxCgroup sb(mount, "page-counters-many");
+  ASSERT_TRUE(sb.ok()) << sb.error();
+  constexpr int kPods = 1500;
+  for (int i = 0; i < kPods; ++i) ASSERT_TRUE(sb.make_with("kubepods/besteffort/pod" + std::to_string(i))) << sb.error();
+
+  EventStats stats;
+  bpf::BpfEventsOptions options;
+  options.probe_page_walk = GetParam();
+  auto src = bpf::BpfEventSource::create(options, *features, stats);
+  ASSERT_TRUE(src) << src.error().message;
+  auto reader = (*src)->page_counter_reader();
+  ASSERT_TRUE(reader);
+  std::vector<PageCounterSample> samples;
+  for (int round = 0; round < 2; ++round) {  // the second through the larger mapping
+    auto r = reader->read(sb.path("kubepods"), 2, samples);
+    if (!r && r.error().code == EBADF && !sb.v2()) {
+      PRESSURED_REQUIRE(false, "a kernel whose cgroup iterator walks v1 hierarchies (" + r.error().message + ")");
+    }
+    ASSERT_TRUE(r) << r.error().message;
+    ASSERT_EQ(samples.size(), static_cast<std::size_t>(kPods) + 2) << "kubepods, besteffort and every pod";
+    auto got = by_id(samples);
+    EXPECT_EQ(got.size(), samples.size()) << "a cgroup recorded twice";
+    for (int i : {0, 1023, 1024, kPods - 1}) {
+      EXPECT_EQ(got.count(inode_of(sb.path("kubepods/besteffort/pod" + std::to_string(i)))), 1u) << "pod" << i;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Flavours, HostPageCounters, ::testing::Bool(),

@@ -224,6 +224,7 @@ struct FakePageCounters final : public PageCounterReader {
   uint32_t last_depth = 0;
   std::optional<Error> fail;
   std::function<std::optional<uint64_t>(int i, uint64_t file_value)> value = [](int, uint64_t v) { return v; };
+  std::function<std::optional<uint64_t>(int i)> limit = [](int) { return std::optional<uint64_t>(); };
   FakePageCounters(Node& n, int count) : node(n), pods(count) {}
   Result<void> read(const std::string& dir, uint32_t depth, std::vector<PageCounterSample>& out) override {
     ++calls;
@@ -246,6 +247,7 @@ struct FakePageCounters final : public PageCounterReader {
       auto v = value(i, s->usage_bytes);
       if (!v) continue;
       s->usage_bytes = *v;
+      s->limit_bytes = limit(i);
       out.push_back(*s);
     }
     return {};
@@ -277,6 +279,70 @@ TEST(DecisionView, ABatchReaderBoundsEveryContenderInOneRead) {
   ASSERT_TRUE(d.eviction);
   EXPECT_EQ(d.eviction->uid, pod_uid(17));
   EXPECT_EQ(d.eviction->uid, n.full_victim(cfg, TimePoint(3s)));
+}
+
+// A full observation takes every pod's usage and limit from one walk of
+// kubepods: the working set is the walk's usage less the file's
+// inactive_file, and the files' own usage and limit are not what it shows.
+TEST(DecisionView, AFullObservationTakesUsageAndLimitFromOneWalk) {
+  Node n(20);
+  auto batch = std::make_shared<FakePageCounters>(n, 20);
+  batch->value = [](int i, uint64_t) { return std::optional<uint64_t>((300ULL + static_cast<uint64_t>(i)) << 20); };
+  batch->limit = [](int i) { return i % 2 ? std::optional<uint64_t>((1000ULL + static_cast<uint64_t>(i)) << 20) : std::nullopt; };
+  n.obs->set_page_counter_reader(batch);
+  auto snap = n.obs->observe(TimePoint(2s));
+  ASSERT_TRUE(snap) << snap.error().message;
+  EXPECT_EQ(batch->calls, 1) << "one walk for every pod";
+  EXPECT_EQ(batch->last_dir, n.fake.kubepods());
+  EXPECT_EQ(batch->last_depth, 2u) << "tiers and their pods";
+  EXPECT_EQ(n.obs->counters().page_counter_batches.load(), 0u) << "the decisions' count, not the observations'";
+  ASSERT_EQ(snap->pods.size(), 20u);
+  for (const Pod& p : snap->pods) {
+    const int i = std::stoi(p.uid.substr(p.uid.size() - 12));
+    const uint64_t usage = (300ULL + static_cast<uint64_t>(i)) << 20;
+    EXPECT_EQ(p.memory_usage_bytes, usage) << p.uid;
+    EXPECT_EQ(p.usage.memory_working_set_bytes, usage - p.usage.memory_inactive_file_bytes) << p.uid;
+    EXPECT_GT(p.usage.memory_inactive_file_bytes, 0u) << p.uid << ": memory.stat is still read";
+    EXPECT_EQ(p.memory_limit_bytes, batch->limit(i)) << p.uid;
+  }
+}
+
+const Pod* find_pod(const NodeSnapshot& snap, const std::string& uid) {
+  for (const Pod& p : snap.pods) {
+    if (p.uid == uid) return &p;
+  }
+  return nullptr;
+}
+
+// A pod the walk did not see (created or recreated since) reads its files;
+// a walk that fails drops the reader, and the observation reads files.
+TEST(DecisionView, AFullObservationReadsTheFilesOfWhatTheWalkMissed) {
+  Node n(20);
+  auto batch = std::make_shared<FakePageCounters>(n, 20);
+  batch->value = [](int i, uint64_t v) { return i == 7 ? std::nullopt : std::optional<uint64_t>(v + (1ULL << 20)); };
+  n.obs->set_page_counter_reader(batch);
+  auto snap = n.obs->observe(TimePoint(2s));
+  ASSERT_TRUE(snap) << snap.error().message;
+  for (const Pod& p : snap->pods) {
+    const int i = std::stoi(p.uid.substr(p.uid.size() - 12));
+    const Pod* file = find_pod(n.snap, p.uid);
+    ASSERT_TRUE(file) << p.uid;
+    EXPECT_EQ(p.memory_usage_bytes, file->memory_usage_bytes + (i == 7 ? 0 : (1ULL << 20))) << p.uid;
+    EXPECT_FALSE(p.stale) << p.uid;
+  }
+
+  batch->fail = Error{EBADF, "refused"};
+  auto after = n.obs->observe(TimePoint(3s));
+  ASSERT_TRUE(after) << after.error().message;
+  EXPECT_EQ(n.obs->counters().page_counter_batch.load(), 0u) << "the reader is dropped";
+  for (const Pod& p : after->pods) {
+    const Pod* file = find_pod(n.snap, p.uid);
+    ASSERT_TRUE(file) << p.uid;
+    EXPECT_EQ(p.memory_usage_bytes, file->memory_usage_bytes) << p.uid;
+  }
+  const int calls = batch->calls;
+  ASSERT_TRUE(n.obs->observe(TimePoint(4s)));
+  EXPECT_EQ(batch->calls, calls) << "a refused walk is not tried again";
 }
 
 TEST(DecisionView, TheBoundsComeFromTheBatch) {

@@ -38,7 +38,7 @@ struct BpfEventsOptions {
   uint32_t max_tracked = 1024;             // memcgs whose activity is accumulated (kubepods, tiers, pods)
   uint64_t memstall_emit_ns = 10'000'000;  // a single memstall this long is also a Memstall event
   // Memory cgroups one batched page-counter read holds (kubepods, tiers,
-  // pods: 16 bytes each, in kernel memory); 0: no page-counter iterator.
+  // pods: 24 bytes each, in kernel memory); 0: no page-counter iterator.
   uint32_t max_page_counters = 16384;
   // Tests only: skeleton programs (e.g. "btf_mark_victim") whose attach is
   // refused with EINVAL as if by the kernel, to drive the attach fallback.

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -23,28 +24,38 @@ Result<std::unique_ptr<PageCounterIter>> PageCounterIter::create(int prog_fd, in
   if (!map) return Error::from_errno(errno, "dup page_counters map fd");
   Fd depth_map(::fcntl(depth_map_fd, F_DUPFD_CLOEXEC, 0));
   if (!depth_map) return Error::from_errno(errno, "dup page_counters_depth map fd");
-  const long page = ::sysconf(_SC_PAGESIZE);
-  std::size_t bytes = static_cast<std::size_t>(capacity) * sizeof(pressured_page_counter);
-  bytes = (bytes + static_cast<std::size_t>(page) - 1) / static_cast<std::size_t>(page) * static_cast<std::size_t>(page);
-  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, map.get(), 0);
-  if (mem == MAP_FAILED) return Error::from_errno(errno, "mmap the page_counters map");
-  return std::unique_ptr<PageCounterIter>(new PageCounterIter(std::move(prog), std::move(map), std::move(depth_map),
-                                                              static_cast<pressured_page_counter*>(mem), bytes,
-                                                              capacity, page_shift));
+  std::unique_ptr<PageCounterIter> it(
+      new PageCounterIter(std::move(prog), std::move(map), std::move(depth_map), capacity, page_shift));
+  if (auto r = it->map_records(kFirstMappedRecords); !r) return r.error();
+  return it;
 }
 
-PageCounterIter::PageCounterIter(Fd prog, Fd map, Fd depth_map, pressured_page_counter* records,
-                                 std::size_t mapped_bytes, uint32_t capacity, uint32_t page_shift)
+PageCounterIter::PageCounterIter(Fd prog, Fd map, Fd depth_map, uint32_t capacity, uint32_t page_shift)
     : prog_(std::move(prog)),
       map_(std::move(map)),
       depth_map_(std::move(depth_map)),
-      records_(records),
-      mapped_bytes_(mapped_bytes),
       capacity_(capacity),
       page_shift_(page_shift) {}
 
 PageCounterIter::~PageCounterIter() {
-  ::munmap(records_, mapped_bytes_);
+  if (records_) ::munmap(records_, mapped_bytes_);
+}
+
+// Maps the first pages of the map, enough for `count` records: the kernel
+// maps a BPF array's every page at mmap(), so a mapping of the whole map
+// (16384 records, 384 KiB) would be resident from the start for the few
+// hundred records a node's walk writes.
+Result<void> PageCounterIter::map_records(std::size_t count) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  std::size_t bytes = std::min<std::size_t>(count, capacity_) * sizeof(pressured_page_counter);
+  bytes = std::max<std::size_t>((bytes + page - 1) / page * page, page);
+  if (records_ && bytes <= mapped_bytes_) return {};
+  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, map_.get(), 0);
+  if (mem == MAP_FAILED) return Error::from_errno(errno, "mmap the page_counters map");
+  if (records_) ::munmap(records_, mapped_bytes_);
+  records_ = static_cast<pressured_page_counter*>(mem);
+  mapped_bytes_ = bytes;
+  return {};
 }
 
 Result<void> PageCounterIter::set_depth(uint32_t depth) {
@@ -111,10 +122,18 @@ Result<void> PageCounterIter::walk(const Link& link, std::vector<PageCounterSamp
   if (end.truncated || end.count > capacity_) {
     return Error{ENOSPC, "more than " + std::to_string(capacity_) + " memory cgroups to read in one batch"};
   }
+  // A walk longer than the mapping: map more (twice what it needs, so that
+  // a growing node maps again rarely).
+  if (auto r = map_records(std::size_t{end.count} * 2); !r) return r;
   out.reserve(end.count);
   for (uint32_t i = 0; i < end.count; ++i) {
     const pressured_page_counter& rec = records_[i];
-    out.push_back({rec.cgroup_id, rec.pages << page_shift_});
+    // No limit: the page counter's maximum (LONG_MAX / PAGE_SIZE, what v2
+    // prints as "max" and v1 as about 2^63), or anything from 2^62 up,
+    // which the file readers take as none too (node::is_unlimited_v1).
+    std::optional<uint64_t> limit;
+    if (rec.max_pages < (uint64_t{1} << (62 - page_shift_))) limit = rec.max_pages << page_shift_;
+    out.push_back({rec.cgroup_id, rec.pages << page_shift_, limit});
   }
   // Pre-order: the first record is the walk's root.
   if (out.empty() || out.front().cgroup_id != link.dir_id) {

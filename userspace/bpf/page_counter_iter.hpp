@@ -36,8 +36,12 @@ class PageCounterIter final : public PageCounterReader {
     Fd fd;
     uint64_t dir_id = 0;  // the directory's cgroup id when attached
   };
-  PageCounterIter(Fd prog, Fd map, Fd depth_map, pressured_page_counter* records, std::size_t mapped_bytes,
-                  uint32_t capacity, uint32_t page_shift);
+  // Records mapped at first: a node's walk rarely writes more (kubepods'
+  // tiers, pods and Guaranteed pods' containers).
+  static constexpr std::size_t kFirstMappedRecords = 1024;
+  PageCounterIter(Fd prog, Fd map, Fd depth_map, uint32_t capacity, uint32_t page_shift);
+  /// Maps (again) the map's first pages, enough for `count` records.
+  Result<void> map_records(std::size_t count);
   Result<void> set_depth(uint32_t depth);
   /// One walk through `link`; ESTALE when it did not start at the live
   /// cgroup `link.dir_id` (removed, or recreated under the same name).
@@ -47,8 +51,8 @@ class PageCounterIter final : public PageCounterReader {
   Fd map_;
   Fd depth_map_;
   uint32_t depth_ = 0;  // last written to depth_map_ (0: never)
-  pressured_page_counter* records_;  // mapped writable: walk() clears the first record
-  std::size_t mapped_bytes_;
+  pressured_page_counter* records_ = nullptr;  // mapped writable: walk() clears the first record
+  std::size_t mapped_bytes_ = 0;
   uint32_t capacity_;
   uint32_t page_shift_;
   // One iterator link per directory: attaching costs a BPF_LINK_CREATE and

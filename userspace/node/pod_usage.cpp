@@ -37,6 +37,10 @@ PodUsageReader::PodUsageReader(CgroupLayout layout, std::shared_ptr<PodStorageSo
 void PodUsageReader::read_listed(const std::vector<cgroup::PodDir>& dirs, TimePoint now, std::vector<Pod>& out) {
   ++gen_;
   out.reserve(out.size() + dirs.size());
+  // Every pod's usage and limit in one walk of kubepods where the kernel
+  // allows it: two reads a pod fewer, at about 50 ns a pod instead of two
+  // preads. A pod the walk did not see (created since) reads its files.
+  const bool batched = page_reader_ && !dirs.empty() && walk_page_counters(layout_.kubepods_memory_path, 2);
   for (const auto& d : dirs) {
     auto it = pods_.find(d.memory_path);
     if (it == pods_.end()) {
@@ -52,7 +56,7 @@ void PodUsageReader::read_listed(const std::vector<cgroup::PodDir>& dirs, TimePo
     p.cgroup_path = st.cg.memory_path;
     p.cgroup_id = st.cg.cgroup_id;
     p.unified_cgroup_id = st.cg.unified_cgroup_id;
-    auto r = read_pod(st, p, true);
+    auto r = read_pod(st, p, true, batched ? batched_sample(st.cg.cgroup_id) : nullptr);
     if (!r) {
       if (is_gone(r.error().code) && cgroup::dir_inode(st.cg.memory_path) == 0) {
         ++counters_.vanished_pods;  // deleted between the scan and the read
@@ -138,17 +142,9 @@ Result<void> PodUsageReader::refresh_memory_usage(const std::vector<Pod*>& pods)
     const std::string root = batch_root(pods);
     // Pods sit right under a tier, two levels under kubepods (Guaranteed: one).
     const uint32_t depth = root == layout_.kubepods_memory_path ? 2 : 1;
-    if (auto r = page_reader_->read(root, depth, page_samples_); r) {
+    if (walk_page_counters(root, depth)) {
       ++counters_.page_counter_batches;
       return usage_from_batch(pods);
-    } else {
-      // Once: a kernel that refuses the walk refuses it every time, and the
-      // decision must not pay for a failing batch before the files.
-      spdlog::warn("observer: batched page-counter read of {} failed ({}); decisions read one usage file per "
-                   "contending pod from now on",
-                   root, r.error().message);
-      page_reader_.reset();
-      counters_.page_counter_batch = 0;
     }
   }
   for (Pod* pod : pods) {
@@ -192,9 +188,35 @@ void PodUsageReader::recreate(PodState& st, uint64_t ino) {
   st.limit_cache.reset();
 }
 
+bool PodUsageReader::walk_page_counters(const std::string& root, uint32_t depth) {
+  if (auto r = page_reader_->read(root, depth, page_samples_); !r) {
+    // Once: a kernel that refuses the walk refuses it every time, and no
+    // read must pay for a failing batch before the files.
+    spdlog::warn("observer: batched page-counter read of {} failed ({}); observations and decisions read one usage "
+                 "file per pod from now on",
+                 root, r.error().message);
+    page_reader_.reset();
+    counters_.page_counter_batch = 0;
+    return false;
+  }
+  auto by_id = [](const PageCounterSample& a, const PageCounterSample& b) { return a.cgroup_id < b.cgroup_id; };
+  // Kernfs ids grow with creation and a walk lists children oldest first, so
+  // a tier's walk is most often in order already.
+  if (!std::is_sorted(page_samples_.begin(), page_samples_.end(), by_id)) {
+    std::sort(page_samples_.begin(), page_samples_.end(), by_id);
+  }
+  return true;
+}
+
+const PageCounterSample* PodUsageReader::batched_sample(uint64_t id) const {
+  auto s = std::lower_bound(page_samples_.begin(), page_samples_.end(), id,
+                            [](const PageCounterSample& a, uint64_t v) { return a.cgroup_id < v; });
+  return id != 0 && s != page_samples_.end() && s->cgroup_id == id ? &*s : nullptr;
+}
+
 // Reads one pod's usage into `pod` (usage, limit, events, pressure, pids).
-Result<void> PodUsageReader::read_pod(PodState& st, Pod& pod, bool full) {
-  auto u = read_number(st.usage, buf_);
+Result<void> PodUsageReader::read_pod(PodState& st, Pod& pod, bool full, const PageCounterSample* batched) {
+  Result<uint64_t> u = batched ? Result<uint64_t>(batched->usage_bytes) : read_number(st.usage, buf_);
   if (!u) return u.error();
   auto ms = read_stat(st.stat, buf_, v2_);
   if (!ms) return ms.error();
@@ -205,7 +227,10 @@ Result<void> PodUsageReader::read_pod(PodState& st, Pod& pod, bool full) {
   usage.memory_active_file_bytes = ms->active_file;
   usage.memory_inactive_file_bytes = ms->inactive_file;
   pod.memory_usage_bytes = *u;
-  if (full || !st.limit_read) {
+  if (batched) {
+    st.limit_cache = batched->limit_bytes;
+    st.limit_read = true;
+  } else if (full || !st.limit_read) {
     auto t = st.limit.read(buf_);
     if (t) {
       if (auto v = kernel::parse_single_value(*t)) {
@@ -335,17 +360,9 @@ std::string PodUsageReader::batch_root(const std::vector<Pod*>& pods) const {
 // the last full observation gave each pod: a pod whose id is not in the
 // walk was removed or recreated since.
 Result<void> PodUsageReader::usage_from_batch(const std::vector<Pod*>& pods) {
-  auto by_id = [](const PageCounterSample& a, const PageCounterSample& b) { return a.cgroup_id < b.cgroup_id; };
-  // Kernfs ids grow with creation and a walk lists children oldest first, so
-  // a tier's walk is most often in order already.
-  if (!std::is_sorted(page_samples_.begin(), page_samples_.end(), by_id)) {
-    std::sort(page_samples_.begin(), page_samples_.end(), by_id);
-  }
   for (Pod* pod : pods) {
-    const uint64_t id = pod->cgroup_id;
-    auto s = std::lower_bound(page_samples_.begin(), page_samples_.end(), id,
-                              [](const PageCounterSample& a, uint64_t v) { return a.cgroup_id < v; });
-    if (id == 0 || s == page_samples_.end() || s->cgroup_id != id) {
+    const PageCounterSample* s = batched_sample(pod->cgroup_id);
+    if (!s) {
       return Error{ESTALE, "pod " + pod->uid + ": its cgroup is gone or was recreated since the last full observation"};
     }
     pod->memory_usage_bytes = s->usage_bytes;

@@ -83,11 +83,18 @@ class PodUsageReader {
 
   States::iterator add_state(const cgroup::PodDir& d);
   void recreate(PodState& st, uint64_t ino);
-  // Reads one pod's usage into `pod` (usage, limit, events, pressure, pids).
-  Result<void> read_pod(PodState& st, Pod& pod, bool full);
+  // Reads one pod's usage into `pod` (usage, limit, events, pressure, pids);
+  // its usage and limit from `batched` where given (a walk of this
+  // observation), from its files otherwise.
+  Result<void> read_pod(PodState& st, Pod& pod, bool full, const PageCounterSample* batched = nullptr);
   void merge_storage(Pod& pod) const;
   std::string batch_root(const std::vector<Pod*>& pods) const;
   Result<void> usage_from_batch(const std::vector<Pod*>& pods);
+  /// One walk of `root` into page_samples_, sorted by cgroup id; false (the
+  /// reader dropped, said once in the log) where the kernel refuses it.
+  bool walk_page_counters(const std::string& root, uint32_t depth);
+  /// The sample of cgroup `id` in page_samples_, or null.
+  const PageCounterSample* batched_sample(uint64_t id) const;
 
   CgroupLayout layout_;
   std::shared_ptr<PodStorageSource> storage_;
