@@ -63,6 +63,23 @@ std::map<uint64_t, uint64_t> by_id(const std::vector<PageCounterSample>& v) {
 // probe reads on 6.1) and, forced, one probe read a field.
 class HostPageCounters : public ::testing::TestWithParam<bool> {};
 
+// The daemon's page-counter reader, in the probe-read flavour if asked. The
+// BPF source it comes from is released here: the reader holds references
+// of its own.
+std::shared_ptr<PageCounterReader> load_reader(const BpfFeatures& features, bool probe_reads, std::string& why) {
+  EventStats stats;
+  bpf::BpfEventsOptions options;
+  options.probe_page_walk = probe_reads;
+  auto src = bpf::BpfEventSource::create(options, features, stats);
+  if (!src) {
+    why = src.error().message;
+    return nullptr;
+  }
+  auto reader = (*src)->page_counter_reader();
+  if (!reader) why = "the page-counter iterator did not load (see the warning above)";
+  return reader;
+}
+
 TEST_P(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
   PRESSURED_REQUIRE_ROOT();
   const std::string mount = SandboxCgroup::find_memory_mount();
@@ -83,13 +100,9 @@ TEST_P(HostPageCounters, OneWalkGivesEveryTierAndPodItsUsageFile) {
   for (int i = 0; i < 100 && usage_file(sb, "kubepods/burstable/podA") < 16 * MiB; ++i) std::this_thread::sleep_for(100ms);
   ASSERT_GE(usage_file(sb, "kubepods/burstable/podA"), 16 * MiB) << "the workload did not start";
 
-  EventStats stats;
-  bpf::BpfEventsOptions options;
-  options.probe_page_walk = GetParam();
-  auto src = bpf::BpfEventSource::create(options, *features, stats);
-  ASSERT_TRUE(src) << src.error().message;
-  auto reader = (*src)->page_counter_reader();
-  ASSERT_TRUE(reader) << "the page-counter iterator did not load (see the warning above)";
+  std::string why;
+  auto reader = load_reader(*features, GetParam(), why);
+  ASSERT_TRUE(reader) << why;
 
   std::vector<PageCounterSample> samples;
   auto r = reader->read(sb.path("kubepods"), 2, samples);
@@ -210,13 +223,9 @@ TEST_P(HostPageCounters, AWalkLongerThanTheFirstMappingIsReadWhole) {
   constexpr int kPods = 1500;
   for (int i = 0; i < kPods; ++i) ASSERT_TRUE(sb.make_with("kubepods/besteffort/pod" + std::to_string(i))) << sb.error();
 
-  EventStats stats;
-  bpf::BpfEventsOptions options;
-  options.probe_page_walk = GetParam();
-  auto src = bpf::BpfEventSource::create(options, *features, stats);
-  ASSERT_TRUE(src) << src.error().message;
-  auto reader = (*src)->page_counter_reader();
-  ASSERT_TRUE(reader);
+  std::string why;
+  auto reader = load_reader(*features, GetParam(), why);
+  ASSERT_TRUE(reader) << why;
   std::vector<PageCounterSample> samples;
   for (int round = 0; round < 2; ++round) {  // the second through the larger mapping
     auto r = reader->read(sb.path("kubepods"), 2, samples);
