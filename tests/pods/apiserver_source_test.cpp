@@ -9,7 +9,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -170,6 +173,54 @@ TEST(ApiServerSource, ItemsOfTheWrongShapeCostOnlyThemselves) {
   EXPECT_GE(src.stats().skipped_objects, 3u);
 }
 
+// Keeps the text of log records at warn and above.
+struct WarnLines final : spdlog::sinks::base_sink<std::mutex> {
+  std::vector<std::string> lines;
+  void sink_it_(const spdlog::details::log_msg& m) override {
+    if (m.level >= spdlog::level::warn) lines.emplace_back(m.payload.data(), m.payload.size());
+  }
+  void flush_() override {}
+};
+
+// A pod whose memory request cannot be read ("12x").
+std::string odd_pod(const std::string& rv) {
+  return R"({"kind":"Pod","metadata":{"name":"odd","namespace":"ns","uid":"uid-odd","resourceVersion":")" + rv +
+         R"("},"spec":{"nodeName":"node-a","containers":[{"name":"c","resources":{"requests":{"memory":"12x"}}}]},)"
+         R"("status":{"phase":"Running","qosClass":"Burstable"}})";
+}
+
+// WarnLines on the default logger for a test's length.
+struct WarnCapture {
+  std::shared_ptr<WarnLines> sink = std::make_shared<WarnLines>();
+  std::shared_ptr<spdlog::logger> logger = spdlog::default_logger();
+  WarnCapture() { logger->sinks().push_back(sink); }
+  ~WarnCapture() { logger->sinks().pop_back(); }
+  WarnCapture(const WarnCapture&) = delete;
+  WarnCapture& operator=(const WarnCapture&) = delete;
+  long count(const std::string& text) const {
+    return std::count_if(sink->lines.begin(), sink->lines.end(),
+                         [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  }
+};
+
+// A pod with a field that cannot be read is kept, unevictable on what the
+// field concerns; why is said in the log, once while the LIST says the same.
+TEST(ApiServerSource, AnUnreadableFieldOfAPodIsSaidOnce) {
+  WarnCapture warnings;
+
+  const std::string bad = odd_pod("5");
+  Harness h;
+  h.api->lists.push_back(StubApi::ok(pod_list({pod_json("a", "uid-a"), bad})));
+  h.api->lists.push_back(StubApi::ok(pod_list({pod_json("a", "uid-a"), bad}, "101")));
+  ApiServerPodSource src(h.options());
+  ASSERT_TRUE(src.refresh());
+  ASSERT_EQ(src.current()->count("uid-odd"), 1u);
+  EXPECT_TRUE(src.current()->at("uid-odd").memory_spec_unparsable);
+  EXPECT_EQ(warnings.count("ns/odd"), 1) << "the unreadable field is said, naming the pod";
+  ASSERT_TRUE(src.refresh());
+  EXPECT_EQ(warnings.count("ns/odd"), 1) << "not again while the LIST says the same";
+}
+
 // Runs the loop after a good LIST with the given watch streams; returns the
 // source's state after the loop stopped (at its max_sleeps-th backoff).
 struct WatchRun {
@@ -189,6 +240,16 @@ std::unique_ptr<WatchRun> run_watches(std::vector<StubApi::WatchAnswer> answers,
   w->src = std::make_unique<ApiServerPodSource>(o);
   w->src->run();
   return w;
+}
+
+// The same through the watch: said once while the events say the same.
+TEST(ApiServerSource, AnUnreadableFieldInAWatchEventIsSaidOnce) {
+  WarnCapture warnings;
+  const std::string bad = odd_pod("6");
+  const std::string event = R"({"type":"ADDED","object":)" + bad + "}\n";
+  auto w = run_watches({StubApi::WatchAnswer{{event, event}}});
+  ASSERT_EQ(w->src->current()->count("uid-odd"), 1u);
+  EXPECT_EQ(warnings.count("ns/odd"), 1) << "said once for two events saying the same";
 }
 
 TEST(ApiServerSource, MalformedWatchLinesAreCountedErrors) {

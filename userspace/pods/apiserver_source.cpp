@@ -69,6 +69,7 @@ struct ApiServerPodSource::ListPages {
   PodMetadataMap map;
   std::string resource_version;
   uint64_t skipped = 0;
+  std::vector<std::string> errors;  // why pods or fields could not be read (the first ten)
   // The LIST was refused for its whole (a bound, a repeated token): logged
   // at error at every refusal, each of them followed by a backoff.
   bool refused = false;
@@ -273,9 +274,13 @@ Result<void> ApiServerPodSource::list_pages(bool from_cache, ListPages& out) {
         auto parsed = parse_pod_json(item, PodTrust::ApiServer, opts_.labels);
         if (!parsed) {
           ++out.skipped;
+          if (out.errors.size() < 10) out.errors.push_back(parsed.error().message);
           continue;
         }
         out.skipped += parsed->skipped;
+        for (auto& e : parsed->errors) {
+          if (out.errors.size() < 10) out.errors.push_back(std::move(e));
+        }
         for (auto& p : parsed->pods) {
           std::string uid = p.uid;
           out.map[uid] = std::move(p);
@@ -323,6 +328,12 @@ Result<void> ApiServerPodSource::list() {
     resource_version_ = got.resource_version;
     stats_.skipped_objects = got.skipped;
   }
+  // A pod (or a field of one) that could not be read is kept unevictable on
+  // what it concerns: the operator must be able to find out why.
+  if (got.errors != last_list_problems_) {
+    for (const auto& e : got.errors) spdlog::warn("pod metadata ({}): {}", describe(), e);
+    last_list_problems_ = std::move(got.errors);
+  }
   relist_after_gone_ = false;
   ++counters_.lists;
   publish(std::move(got.map), true);
@@ -367,6 +378,11 @@ bool ApiServerPodSource::watch_line(std::string_view line, PodMetadataMap& map, 
     if (!parsed) {
       parse_error = "watch: " + parsed.error().message;
       return false;
+    }
+    for (const auto& e : parsed->errors) {
+      if (e == last_watch_problem_) continue;
+      spdlog::warn("pod metadata ({}): watch: {}", describe(), e);
+      last_watch_problem_ = e;
     }
     for (auto& p : parsed->pods) {
       if (*type == "DELETED") {

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "k8s/api_client.hpp"
 #include "k8s/backoff.hpp"
@@ -183,6 +184,10 @@ class ApiServerPodSource final : public PodMetadataSource {
   bool relist_after_gone_ = false;
   bool cache_too_large_ = false;
   bool cache_pages_ = false;  // a resourceVersion=0 answer came with a continue token
+  // Why pods or fields of pods could not be read: said when they change,
+  // not at every LIST (under list_mu_) or watch event (run()'s thread).
+  std::vector<std::string> last_list_problems_;
+  std::string last_watch_problem_;
   mutable std::mutex mu_;
   std::shared_ptr<const PodMetadataMap> map_;
   std::string resource_version_;
