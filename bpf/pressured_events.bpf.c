@@ -677,7 +677,6 @@ DUAL_TP(sched_process_free, btf_task_free_plain, raw_task_free_plain,
  * creates an iterator, reads it to the end, then reads the map. */
 __u32 page_counters_n = 0;
 __u32 page_counters_truncated = 0;
-__s32 page_counters_max_level = 0;
 
 /* Each step visits a cgroup, and a full map ends the walk, so any list
  * that fits in the map ends far below the bound (the helper's own limit is
@@ -739,13 +738,15 @@ static __always_inline long page_list_step(struct page_list *l, bool btf, bool m
 	__u64 after = 0, first = 0, id = 0, pages = 0, max_pages = 0;
 	unsigned int flags = 0;
 	struct cgroup_subsys_state *memory_css = NULL;
+	struct cgroup *c = btf ? bpf_rdonly_cast((void *)addr, bpf_core_type_id_kernel(struct cgroup))
+			       : (struct cgroup *)addr;
+	/* Only a step that starts a loop of the children reads their list. */
+	const bool descend = may_descend && l->descend;
 	if (btf) {
-		struct cgroup *c = bpf_rdonly_cast((void *)addr, bpf_core_type_id_kernel(struct cgroup));
 		after = (__u64)c->self.sibling.next;
 		flags = c->self.flags;
 		memory_css = c->subsys[idx];
 	} else {
-		struct cgroup *c = (struct cgroup *)addr;
 		if (bpf_probe_read_kernel(&after, sizeof(after), &c->self.sibling.next) ||
 		    bpf_probe_read_kernel(&flags, sizeof(flags), &c->self.flags) ||
 		    bpf_probe_read_kernel(&memory_css, sizeof(memory_css), &c->subsys[idx]))
@@ -763,27 +764,25 @@ static __always_inline long page_list_step(struct page_list *l, bool btf, bool m
 	if ((flags & PRESSURED_CSS_RELEASED) || !(flags & PRESSURED_CSS_ONLINE) || !memory_css)
 		return 0;
 	if (btf) {
-		struct cgroup *c = bpf_rdonly_cast((void *)addr, bpf_core_type_id_kernel(struct cgroup));
 		/* css is the first member of mem_cgroup. */
 		struct mem_cgroup *m = bpf_rdonly_cast(memory_css, bpf_core_type_id_kernel(struct mem_cgroup));
 		id = c->kn->id;
 		pages = (__u64)m->memory.usage.counter;
 		max_pages = (__u64)m->memory.max;
-		if (may_descend)
+		if (descend)
 			first = (__u64)c->self.children.next;
 	} else {
-		struct cgroup *c = (struct cgroup *)addr;
 		id = BPF_CORE_READ(c, kn, id);
 		pages = (__u64)BPF_CORE_READ((struct mem_cgroup *)memory_css, memory.usage.counter);
 		max_pages = (__u64)BPF_CORE_READ((struct mem_cgroup *)memory_css, memory.max);
-		if (may_descend)
+		if (descend)
 			first = (__u64)BPF_CORE_READ(c, self.children.next);
 	}
 	if (!page_record(id, pages, max_pages)) {
 		l->failed = 1;
 		return 1;
 	}
-	if (may_descend && l->descend) {
+	if (descend) {
 		struct page_list sub = {
 			.head = addr + bpf_core_field_offset(struct cgroup, self.children),
 			.next = first,
