@@ -3,7 +3,6 @@
 // call, for decisions that must bound every pod's usage now.
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,10 +14,10 @@ namespace pressured {
 struct PageCounterSample {
   uint64_t cgroup_id = 0;    ///< kernfs id: the cgroup directory's inode number
   uint64_t usage_bytes = 0;  ///< memory.usage_in_bytes (v1) / memory.current (v2): the same counter
-  /// memory.limit_in_bytes (v1) / memory.max (v2): the counter's limit; none
-  /// when the cgroup has none (v2 "max", v1's page-counter maximum), or when
-  /// the reader does not read limits.
-  std::optional<uint64_t> limit_bytes;
+  /// The counter's limit, as v1's memory.limit_in_bytes prints it: with no
+  /// limit, the page counter's maximum (about 2^63; v2's memory.max prints
+  /// "max" for it).
+  uint64_t limit_bytes = 0;
 };
 
 /// Reads the page counters of a memory cgroup directory and of its
@@ -31,7 +30,8 @@ class PageCounterReader {
 
   /// Fills `out` (cleared first) with `dir` itself and its cgroups down to
   /// `depth` levels below it (1: children only; 2 at most: kubepods' tiers
-  /// and pods), `dir` first, the rest in no particular order. `dir` is an absolute path in the memory hierarchy.
+  /// and pods), `dir` first, the rest in no particular order. `dir` is an
+  /// absolute path in the memory hierarchy.
   /// Error when the batch cannot be read (the kernel refuses to walk this
   /// hierarchy, more cgroups than the reader holds, ...): the caller reads
   /// the files instead.

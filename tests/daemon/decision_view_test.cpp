@@ -247,7 +247,8 @@ struct FakePageCounters final : public PageCounterReader {
       auto v = value(i, s->usage_bytes);
       if (!v) continue;
       s->usage_bytes = *v;
-      s->limit_bytes = limit(i);
+      // No limit: the page counter's maximum, as v1 prints it on 4 KiB pages.
+      s->limit_bytes = limit(i).value_or(9223372036854771712ULL);
       out.push_back(*s);
     }
     return {};

@@ -128,12 +128,7 @@ Result<void> PageCounterIter::walk(const Link& link, std::vector<PageCounterSamp
   out.reserve(end.count);
   for (uint32_t i = 0; i < end.count; ++i) {
     const pressured_page_counter& rec = records_[i];
-    // No limit: the page counter's maximum (LONG_MAX / PAGE_SIZE, what v2
-    // prints as "max" and v1 as about 2^63), or anything from 2^62 up,
-    // which the file readers take as none too (node::is_unlimited_v1).
-    std::optional<uint64_t> limit;
-    if (rec.max_pages < (uint64_t{1} << (62 - page_shift_))) limit = rec.max_pages << page_shift_;
-    out.push_back({rec.cgroup_id, rec.pages << page_shift_, limit});
+    out.push_back({rec.cgroup_id, rec.pages << page_shift_, rec.max_pages << page_shift_});
   }
   // Pre-order: the first record is the walk's root.
   if (out.empty() || out.front().cgroup_id != link.dir_id) {

@@ -228,7 +228,8 @@ Result<void> PodUsageReader::read_pod(PodState& st, Pod& pod, bool full, const P
   usage.memory_inactive_file_bytes = ms->inactive_file;
   pod.memory_usage_bytes = *u;
   if (batched) {
-    st.limit_cache = batched->limit_bytes;
+    // The page counter's maximum is "no limit" on v2 too ("max" in the file).
+    st.limit_cache = node::is_unlimited_v1(batched->limit_bytes) ? std::nullopt : std::optional(batched->limit_bytes);
     st.limit_read = true;
   } else if (full || !st.limit_read) {
     auto t = st.limit.read(buf_);
