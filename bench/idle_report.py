@@ -37,6 +37,7 @@ import threading
 import json
 import os
 import signal
+import ssl
 import subprocess
 import re
 import sys
@@ -172,6 +173,7 @@ def measure(binary, n, seconds, settle, extra_env, breakdown=False, pod_source="
     pids = Sandbox(f"idle{n}", PIDS_MOUNT) if os.path.isdir(PIDS_MOUNT) else None
     daemon = None
     server = None
+    served = [0]  # pod lists the kubelet-like server answered
     tmp = tempfile.mkdtemp(prefix="pressured-idle-")
     try:
         for tree in [sb] + ([pids] if pids else []):
@@ -193,21 +195,36 @@ def measure(binary, n, seconds, settle, extra_env, breakdown=False, pod_source="
         if pod_source == "file":
             source = ["--pod-file", f"{tmp}/pods.json"]
         else:
-            # The kubelet's /pods over plain HTTP on loopback: the daemon then
-            # runs its HTTP client (libcurl) as a node with a kubelet or API
-            # server pod source does.
+            # The kubelet's /pods on loopback, over HTTPS as the kubelet's port
+            # serves it (kubelet-https: the daemon's TLS is loaded and used), or
+            # plain HTTP (kubelet-http): the daemon runs its HTTP client as a
+            # node with a kubelet or API server pod source does.
             class Quiet(http.server.SimpleHTTPRequestHandler):
                 def log_message(self, *args):
                     pass
 
+                def log_request(self, code="-", size="-"):
+                    if str(code) == "200":
+                        served[0] += 1
+
             handler = functools.partial(Quiet, directory=tmp)
             server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            scheme, trust = "http", ""
+            if pod_source == "kubelet-https":
+                subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                                "-nodes", "-days", "1", "-subj", "/CN=idle-report", "-addext",
+                                "subjectAltName=IP:127.0.0.1", "-keyout", f"{tmp}/tls.key", "-out", f"{tmp}/tls.crt"],
+                               check=True, capture_output=True)
+                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                ctx.load_cert_chain(f"{tmp}/tls.crt", f"{tmp}/tls.key")
+                server.socket = ctx.wrap_socket(server.socket, server_side=True)
+                scheme, trust = "https", f"  caFile: {tmp}/tls.crt\n"
             threading.Thread(target=server.serve_forever, daemon=True).start()
             with open(f"{tmp}/token", "w") as f:
                 f.write("idle-report\n")
             with open(f"{tmp}/config.yaml", "w") as f:
-                f.write(f"pods:\n  kind: kubelet\n  kubeletUrl: http://127.0.0.1:{server.server_address[1]}/pods.json\n"
-                        f"  tokenFile: {tmp}/token\n")
+                f.write(f"pods:\n  kind: kubelet\n  kubeletUrl: {scheme}://127.0.0.1:{server.server_address[1]}/pods.json\n"
+                        f"  tokenFile: {tmp}/token\n{trust}")
             source = ["--config", f"{tmp}/config.yaml"]
         argv = [binary, "run", "--cgroup-root", "/" + os.path.basename(sb.root), "--cgroup-driver", "cgroupfs",
                 *source, "--metrics-listen", "127.0.0.1:0", "--state-file", f"{tmp}/state.json",
@@ -236,6 +253,9 @@ def measure(binary, n, seconds, settle, extra_env, breakdown=False, pod_source="
         time.sleep(seconds)
         c1, r1, s1, t1 = cpu_seconds(daemon.pid), run_ns(daemon.pid), switches(daemon.pid), time.monotonic()
         st = status(daemon.pid)
+        if server is not None and served[0] == 0:
+            # A source that never fetched measured a daemon without its HTTP client.
+            raise RuntimeError(f"the daemon never fetched the pod list from {pod_source}: see {tmp}/daemon.log")
         return {
             "pods": n,
             "start_cpu_ms": start_cpu * 1000,
@@ -272,9 +292,10 @@ def main():
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--settle", type=float, default=3)
     ap.add_argument("--rss-breakdown", action="store_true", help="also print what the RSS is made of")
-    ap.add_argument("--pod-source", choices=["file", "kubelet-http"], default="file",
-                    help="pod metadata from a PodList file, or from a kubelet-like /pods served over HTTP on "
-                         "127.0.0.1 (the daemon's HTTP client loaded, as on a node with a kubelet/API pod source)")
+    ap.add_argument("--pod-source", choices=["file", "kubelet-http", "kubelet-https"], default="file",
+                    help="pod metadata from a PodList file, or from a kubelet-like /pods served over HTTP or HTTPS "
+                         "(the kubelet's own port is HTTPS) on 127.0.0.1 (the daemon's HTTP client loaded, as on "
+                         "a node with a kubelet/API pod source)")
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the daemon (e.g. MALLOC_ARENA_MAX=1)")
     a = ap.parse_args()
     if os.geteuid() != 0:

@@ -1,7 +1,9 @@
 #pragma once
-// pressured's one HTTP client (libcurl): the API server client and the
-// kubelet pod source both send their requests through it, so timeouts, TLS
-// settings, response bounds and error wording are the same for both.
+// pressured's one HTTP client: the API server client and the kubelet pod
+// source both send their requests through it, so timeouts, TLS settings,
+// response bounds and error wording are the same for both. It speaks
+// HTTP/1.1 itself, with TLS 1.2 through mbedTLS, and hands to libcurl what
+// that cannot do (http_transports.hpp).
 
 #include <cstddef>
 #include <functional>
@@ -19,6 +21,8 @@ struct HttpResponse {
   long status = 0;
   std::string body;
   std::map<std::string, std::string> headers;  // lower-case names
+  /// Sent through libcurl (a TLS 1.3-only server, a proxy), not directly.
+  bool through_libcurl = false;
 };
 
 /// How to trust the server and who we are to it. Files and inline PEM may
@@ -42,7 +46,7 @@ struct HttpRequest {
   /// A body longer than this ends the transfer with an error: a broken or
   /// hostile server cannot make the daemon buffer without bound.
   std::size_t max_body_bytes = 8u << 20;
-  /// Offer every encoding libcurl can decode (gzip, ...) and decode it.
+  /// Offer gzip and deflate and decode them.
   bool accept_encoding = false;
   /// Streaming (a watch): when set, a 2xx body goes here as it arrives (and
   /// an empty chunk about once a second while idle) instead of into the
