@@ -204,7 +204,9 @@ TEST(HttpResponseReader, ReadsEveryFramingInAnySplit) {
 
 TEST(HttpResponseReader, AnswersWithoutABodyEndAtTheirHead) {
   for (const char* wire : {"HTTP/1.1 204 No Content\r\n\r\n", "HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\n\r\n",
-                           "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"}) {
+                           "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+                           "HTTP/1.1 204 No Content\r\nContent-Encoding: gzip\r\n\r\n",
+                           "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 0\r\n\r\n"}) {
     Read r = read_response(wire, 0, /*close=*/false);
     ASSERT_TRUE(r.ok) << r.error;
     EXPECT_EQ(r.step, HttpResponseReader::Step::done) << wire;

@@ -282,7 +282,7 @@ class Connection {
       if (tls_) {
         int rc = mbedtls_ssl_read(&ssl_, reinterpret_cast<unsigned char*>(buf), len);
         if (rc >= 0) return static_cast<long>(rc);
-        if (rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY) return 0L;
+        if (rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY || rc == MBEDTLS_ERR_SSL_CONN_EOF) return 0L;
         if (rc == MBEDTLS_ERR_SSL_WANT_WRITE) {
           wait = POLLOUT;
         } else if (rc != MBEDTLS_ERR_SSL_WANT_READ) {

@@ -247,13 +247,6 @@ Result<HttpResponseReader::Step> HttpResponseReader::parse_head(const Sink& sink
     status_ = 0;
     return Step::more;
   }
-  if (!encoding.empty() && encoding != "identity") {
-    if (encoding != "gzip" && encoding != "x-gzip" && encoding != "deflate") {
-      return protocol("Content-Encoding '" + encoding + "' cannot be decoded");
-    }
-    inflater_ = std::make_unique<Inflater>();
-    if (!inflater_->ok) return Error{ENOMEM, "zlib inflateInit2 failed"};
-  }
   if (head_request_ || status_ == 204 || status_ == 304) {
     state_ = State::done;
   } else if (chunked) {
@@ -263,6 +256,15 @@ Result<HttpResponseReader::Step> HttpResponseReader::parse_head(const Sink& sink
     state_ = length == 0 ? State::done : State::body_length;
   } else {
     state_ = State::body_close;
+  }
+  // Decoded only where there is a body: a bodiless answer may still name
+  // the encoding its body would have had.
+  if (state_ != State::done && !encoding.empty() && encoding != "identity") {
+    if (encoding != "gzip" && encoding != "x-gzip" && encoding != "deflate") {
+      return protocol("Content-Encoding '" + encoding + "' cannot be decoded");
+    }
+    inflater_ = std::make_unique<Inflater>();
+    if (!inflater_->ok) return Error{ENOMEM, "zlib inflateInit2 failed"};
   }
   return Step::more;
 }
