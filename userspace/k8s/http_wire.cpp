@@ -309,17 +309,6 @@ Result<HttpResponseReader::Step> HttpResponseReader::feed(std::string_view data,
         }
         continue;
       }
-      case State::body_length: {
-        if (data.empty()) return Step::more;
-        auto take = data.substr(0, static_cast<std::size_t>(std::min<uint64_t>(remaining_, data.size())));
-        data.remove_prefix(take.size());
-        remaining_ -= take.size();
-        auto e = emit(take, sink);
-        if (!e) return e.error();
-        if (!*e) return Step::stopped;
-        if (remaining_ == 0) return finish(sink);
-        continue;
-      }
       case State::body_close: {
         if (data.empty()) return Step::more;
         auto e = emit(data, sink);
@@ -333,10 +322,13 @@ Result<HttpResponseReader::Step> HttpResponseReader::feed(std::string_view data,
         if (data.empty()) return Step::more;
         auto eol = data.find('\n');
         std::string_view piece = data.substr(0, eol == std::string_view::npos ? data.size() : eol + 1);
-        const std::size_t bound = state_ == State::trailers ? limits_.max_head_bytes : limits_.max_chunk_line_bytes;
+        // The trailers share one bound (remaining_ counts their bytes so far).
+        const std::size_t bound =
+            state_ == State::trailers ? limits_.max_head_bytes - remaining_ : limits_.max_chunk_line_bytes;
         if (pending_.size() + piece.size() > bound + 2) {
-          return protocol(state_ == State::trailers ? "trailers larger than " + std::to_string(bound) + " bytes"
-                                                    : "chunk-size line longer than " + std::to_string(bound) + " bytes");
+          return protocol(state_ == State::trailers
+                              ? "trailers larger than " + std::to_string(limits_.max_head_bytes) + " bytes"
+                              : "chunk-size line longer than " + std::to_string(bound) + " bytes");
         }
         pending_.append(piece);
         data.remove_prefix(piece.size());
@@ -350,18 +342,16 @@ Result<HttpResponseReader::Step> HttpResponseReader::feed(std::string_view data,
           state_ = State::chunk_size;
         } else if (state_ == State::trailers) {
           if (line.empty()) return finish(sink);
-          remaining_ += line.size() + 2;  // the trailers' bytes so far
-          if (remaining_ > limits_.max_head_bytes) {
-            return protocol("trailers larger than " + std::to_string(limits_.max_head_bytes) + " bytes");
-          }
+          remaining_ = std::min<uint64_t>(remaining_ + line.size() + 2, limits_.max_head_bytes);
         } else {
           uint64_t size = 0;
           if (!parse_chunk_size(line, size)) return protocol("bad chunk size '" + line.substr(0, 32) + "'");
           remaining_ = size;
-          state_ = size == 0 ? State::trailers : State::chunk_data;
+          state_ = size == 0 ? State::trailers : State::chunk_data;  // remaining_ 0 starts the trailers' count
         }
         continue;
       }
+      case State::body_length:
       case State::chunk_data: {
         if (data.empty()) return Step::more;
         auto take = data.substr(0, static_cast<std::size_t>(std::min<uint64_t>(remaining_, data.size())));
@@ -370,7 +360,10 @@ Result<HttpResponseReader::Step> HttpResponseReader::feed(std::string_view data,
         auto e = emit(take, sink);
         if (!e) return e.error();
         if (!*e) return Step::stopped;
-        if (remaining_ == 0) state_ = State::chunk_data_end;
+        if (remaining_ == 0) {
+          if (state_ == State::body_length) return finish(sink);
+          state_ = State::chunk_data_end;
+        }
         continue;
       }
     }
