@@ -33,6 +33,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (cut == std::string_view::npos) break;
     in.remove_prefix(cut + 1);
   }
-  (void)reader.end_of_input(sink);
+  (void)reader.end_of_input();
   return 0;
 }

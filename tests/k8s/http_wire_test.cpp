@@ -126,7 +126,7 @@ Read read_response(const std::string& wire, std::size_t piece, bool close = true
     if (wire.empty()) break;
   }
   if (out.step == HttpResponseReader::Step::more && close) {
-    auto r = reader.end_of_input(sink);
+    auto r = reader.end_of_input();
     if (!r) {
       out.error = r.error().message;
       return out;

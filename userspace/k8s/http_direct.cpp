@@ -412,7 +412,7 @@ DirectOutcome direct_request(const HttpRequest& req, const HttpUrl& url) {
       }
       continue;
     }
-    auto step = *n == 0 ? reader.end_of_input(sink) : reader.feed(std::string_view(buf, static_cast<std::size_t>(*n)), sink);
+    auto step = *n == 0 ? reader.end_of_input() : reader.feed(std::string_view(buf, static_cast<std::size_t>(*n)), sink);
     if (!step) return fail(step.error());
     if (*step == HttpResponseReader::Step::stopped) {
       if (too_long) {

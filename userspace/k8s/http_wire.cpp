@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstring>
 
 namespace pressured::k8s {
@@ -31,32 +32,17 @@ Error protocol(std::string what) { return Error{EPROTO, std::move(what)}; }
 
 // A decimal length, without sign, spaces or overflow.
 bool parse_decimal(std::string_view s, uint64_t& out) {
-  if (s.empty() || s.size() > 19) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<uint64_t>(c - '0');
-  }
-  out = v;
-  return true;
+  if (s.size() > 19) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return !s.empty() && ec == std::errc() && p == s.data() + s.size();
 }
 
 // A chunk size: hex digits, then optional extensions after ';' (ignored).
 bool parse_chunk_size(std::string_view line, uint64_t& out) {
-  auto semi = line.find(';');
-  std::string_view digits = trim(line.substr(0, semi));
-  if (digits.empty() || digits.size() > 15) return false;
-  uint64_t v = 0;
-  for (char c : digits) {
-    int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-            : (c >= 'a' && c <= 'f')                   ? c - 'a' + 10
-            : (c >= 'A' && c <= 'F')                   ? c - 'A' + 10
-                                                       : -1;
-    if (d < 0) return false;
-    v = v * 16 + static_cast<uint64_t>(d);
-  }
-  out = v;
-  return true;
+  const std::string_view digits = trim(line.substr(0, line.find(';')));
+  if (digits.size() > 15) return false;
+  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out, 16);
+  return !digits.empty() && ec == std::errc() && p == digits.data() + digits.size();
 }
 
 }  // namespace
@@ -194,11 +180,8 @@ Result<bool> HttpResponseReader::emit(std::string_view raw, const Sink& sink) {
   return true;
 }
 
-Result<HttpResponseReader::Step> HttpResponseReader::parse_head(const Sink& sink) {
-  (void)sink;
-  std::string_view head(pending_);
-  auto end = head.find("\r\n\r\n");
-  head = head.substr(0, end);
+Result<void> HttpResponseReader::parse_head() {
+  const std::string_view head(pending_.data(), pending_.size() - 4);  // without its blank line
   auto line_end = head.find("\r\n");
   std::string_view status_line = head.substr(0, line_end);
   // HTTP/1.x SSS[ reason]
@@ -239,13 +222,13 @@ Result<HttpResponseReader::Step> HttpResponseReader::parse_head(const Sink& sink
     }
     headers_[name] = std::move(value);
   }
-  pending_.erase(0, end + 4);
+  pending_.clear();
   if (status_ >= 100 && status_ < 200) {
     if (status_ == 101) return protocol("the server switched protocols (101), which was not asked");
     // An interim answer (100 Continue, 103 Early Hints): the real one follows.
     headers_.clear();
     status_ = 0;
-    return Step::more;
+    return {};
   }
   if (head_request_ || status_ == 204 || status_ == 304) {
     state_ = State::done;
@@ -266,10 +249,10 @@ Result<HttpResponseReader::Step> HttpResponseReader::parse_head(const Sink& sink
     inflater_ = std::make_unique<Inflater>();
     if (!inflater_->ok) return Error{ENOMEM, "zlib inflateInit2 failed"};
   }
-  return Step::more;
+  return {};
 }
 
-Result<HttpResponseReader::Step> HttpResponseReader::finish(const Sink&) {
+Result<HttpResponseReader::Step> HttpResponseReader::finish() {
   if (inflater_ && !inflater_->ended) return protocol("the compressed body ended before its end");
   state_ = State::done;
   return Step::done;
@@ -281,32 +264,22 @@ Result<HttpResponseReader::Step> HttpResponseReader::feed(std::string_view data,
       case State::done:
         return Step::done;
       case State::head: {
-        const std::size_t searched_from = pending_.size() >= 3 ? pending_.size() - 3 : 0;
-        const std::size_t room = limits_.max_head_bytes + 4 - std::min(pending_.size(), limits_.max_head_bytes + 4);
-        std::string_view take = data.substr(0, room);
-        pending_.append(take);
-        data.remove_prefix(take.size());
-        if (pending_.find("\r\n\r\n", searched_from) == std::string::npos) {
+        const std::size_t had = pending_.size();
+        const std::size_t room = limits_.max_head_bytes + 4 - std::min(had, limits_.max_head_bytes + 4);
+        pending_.append(data.substr(0, room));
+        const auto end = pending_.find("\r\n\r\n", had >= 3 ? had - 3 : 0);
+        if (end == std::string::npos) {
           if (pending_.size() >= limits_.max_head_bytes + 4) {
             return protocol("response head larger than " + std::to_string(limits_.max_head_bytes) + " bytes");
           }
           return Step::more;
         }
-        auto head_end = pending_.find("\r\n\r\n") + 4;
-        // What was appended past the head is the body's: give it back.
-        std::string extra = pending_.substr(head_end);
-        pending_.resize(head_end);
-        auto parsed = parse_head(sink);
+        // Only the head is taken from `data`; what follows it stays there.
+        data.remove_prefix(end + 4 - had);
+        pending_.resize(end + 4);
+        auto parsed = parse_head();
         if (!parsed) return parsed.error();
-        pending_ = std::move(extra);
-        if (state_ == State::done) return finish(sink);
-        // Re-enter with what followed the head, then the rest of `data`.
-        if (!pending_.empty()) {
-          std::string first = std::move(pending_);
-          pending_.clear();
-          auto r = feed(first, sink);
-          if (!r || *r != Step::more) return r;
-        }
+        if (state_ == State::done) return finish();
         continue;
       }
       case State::body_close: {
@@ -341,7 +314,7 @@ Result<HttpResponseReader::Step> HttpResponseReader::feed(std::string_view data,
           if (!line.empty()) return protocol("chunk data longer than its size");
           state_ = State::chunk_size;
         } else if (state_ == State::trailers) {
-          if (line.empty()) return finish(sink);
+          if (line.empty()) return finish();
           remaining_ = std::min<uint64_t>(remaining_ + line.size() + 2, limits_.max_head_bytes);
         } else {
           uint64_t size = 0;
@@ -361,7 +334,7 @@ Result<HttpResponseReader::Step> HttpResponseReader::feed(std::string_view data,
         if (!e) return e.error();
         if (!*e) return Step::stopped;
         if (remaining_ == 0) {
-          if (state_ == State::body_length) return finish(sink);
+          if (state_ == State::body_length) return finish();
           state_ = State::chunk_data_end;
         }
         continue;
@@ -370,12 +343,12 @@ Result<HttpResponseReader::Step> HttpResponseReader::feed(std::string_view data,
   }
 }
 
-Result<HttpResponseReader::Step> HttpResponseReader::end_of_input(const Sink& sink) {
+Result<HttpResponseReader::Step> HttpResponseReader::end_of_input() {
   switch (state_) {
     case State::done:
       return Step::done;
     case State::body_close:
-      return finish(sink);
+      return finish();
     case State::head:
       return protocol(pending_.empty() ? "the server closed the connection without answering"
                                        : "the connection closed inside the response head");

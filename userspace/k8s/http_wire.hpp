@@ -65,7 +65,7 @@ class HttpResponseReader {
   Result<Step> feed(std::string_view data, const Sink& sink);
   /// The connection ended: done when the body ends with it (or had ended),
   /// an Error when the response was cut short.
-  Result<Step> end_of_input(const Sink& sink);
+  Result<Step> end_of_input();
 
   bool head_complete() const { return state_ > State::head; }
   long status() const { return status_; }
@@ -74,9 +74,9 @@ class HttpResponseReader {
 
  private:
   enum class State { head, body_length, body_close, chunk_size, chunk_data, chunk_data_end, trailers, done };
-  Result<Step> parse_head(const Sink& sink);
+  Result<void> parse_head();  // the head in pending_, which it empties
   Result<bool> emit(std::string_view raw, const Sink& sink);  // decode, hand out; false: stopped
-  Result<Step> finish(const Sink& sink);
+  Result<Step> finish();
 
   const bool head_request_;
   const Limits limits_;
