@@ -92,6 +92,17 @@ TEST(HttpRequestBytes, RefuseAHeaderThatWouldInjectAnother) {
   EXPECT_FALSE(format_http_request("G ET", *u, {}, "", false).ok());
 }
 
+TEST(NoProxy, CoversNamesTheirSubdomainsAndAddressesAsLibcurlDoes) {
+  EXPECT_TRUE(no_proxy_covers("*", "10.96.0.1"));
+  EXPECT_TRUE(no_proxy_covers("example.com, 10.96.0.1", "10.96.0.1"));
+  EXPECT_TRUE(no_proxy_covers("svc.cluster.local", "kubernetes.default.SVC.cluster.local"));
+  EXPECT_TRUE(no_proxy_covers(" .cluster.local ,x", "api.cluster.local"));
+  EXPECT_FALSE(no_proxy_covers("cluster.local", "notcluster.local")) << "a suffix only at a label boundary";
+  EXPECT_FALSE(no_proxy_covers("10.96.0.1", "10.96.0.10"));
+  EXPECT_FALSE(no_proxy_covers("", "10.96.0.1"));
+  EXPECT_FALSE(no_proxy_covers(",, .", "10.96.0.1"));
+}
+
 struct Read {
   bool ok = false;
   std::string error;

@@ -21,34 +21,6 @@ std::string env(const char* name) {
   return v != nullptr ? std::string(v) : std::string();
 }
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// libcurl's reading of no_proxy: "*", or a list of host names (a name
-// matches itself and its subdomains; a leading dot is allowed) and addresses.
-bool no_proxy_covers(const std::string& list, const std::string& host) {
-  const std::string h = lower(host);
-  std::size_t start = 0;
-  while (start <= list.size()) {
-    auto comma = list.find(',', start);
-    std::string entry = lower(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    start = comma == std::string::npos ? list.size() + 1 : comma + 1;
-    while (!entry.empty() && (entry.back() == ' ' || entry.back() == '\t')) entry.pop_back();
-    while (!entry.empty() && (entry.front() == ' ' || entry.front() == '\t')) entry.erase(0, 1);
-    if (entry.empty()) continue;
-    if (entry == "*") return true;
-    if (entry.front() == '.') entry.erase(0, 1);
-    if (h == entry) return true;
-    if (h.size() > entry.size() && h.compare(h.size() - entry.size(), entry.size(), entry) == 0 &&
-        h[h.size() - entry.size() - 1] == '.') {
-      return true;
-    }
-  }
-  return false;
-}
-
 // Whether libcurl would send this URL through a proxy from the environment
 // (http_proxy is lower-case only, as in libcurl: HTTP_PROXY can be set by a
 // CGI request's Proxy header).

@@ -142,6 +142,24 @@ Result<std::string> format_http_request(const std::string& method, const HttpUrl
   return out;
 }
 
+bool no_proxy_covers(std::string_view list, std::string_view host) {
+  const std::string h = lower(host);
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    std::string entry = lower(trim(list.substr(0, comma)));
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+    if (entry == "*") return true;
+    if (!entry.empty() && entry.front() == '.') entry.erase(0, 1);
+    if (entry.empty()) continue;
+    if (h == entry) return true;
+    if (h.size() > entry.size() && h.compare(h.size() - entry.size(), entry.size(), entry) == 0 &&
+        h[h.size() - entry.size() - 1] == '.') {
+      return true;
+    }
+  }
+  return false;
+}
+
 // zlib's inflate for gzip and zlib-wrapped deflate (the header tells which).
 struct HttpResponseReader::Inflater {
   z_stream z{};

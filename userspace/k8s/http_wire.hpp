@@ -44,6 +44,11 @@ Result<std::string> format_http_request(const std::string& method, const HttpUrl
                                         const std::vector<std::string>& headers, std::string_view body,
                                         bool accept_encoding);
 
+/// Whether a no_proxy list names `host`, as libcurl reads it: "*", or host
+/// names (a name covers itself and its subdomains; a leading dot is allowed)
+/// and addresses, separated by commas. Case does not matter.
+bool no_proxy_covers(std::string_view list, std::string_view host);
+
 class HttpResponseReader {
  public:
   struct Limits {
