@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -20,6 +21,28 @@ namespace pressured::k8s {
 namespace {
 
 using namespace std::chrono_literals;
+
+// Serves `srv` (its routes set) on 127.0.0.1, any free port, until destroyed.
+class Serving {
+ public:
+  explicit Serving(httplib::Server& srv) : srv_(srv), port(srv.bind_to_any_port("127.0.0.1")) {
+    thread_ = std::thread([this] { srv_.listen_after_bind(); });
+    for (int i = 0; i < 200 && !srv_.is_running(); ++i) std::this_thread::sleep_for(5ms);
+  }
+  ~Serving() {
+    srv_.stop();
+    thread_.join();
+  }
+  Serving(const Serving&) = delete;
+  Serving& operator=(const Serving&) = delete;
+
+ private:
+  httplib::Server& srv_;
+  std::thread thread_;
+
+ public:
+  const int port;
+};
 
 class LocalServer {
  public:
@@ -45,25 +68,20 @@ class LocalServer {
     srv.Get(".*", handler);
     srv.Post(".*", handler);
     srv.Patch(".*", handler);
-    port = srv.bind_to_any_port("127.0.0.1");
-    thread = std::thread([this] { srv.listen_after_bind(); });
-    for (int i = 0; i < 200 && !srv.is_running(); ++i) std::this_thread::sleep_for(5ms);
+    serving.emplace(srv);
   }
-  ~LocalServer() {
-    srv.stop();
-    thread.join();
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(serving->port) + path;
   }
-  std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port) + path; }
   httplib::Request seen() {
     std::lock_guard lk(mu);
     return last;
   }
 
   httplib::Server srv;
-  int port = 0;
-  std::thread thread;
   std::mutex mu;
   httplib::Request last;
+  std::optional<Serving> serving;  // last: stopped before what its handler uses
 };
 
 HttpRequest request(const std::string& url) {
@@ -125,14 +143,10 @@ TEST(HttpClient, DecodesAGzippedChunkedAnswer) {
       return true;
     });
   });
-  const int port = srv.bind_to_any_port("127.0.0.1");
-  std::thread t([&] { srv.listen_after_bind(); });
-  for (int i = 0; i < 200 && !srv.is_running(); ++i) std::this_thread::sleep_for(5ms);
-  auto req = request("http://127.0.0.1:" + std::to_string(port) + "/chunked");
+  Serving serving(srv);
+  auto req = request("http://127.0.0.1:" + std::to_string(serving.port) + "/chunked");
   req.accept_encoding = true;
   auto r = http_request(req);
-  srv.stop();
-  t.join();
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r->headers["content-encoding"], "gzip") << "the server did not compress: the test proves nothing";
   EXPECT_EQ(r->headers["transfer-encoding"], "chunked");
@@ -269,21 +283,16 @@ class HttpsClient : public ::testing::Test {
     Server(const std::string& cert, const char* client_ca = nullptr, bool tls13_only = false)
         : srv(path(cert + ".crt").c_str(), path(cert + ".key").c_str(), client_ca) {
       if (tls13_only) SSL_CTX_set_min_proto_version(srv.ssl_context(), TLS1_3_VERSION);
-      srv.Get(".*", [](const httplib::Request& req, httplib::Response& res) { res.set_content("hello " + req.path, "text/plain"); });
-      port = srv.bind_to_any_port("127.0.0.1");
-      thread = std::thread([this] { srv.listen_after_bind(); });
-      for (int i = 0; i < 200 && !srv.is_running(); ++i) std::this_thread::sleep_for(5ms);
-    }
-    ~Server() {
-      srv.stop();
-      thread.join();
+      srv.Get(".*", [](const httplib::Request& req, httplib::Response& res) {
+        res.set_content("hello " + req.path, "text/plain");
+      });
+      serving.emplace(srv);
     }
     std::string url(const std::string& p, const char* host = "127.0.0.1") const {
-      return std::string("https://") + host + ":" + std::to_string(port) + p;
+      return std::string("https://") + host + ":" + std::to_string(serving->port) + p;
     }
     httplib::SSLServer srv;
-    int port = 0;
-    std::thread thread;
+    std::optional<Serving> serving;
   };
 
   static inline std::string dir_;
