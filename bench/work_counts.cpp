@@ -17,6 +17,10 @@
 //                      simulated clock, over one events.fullObservationInterval
 //                      (10 s: nine partial refreshes and one full
 //                      observation); one "idle second" is a tenth of it.
+//   pods-refresh       PodMetadataSource::refresh of the PodList file, not
+//                      changed since the last: what the source's own thread
+//                      does every pods.refreshInterval on a quiet node (read,
+//                      compare, keep the map).
 //
 // What it measures itself: heap allocations (malloc and friends, counted
 // below). What the driver measures around it: instructions (callgrind; the
@@ -345,6 +349,25 @@ int idle(Setup& s, int seconds, uint64_t& allocations) {
   return 0;
 }
 
+// Refreshes of the pod source whose file did not change: each must be
+// counted unchanged (not parsed again), or the scenario measures the parse.
+int pods_refresh(Setup& s, int iterations, uint64_t& allocations) {
+  const uint64_t unchanged_before = s.source->stats().unchanged_refreshes;
+  std::string error;
+  allocations = measured([&] {
+    for (int i = 0; i < iterations && error.empty(); ++i) {
+      if (auto r = s.source->refresh(); !r) error = r.error().message;
+    }
+  });
+  const uint64_t unchanged = s.source->stats().unchanged_refreshes - unchanged_before;
+  if (!error.empty() || unchanged != static_cast<uint64_t>(iterations)) {
+    std::fprintf(stderr, "work_counts: %d refreshes of an unchanged pod file: %llu kept the map%s%s\n", iterations,
+                 static_cast<unsigned long long>(unchanged), error.empty() ? "" : ": ", error.c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -369,7 +392,7 @@ int main(int argc, char** argv) {
     } else if (a == "--iterations") {
       iterations = std::atoi(v.c_str());
     } else {
-      std::fprintf(stderr, "usage: work_counts --scenario decision-quiet|decision-pressure|idle [--pods N] [--iterations K] "
+      std::fprintf(stderr, "usage: work_counts --scenario decision-quiet|decision-pressure|idle|pods-refresh [--pods N] [--iterations K] "
                            "[--pause]\n");
       return 2;
     }
@@ -393,6 +416,8 @@ int main(int argc, char** argv) {
     rc = decision_quiet(s, iterations, allocations);
   } else if (scenario == "idle") {
     rc = idle(s, iterations, allocations);
+  } else if (scenario == "pods-refresh") {
+    rc = pods_refresh(s, iterations, allocations);
   } else {
     std::fprintf(stderr, "work_counts: unknown scenario '%s'\n", scenario.c_str());
   }

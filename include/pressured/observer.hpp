@@ -123,6 +123,7 @@ using PodMetadataMap = std::unordered_map<std::string, PodMetadata>;  // by uid
 
 struct PodMetadataStats {
   uint64_t refreshes = 0;         // successful fetches
+  uint64_t unchanged_refreshes = 0;  // of those, the same input as the current map's (not parsed again)
   uint64_t refresh_failures = 0;  // fetches or parses that failed (previous map kept)
   uint64_t pods = 0;              // pods in the current map
   uint64_t skipped_objects = 0;   // documents that were not a Pod/PodList or lacked a uid

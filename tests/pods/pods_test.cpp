@@ -455,10 +455,11 @@ TEST(PodSources, FileAndDirectory) {
   EXPECT_FALSE(make_pod_metadata_source(bad));
 }
 
-// A one-connection HTTP server on 127.0.0.1 answering `body` with `status`.
+// An HTTP server on 127.0.0.1 answering `connections` connections, one
+// after the other, each with `body` and `status`.
 class OneShotServer {
  public:
-  OneShotServer(int status, std::string body, int delay_ms = 0) {
+  OneShotServer(int status, std::string body, int delay_ms = 0, int connections = 1) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -468,17 +469,20 @@ class OneShotServer {
     ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
     port_ = ntohs(a.sin_port);
     ::listen(fd_, 1);
-    thread_ = std::thread([this, status, body = std::move(body), delay_ms] {
-      int c = ::accept(fd_, nullptr, nullptr);
-      if (c < 0) return;
-      char buf[4096];
-      ssize_t n = ::recv(c, buf, sizeof buf - 1, 0);
-      request_ = std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-      std::string resp = "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: application/json\r\nContent-Length: " +
-                         std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-      (void)!::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
-      ::close(c);
+    thread_ = std::thread([this, status, body = std::move(body), delay_ms, connections] {
+      for (int i = 0; i < connections; ++i) {
+        int c = ::accept(fd_, nullptr, nullptr);
+        if (c < 0) return;
+        char buf[4096];
+        ssize_t n = ::recv(c, buf, sizeof buf - 1, 0);
+        request_ = std::string(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+        std::string resp = "HTTP/1.1 " + std::to_string(status) +
+                           " X\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+                           "\r\nConnection: close\r\n\r\n" + body;
+        (void)!::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
+        ::close(c);
+      }
     });
   }
   ~OneShotServer() {
@@ -508,6 +512,74 @@ TEST(PodSources, KubeletOverHttp) {
   EXPECT_EQ((*src)->current()->size(), 4u);
   EXPECT_NE(server.request().find("GET /pods"), std::string::npos);
   EXPECT_EQ((*src)->describe(), "kubelet:" + server.url());
+}
+
+// A polled list that did not change is not parsed again: the map (the same
+// shared map, so nothing downstream re-indexes it) and its stats stay, and
+// the fetch counts as a success. Any byte that differs is parsed.
+TEST(PodSources, AnUnchangedInputIsNotParsedAgain) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/pods.json";
+  testing::write_text(path, kPodList);
+  PodSourceConfig c;
+  c.kind = PodSourceKind::File;
+  c.path = path;
+  auto src = make_pod_metadata_source(c);
+  ASSERT_TRUE(src);
+  ASSERT_TRUE((*src)->refresh());
+  auto first = (*src)->current();
+  ASSERT_EQ(first->size(), 4u);
+  ASSERT_TRUE((*src)->refresh());
+  EXPECT_EQ((*src)->current(), first) << "an unchanged file was parsed into a new map";
+  EXPECT_EQ((*src)->stats().refreshes, 2u);
+  EXPECT_EQ((*src)->stats().unchanged_refreshes, 1u);
+
+  // The same length, one name changed: parsed.
+  std::string changed = kPodList;
+  auto at = changed.find("web-1");
+  ASSERT_NE(at, std::string::npos);
+  changed[at] = 'z';
+  testing::write_text(path, changed);
+  ASSERT_TRUE((*src)->refresh());
+  auto second = (*src)->current();
+  ASSERT_NE(second, first);
+  EXPECT_EQ(second->at("u-web").name, "zeb-1");
+  EXPECT_EQ((*src)->stats().unchanged_refreshes, 1u);
+
+  // Broken, then back to what the map was parsed from: the failure is
+  // counted and cleared, and the kept map is the right one, not re-parsed.
+  testing::write_text(path, "{broken");
+  ASSERT_FALSE((*src)->refresh());
+  EXPECT_FALSE((*src)->stats().last_error.empty());
+  testing::write_text(path, changed);
+  ASSERT_TRUE((*src)->refresh());
+  EXPECT_EQ((*src)->current(), second);
+  EXPECT_TRUE((*src)->stats().last_error.empty());
+  EXPECT_EQ((*src)->stats().unchanged_refreshes, 2u);
+  EXPECT_EQ((*src)->stats().refresh_failures, 1u);
+
+  // Back to the first bytes: a different input from the current map's, parsed.
+  testing::write_text(path, kPodList);
+  ASSERT_TRUE((*src)->refresh());
+  EXPECT_NE((*src)->current(), second);
+  EXPECT_EQ((*src)->stats().unchanged_refreshes, 2u);
+}
+
+TEST(PodSources, AnUnchangedKubeletAnswerIsNotParsedAgain) {
+  OneShotServer server(200, kPodList, 0, 2);
+  PodSourceConfig c;
+  c.kind = PodSourceKind::Kubelet;
+  c.kubelet_url = server.url();
+  auto src = make_pod_metadata_source(c);
+  ASSERT_TRUE(src);
+  auto r = (*src)->refresh();
+  ASSERT_TRUE(r) << r.error().message;
+  auto first = (*src)->current();
+  r = (*src)->refresh();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ((*src)->current(), first);
+  EXPECT_EQ((*src)->stats().refreshes, 2u);
+  EXPECT_EQ((*src)->stats().unchanged_refreshes, 1u);
 }
 
 TEST(PodSources, KubeletErrorsAndTimeout) {

@@ -7,7 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <mbedtls/sha256.h>
+#include <mbedtls/version.h>
+
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -25,19 +30,77 @@
 namespace pressured {
 namespace {
 
-/// The shared part: the current map, stats and the refresh thread.
 pods::PodLabelUse label_use(const PodSourceConfig& c) {
   return c.keep_labels ? pods::PodLabelUse::Keep : pods::PodLabelUse::Drop;
 }
 
+/// What one fetch read: the documents of a file or directory, or the
+/// kubelet's answer, each with where it came from (for errors).
+struct PodDocument {
+  std::string origin;
+  std::string text;
+  pods::DocumentFormat format = pods::DocumentFormat::Auto;
+};
+
+using InputDigest = std::array<unsigned char, 32>;
+
+/// SHA-256 over every document's origin, format and bytes, each
+/// length-prefixed: equal digests mean the same input. A cryptographic hash,
+/// because a pod's author writes part of that input and must not be able to
+/// make a changed list look unchanged.
+InputDigest digest_of(const std::vector<PodDocument>& docs) {
+  InputDigest out{};
+  mbedtls_sha256_context ctx;
+  mbedtls_sha256_init(&ctx);
+#if MBEDTLS_VERSION_MAJOR >= 3
+  (void)mbedtls_sha256_starts(&ctx, 0);
+  auto update = [&](const void* p, std::size_t n) { (void)mbedtls_sha256_update(&ctx, static_cast<const unsigned char*>(p), n); };
+#else
+  (void)mbedtls_sha256_starts_ret(&ctx, 0);
+  auto update = [&](const void* p, std::size_t n) {
+    (void)mbedtls_sha256_update_ret(&ctx, static_cast<const unsigned char*>(p), n);
+  };
+#endif
+  for (const auto& d : docs) {
+    for (const std::string* part : {&d.origin, &d.text}) {
+      const uint64_t n = part->size();
+      update(&n, sizeof n);
+      update(part->data(), part->size());
+    }
+    const auto f = static_cast<uint8_t>(d.format);
+    update(&f, 1);
+  }
+#if MBEDTLS_VERSION_MAJOR >= 3
+  (void)mbedtls_sha256_finish(&ctx, out.data());
+#else
+  (void)mbedtls_sha256_finish_ret(&ctx, out.data());
+#endif
+  mbedtls_sha256_free(&ctx);
+  return out;
+}
+
+/// The shared part: the current map, stats and the refresh thread. A fetch
+/// whose input is byte for byte the one the current map was parsed from is
+/// not parsed again: at 1000 pods the parse is most of an idle daemon's pod
+/// source cost, and a polled list is mostly unchanged.
 class SourceBase : public PodMetadataSource {
  public:
-  SourceBase() : map_(std::make_shared<const PodMetadataMap>()) {}
+  SourceBase(pods::PodTrust trust, pods::PodLabelUse labels, bool errors_name_origin)
+      : map_(std::make_shared<const PodMetadataMap>()),
+        trust_(trust),
+        labels_(labels),
+        errors_name_origin_(errors_name_origin) {}
   ~SourceBase() override { stop(); }
 
   Result<void> refresh() final {
     std::lock_guard<std::mutex> fetch_lock(fetch_mu_);  // one fetch at a time
-    auto r = fetch();
+    auto in = read_input();
+    std::optional<InputDigest> digest;
+    if (in) {
+      digest = digest_of(*in);
+      if (digest == parsed_digest_) return unchanged();
+    }
+    auto r = in ? parse(*in) : Result<pods::ParsedPods>(in.error());
     std::lock_guard<std::mutex> lock(mu_);
     if (!r) {
       ++stats_.refresh_failures;
@@ -63,7 +126,7 @@ class SourceBase : public PodMetadataSource {
     ++stats_.refreshes;
     stats_.pods = map->size();
     stats_.skipped_objects = r->skipped;
-    stats_.last_success = TimePoint(std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch()));
+    stats_.last_success = now();
     if (!stats_.last_error.empty()) spdlog::info("pod metadata ({}): recovered, {} pods", describe(), map->size());
     // Fields of single pods that could not be read (a quantity, a label):
     // said once, not at every refresh.
@@ -73,6 +136,7 @@ class SourceBase : public PodMetadataSource {
     }
     stats_.last_error.clear();
     map_ = std::move(map);
+    parsed_digest_ = digest;
     return {};
   }
 
@@ -96,34 +160,72 @@ class SourceBase : public PodMetadataSource {
   }
 
  protected:
-  virtual Result<pods::ParsedPods> fetch() = 0;
+  /// Reads the source's documents (files, the kubelet's answer); parsed by
+  /// the base unless they are the input of the current map.
+  virtual Result<std::vector<PodDocument>> read_input() = 0;
 
  private:
+  static TimePoint now() {
+    return TimePoint(std::chrono::duration_cast<Duration>(std::chrono::steady_clock::now().time_since_epoch()));
+  }
+
+  Result<pods::ParsedPods> parse(const std::vector<PodDocument>& docs) const {
+    pods::ParsedPods all;
+    for (const auto& d : docs) {
+      auto parsed = pods::parse_pod_documents(d.text, d.format, trust_, labels_);
+      if (!parsed) return Error{parsed.error().code, d.origin + ": " + parsed.error().message};
+      all.skipped += parsed->skipped;
+      for (auto& p : parsed->pods) all.pods.push_back(std::move(p));
+      for (auto& e : parsed->errors) {
+        if (all.errors.size() < 10) all.errors.push_back(errors_name_origin_ ? d.origin + ": " + e : std::move(e));
+      }
+    }
+    return all;
+  }
+
+  // The input of the current map again: a successful fetch, the map, its
+  // stats and its logged problems as they are.
+  Result<void> unchanged() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.refreshes;
+    ++stats_.unchanged_refreshes;
+    stats_.last_success = now();
+    if (!stats_.last_error.empty()) spdlog::info("pod metadata ({}): recovered, {} pods", describe(), stats_.pods);
+    stats_.last_error.clear();
+    return {};
+  }
+
   mutable std::mutex mu_;
   std::shared_ptr<const PodMetadataMap> map_;
   PodMetadataStats stats_;
   std::vector<std::string> last_problems_;  // the errors of the last fetch, as logged
+  const pods::PodTrust trust_;
+  const pods::PodLabelUse labels_;
+  const bool errors_name_origin_;          // a pod's field errors begin with its document's origin
+  std::optional<InputDigest> parsed_digest_;  // the input map_ was parsed from (fetch_mu_)
   std::mutex fetch_mu_;
   PeriodicWorker worker_;  // last member: stopped (joined) before the rest is destroyed
 };
 
 class NoneSource final : public SourceBase {
  public:
+  NoneSource() : SourceBase(pods::PodTrust::File, pods::PodLabelUse::Drop, false) {}
   ~NoneSource() override { stop(); }
   std::string describe() const override { return "none"; }
 
  protected:
-  Result<pods::ParsedPods> fetch() override { return pods::ParsedPods{}; }
+  Result<std::vector<PodDocument>> read_input() override { return std::vector<PodDocument>{}; }
 };
 
 class FileSource final : public SourceBase {
  public:
-  FileSource(std::string path, pods::PodLabelUse labels) : path_(std::move(path)), labels_(labels) {}
+  FileSource(std::string path, pods::PodLabelUse labels)
+      : SourceBase(pods::PodTrust::File, labels, true), path_(std::move(path)) {}
   ~FileSource() override { stop(); }
   std::string describe() const override { return "file:" + path_; }
 
  protected:
-  Result<pods::ParsedPods> fetch() override {
+  Result<std::vector<PodDocument>> read_input() override {
     struct stat st {};
     if (::stat(path_.c_str(), &st) != 0) return Error::from_errno(errno, "pod metadata " + path_);
     std::vector<std::string> files;
@@ -139,37 +241,32 @@ class FileSource final : public SourceBase {
     } else {
       files.push_back(path_);
     }
-    pods::ParsedPods all;
-    for (const auto& f : files) {
+    std::vector<PodDocument> docs;
+    docs.reserve(files.size());
+    for (auto& f : files) {
       auto text = kernel::read_file(f);
       if (!text) return text.error();
       auto fmt = f.ends_with(".json") ? pods::DocumentFormat::Json
                  : (f.ends_with(".yaml") || f.ends_with(".yml")) ? pods::DocumentFormat::Yaml
                                                                    : pods::DocumentFormat::Auto;
-      auto parsed = pods::parse_pod_documents(*text, fmt, pods::PodTrust::File, labels_);
-      if (!parsed) return Error{parsed.error().code, f + ": " + parsed.error().message};
-      all.skipped += parsed->skipped;
-      for (auto& p : parsed->pods) all.pods.push_back(std::move(p));
-      for (auto& e : parsed->errors) {
-        if (all.errors.size() < 10) all.errors.push_back(f + ": " + e);
-      }
+      docs.push_back(PodDocument{std::move(f), std::move(*text), fmt});
     }
-    return all;
+    return docs;
   }
 
  private:
   std::string path_;
-  pods::PodLabelUse labels_;
 };
 
 class KubeletSource final : public SourceBase {
  public:
-  explicit KubeletSource(PodSourceConfig c) : cfg_(std::move(c)) {}
+  explicit KubeletSource(PodSourceConfig c)
+      : SourceBase(pods::PodTrust::Kubelet, label_use(c), false), cfg_(std::move(c)) {}
   ~KubeletSource() override { stop(); }
   std::string describe() const override { return "kubelet:" + cfg_.kubelet_url; }
 
  protected:
-  Result<pods::ParsedPods> fetch() override {
+  Result<std::vector<PodDocument>> read_input() override {
     std::string token;
     if (!cfg_.token_file.empty() && cfg_.kubelet_url.starts_with("https://")) {
       auto t = kernel::read_file(cfg_.token_file);  // re-read: projected tokens rotate
@@ -193,11 +290,9 @@ class KubeletSource final : public SourceBase {
       return Error{EIO, "GET " + cfg_.kubelet_url + ": HTTP " + std::to_string(resp->status) + " " +
                             printable_excerpt(resp->body)};
     }
-    const std::string& body = resp->body;
-    auto parsed = pods::parse_pod_documents(body, pods::DocumentFormat::Json, pods::PodTrust::Kubelet,
-                                            label_use(cfg_));
-    if (!parsed) return Error{parsed.error().code, cfg_.kubelet_url + ": " + parsed.error().message};
-    return parsed;
+    std::vector<PodDocument> docs;
+    docs.push_back(PodDocument{cfg_.kubelet_url, std::move(resp->body), pods::DocumentFormat::Json});
+    return docs;
   }
 
  private:
