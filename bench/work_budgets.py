@@ -3,7 +3,8 @@
 
 Runs bench/work_counts.cpp (the `work_counts` binary of the Release tree) for
 each scenario below on a fake node of fixed pod fixtures, and measures, per
-decision, per idle second or per refresh of an unchanged pod source:
+decision, per idle second, per walk of the OOM kill counters or per refresh of an
+unchanged pod source:
 
   instructions  userspace instructions executed (valgrind --tool=callgrind, Ir)
   allocations   heap allocations (malloc, calloc, realloc, aligned; counted
@@ -37,6 +38,7 @@ import time
 # (scenario, pods, iterations): decisions are 20 in a row after a warm one;
 # an idle run is one events.fullObservationInterval (10 safety-net ticks, one
 # of them the full observation), divided by 10 for one idle second; a
+# oom-walk run is 10 walks of the tree's OOM kill counters, divided by 10; a
 # pods-refresh run is 10 refreshes of an unchanged pod file (the source's
 # thread does one every pods.refreshInterval), divided by 10 for one.
 SCENARIOS = [
@@ -46,10 +48,12 @@ SCENARIOS = [
     ("decision-pressure", 1000, 20),
     ("idle", 110, 10),
     ("idle", 1000, 10),
+    ("oom-walk", 110, 10),
+    ("oom-walk", 1000, 10),
     ("pods-refresh", 110, 10),
     ("pods-refresh", 1000, 10),
 ]
-UNITS = {"idle": "seconds", "pods-refresh": "refreshes"}
+UNITS = {"idle": "seconds", "oom-walk": "walks", "pods-refresh": "refreshes"}
 QUANTITIES = ["instructions", "allocations", "syscalls", "file_reads"]
 READS = {"read", "pread64", "readv", "preadv", "preadv2", "getdents64"}
 BEGIN = '"/pressured-work-counts/begin"'
@@ -220,8 +224,8 @@ def commit_of(repo):
 def write_budgets(path, results, commit):
     with open(path, "w") as f:
         f.write("# Work budgets: bench/work_budgets.py checks each count against its line (fails above +10 %).\n")
-        f.write("# Per decision (decision-*), per idle second (idle) or per refresh of an unchanged pod source "
-                "(pods-refresh);\n# `<scenario>.<pods>.<quantity> <budget> <commit measured>`.\n")
+        f.write("# Per decision (decision-*), per idle second (idle), per OOM-counter walk (oom-walk) or per "
+                "refresh of an unchanged pod source (pods-refresh);\n# `<scenario>.<pods>.<quantity> <budget> <commit measured>`.\n")
         f.write("# Rewrite with: bench/work_budgets.py --work-counts build/release/bench/work_counts --update\n")
         for scenario, pods, _ in SCENARIOS:
             for q in QUANTITIES:
@@ -258,7 +262,7 @@ def main():
     limit = 1 + a.margin / 100
     failed, lower, missing = [], [], []
     print()
-    print("| quantity (per decision / idle second / refresh) | measured | budget | ratio | budget's commit |")
+    print("| quantity (per decision / idle second / walk / refresh) | measured | budget | ratio | budget's commit |")
     print("|---|---|---|---|---|")
     for scenario, pods, _ in SCENARIOS:
         for q in QUANTITIES:

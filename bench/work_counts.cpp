@@ -17,6 +17,10 @@
 //                      simulated clock, over one events.fullObservationInterval
 //                      (10 s: nine partial refreshes and one full
 //                      observation); one "idle second" is a tenth of it.
+//   oom-walk           read_oom_kills of the kubepods tree (every memcg's
+//                      OOM kill counter and limit evidence): what a full
+//                      observation does at start and after each OOM kill on
+//                      the node.
 //   pods-refresh       PodMetadataSource::refresh of the PodList file, not
 //                      changed since the last: what the source's own thread
 //                      does every pods.refreshInterval on a quiet node (read,
@@ -51,6 +55,7 @@
 #include "daemon/daemon.hpp"
 #include "daemon/decision_view.hpp"
 #include "fakes/fake_node.hpp"
+#include "node/oom_kills.hpp"
 #include "pressured/engine.hpp"
 #include "pressured/evictor.hpp"
 #include "pressured/metrics.hpp"
@@ -349,6 +354,28 @@ int idle(Setup& s, int seconds, uint64_t& allocations) {
   return 0;
 }
 
+// Walks of the tree's OOM kill counters: every memcg must be read each time.
+int oom_walk(Setup& s, int pods, int iterations, uint64_t& allocations) {
+  const std::string kubepods = s.observer->layout().kubepods_memory_path;
+  std::size_t memcgs = 0;
+  bool failed = false;
+  allocations = measured([&] {
+    for (int i = 0; i < iterations && !failed; ++i) {
+      auto r = node::read_oom_kills(kubepods, false);
+      if (!r) failed = true;
+      else memcgs = r->size();
+    }
+  });
+  // kubepods, its two tiers, and each pod with its container.
+  const std::size_t expected = 3 + 2 * static_cast<std::size_t>(pods);
+  if (failed || memcgs != expected) {
+    std::fprintf(stderr, "work_counts: the OOM kill walk read %zu memcgs of %zu%s\n", memcgs, expected,
+                 failed ? " (it failed)" : "");
+    return 1;
+  }
+  return 0;
+}
+
 // Refreshes of the pod source whose file did not change: each must be
 // counted unchanged (not parsed again), or the scenario measures the parse.
 int pods_refresh(Setup& s, int iterations, uint64_t& allocations) {
@@ -392,7 +419,7 @@ int main(int argc, char** argv) {
     } else if (a == "--iterations") {
       iterations = std::atoi(v.c_str());
     } else {
-      std::fprintf(stderr, "usage: work_counts --scenario decision-quiet|decision-pressure|idle|pods-refresh [--pods N] [--iterations K] "
+      std::fprintf(stderr, "usage: work_counts --scenario decision-quiet|decision-pressure|idle|oom-walk|pods-refresh [--pods N] [--iterations K] "
                            "[--pause]\n");
       return 2;
     }
@@ -416,6 +443,8 @@ int main(int argc, char** argv) {
     rc = decision_quiet(s, iterations, allocations);
   } else if (scenario == "idle") {
     rc = idle(s, iterations, allocations);
+  } else if (scenario == "oom-walk") {
+    rc = oom_walk(s, pods, iterations, allocations);
   } else if (scenario == "pods-refresh") {
     rc = pods_refresh(s, iterations, allocations);
   } else {

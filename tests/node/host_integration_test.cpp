@@ -168,6 +168,28 @@ TEST(HostIntegration, SandboxKubepodsMatchesKernelCounters) {
     EXPECT_EQ(p->usage.pids, 1u) << "one process in the pod's container cgroup";
     EXPECT_FALSE(p->memory_limit_bytes) << "pod cgroups without a limit of their own";
   }
+  // The kernel's OOM kill counters: every memcg of the tree, each under its
+  // own directory's inode, with its limit told (only kubepods has one).
+  ASSERT_TRUE(snap->oom_kills) << "the OOM kill counters of the tree were not read";
+  std::vector<std::string> expect_dirs{"kubepods", "kubepods/burstable", "kubepods/besteffort"};
+  for (const auto& spec : pods) {
+    expect_dirs.push_back(spec.rel);
+    expect_dirs.push_back(spec.rel + "/ctr1");
+  }
+  EXPECT_EQ(snap->oom_kills->size(), expect_dirs.size());
+  for (const auto& rel : expect_dirs) {
+    const auto k = std::find_if(snap->oom_kills->begin(), snap->oom_kills->end(),
+                                [&](const MemcgOomKills& m) { return m.path == sb.path(rel); });
+    ASSERT_NE(k, snap->oom_kills->end()) << rel << " is missing from the OOM kill counters";
+    struct stat st {};
+    ASSERT_EQ(::stat(sb.path(rel).c_str(), &st), 0);
+    EXPECT_EQ(k->cgroup_id, st.st_ino) << rel;
+    EXPECT_EQ(k->oom_kills, 0u) << rel;
+    if (!v2) {
+      EXPECT_EQ(k->limited, rel == "kubepods") << rel;
+      EXPECT_TRUE(k->failcnt) << rel;
+    }
+  }
   // allocatableMemory.available: capacity is the kubepods limit (200 MiB,
   // set below the sandbox's 256 MiB); its working set is the kernel's for
   // kubepods, as read just before and after the observation, within 2 MiB.

@@ -1,9 +1,11 @@
 #include "node/oom_kills.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
 
 #include "kernel/file.hpp"
 #include "kernel/parse.hpp"
@@ -29,49 +31,122 @@ std::optional<uint64_t> parse_oom_event_count(std::string_view text) {
   return std::nullopt;
 }
 
-std::optional<std::vector<MemcgOomKills>> read_oom_kills(const std::string& kubepods_memory_path, bool v2,
-                                                         int max_depth) {
-  if (kubepods_memory_path.empty()) return std::nullopt;
-  const char* file = v2 ? "/memory.events.local" : "/memory.oom_control";
-  std::vector<MemcgOomKills> out;
-  auto read_one = [&](const std::string& dir) -> bool {
+namespace {
+
+// One small cgroup file of the directory `dfd`, in one read: a cgroup file
+// is one record, handed out whole to a buffer larger than it (these are
+// under 100 bytes). False when it cannot be opened or read, or fills the
+// buffer (not a file of this kind).
+bool read_small_at(int dfd, const char* name, char (&buf)[4096], std::string_view& out) {
+  const int fd = ::openat(dfd, name, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n < 0 || static_cast<std::size_t>(n) >= sizeof buf) return false;
+  out = std::string_view(buf, static_cast<std::size_t>(n));
+  return true;
+}
+
+// The walk below kubepods, relative to each directory's fd: every file is
+// opened by its name in its directory instead of by a path from / (each
+// about eight components through cgroupfs), and each directory's inode comes
+// from its fd. At 1000 pods the walk is ~2000 memcgs, after every OOM kill on
+// the node, on the daemon's loop.
+class OomWalk {
+ public:
+  OomWalk(bool v2, int max_depth) : v2_(v2), max_depth_(max_depth) {}
+
+  // Reads the memcg open at `dfd` (`path` names it); false when its files
+  // cannot be read (removed meanwhile, or no such file on this kernel).
+  bool read_one(int dfd, const std::string& path) {
     struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0) return false;
-    auto text = kernel::read_file(dir + file);
-    if (!text) return false;
-    auto n = parse_oom_kill_count(*text);
+    if (::fstat(dfd, &st) != 0) return false;
+    std::string_view text;
+    if (!read_small_at(dfd, v2_ ? "memory.events.local" : "memory.oom_control", buf_, text)) return false;
+    auto n = parse_oom_kill_count(text);
     if (!n) return false;
-    MemcgOomKills k{static_cast<uint64_t>(st.st_ino), dir, *n};
-    if (v2) {
-      k.oom_events = parse_oom_event_count(*text);
+    MemcgOomKills k{static_cast<uint64_t>(st.st_ino), path, *n};
+    if (v2_) {
+      k.oom_events = parse_oom_event_count(text);
     } else {
       // v1 has no count of OOMs per memcg: a failed charge at the limit is the evidence.
-      if (auto f = kernel::read_file(dir + "/memory.failcnt", 64)) {
-        if (auto v = kernel::parse_single_value(*f); v && *v) k.failcnt = **v;
+      if (read_small_at(dfd, "memory.failcnt", buf_, text)) {
+        if (auto v = kernel::parse_single_value(text); v && *v) k.failcnt = **v;
       }
-      if (auto l = kernel::read_file(dir + "/memory.limit_in_bytes", 64)) {
-        if (auto v = kernel::parse_single_value(*l); v && *v) k.limited = !is_unlimited_v1(**v);
+      if (read_small_at(dfd, "memory.limit_in_bytes", buf_, text)) {
+        if (auto v = kernel::parse_single_value(text); v && *v) k.limited = !is_unlimited_v1(**v);
       }
     }
     out.push_back(std::move(k));
     return true;
-  };
-  // kubepods itself tells whether this kernel has the file at all.
-  if (!read_one(kubepods_memory_path)) return std::nullopt;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::recursive_directory_iterator it(kubepods_memory_path, fs::directory_options::skip_permission_denied, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    std::error_code type_ec;
-    if (!it->is_directory(type_ec) || it->is_symlink(type_ec)) continue;
-    const int level = it.depth() + 1;  // below kubepods
-    if (level >= max_depth) it.disable_recursion_pending();
-    read_one(it->path().string());  // removed meanwhile: left out
   }
-  // A walk cut short (a directory removed as it was entered) would pass
-  // cgroups by that exist: the next observation reads them all.
-  if (ec) return std::nullopt;
-  return out;
+
+  // Reads every directory below the one open at `dfd` (consumed), pre-order,
+  // down to max_depth levels below kubepods. False when a directory could
+  // not be listed (removed as it was entered): the walk would pass cgroups
+  // by that exist. One that may not be read (EACCES) is passed by.
+  bool walk_children(int dfd, const std::string& path, int level) {
+    DIR* d = ::fdopendir(dfd);
+    if (d == nullptr) {
+      ::close(dfd);
+      return false;
+    }
+    bool ok = true;
+    errno = 0;
+    while (struct dirent* e = ::readdir(d)) {
+      const std::string_view name = e->d_name;
+      if (name == "." || name == "..") continue;
+      if (e->d_type != DT_DIR) {
+        if (e->d_type != DT_UNKNOWN) continue;
+        struct stat st {};
+        if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;
+      }
+      const int child = ::openat(::dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (child < 0) {
+        if (errno == EACCES || errno == EPERM) continue;
+        ok = false;
+        break;
+      }
+      std::string child_path = path + "/" + e->d_name;
+      read_one(child, child_path);  // removed meanwhile: left out
+      if (level < max_depth_) {
+        if (!walk_children(child, child_path, level + 1)) {
+          ok = false;
+          break;
+        }
+      } else {
+        ::close(child);
+      }
+      errno = 0;
+    }
+    if (ok && errno != 0) ok = false;  // readdir failed
+    ::closedir(d);
+    return ok;
+  }
+
+  std::vector<MemcgOomKills> out;
+
+ private:
+  bool v2_;
+  int max_depth_;
+  char buf_[4096];
+};
+
+}  // namespace
+
+std::optional<std::vector<MemcgOomKills>> read_oom_kills(const std::string& kubepods_memory_path, bool v2,
+                                                         int max_depth) {
+  if (kubepods_memory_path.empty()) return std::nullopt;
+  const int root = ::open(kubepods_memory_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root < 0) return std::nullopt;
+  OomWalk walk(v2, max_depth);
+  // kubepods itself tells whether this kernel has the file at all.
+  if (!walk.read_one(root, kubepods_memory_path)) {
+    ::close(root);
+    return std::nullopt;
+  }
+  if (!walk.walk_children(root, kubepods_memory_path, 1)) return std::nullopt;
+  return std::move(walk.out);
 }
 
 Result<uint64_t> parse_vmstat_oom_kills(std::string_view vmstat) {
