@@ -6,9 +6,11 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -259,7 +261,8 @@ class HostNode {
   std::string state_path() const { return dir_ + "/state.json"; }
   std::string log() const { return slurp(dir_ + "/daemon.log"); }
 
-  bool start_daemon(std::vector<std::string> extra = {}) {
+  /// `env`: variables added to the test's own environment for the daemon.
+  bool start_daemon(std::vector<std::string> extra = {}, const std::vector<std::string>& env = {}) {
     write_pods();
     std::vector<std::string> argv{kBinary,          "run",
                                   "--config",       config_path(),
@@ -271,7 +274,13 @@ class HostNode {
                                   "--safety-net-interval", "100ms"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     std::size_t before = count(log(), "pressured running");
-    daemon_ = testing::spawn_logged(std::move(argv), dir_ + "/daemon.log");
+    std::optional<std::vector<std::string>> environment;
+    if (!env.empty()) {
+      environment.emplace();
+      for (char** e = environ; *e != nullptr; ++e) environment->push_back(*e);
+      environment->insert(environment->end(), env.begin(), env.end());
+    }
+    daemon_ = testing::spawn_logged(std::move(argv), dir_ + "/daemon.log", std::move(environment));
     // Start-up loads and verifies every BPF program; on a loaded 2-core CI
     // machine under ASan that took over 10 s once. A bound, not a speed check.
     return wait_log("pressured running", 60s, before + 1);
@@ -397,6 +406,48 @@ TEST(DaemonHost, DryRunKillsNothing) {
   ASSERT_TRUE(n.wait_log("[dry-run] eviction", 10s, 2)) << n.log();
   EXPECT_GT(n.procs(be), 0u);
   EXPECT_GT(n.procs(bu), 0u);
+}
+
+// Under a service manager (deploy/pressured.service: Type=notify,
+// WatchdogSec): READY=1 once running, WATCHDOG=1 while the loop turns (at a
+// quarter of the interval), STOPPING=1 on the way out, each one datagram to
+// $NOTIFY_SOCKET.
+TEST(DaemonHost, TellsTheServiceManagerItIsReadyAliveAndStopping) {
+  HostNode n("daemon-notify");
+  REQUIRE_HOST(n);
+  n.write_config("evictionHard:\n  allocatableMemory.available: 1Mi\n");
+  const std::string socket_path = n.dir() + "/notify";
+  const int manager = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(manager, 0);
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  ASSERT_LT(socket_path.size(), sizeof sa.sun_path);
+  std::memcpy(sa.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  ASSERT_EQ(::bind(manager, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0) << std::strerror(errno);
+  // Everything received within `limit`, up to the first datagram holding `needle`.
+  std::vector<std::string> got;
+  auto receive_until = [&](const std::string& needle, std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      char buf[512];
+      const ssize_t r = ::recv(manager, buf, sizeof buf, MSG_DONTWAIT);
+      if (r > 0) {
+        got.emplace_back(buf, static_cast<std::size_t>(r));
+        if (got.back().find(needle) != std::string::npos) return true;
+        continue;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  };
+  ASSERT_TRUE(n.start_daemon({"--dry-run"}, {"NOTIFY_SOCKET=" + socket_path, "WATCHDOG_USEC=2000000"})) << n.log();
+  ASSERT_TRUE(receive_until("READY=1", 5s)) << n.log();
+  EXPECT_NE(got.back().find("STATUS=running: 1 thresholds"), std::string::npos) << got.back();
+  ASSERT_TRUE(receive_until("WATCHDOG=1", 5s)) << "no watchdog ping within 5 s of a 2 s WatchdogSec";
+  EXPECT_EQ(got.back(), "WATCHDOG=1");
+  EXPECT_EQ(n.stop_daemon(), 0);
+  EXPECT_TRUE(receive_until("STOPPING=1", 2s));
+  ::close(manager);
 }
 
 TEST(DaemonHost, SighupReloadsAndRejectsAnInvalidConfig) {

@@ -4,7 +4,6 @@
 // docs/daemon.md.
 #include <sys/mman.h>
 #include <sys/resource.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +14,7 @@
 #include <memory>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "bpf/features.hpp"
@@ -26,6 +26,7 @@
 #include "daemon/daemon.hpp"
 #include "daemon/progress_timer.hpp"
 #include "daemon/reactor_metrics.hpp"
+#include "daemon/systemd_notify.hpp"
 #include "events/reactor.hpp"
 #include "evict/cgroup_evictor.hpp"
 #include "k8s/reporter.hpp"
@@ -44,12 +45,6 @@ double cpu_ms_so_far() {
   if (::getrusage(RUSAGE_SELF, &ru) != 0) return 0;
   auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_usec) / 1e3; };
   return ms(ru.ru_utime) + ms(ru.ru_stime);
-}
-
-// systemd's watchdog interval (WatchdogSec), zero when none.
-Duration systemd_watchdog_interval() {
-  uint64_t usec = 0;
-  return ::sd_watchdog_enabled(0, &usec) > 0 ? Duration(std::chrono::microseconds(usec)) : Duration(0);
 }
 
 std::string hostname() {
@@ -324,7 +319,7 @@ int run_daemon(const ConfigOptions& options) {
   // Added before the daemon exists (its checkpoint may resume an eviction);
   // it ticks only once the loop runs.
   auto progress = std::make_unique<ProgressTimer>(
-      **reactor, std::chrono::milliseconds(50), systemd_watchdog_interval(),
+      **reactor, std::chrono::milliseconds(50), systemd::watchdog_interval(),
       ProgressTimer::Hooks{
           .busy = [&daemon_ptr] { return daemon_ptr->busy(); },
           // The victims are re-read on a partial refresh too (docs/observation.md,
@@ -333,7 +328,7 @@ int run_daemon(const ConfigOptions& options) {
               [&daemon_ptr] {
                 daemon_ptr->evaluate(MonotonicClock().now(), "progress", std::nullopt, Daemon::Observe::PartialOk);
               },
-          .feed_watchdog = [] { ::sd_notify(0, "WATCHDOG=1"); },
+          .feed_watchdog = [] { systemd::notify("WATCHDOG=1"); },
       });
   ProgressTimer* progress_timer = progress.get();
   if (auto added = (*reactor)->add_source(std::move(progress)); !added) {
@@ -368,10 +363,10 @@ int run_daemon(const ConfigOptions& options) {
                (*reactor)->bpf_active() ? "active" : "inactive (" + event_stats.bpf_status() + ")",
                std::chrono::duration<double, std::milli>(MonotonicClock().now() - t0).count(), cpu_ms_so_far());
 
-  ::sd_notifyf(0, "READY=1\nSTATUS=running: %zu thresholds, %zu pods", config.eviction.thresholds.size(),
-               daemon.last_snapshot().pods.size());
+  systemd::notify(fmt::format("READY=1\nSTATUS=running: {} thresholds, {} pods", config.eviction.thresholds.size(),
+                              daemon.last_snapshot().pods.size()));
   auto ran = (*reactor)->run(daemon);
-  ::sd_notify(0, "STOPPING=1");
+  systemd::notify("STOPPING=1");
   daemon.save_checkpoint();
   if (reporter) {
     // Evictions still queued are pods already killed here: give a slow API

@@ -54,7 +54,9 @@ InputDigest digest_of(const std::vector<PodDocument>& docs) {
   mbedtls_sha256_init(&ctx);
 #if MBEDTLS_VERSION_MAJOR >= 3
   (void)mbedtls_sha256_starts(&ctx, 0);
-  auto update = [&](const void* p, std::size_t n) { (void)mbedtls_sha256_update(&ctx, static_cast<const unsigned char*>(p), n); };
+  auto update = [&](const void* p, std::size_t n) {
+    (void)mbedtls_sha256_update(&ctx, static_cast<const unsigned char*>(p), n);
+  };
 #else
   (void)mbedtls_sha256_starts_ret(&ctx, 0);
   auto update = [&](const void* p, std::size_t n) {
