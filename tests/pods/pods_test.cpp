@@ -500,18 +500,25 @@ class OneShotServer {
   std::string request_;
 };
 
-TEST(PodSources, KubeletOverHttp) {
-  OneShotServer server(200, kPodList);
+// A kubelet pod source pointed at `server`; null (the test failed) when the config is refused.
+std::unique_ptr<PodMetadataSource> kubelet_source(const OneShotServer& server) {
   PodSourceConfig c;
   c.kind = PodSourceKind::Kubelet;
   c.kubelet_url = server.url();
   auto src = make_pod_metadata_source(c);
-  ASSERT_TRUE(src) << src.error().message;
-  auto r = (*src)->refresh();
+  EXPECT_TRUE(src) << src.error().message;
+  return src ? std::move(*src) : nullptr;
+}
+
+TEST(PodSources, KubeletOverHttp) {
+  OneShotServer server(200, kPodList);
+  auto src = kubelet_source(server);
+  ASSERT_TRUE(src);
+  auto r = src->refresh();
   ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ((*src)->current()->size(), 4u);
+  EXPECT_EQ(src->current()->size(), 4u);
   EXPECT_NE(server.request().find("GET /pods"), std::string::npos);
-  EXPECT_EQ((*src)->describe(), "kubelet:" + server.url());
+  EXPECT_EQ(src->describe(), "kubelet:" + server.url());
 }
 
 // A polled list that did not change is not parsed again: the map (the same
@@ -567,30 +574,24 @@ TEST(PodSources, AnUnchangedInputIsNotParsedAgain) {
 
 TEST(PodSources, AnUnchangedKubeletAnswerIsNotParsedAgain) {
   OneShotServer server(200, kPodList, 0, 2);
-  PodSourceConfig c;
-  c.kind = PodSourceKind::Kubelet;
-  c.kubelet_url = server.url();
-  auto src = make_pod_metadata_source(c);
+  auto src = kubelet_source(server);
   ASSERT_TRUE(src);
-  auto r = (*src)->refresh();
+  auto r = src->refresh();
   ASSERT_TRUE(r) << r.error().message;
-  auto first = (*src)->current();
-  r = (*src)->refresh();
+  auto first = src->current();
+  r = src->refresh();
   ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ((*src)->current(), first);
-  EXPECT_EQ((*src)->stats().refreshes, 2u);
-  EXPECT_EQ((*src)->stats().unchanged_refreshes, 1u);
+  EXPECT_EQ(src->current(), first);
+  EXPECT_EQ(src->stats().refreshes, 2u);
+  EXPECT_EQ(src->stats().unchanged_refreshes, 1u);
 }
 
 TEST(PodSources, KubeletErrorsAndTimeout) {
   {
     OneShotServer server(401, "Unauthorized");
-    PodSourceConfig c;
-    c.kind = PodSourceKind::Kubelet;
-    c.kubelet_url = server.url();
-    auto src = make_pod_metadata_source(c);
+    auto src = kubelet_source(server);
     ASSERT_TRUE(src);
-    auto r = (*src)->refresh();
+    auto r = src->refresh();
     ASSERT_FALSE(r);
     EXPECT_NE(r.error().message.find("401"), std::string::npos);
   }
