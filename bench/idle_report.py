@@ -231,7 +231,9 @@ def measure(binary, n, seconds, settle, extra_env, breakdown=False, pod_source="
                 "--safety-net-interval", "1s", "--dry-run", "--log-level", "info",
                 "--eviction-hard", "memory.available<100Mi,allocatableMemory.available<100Mi", *extra_args]
         env = dict(os.environ, **extra_env)
-        daemon = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+        # A process group of its own: a wrapper passed as --pressured (perf
+        # record, strace) is stopped with the daemon it started.
+        daemon = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.time() + 30
         start_cpu = None
         while time.time() < deadline:
@@ -270,19 +272,41 @@ def measure(binary, n, seconds, settle, extra_env, breakdown=False, pod_source="
             "mappings": smaps_by_mapping(daemon.pid) if breakdown else [],
         }
     finally:
-        if daemon is not None and daemon.poll() is None:
-            daemon.terminate()
-            try:
-                daemon.wait(10)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-                daemon.wait()
+        if daemon is not None:
+            stop_group(daemon)
         if server is not None:
             server.shutdown()
         sb.cleanup()
         if pids:
             pids.cleanup()
         subprocess.run(["rm", "-rf", tmp], check=False)
+
+
+def stop_group(proc):
+    """SIGTERM to the daemon's process group (the daemon, or a wrapper and the
+    daemon it started), 10 s for it to empty, then SIGKILL to what is left."""
+    def group_alive():
+        try:
+            os.killpg(proc.pid, 0)
+            return True
+        except (ProcessLookupError, PermissionError):
+            return False
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        proc.poll()  # reaps the direct child, so an emptied group reads as gone
+        if not group_alive():
+            break
+        time.sleep(0.05)
+    if group_alive():
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
 
 
 def main():
