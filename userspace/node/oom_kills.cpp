@@ -7,6 +7,7 @@
 
 #include <cerrno>
 
+#include "kernel/fd.hpp"
 #include "kernel/file.hpp"
 #include "kernel/parse.hpp"
 #include "node/formulas.hpp"
@@ -33,17 +34,16 @@ std::optional<uint64_t> parse_oom_event_count(std::string_view text) {
 
 namespace {
 
-// One small cgroup file of the directory `dfd`, in one read: a cgroup file
-// is one record, handed out whole to a buffer larger than it (these are
-// under 100 bytes). False when it cannot be opened or read, or fills the
-// buffer (not a file of this kind).
-bool read_small_at(int dfd, const char* name, char (&buf)[4096], std::string_view& out) {
-  const int fd = ::openat(dfd, name, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const ssize_t n = ::read(fd, buf, sizeof buf);
-  ::close(fd);
-  if (n < 0 || static_cast<std::size_t>(n) >= sizeof buf) return false;
-  out = std::string_view(buf, static_cast<std::size_t>(n));
+// One cgroup file of the directory `dfd`, read into `buf` by
+// kernel::pread_all (a single-record file: one read). False when it cannot
+// be opened or read: a file missing here is common (not every memcg of a
+// fake tree has each), so no error text is built for it.
+bool read_at(int dfd, const char* name, std::string& buf, std::string_view& out) {
+  const kernel::Fd fd(::openat(dfd, name, O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return false;
+  auto text = kernel::pread_all(fd.get(), buf, name);
+  if (!text) return false;
+  out = *text;
   return true;
 }
 
@@ -62,7 +62,7 @@ class OomWalk {
     struct stat st {};
     if (::fstat(dfd, &st) != 0) return false;
     std::string_view text;
-    if (!read_small_at(dfd, v2_ ? "memory.events.local" : "memory.oom_control", buf_, text)) return false;
+    if (!read_at(dfd, v2_ ? "memory.events.local" : "memory.oom_control", buf_, text)) return false;
     auto n = parse_oom_kill_count(text);
     if (!n) return false;
     MemcgOomKills k{static_cast<uint64_t>(st.st_ino), path, *n};
@@ -70,10 +70,10 @@ class OomWalk {
       k.oom_events = parse_oom_event_count(text);
     } else {
       // v1 has no count of OOMs per memcg: a failed charge at the limit is the evidence.
-      if (read_small_at(dfd, "memory.failcnt", buf_, text)) {
+      if (read_at(dfd, "memory.failcnt", buf_, text)) {
         if (auto v = kernel::parse_single_value(text); v && *v) k.failcnt = **v;
       }
-      if (read_small_at(dfd, "memory.limit_in_bytes", buf_, text)) {
+      if (read_at(dfd, "memory.limit_in_bytes", buf_, text)) {
         if (auto v = kernel::parse_single_value(text); v && *v) k.limited = !is_unlimited_v1(**v);
       }
     }
@@ -129,7 +129,7 @@ class OomWalk {
  private:
   bool v2_;
   int max_depth_;
-  char buf_[4096];
+  std::string buf_;  // every file's text in turn (pread_all keeps its size)
 };
 
 }  // namespace
