@@ -98,11 +98,13 @@ class SourceBase : public PodMetadataSource {
     std::lock_guard<std::mutex> fetch_lock(fetch_mu_);  // one fetch at a time
     auto in = read_input();
     std::optional<InputDigest> digest;
-    if (in) {
-      digest = digest_of(*in);
-      if (digest == parsed_digest_) return unchanged();
-    }
-    auto r = in ? parse(*in) : Result<pods::ParsedPods>(in.error());
+    if (in) digest = digest_of(*in);
+    // The input of the current map again: the map, its stats and its logged
+    // problems stand; the fetch is a success all the same.
+    const bool unchanged = digest && digest == parsed_digest_;
+    auto r = !in       ? Result<pods::ParsedPods>(in.error())
+             : unchanged ? Result<pods::ParsedPods>(pods::ParsedPods{})
+                         : parse(*in);
     std::lock_guard<std::mutex> lock(mu_);
     if (!r) {
       ++stats_.refresh_failures;
@@ -120,25 +122,32 @@ class SourceBase : public PodMetadataSource {
       stats_.last_error = r.error().message;
       return r.error();
     }
-    auto map = std::make_shared<PodMetadataMap>();
-    for (auto& p : r->pods) {
-      std::string uid = p.uid;
-      (*map)[uid] = std::move(p);
+    std::shared_ptr<PodMetadataMap> map;
+    if (unchanged) {
+      ++stats_.unchanged_refreshes;
+    } else {
+      map = std::make_shared<PodMetadataMap>();
+      for (auto& p : r->pods) {
+        std::string uid = p.uid;
+        (*map)[uid] = std::move(p);
+      }
+      stats_.pods = map->size();
+      stats_.skipped_objects = r->skipped;
     }
     ++stats_.refreshes;
-    stats_.pods = map->size();
-    stats_.skipped_objects = r->skipped;
     stats_.last_success = now();
-    if (!stats_.last_error.empty()) spdlog::info("pod metadata ({}): recovered, {} pods", describe(), map->size());
-    // Fields of single pods that could not be read (a quantity, a label):
-    // said once, not at every refresh.
-    if (r->errors != last_problems_) {
-      for (const auto& e : r->errors) spdlog::warn("pod metadata ({}): {}", describe(), e);
-      last_problems_ = std::move(r->errors);
-    }
+    if (!stats_.last_error.empty()) spdlog::info("pod metadata ({}): recovered, {} pods", describe(), stats_.pods);
     stats_.last_error.clear();
-    map_ = std::move(map);
-    parsed_digest_ = digest;
+    if (map) {
+      // Fields of single pods that could not be read (a quantity, a label):
+      // said once, not at every refresh.
+      if (r->errors != last_problems_) {
+        for (const auto& e : r->errors) spdlog::warn("pod metadata ({}): {}", describe(), e);
+        last_problems_ = std::move(r->errors);
+      }
+      map_ = std::move(map);
+      parsed_digest_ = digest;
+    }
     return {};
   }
 
@@ -183,18 +192,6 @@ class SourceBase : public PodMetadataSource {
       }
     }
     return all;
-  }
-
-  // The input of the current map again: a successful fetch, the map, its
-  // stats and its logged problems as they are.
-  Result<void> unchanged() {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.refreshes;
-    ++stats_.unchanged_refreshes;
-    stats_.last_success = now();
-    if (!stats_.last_error.empty()) spdlog::info("pod metadata ({}): recovered, {} pods", describe(), stats_.pods);
-    stats_.last_error.clear();
-    return {};
   }
 
   mutable std::mutex mu_;
