@@ -36,15 +36,16 @@ namespace bpf {
 namespace {
 
 int libbpf_to_spdlog(enum libbpf_print_level level, const char* fmt, va_list args) {
+  // A load prints ~1500 debug lines (each CO-RE relocation): formatting them
+  // for a logger that drops them cost more CPU than any other message.
+  const auto to = level == LIBBPF_DEBUG ? spdlog::level::trace : spdlog::level::debug;
+  if (!spdlog::should_log(to)) return 0;
   char buf[1024];
   int n = std::vsnprintf(buf, sizeof(buf), fmt, args);
   std::string_view msg(buf, n > 0 ? std::min<std::size_t>(static_cast<std::size_t>(n), sizeof(buf) - 1) : 0);
   while (!msg.empty() && msg.back() == '\n') msg.remove_suffix(1);
-  switch (level) {
-    case LIBBPF_WARN: spdlog::debug("libbpf: {}", msg); break;  // callers log the outcome at warn
-    case LIBBPF_INFO: spdlog::debug("libbpf: {}", msg); break;
-    case LIBBPF_DEBUG: spdlog::trace("libbpf: {}", msg); break;
-  }
+  // Warnings at debug too: callers log the outcome at warn.
+  spdlog::log(to, "libbpf: {}", msg);
   return n;
 }
 
