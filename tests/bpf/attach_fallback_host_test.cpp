@@ -3,6 +3,8 @@
 // object again with the next flavour of that program's chain, and the other
 // programs keep theirs. The refusal is injected (BpfEventsOptions::fail_attach):
 // this kernel attaches every flavour it is offered.
+#include <algorithm>
+#include <initializer_list>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -25,35 +27,55 @@ std::unique_ptr<BpfFeatures> host_features_with_tp_btf() {
   return f;
 }
 
+// The object loaded again after `program`'s flavour `failing` (a skeleton
+// program name) failed to attach: `program` runs `expected` with the failure
+// in its reason, and every program outside `moved` keeps its plain choice.
+void expect_fallback(BpfFeatures& features, BpfProgram program, const std::string& failing, AttachKind expected,
+                     const std::string& reason, std::initializer_list<BpfProgram> moved) {
+  EventStats plain_stats;
+  {
+    auto plain = bpf::BpfEventSource::create(bpf::BpfEventsOptions{}, features, plain_stats);
+    ASSERT_TRUE(plain) << plain.error().message;
+  }
+  ASSERT_NE(kind_of(plain_stats, program), expected) << plain_stats.attach_reason(program);
+
+  EventStats stats;
+  bpf::BpfEventsOptions o;
+  o.fail_attach = {failing};
+  auto src = bpf::BpfEventSource::create(o, features, stats);
+  ASSERT_TRUE(src) << src.error().message;
+  EXPECT_TRUE((*src)->attached(program));
+  EXPECT_EQ(kind_of(stats, program), expected);
+  const std::string why = stats.attach_reason(program);
+  EXPECT_NE(why.find(reason), std::string::npos) << why;
+  EXPECT_TRUE(stats.load_refusals().empty());
+  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+    const auto p = static_cast<BpfProgram>(i);
+    if (p == program || std::find(moved.begin(), moved.end(), p) != moved.end()) continue;
+    EXPECT_EQ(kind_of(stats, p), kind_of(plain_stats, p)) << name(p) << ": " << stats.attach_reason(p);
+  }
+}
+
+// raw_tp first (the lifecycle and reclaim tracepoints): tp_btf is the fallback.
+TEST(AttachFallbackHost, AFailedRawTpAttachFallsToTpBtf) {
+  PRESSURED_REQUIRE_ROOT();
+  auto features = host_features_with_tp_btf();
+  PRESSURED_REQUIRE(features, "BPF with tp_btf programs and btf_trace_mark_victim");
+  expect_fallback(*features, BpfProgram::OomVictim, "raw_mark_victim", AttachKind::TpBtf,
+                  "tp_btf mark_victim (fallback; raw_tp mark_victim: attach failed: Invalid argument)", {});
+}
+
+// tp_btf first (the memcg hooks): raw_tp is the fallback, and the refault
+// counting follows the charge hook's program.
 TEST(AttachFallbackHost, AFailedTpBtfAttachFallsToRawTp) {
   PRESSURED_REQUIRE_ROOT();
   auto features = host_features_with_tp_btf();
   PRESSURED_REQUIRE(features, "BPF with tp_btf programs and btf_trace_mark_victim");
-  EventStats plain_stats;
-  {
-    auto plain = bpf::BpfEventSource::create(bpf::BpfEventsOptions{}, *features, plain_stats);
-    ASSERT_TRUE(plain) << plain.error().message;
-  }
-  ASSERT_EQ(kind_of(plain_stats, BpfProgram::OomVictim), AttachKind::TpBtf)
-      << plain_stats.attach_reason(BpfProgram::OomVictim);
-
-  EventStats stats;
-  bpf::BpfEventsOptions o;
-  o.fail_attach = {"btf_mark_victim"};
-  auto src = bpf::BpfEventSource::create(o, *features, stats);
-  ASSERT_TRUE(src) << src.error().message;
-  EXPECT_TRUE((*src)->attached(BpfProgram::OomVictim));
-  EXPECT_EQ(kind_of(stats, BpfProgram::OomVictim), AttachKind::RawTp);
-  const std::string why = stats.attach_reason(BpfProgram::OomVictim);
-  EXPECT_NE(why.find("raw_tp mark_victim (fallback; tp_btf mark_victim: attach failed: Invalid argument)"),
-            std::string::npos)
-      << why;
-  EXPECT_TRUE(stats.load_refusals().empty());
-  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
-    const auto p = static_cast<BpfProgram>(i);
-    if (p == BpfProgram::OomVictim) continue;
-    EXPECT_EQ(kind_of(stats, p), kind_of(plain_stats, p)) << name(p) << ": " << stats.attach_reason(p);
-  }
+  if (!features->can_attach(AttachKind::TpBtf, "count_memcg_events"))
+    GTEST_SKIP() << "NOT APPLICABLE before 6.14: no count_memcg_events tracepoint, so no program here puts tp_btf first";
+  expect_fallback(*features, BpfProgram::MemcgReclaimStats, "btf_memcg_events", AttachKind::RawTp,
+                  "raw_tp count_memcg_events (fallback; tp_btf count_memcg_events: attach failed: Invalid argument)",
+                  {});
 }
 
 TEST(AttachFallbackHost, EveryFlavourFailingToAttachLeavesThatProgramOff) {
@@ -62,14 +84,14 @@ TEST(AttachFallbackHost, EveryFlavourFailingToAttachLeavesThatProgramOff) {
   PRESSURED_REQUIRE(features, "BPF with tp_btf programs and btf_trace_mark_victim");
   EventStats stats;
   bpf::BpfEventsOptions o;
-  o.fail_attach = {"btf_mark_victim", "raw_mark_victim"};
+  o.fail_attach = {"raw_mark_victim", "btf_mark_victim"};
   auto src = bpf::BpfEventSource::create(o, *features, stats);
   ASSERT_TRUE(src) << src.error().message;
   EXPECT_FALSE((*src)->attached(BpfProgram::OomVictim));
   EXPECT_EQ(kind_of(stats, BpfProgram::OomVictim), AttachKind::Off);
   const std::string why = stats.attach_reason(BpfProgram::OomVictim);
-  EXPECT_NE(why.find("attach of raw_tp mark_victim failed after probe: Invalid argument"), std::string::npos) << why;
-  EXPECT_NE(why.find("tp_btf mark_victim: attach failed: Invalid argument"), std::string::npos) << why;
+  EXPECT_NE(why.find("attach of tp_btf mark_victim failed after probe: Invalid argument"), std::string::npos) << why;
+  EXPECT_NE(why.find("raw_tp mark_victim: attach failed: Invalid argument"), std::string::npos) << why;
   EXPECT_TRUE((*src)->attached(BpfProgram::CgroupMkdir)) << "the others stay attached";
 }
 

@@ -98,7 +98,7 @@ TEST(AttachSelect, KprobesRefusedByPerfParanoidSayTheSysctlFirst) {
   }
   // Programs whose tracepoints attach are untouched.
   const auto& oom = sel.choices[static_cast<std::size_t>(BpfProgram::OomVictim)];
-  EXPECT_EQ(oom.kind, AttachKind::TpBtf);
+  EXPECT_EQ(oom.kind, AttachKind::RawTp);
   EXPECT_EQ(oom.reason.find("perf_event_paranoid"), std::string::npos) << oom.reason;
 }
 
@@ -112,6 +112,11 @@ TEST(AttachSelect, OtherKprobeRefusalsDoNotBlameTheSysctl) {
   EXPECT_EQ(c.reason.find("perf_event_paranoid"), std::string::npos) << c.reason;
 }
 
+// The memcg hooks whose tp_btf flavour reads its typed argument by plain loads.
+bool tp_btf_first(BpfProgram p) {
+  return p == BpfProgram::MemcgCharge || p == BpfProgram::MemcgReclaimStats || p == BpfProgram::WorkingsetRefault;
+}
+
 TEST(AttachSelect, HostPicksRawTpEverywhere) {
   auto f = host_618();
   for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
@@ -119,21 +124,40 @@ TEST(AttachSelect, HostPicksRawTpEverywhere) {
     if (p == BpfProgram::MemstallEnter || p == BpfProgram::MemstallLeave) continue;  // no tracepoint: below
     auto c = choose_attach(attach_chain(p), f);
     EXPECT_EQ(c.kind, AttachKind::RawTp) << name(p) << ": " << c.reason;
-    EXPECT_NE(c.reason.find("tp_btf"), std::string::npos) << "reason must say tp_btf was refused: " << c.reason;
+    if (tp_btf_first(p)) {
+      EXPECT_NE(c.reason.find("tp_btf"), std::string::npos) << "reason must say tp_btf was refused: " << c.reason;
+    } else {
+      EXPECT_EQ(c.reason.find("tp_btf"), std::string::npos) << "raw_tp comes first, nothing was refused: " << c.reason;
+    }
     EXPECT_FALSE(bpf::program_for(p, c.kind, c.target).empty()) << name(p);
   }
   auto charge = choose_attach(attach_chain(BpfProgram::MemcgCharge), f);
   EXPECT_EQ(charge.target, "mod_memcg_lruvec_state");
 }
 
-TEST(AttachSelect, Vm61PicksTpBtfAndFentryOnPageCounter) {
+TEST(AttachSelect, Vm61PicksRawTpAndFentryOnPageCounter) {
   auto f = vm_61();
   auto charge = choose_attach(attach_chain(BpfProgram::MemcgCharge), f);
   EXPECT_EQ(charge.kind, AttachKind::Fentry);
   EXPECT_EQ(charge.target, "page_counter_try_charge");
   EXPECT_NE(charge.reason.find("not in kernel BTF"), std::string::npos) << charge.reason;
-  EXPECT_EQ(choose_attach(attach_chain(BpfProgram::OomVictim), f).kind, AttachKind::TpBtf);
-  EXPECT_EQ(choose_attach(attach_chain(BpfProgram::CgroupRmdir), f).kind, AttachKind::TpBtf);
+  EXPECT_EQ(choose_attach(attach_chain(BpfProgram::OomVictim), f).kind, AttachKind::RawTp);
+  EXPECT_EQ(choose_attach(attach_chain(BpfProgram::CgroupRmdir), f).kind, AttachKind::RawTp);
+}
+
+// Where raw_tp programs are refused (a policy on the program type), the
+// tracepoints that put it first take their tp_btf flavour: the same body.
+TEST(AttachSelect, RawTpRefusedTakesTheTpBtfFlavour) {
+  auto f = vm_61();
+  f.refused_kinds = {AttachKind::RawTp};
+  for (std::size_t i = 0; i < kBpfProgramCount; ++i) {
+    auto p = static_cast<BpfProgram>(i);
+    auto chain = attach_chain(p);
+    if (chain.empty() || chain.front().kind != AttachKind::RawTp) continue;
+    auto c = choose_attach(chain, f);
+    EXPECT_EQ(c.kind, AttachKind::TpBtf) << name(p) << ": " << c.reason;
+    EXPECT_NE(c.reason.find("raw_tp"), std::string::npos) << "reason must say raw_tp was refused: " << c.reason;
+  }
 }
 
 TEST(AttachSelect, FentryRefusedFallsBackToKprobe) {
@@ -311,17 +335,17 @@ TEST(SelectPrograms, ARefusedLoadFallsToTheNextFlavourAndSparesTheOthers) {
 
 TEST(SelectPrograms, TheLoadProbeIsAskedOnlyAboutCandidatesThatCanAttach) {
   auto f = vm_510();
-  f.refused_kinds = {AttachKind::TpBtf};
+  f.refused_kinds = {AttachKind::RawTp};
   FakeLoad load;
   auto sel = bpf::select_programs(f, &load);
   std::set<std::pair<BpfProgram, AttachKind>> asked(load.asked.begin(), load.asked.end());
   EXPECT_EQ(asked.size(), load.asked.size()) << "a candidate was asked twice";
   for (const auto& [p, k] : load.asked) {
-    EXPECT_NE(k, AttachKind::TpBtf) << name(p) << ": tp_btf cannot attach, so it must not be loaded";
+    EXPECT_NE(k, AttachKind::RawTp) << name(p) << ": raw_tp cannot attach, so it must not be loaded";
     EXPECT_EQ(sel.choices[static_cast<std::size_t>(p)].kind, k) << name(p) << ": asked about a flavour not chosen";
   }
   // Programs with no attachable flavour (refaults: 6.14+ only) are never asked about.
-  EXPECT_EQ(asked.count({BpfProgram::WorkingsetRefault, AttachKind::RawTp}), 0u);
+  EXPECT_EQ(asked.count({BpfProgram::WorkingsetRefault, AttachKind::TpBtf}), 0u);
 }
 
 TEST(SelectPrograms, EveryFlavourRefusedIsOffWithEachReasonAndPairsFollow) {
@@ -346,14 +370,14 @@ TEST(SelectPrograms, EveryFlavourRefusedIsOffWithEachReasonAndPairsFollow) {
 TEST(SelectPrograms, AFailedAttachFallsToTheNextFlavourAndSparesTheOthers) {
   auto f = vm_510();
   auto plain = bpf::select_programs(f, nullptr);
-  ASSERT_EQ(plain.choices[static_cast<std::size_t>(BpfProgram::OomVictim)].kind, AttachKind::TpBtf);
+  ASSERT_EQ(plain.choices[static_cast<std::size_t>(BpfProgram::OomVictim)].kind, AttachKind::RawTp);
   std::vector<bpf::AttachRefusal> refused{
-      {BpfProgram::OomVictim, AttachKind::TpBtf, "mark_victim", "Invalid argument"}};
+      {BpfProgram::OomVictim, AttachKind::RawTp, "mark_victim", "Invalid argument"}};
   auto sel = bpf::select_programs(f, nullptr, refused);
   const auto& victim = sel.choices[static_cast<std::size_t>(BpfProgram::OomVictim)];
-  EXPECT_EQ(victim.kind, AttachKind::RawTp);
+  EXPECT_EQ(victim.kind, AttachKind::TpBtf);
   EXPECT_EQ(victim.target, "mark_victim");
-  EXPECT_NE(victim.reason.find("fallback; tp_btf mark_victim: attach failed: Invalid argument"), std::string::npos)
+  EXPECT_NE(victim.reason.find("fallback; raw_tp mark_victim: attach failed: Invalid argument"), std::string::npos)
       << victim.reason;
   EXPECT_TRUE(sel.load_refusals.empty()) << "an attach failure is not a load refusal";
   expect_same_choices_but(sel, plain, BpfProgram::OomVictim);
@@ -380,7 +404,7 @@ TEST(SelectPrograms, EveryFlavourFailingToAttachIsOffWithEachReason) {
   std::vector<bpf::AttachRefusal> refused{
       {BpfProgram::MemstallEnter, AttachKind::Fentry, "psi_memstall_enter", "Invalid argument"},
       {BpfProgram::MemstallEnter, AttachKind::Kprobe, "psi_memstall_enter", "No such file or directory"},
-      {BpfProgram::CgroupMkdir, AttachKind::TpBtf, "cgroup_rmdir", "Invalid argument"},  // another program's target
+      {BpfProgram::CgroupMkdir, AttachKind::RawTp, "cgroup_rmdir", "Invalid argument"},  // another program's target
   };
   auto sel = bpf::select_programs(f, nullptr, refused);
   const auto& enter = sel.choices[static_cast<std::size_t>(BpfProgram::MemstallEnter)];
@@ -392,8 +416,8 @@ TEST(SelectPrograms, EveryFlavourFailingToAttachIsOffWithEachReason) {
       << enter.reason;
   EXPECT_EQ(leave.kind, AttachKind::Off);
   EXPECT_NE(leave.reason.find("its pair is off"), std::string::npos) << leave.reason;
-  EXPECT_EQ(sel.choices[static_cast<std::size_t>(BpfProgram::CgroupRmdir)].kind, AttachKind::TpBtf);
-  EXPECT_EQ(sel.choices[static_cast<std::size_t>(BpfProgram::CgroupMkdir)].kind, AttachKind::TpBtf);
+  EXPECT_EQ(sel.choices[static_cast<std::size_t>(BpfProgram::CgroupRmdir)].kind, AttachKind::RawTp);
+  EXPECT_EQ(sel.choices[static_cast<std::size_t>(BpfProgram::CgroupMkdir)].kind, AttachKind::RawTp);
 }
 
 TEST(SelectPrograms, VerifierLastLineNamesTheRefusal) {

@@ -20,37 +20,43 @@ struct ChainEntry {
   int arity = -1;  // fentry/kprobe: parameters the handler reads (checked against BTF)
 };
 
-// Best first. Tracepoints: tp_btf -> raw_tp. The charge hook: the 6.14+ memcg
-// stat tracepoint, then fentry -> kprobe on page_counter_try_charge, then the
-// nearby count_memcg_events tracepoint.
+// Best first. The hot memcg tracepoints (the charge hook's 6.14+ memcg stat
+// tracepoint, then fentry -> kprobe on page_counter_try_charge, then the
+// nearby count_memcg_events tracepoint; the reclaim stats): tp_btf, whose
+// typed memcg argument is read by plain loads, then raw_tp. The other
+// tracepoints: raw_tp, then tp_btf. Their two flavours share one body (the
+// arguments are scalars or read through helpers), so they run alike, and a
+// raw_tp program loads without the two searches of the kernel's BTF a tp_btf
+// one costs (libbpf's for the target's id, the verifier's for its arguments):
+// about 0.3 ms a program at start-up.
 constexpr ChainEntry kChains[] = {
     {BpfProgram::MemcgCharge, AttachKind::TpBtf, "mod_memcg_lruvec_state", "btf_memcg_lruvec"},
     {BpfProgram::MemcgCharge, AttachKind::RawTp, "mod_memcg_lruvec_state", "raw_memcg_lruvec"},
     {BpfProgram::MemcgCharge, AttachKind::Fentry, "page_counter_try_charge", "fentry_try_charge"},
     {BpfProgram::MemcgCharge, AttachKind::Kprobe, "page_counter_try_charge", "kprobe_try_charge"},
     {BpfProgram::MemcgCharge, AttachKind::RawTp, "count_memcg_events", "raw_memcg_count_events"},
-    {BpfProgram::MemcgReclaimBegin, AttachKind::TpBtf, "mm_vmscan_memcg_reclaim_begin", "btf_memcg_reclaim_begin"},
     {BpfProgram::MemcgReclaimBegin, AttachKind::RawTp, "mm_vmscan_memcg_reclaim_begin", "raw_memcg_reclaim_begin"},
-    {BpfProgram::MemcgReclaimEnd, AttachKind::TpBtf, "mm_vmscan_memcg_reclaim_end", "btf_memcg_reclaim_end"},
+    {BpfProgram::MemcgReclaimBegin, AttachKind::TpBtf, "mm_vmscan_memcg_reclaim_begin", "btf_memcg_reclaim_begin"},
     {BpfProgram::MemcgReclaimEnd, AttachKind::RawTp, "mm_vmscan_memcg_reclaim_end", "raw_memcg_reclaim_end"},
-    {BpfProgram::DirectReclaimBegin, AttachKind::TpBtf, "mm_vmscan_direct_reclaim_begin", "btf_direct_reclaim_begin"},
+    {BpfProgram::MemcgReclaimEnd, AttachKind::TpBtf, "mm_vmscan_memcg_reclaim_end", "btf_memcg_reclaim_end"},
     {BpfProgram::DirectReclaimBegin, AttachKind::RawTp, "mm_vmscan_direct_reclaim_begin", "raw_direct_reclaim_begin"},
-    {BpfProgram::DirectReclaimEnd, AttachKind::TpBtf, "mm_vmscan_direct_reclaim_end", "btf_direct_reclaim_end"},
+    {BpfProgram::DirectReclaimBegin, AttachKind::TpBtf, "mm_vmscan_direct_reclaim_begin", "btf_direct_reclaim_begin"},
     {BpfProgram::DirectReclaimEnd, AttachKind::RawTp, "mm_vmscan_direct_reclaim_end", "raw_direct_reclaim_end"},
-    {BpfProgram::KswapdWakeup, AttachKind::TpBtf, "mm_vmscan_wakeup_kswapd", "btf_kswapd_wakeup"},
+    {BpfProgram::DirectReclaimEnd, AttachKind::TpBtf, "mm_vmscan_direct_reclaim_end", "btf_direct_reclaim_end"},
     {BpfProgram::KswapdWakeup, AttachKind::RawTp, "mm_vmscan_wakeup_kswapd", "raw_kswapd_wakeup"},
-    {BpfProgram::OomVictim, AttachKind::TpBtf, "mark_victim", "btf_mark_victim"},
+    {BpfProgram::KswapdWakeup, AttachKind::TpBtf, "mm_vmscan_wakeup_kswapd", "btf_kswapd_wakeup"},
     {BpfProgram::OomVictim, AttachKind::RawTp, "mark_victim", "raw_mark_victim"},
-    {BpfProgram::CgroupMkdir, AttachKind::TpBtf, "cgroup_mkdir", "btf_cgroup_mkdir"},
+    {BpfProgram::OomVictim, AttachKind::TpBtf, "mark_victim", "btf_mark_victim"},
     {BpfProgram::CgroupMkdir, AttachKind::RawTp, "cgroup_mkdir", "raw_cgroup_mkdir"},
-    {BpfProgram::CgroupRmdir, AttachKind::TpBtf, "cgroup_rmdir", "btf_cgroup_rmdir"},
+    {BpfProgram::CgroupMkdir, AttachKind::TpBtf, "cgroup_mkdir", "btf_cgroup_mkdir"},
     {BpfProgram::CgroupRmdir, AttachKind::RawTp, "cgroup_rmdir", "raw_cgroup_rmdir"},
-    {BpfProgram::CgroupPopulated, AttachKind::TpBtf, "cgroup_notify_populated", "btf_cgroup_populated"},
+    {BpfProgram::CgroupRmdir, AttachKind::TpBtf, "cgroup_rmdir", "btf_cgroup_rmdir"},
     {BpfProgram::CgroupPopulated, AttachKind::RawTp, "cgroup_notify_populated", "raw_cgroup_populated"},
-    {BpfProgram::TaskFork, AttachKind::TpBtf, "sched_process_fork", "btf_task_fork"},
+    {BpfProgram::CgroupPopulated, AttachKind::TpBtf, "cgroup_notify_populated", "btf_cgroup_populated"},
     {BpfProgram::TaskFork, AttachKind::RawTp, "sched_process_fork", "raw_task_fork"},
-    {BpfProgram::TaskFree, AttachKind::TpBtf, "sched_process_free", "btf_task_free"},
+    {BpfProgram::TaskFork, AttachKind::TpBtf, "sched_process_fork", "btf_task_fork"},
     {BpfProgram::TaskFree, AttachKind::RawTp, "sched_process_free", "raw_task_free"},
+    {BpfProgram::TaskFree, AttachKind::TpBtf, "sched_process_free", "btf_task_free"},
     // Per-memcg reclaim scan/steal: the 6.14+ tracepoint, then the out-of-line
     // counter function older kernels have (same arguments).
     {BpfProgram::MemcgReclaimStats, AttachKind::TpBtf, "count_memcg_events", "btf_memcg_events"},
