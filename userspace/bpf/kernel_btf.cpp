@@ -3,13 +3,13 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "kernel/fd.hpp"
-#include "kernel/file.hpp"
 
 namespace pressured::bpf {
 
@@ -67,7 +67,7 @@ KernelBtf::~KernelBtf() {
   if (map_) ::munmap(map_, map_size_);
 }
 
-Result<std::unique_ptr<KernelBtf>> KernelBtf::open(const std::string& path) {
+Result<std::unique_ptr<KernelBtf>> KernelBtf::open(const std::string& path, bool map) {
   auto fd = kernel::Fd::open(path, O_RDONLY);
   if (!fd) return fd.error();
   struct stat st {};
@@ -76,17 +76,27 @@ Result<std::unique_ptr<KernelBtf>> KernelBtf::open(const std::string& path) {
     return Error{EINVAL, path + ": size " + std::to_string(st.st_size) + " is not a BTF's"};
   std::unique_ptr<KernelBtf> btf(new KernelBtf());
   const auto size = static_cast<std::size_t>(st.st_size);
-  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd->get(), 0);
+  void* data = map ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd->get(), 0) : MAP_FAILED;
   if (data != MAP_FAILED) {
     btf->map_ = data;
     btf->map_size_ = size;
     btf->data_ = static_cast<const char*>(data);
   } else {
-    // Before 6.16 the file cannot be mapped: one read into memory.
-    std::string buf;
-    auto got = kernel::pread_all(fd->get(), buf, path);
-    if (!got) return got.error();
-    if (got->size() != buf.size()) buf.resize(got->size());
+    // Before 6.16 the file cannot be mapped: read into memory. A sysfs binary
+    // file gives at most a page a read, so read on to the end, not to the
+    // first short read.
+    std::string buf(size, '\0');
+    std::size_t got = 0;
+    while (got < size) {
+      const ssize_t n = ::pread(fd->get(), buf.data() + got, size - got, static_cast<off_t>(got));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Error::from_errno(errno, "read " + path);
+      }
+      if (n == 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    buf.resize(got);
     btf->copy_ = std::move(buf);
     btf->data_ = btf->copy_.data();
     btf->map_size_ = btf->copy_.size();

@@ -24,7 +24,9 @@ class KernelBtf {
  public:
   /// Maps `path` (read into memory where mapping is refused). Errors name the
   /// path: missing file, not BTF, a type this reader does not know.
-  static Result<std::unique_ptr<KernelBtf>> open(const std::string& path);
+  /// `map` false reads it even where it could be mapped (tests: the path of
+  /// kernels before 6.16 on this one).
+  static Result<std::unique_ptr<KernelBtf>> open(const std::string& path, bool map = true);
   /// From raw BTF bytes (copied): libbpf's fallback sources, tests.
   static Result<std::unique_ptr<KernelBtf>> from_bytes(std::string_view raw, std::string_view what);
   ~KernelBtf();
