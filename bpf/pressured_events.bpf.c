@@ -844,7 +844,23 @@ static long page_top_step_probe(__u64 i, struct page_list *l)
  * thousands of pods. The program runs once more with no cgroup at the end of
  * the walk and writes the record count there. A removed root is not shown
  * to the program at all: no record. */
-static __always_inline int page_counters_walk_from(struct bpf_iter__cgroup *ctx, bool btf)
+/* The iterator's context, as the kernel lays it out (kernel/bpf/cgroup_iter.c
+ * and bpf_iter_meta in include/linux/bpf.h: two pointers; a pointer and two
+ * u64s; unchanged since they were added): plain structs, not vmlinux.h's,
+ * whose preserve_access_index made libbpf search the kernel's BTF for each
+ * of the two at every load (~1 ms of a start each) for offsets that are 0. */
+struct pressured_iter_meta {
+	struct seq_file *seq;
+	__u64 session_id;
+	__u64 seq_num;
+};
+
+struct pressured_iter_cgroup {
+	struct pressured_iter_meta *meta;
+	struct cgroup *cgroup;
+};
+
+static __always_inline int page_counters_walk_from(struct pressured_iter_cgroup *ctx, bool btf)
 {
 	struct seq_file *seq = ctx->meta->seq;
 	struct cgroup *cgrp = ctx->cgroup;
@@ -903,13 +919,13 @@ static __always_inline int page_counters_walk_from(struct bpf_iter__cgroup *ctx,
 /* 6.2+ (bpf_rdonly_cast); userspace loads the _probe flavour where the
  * kernel lacks the kfunc. */
 SEC("iter/cgroup")
-int page_counters_walk(struct bpf_iter__cgroup *ctx)
+int page_counters_walk(struct pressured_iter_cgroup *ctx)
 {
 	return page_counters_walk_from(ctx, true);
 }
 
 SEC("iter/cgroup")
-int page_counters_walk_probe(struct bpf_iter__cgroup *ctx)
+int page_counters_walk_probe(struct pressured_iter_cgroup *ctx)
 {
 	return page_counters_walk_from(ctx, false);
 }
