@@ -1,12 +1,14 @@
 // Reads and writes of kernel files: whole files, files relative to a dirfd,
 // kept-open fds from offset 0, single numbers; every error names the path,
-// and no path leaves an fd behind.
+// and no path leaves an fd behind; an fd read on to its end past short reads.
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -75,6 +77,58 @@ TEST(ReadFile, AtADirFd) {
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().code, ENOENT);
   EXPECT_TRUE(mentions(missing.error(), dir.path() + "/pids.max")) << missing.error().message;
+}
+
+// A pipe written in small pieces: every read(2) comes back short, as from a
+// sysfs binary file (a page at most), and the reader must go on to the end.
+std::string read_piecewise(const std::string& text, std::size_t piece, std::size_t max_bytes,
+                           std::size_t hint) {
+  int p[2];
+  if (::pipe(p) != 0) return "pipe failed";
+  Fd r(p[0]);
+  std::thread writer([&, w = p[1]] {
+    for (std::size_t i = 0; i < text.size(); i += piece) {
+      const auto n = std::min(piece, text.size() - i);
+      if (::write(w, text.data() + i, n) != static_cast<ssize_t>(n)) break;
+      std::this_thread::yield();
+    }
+    ::close(w);
+  });
+  auto got = read_to_end(r, "/sys/kernel/btf/vmlinux", max_bytes, hint);
+  // The reader may stop before the writer is done (max_bytes): drain so it can finish.
+  char sink[4096];
+  while (::read(r.get(), sink, sizeof sink) > 0) {
+  }
+  writer.join();
+  return got ? *got : "error: " + got.error().message;
+}
+
+TEST(ReadToEnd, ReadsOnPastShortReadsWhateverTheHint) {
+  std::string text;
+  for (int i = 0; text.size() < 50000; ++i) text += std::to_string(i) + ",";
+  // The fstat size a sysfs file reports, one too small (grows twice over), none.
+  for (std::size_t hint : {text.size(), std::size_t{100}, std::size_t{0}}) {
+    EXPECT_EQ(read_piecewise(text, 4096, 0, hint), text) << "hint " << hint;
+    EXPECT_EQ(read_piecewise(text, 777, 0, hint), text) << "hint " << hint;
+  }
+  // A hint larger than the file: the result is the file, not the hint's size.
+  EXPECT_EQ(read_piecewise(text, 4096, 0, text.size() * 3), text);
+}
+
+TEST(ReadToEnd, MaxBytesBoundsTheReadWithAHintToo) {
+  const std::string text(20000, 'b');
+  EXPECT_EQ(read_piecewise(text, 4096, 5000, text.size()), std::string(5000, 'b'));
+  EXPECT_EQ(read_piecewise(text, 4096, 5000, 0), std::string(5000, 'b'));
+}
+
+TEST(ReadToEnd, ErrorsNameThePath) {
+  TempDir dir;
+  auto d = Fd::open(dir.path(), O_RDONLY | O_DIRECTORY);
+  ASSERT_TRUE(d);
+  auto r = read_to_end(*d, dir.path(), 0, 4096);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, EISDIR);
+  EXPECT_TRUE(mentions(r.error(), "read " + dir.path())) << r.error().message;
 }
 
 TEST(PreadAll, RereadsFromOffsetZeroAndGrowsTheBuffer) {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernel/fd.hpp"
+#include "kernel/file.hpp"
 
 namespace pressured::bpf {
 
@@ -82,22 +83,11 @@ Result<std::unique_ptr<KernelBtf>> KernelBtf::open(const std::string& path, bool
     btf->map_size_ = size;
     btf->data_ = static_cast<const char*>(data);
   } else {
-    // Before 6.16 the file cannot be mapped: read into memory. A sysfs binary
-    // file gives at most a page a read, so read on to the end, not to the
-    // first short read.
-    std::string buf(size, '\0');
-    std::size_t got = 0;
-    while (got < size) {
-      const ssize_t n = ::pread(fd->get(), buf.data() + got, size - got, static_cast<off_t>(got));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        return Error::from_errno(errno, "read " + path);
-      }
-      if (n == 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    buf.resize(got);
-    btf->copy_ = std::move(buf);
+    // Before 6.16 the file cannot be mapped: read it into memory, on to the
+    // end (a sysfs binary file gives at most a page a read).
+    auto buf = kernel::read_to_end(*fd, path, 0, size);
+    if (!buf) return buf.error();
+    btf->copy_ = std::move(*buf);
     btf->data_ = btf->copy_.data();
     btf->map_size_ = btf->copy_.size();
   }

@@ -19,9 +19,33 @@ std::string too_large(std::string_view path) {
   return "read " + std::string(path) + ": file larger than 64 MiB";
 }
 
-// Reads `fd` from its current offset to the end (or max_bytes).
-Result<std::string> read_to_end(const Fd& fd, const std::string& path, std::size_t max_bytes) {
+}  // namespace
+
+Result<std::string> read_to_end(const Fd& fd, const std::string& path, std::size_t max_bytes, std::size_t size_hint) {
   std::string out;
+  if (size_hint != 0) {
+    // In place: one buffer of the expected size, grown only if the file is
+    // longer than it said, and no copy of each chunk.
+    const std::size_t cap = max_bytes != 0 ? max_bytes : kMaxFileBytes + 1;
+    out.resize(std::min(size_hint, cap));
+    std::size_t got = 0;
+    for (;;) {
+      if (got == out.size()) {
+        if (out.size() >= cap) break;
+        out.resize(std::min(cap, out.size() * 2));
+      }
+      const ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Error::from_errno(errno, "read " + path);
+      }
+      if (n == 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    out.resize(got);
+    if (max_bytes == 0 && out.size() > kMaxFileBytes) return Error{EFBIG, too_large(path)};
+    return out;
+  }
   char chunk[8192];
   for (;;) {
     std::size_t want = sizeof chunk;
@@ -40,8 +64,6 @@ Result<std::string> read_to_end(const Fd& fd, const std::string& path, std::size
   }
   return out;
 }
-
-}  // namespace
 
 Result<std::string> read_file(const std::string& path, std::size_t max_bytes) {
   auto fd = Fd::open(path, O_RDONLY);

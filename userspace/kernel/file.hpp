@@ -17,6 +17,16 @@ namespace pressured::kernel {
 /// file, EFBIG beyond 64 MiB; otherwise at most its first max_bytes bytes.
 Result<std::string> read_file(const std::string& path, std::size_t max_bytes = 0);
 
+class Fd;
+
+/// Reads an open fd from its current offset to the end, however short each
+/// read is (a sysfs binary file gives at most a page a read); max_bytes as
+/// read_file's. `size_hint` (an fstat's size, 0 when unknown) sizes the
+/// buffer once and reads into it in place: for a large file (the kernel's
+/// BTF) that spares a copy of every chunk and the string's regrowths.
+Result<std::string> read_to_end(const Fd& fd, const std::string& path, std::size_t max_bytes = 0,
+                                std::size_t size_hint = 0);
+
 /// Like read_file, for `name` relative to the open directory `dirfd`; errors
 /// name `dir_path`/`name` (`dir_path` is used for messages only).
 Result<std::string> read_file_at(int dirfd, const std::string& dir_path, const std::string& name,
