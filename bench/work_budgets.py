@@ -13,9 +13,19 @@ unchanged pod source:
   file_reads    read, pread64, readv, preadv(2) and getdents64 calls on files
                 and directories (strace -y names each fd)
 
+and, in the BPF object every start loads (bpf/pressured_events.bpf.c, compiled),
+what libbpf and the verifier work through before the daemon runs:
+
+  programs          BPF programs (global functions in program sections)
+  instructions      BPF instructions of every program and subprogram
+  core_relocations  CO-RE relocation records (.BTF.ext)
+  core_types        distinct local types those records name: libbpf 1.1 walks
+                    every type of the kernel's BTF once for each (~1 ms a type)
+
 None of these depends on the machine's load, so they can gate a change where
 wall-clock time cannot. Each is held to its line in the budgets file
-(bench/work_budgets.txt: `<scenario>.<pods>.<quantity> <budget> <commit>`); a
+(bench/work_budgets.txt: `<scenario>.<pods>.<quantity> <budget> <commit>`, and
+`start.bpf.<quantity>` for the object); a
 count above its budget by more than --margin (10 %) fails. The table
 (measured, budget, ratio) is always printed, so a reviewer sees what a change
 costs. A count well under its budget (below 1 - margin) is pointed out: lower
@@ -30,6 +40,7 @@ import argparse
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -60,8 +71,88 @@ BEGIN = '"/pressured-work-counts/begin"'
 END = '"/pressured-work-counts/end"'
 
 
+OBJECT_QUANTITIES = ["programs", "instructions", "core_relocations", "core_types"]
+OBJECT_KEY = "start.bpf"
+# .BTF.ext: the CO-RE record kind that names no kernel type (bpf_core_type_id_local), so libbpf searches nothing for it.
+BPF_CORE_TYPE_ID_LOCAL = 6
+SHF_EXECINSTR = 0x4
+
+
 def key(scenario, pods, quantity):
     return f"{scenario}.{pods}.{quantity}"
+
+
+def budget_keys():
+    """Every count the check holds to a budget, in the table's order."""
+    return [key(s, p, q) for s, p, _ in SCENARIOS for q in QUANTITIES] + [f"{OBJECT_KEY}.{q}" for q in OBJECT_QUANTITIES]
+
+
+def elf_sections(data, path):
+    """The section headers of a little-endian ELF64 file (what clang -target bpf writes), by name."""
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise RuntimeError(f"{path} is not a little-endian ELF64 object")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    heads = []
+    for i in range(shnum):
+        name, typ, flags, _, off, size, link, _, _, entsize = struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+        heads.append({"name_off": name, "type": typ, "flags": flags, "off": off, "size": size, "link": link,
+                      "entsize": entsize, "index": i})
+    names = heads[shstrndx]
+
+    def cstr(table, off):
+        start = table["off"] + off
+        return data[start:data.index(b"\0", start)].decode()
+    for h in heads:
+        h["name"] = cstr(names, h["name_off"])
+    return heads, cstr
+
+
+def bpf_object_counts(path):
+    """Counts, in a compiled BPF object, what a start makes libbpf and the verifier go through
+    (see OBJECT_QUANTITIES). Read from the ELF itself: no BPF, no root."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise RuntimeError(f"cannot read the BPF object {path}: {e.strerror} (ninja -C build/release pressured builds it)")
+    heads, cstr = elf_sections(data, path)
+    by_name = {h["name"]: h for h in heads}
+    code = {h["index"] for h in heads if h["flags"] & SHF_EXECINSTR and h["size"]}
+    instructions = sum(heads[i]["size"] // 8 for i in code)
+    programs = 0
+    symtab = by_name.get(".symtab")
+    if symtab is None:
+        raise RuntimeError(f"{path} has no .symtab")
+    for off in range(symtab["off"], symtab["off"] + symtab["size"], 24):
+        _, info, _, shndx, _, _ = struct.unpack_from("<IBBHQQ", data, off)
+        # A program is a global function in a program section; .text holds the subprograms.
+        if info & 0xf == 2 and info >> 4 == 1 and shndx in code and heads[shndx]["name"] != ".text":
+            programs += 1
+    ext = by_name.get(".BTF.ext")
+    if ext is None:
+        raise RuntimeError(f"{path} has no .BTF.ext (built without -g?): its CO-RE records cannot be counted")
+    e = data[ext["off"]:ext["off"] + ext["size"]]
+    magic, _, _, hdr_len = struct.unpack_from("<HBBI", e, 0)
+    if magic != 0xeB9F or hdr_len < 32:
+        raise RuntimeError(f"{path}: .BTF.ext has magic {magic:#x} and a {hdr_len}-byte header: not one with CO-RE records")
+    core_off, core_len = struct.unpack_from("<II", e, 24)
+    relocations, types = 0, set()
+    if core_len:
+        pos = hdr_len + core_off
+        rec_size, = struct.unpack_from("<I", e, pos)
+        pos, end = pos + 4, hdr_len + core_off + core_len
+        while pos < end:
+            _, count = struct.unpack_from("<II", e, pos)
+            pos += 8
+            for _ in range(count):
+                _, type_id, _, kind = struct.unpack_from("<IIII", e, pos)
+                pos += rec_size
+                relocations += 1
+                if kind != BPF_CORE_TYPE_ID_LOCAL:
+                    types.add(type_id)
+    return {"programs": programs, "instructions": instructions, "core_relocations": relocations,
+            "core_types": len(types)}
 
 
 def fake_node_dir():
@@ -232,6 +323,35 @@ def write_budgets(path, results, commit):
                 k = key(scenario, pods, q)
                 v = results[k]
                 f.write(f"{k} {v:.0f} {commit}\n" if q == "instructions" else f"{k} {v:.1f} {commit}\n")
+        f.write("# What every start loads: the BPF object's programs, instructions and CO-RE records.\n")
+        for q in OBJECT_QUANTITIES:
+            f.write(f"{OBJECT_KEY}.{q} {results[f'{OBJECT_KEY}.{q}']} {commit}\n")
+
+
+def compare(rows, results, budgets, margin):
+    """Each measured count against its budget: (over by more than margin %, under by more than
+    margin %, without a budget, the table's lines)."""
+    limit = 1 + margin / 100
+    failed, lower, missing = [], [], []
+    table = ["| quantity (per decision / idle second / walk / refresh; per start) | measured | budget | ratio | budget's commit |",
+             "|---|---|---|---|---|"]
+    for k in rows:
+        v = results[k]
+        if k not in budgets:
+            missing.append(k)
+            table.append(f"| {k} | {v:.1f} | (none) | | |")
+            continue
+        b, commit = budgets[k]
+        ratio = v / b if b > 0 else (1.0 if v == 0 else float("inf"))
+        mark = ""
+        if ratio > limit:
+            failed.append(k)
+            mark = " **over**"
+        elif ratio < 1 / limit:
+            lower.append(k)
+            mark = " (under: lower the budget)"
+        table.append(f"| {k} | {v:.1f} | {b:g} | {ratio:.3f}{mark} | {commit} |")
+    return failed, lower, missing, table
 
 
 def main():
@@ -240,7 +360,12 @@ def main():
     ap.add_argument("--budgets", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "work_budgets.txt"))
     ap.add_argument("--margin", type=float, default=10.0, help="percent a count may exceed its budget (default 10)")
     ap.add_argument("--update", action="store_true", help="rewrite the budgets file with the counts measured now")
+    ap.add_argument("--bpf-object", help="the compiled BPF object every start loads (default: the work_counts "
+                    "binary's tree, bpf/pressured_events.bpf.o)")
     a = ap.parse_args()
+    if a.bpf_object is None:
+        tree = os.path.dirname(os.path.dirname(os.path.abspath(a.work_counts)))
+        a.bpf_object = os.path.join(tree, "bpf", "pressured_events.bpf.o")
     for tool in ("valgrind", "strace"):
         if shutil.which(tool) is None:
             print(f"work_budgets: {tool} is not installed (Debian package '{tool}'; scripts/setup installs it)",
@@ -251,7 +376,8 @@ def main():
         return 1
     start = time.monotonic()
     print(f"work budgets: {len(SCENARIOS)} scenarios, margin {a.margin:g} %, budgets {a.budgets}", flush=True)
-    results = measure(a.work_counts)
+    results = {f"{OBJECT_KEY}.{q}": v for q, v in bpf_object_counts(a.bpf_object).items()}
+    results.update(measure(a.work_counts))
     if a.update:
         commit = commit_of(os.path.dirname(os.path.abspath(a.budgets)))
         write_budgets(a.budgets, results, commit)
@@ -259,29 +385,9 @@ def main():
         budgets = read_budgets(a.budgets)
     else:
         budgets = read_budgets(a.budgets)
-    limit = 1 + a.margin / 100
-    failed, lower, missing = [], [], []
+    failed, lower, missing, table = compare(budget_keys(), results, budgets, a.margin)
     print()
-    print("| quantity (per decision / idle second / walk / refresh) | measured | budget | ratio | budget's commit |")
-    print("|---|---|---|---|---|")
-    for scenario, pods, _ in SCENARIOS:
-        for q in QUANTITIES:
-            k = key(scenario, pods, q)
-            v = results[k]
-            if k not in budgets:
-                missing.append(k)
-                print(f"| {k} | {v:.1f} | (none) | | |")
-                continue
-            b, commit = budgets[k]
-            ratio = v / b if b > 0 else (1.0 if v == 0 else float("inf"))
-            mark = ""
-            if ratio > limit:
-                failed.append(k)
-                mark = " **over**"
-            elif ratio < 1 / limit:
-                lower.append(k)
-                mark = " (under: lower the budget)"
-            print(f"| {k} | {v:.1f} | {b:g} | {ratio:.3f}{mark} | {commit} |")
+    print("\n".join(table))
     print()
     print(f"work budgets: {time.monotonic() - start:.0f} s")
     if lower:
