@@ -2,7 +2,6 @@
 // help). Scalar flags overwrite `section.key` in the YAML tree; the eviction
 // flags use the kubelet's list syntax and replace the whole map, so a flag and
 // a file key share one decoder and one set of error messages.
-#include <cctype>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -11,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/text.hpp"
 #include "config/load_internal.hpp"
 #include "pressured/signals.hpp"
 
@@ -94,12 +94,6 @@ const FlagSpec kFlags[] = {
      "Directory eviction plugins create their sockets in (turns plugins on; docs/plugins.md)"},
 };
 
-std::string trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
-
 }  // namespace
 
 std::string known_signals() {
@@ -117,7 +111,7 @@ Result<Node> parse_flag_list(const FlagSpec& spec, const std::string& text) {
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    std::string stmt = trim(item);
+    std::string stmt(trim_space(item));
     if (stmt.empty()) continue;
     std::size_t pos = spec.syntax == FlagSyntax::ThresholdList ? stmt.find_first_of("<>") : stmt.find('=');
     auto fail = [&](const std::string& why) {
@@ -127,8 +121,8 @@ Result<Node> parse_flag_list(const FlagSpec& spec, const std::string& text) {
       return fail(spec.syntax == FlagSyntax::ThresholdList ? "is not <signal><operator><quantity>, e.g. memory.available<100Mi"
                                                            : "is not <signal>=<value>, e.g. memory.available=1m30s");
     }
-    std::string sig_name = trim(std::string_view(stmt).substr(0, pos));
-    std::string value = trim(std::string_view(stmt).substr(pos + 1));
+    std::string sig_name(trim_space(std::string_view(stmt).substr(0, pos)));
+    std::string value(trim_space(std::string_view(stmt).substr(pos + 1)));
     auto sig = parse_signal(sig_name);
     if (!sig) return fail("names an unknown signal '" + sig_name + "' (known: " + known_signals() + ")");
     if (spec.syntax == FlagSyntax::ThresholdList) {

@@ -1,6 +1,5 @@
 #include "k8s/api_client.hpp"
 
-#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +7,8 @@
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
+
+#include "common/text.hpp"
 
 namespace pressured::k8s {
 
@@ -20,13 +21,6 @@ std::string slurp(const std::string& path, std::size_t limit = 1 << 20) {
   in.read(s.data(), static_cast<std::streamsize>(limit));
   s.resize(static_cast<std::size_t>(in.gcount()));
   return s;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  std::size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
 }
 
 std::string b64decode(const std::string& in) {
@@ -119,7 +113,7 @@ HttpRequest ApiClient::make_request(const std::string& method, const std::string
   req.headers = {"Accept: application/json", "User-Agent: pressured"};
   if (!body.empty()) req.headers.push_back("Content-Type: " + content_type);
   std::string token = server_.token;
-  if (token.empty() && !server_.token_file.empty()) token = trim(slurp(server_.token_file, 64 * 1024));
+  if (token.empty() && !server_.token_file.empty()) token = trim_space(slurp(server_.token_file, 64 * 1024));
   if (!token.empty()) req.headers.push_back("Authorization: Bearer " + token);
   req.connect_timeout = timeout_;
   req.total_timeout = total_timeout;

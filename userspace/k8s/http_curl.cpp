@@ -8,6 +8,8 @@
 #include <cctype>
 #include <mutex>
 
+#include "common/text.hpp"
+
 namespace pressured::k8s::detail {
 
 namespace {
@@ -73,13 +75,6 @@ Result<const CurlApi*> curl_api() {
   return &api;
 }
 
-std::string trim(std::string s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  std::size_t i = 0;
-  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
-}
-
 struct Sink {
   const CurlApi* curl_api = nullptr;
   const HttpRequest* request = nullptr;
@@ -129,7 +124,7 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
   if (colon != std::string::npos) {
     std::string key = line.substr(0, colon);
     for (auto& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    (*h)[key] = trim(line.substr(colon + 1));
+    (*h)[key] = trim_space(line.substr(colon + 1));
   }
   return size * n;
 }
