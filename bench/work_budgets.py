@@ -95,17 +95,13 @@ def elf_sections(data, path):
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
     heads = []
     for i in range(shnum):
-        name, typ, flags, _, off, size, link, _, _, entsize = struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
-        heads.append({"name_off": name, "type": typ, "flags": flags, "off": off, "size": size, "link": link,
-                      "entsize": entsize, "index": i})
-    names = heads[shstrndx]
-
-    def cstr(table, off):
-        start = table["off"] + off
-        return data[start:data.index(b"\0", start)].decode()
+        name, _, flags, _, off, size, _, _, _, _ = struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+        heads.append({"name_off": name, "flags": flags, "off": off, "size": size, "index": i})
+    names = heads[shstrndx]["off"]
     for h in heads:
-        h["name"] = cstr(names, h["name_off"])
-    return heads, cstr
+        start = names + h["name_off"]
+        h["name"] = data[start:data.index(b"\0", start)].decode()
+    return heads
 
 
 def bpf_object_counts(path):
@@ -116,7 +112,14 @@ def bpf_object_counts(path):
             data = f.read()
     except OSError as e:
         raise RuntimeError(f"cannot read the BPF object {path}: {e.strerror} (ninja -C build/release pressured builds it)")
-    heads, cstr = elf_sections(data, path)
+    try:
+        return object_counts(data, path)
+    except (struct.error, IndexError, ValueError, UnicodeDecodeError) as e:
+        raise RuntimeError(f"{path}: not a well-formed BPF object ({e})")
+
+
+def object_counts(data, path):
+    heads = elf_sections(data, path)
     by_name = {h["name"]: h for h in heads}
     code = {h["index"] for h in heads if h["flags"] & SHF_EXECINSTR and h["size"]}
     instructions = sum(heads[i]["size"] // 8 for i in code)

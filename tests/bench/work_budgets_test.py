@@ -91,6 +91,15 @@ class BpfObjectCounts(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "cannot read the BPF object"):
             work_budgets.bpf_object_counts(os.path.join(self.tmp, "missing.bpf.o"))
 
+    def test_refuses_a_cut_object_with_a_reason(self):
+        with open(self.obj, "rb") as f:
+            head = f.read(200)
+        cut = os.path.join(self.tmp, "cut.bpf.o")
+        with open(cut, "wb") as f:
+            f.write(head)
+        with self.assertRaisesRegex(RuntimeError, "not a well-formed BPF object"):
+            work_budgets.bpf_object_counts(cut)
+
     def test_refuses_an_object_without_btf_ext(self):
         # Without -g clang writes no BTF at all (and refuses the CO-RE builtins, so a plain program).
         src, bare = os.path.join(self.tmp, "bare.bpf.c"), os.path.join(self.tmp, "bare.bpf.o")
