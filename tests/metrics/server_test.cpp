@@ -69,6 +69,44 @@ int probe(uint16_t port, const std::string& path = "/healthz") {
   return res ? res->status : 0;
 }
 
+// A probe as `probe` makes it, on a raw socket, that also says whether its
+// thread was taken off its core (an involuntary context switch) between
+// creating the socket and sending the request: the one window in which a
+// server shedding connections that have sent nothing cannot tell a probe from
+// a churner. Counted by the kernel (getrusage), so the test needs no clock.
+struct RawProbe {
+  int status = 0;  // 0: no answer
+  bool preempted = false;
+};
+
+RawProbe raw_probe(uint16_t port) {
+  RawProbe r;
+  rusage before{}, after{};
+  ::getrusage(RUSAGE_THREAD, &before);
+  const int fd = connect_loopback(port);
+  const std::string request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  const ssize_t sent = fd < 0 ? -1 : ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  ::getrusage(RUSAGE_THREAD, &after);
+  r.preempted = after.ru_nivcsw != before.ru_nivcsw;
+  if (fd < 0) return r;
+  if (sent != static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return r;
+  }
+  timeval two_s{2, 0};  // the kubelet's probe timeout
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &two_s, sizeof two_s);
+  std::string got;
+  char buf[512];
+  while (got.find("\r\n") == std::string::npos && got.size() < 4096) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  if (got.rfind("HTTP/1.", 0) == 0 && got.size() > 12) r.status = std::atoi(got.c_str() + 9);
+  return r;
+}
+
 std::string temp_dir() {
   char tmpl[] = "/tmp/pressured-web-XXXXXX";
   return ::mkdtemp(tmpl);
@@ -456,7 +494,10 @@ TEST(MetricsServerAuth, PasswordGuessingNeverDelaysProbes) {
 // oldest connections still sending their request, never one whose request
 // has arrived, and a probe sends its request as soon as it connects. Each
 // churner keeps its last burst open, so together they hold twice the cap
-// and the server sheds all along.
+// and the server sheds all along. "As soon as it connects" holds only while
+// the probing thread keeps its core: one taken off it between connect() and
+// send() on a loaded machine looks like a churner's connection for that
+// long, and may be shed. Such a probe is excused, and only such a one.
 TEST_P(MetricsServerAbuse, ConnectionChurnDoesNotResetProbes) {
   Metrics m(options());
   auto s = MetricsServer::start(m, "127.0.0.1:0", web_for(GetParam()));
@@ -489,15 +530,23 @@ TEST_P(MetricsServerAbuse, ConnectionChurnDoesNotResetProbes) {
   // Probes until 200 are done and another cap's worth of connections has been
   // shed meanwhile (bounded by the count); 5 ms apart, so that the churners
   // get the cores too.
-  int ok = 0, probes = 0;
+  int ok = 0, probes = 0, excused = 0;
   for (; probes < 3000 && (probes < 200 || (*s)->stats().shed - shed_before < cap); ++probes) {
-    if (probe(port) == 200) ++ok;
+    const RawProbe r = raw_probe(port);
+    if (r.status == 200) {
+      ++ok;
+    } else if (r.preempted) {
+      ++excused;
+    }
     std::this_thread::sleep_for(5ms);
   }
   const uint64_t shed_during = (*s)->stats().shed - shed_before;
   done = true;
   for (auto& t : churners) t.join();
-  EXPECT_EQ(ok, probes) << "no probe is reset by other clients' connections";
+  RecordProperty("probes_excused", excused);
+  EXPECT_EQ(ok + excused, probes) << "no probe is reset by other clients' connections unless its thread lost its "
+                                     "core between connect() and send() (" << excused << " such of " << probes << ")";
+  EXPECT_GT(ok, probes / 2) << "most probes kept their core and were answered: the test checked something";
   EXPECT_GE(shed_during, cap) << "the cap was under pressure while the probes ran";
 }
 
