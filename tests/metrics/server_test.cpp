@@ -528,10 +528,13 @@ TEST_P(MetricsServerAbuse, ConnectionChurnDoesNotResetProbes) {
   for (int i = 0; i < 300 && (*s)->stats().shed == 0; ++i) std::this_thread::sleep_for(10ms);
   const uint64_t shed_before = (*s)->stats().shed;
   // Probes until 200 are done and another cap's worth of connections has been
-  // shed meanwhile (bounded by the count); 5 ms apart, so that the churners
-  // get the cores too.
+  // shed meanwhile (bounded by the count, and by the churners' minute: a server
+  // that answers no probe costs each one the 2 s timeout); 5 ms apart, so that
+  // the churners get the cores too.
   int ok = 0, probes = 0, excused = 0;
-  for (; probes < 3000 && (probes < 200 || (*s)->stats().shed - shed_before < cap); ++probes) {
+  for (; probes < 3000 && std::chrono::steady_clock::now() < give_up &&
+         (probes < 200 || (*s)->stats().shed - shed_before < cap);
+       ++probes) {
     const RawProbe r = raw_probe(port);
     if (r.status == 200) {
       ++ok;
