@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include "bpf/features.hpp"
 #include "bpf/kernel_symbol.hpp"
 #include "fakes/event_test_helpers.hpp"
+#include "fakes/pid_alarm_turn.hpp"
 #include "fakes/privilege.hpp"
 #include "pressured/clock.hpp"
 #include "pressured/events.hpp"
@@ -98,6 +100,8 @@ TEST(HostPidAlarm, CountsTheKernelsTasksWhereResolvableElseTheSeededDelta) {
   PRESSURED_REQUIRE_ROOT();
   auto features = make_kernel_bpf_features();
   PRESSURED_REQUIRE(features->bpf_available(), "BPF");
+  testing::PidAlarmTurn turn;  // the other PID-alarm tests' forks would cross a seeded alarm
+  ASSERT_TRUE(turn.held) << "the PID-alarm tests' lock " << testing::PidAlarmTurn::kPath << ": " << std::strerror(errno);
   EventStats stats;
   bpf::BpfEventsOptions o;
   auto src = bpf::BpfEventSource::create(o, *features, stats);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -24,6 +25,7 @@
 #include "bpf/features.hpp"
 #include "events/reactor.hpp"
 #include "fakes/event_test_helpers.hpp"
+#include "fakes/pid_alarm_turn.hpp"
 #include "fakes/privilege.hpp"
 #include "fakes/sandbox_cgroup.hpp"
 #include "kernel/cgroup_id.hpp"
@@ -596,6 +598,8 @@ std::string pids_mount() {
 void pid_alarm_round_trip(const BpfFeatures& features, AttachKind expect_not, const std::string& tag) {
   std::string mount = pids_mount();
   PRESSURED_REQUIRE(!mount.empty(), "a pids cgroup controller");
+  testing::PidAlarmTurn turn;
+  ASSERT_TRUE(turn.held) << "the PID-alarm tests' lock " << testing::PidAlarmTurn::kPath << ": " << std::strerror(errno);
   SandboxCgroup sb(mount, tag);
   ASSERT_TRUE(sb.ok()) << sb.error();
   ASSERT_TRUE(sb.write("", "pids.max", "400"));  // bounds the fork loop whatever happens
