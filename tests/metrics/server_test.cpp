@@ -69,44 +69,6 @@ int probe(uint16_t port, const std::string& path = "/healthz") {
   return res ? res->status : 0;
 }
 
-// A probe as `probe` makes it, on a raw socket, that also says whether its
-// thread was taken off its core (an involuntary context switch) between
-// creating the socket and sending the request: the one window in which a
-// server shedding connections that have sent nothing cannot tell a probe from
-// a churner. Counted by the kernel (getrusage), so the test needs no clock.
-struct RawProbe {
-  int status = 0;  // 0: no answer
-  bool preempted = false;
-};
-
-RawProbe raw_probe(uint16_t port) {
-  RawProbe r;
-  rusage before{}, after{};
-  ::getrusage(RUSAGE_THREAD, &before);
-  const int fd = connect_loopback(port);
-  const std::string request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  const ssize_t sent = fd < 0 ? -1 : ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  ::getrusage(RUSAGE_THREAD, &after);
-  r.preempted = after.ru_nivcsw != before.ru_nivcsw;
-  if (fd < 0) return r;
-  if (sent != static_cast<ssize_t>(request.size())) {
-    ::close(fd);
-    return r;
-  }
-  timeval two_s{2, 0};  // the kubelet's probe timeout
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &two_s, sizeof two_s);
-  std::string got;
-  char buf[512];
-  while (got.find("\r\n") == std::string::npos && got.size() < 4096) {
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    got.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  if (got.rfind("HTTP/1.", 0) == 0 && got.size() > 12) r.status = std::atoi(got.c_str() + 9);
-  return r;
-}
-
 std::string temp_dir() {
   char tmpl[] = "/tmp/pressured-web-XXXXXX";
   return ::mkdtemp(tmpl);
@@ -135,12 +97,11 @@ INSTANTIATE_TEST_SUITE_P(Engines, MetricsServerRoutes, ::testing::Values(Engine:
 
 // One exchange as it is on the wire: `request` sent as given, everything
 // read until the server closes (bounded: 5 s without a byte).
-std::string wire_exchange(uint16_t port, const std::string& request) {
-  int fd = connect_loopback(port);
-  if (fd < 0) return {};
-  timeval tv{5, 0};
+// Everything the server sends on `fd` until it closes (bounded: `quiet_s`
+// seconds without a byte); closes `fd`.
+std::string read_until_close(int fd, int quiet_s) {
+  timeval tv{quiet_s, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   std::string got;
   char buf[4096];
   for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<std::size_t>(n));
@@ -148,9 +109,44 @@ std::string wire_exchange(uint16_t port, const std::string& request) {
   return got;
 }
 
+std::string wire_exchange(uint16_t port, const std::string& request) {
+  int fd = connect_loopback(port);
+  if (fd < 0) return {};
+  (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  return read_until_close(fd, 5);
+}
+
 int status_of(const std::string& answer) {
   if (answer.rfind("HTTP/1.1 ", 0) != 0 || answer.size() < 12) return 0;
   return std::atoi(answer.substr(9, 3).c_str());
+}
+
+// A probe as `probe` makes it, on a raw socket, that also says whether its
+// thread was taken off its core (an involuntary context switch) between
+// creating the socket and sending the request: the one window in which a
+// server shedding connections that have sent nothing cannot tell a probe from
+// a churner. Counted by the kernel (getrusage), so the test needs no clock.
+struct RawProbe {
+  int status = 0;  // 0: no answer
+  bool preempted = false;
+};
+
+RawProbe raw_probe(uint16_t port) {
+  RawProbe r;
+  rusage before{}, after{};
+  ::getrusage(RUSAGE_THREAD, &before);
+  const int fd = connect_loopback(port);
+  const std::string request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  const ssize_t sent = fd < 0 ? -1 : ::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  ::getrusage(RUSAGE_THREAD, &after);
+  r.preempted = after.ru_nivcsw != before.ru_nivcsw;
+  if (fd < 0) return r;
+  if (sent != static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return r;
+  }
+  r.status = status_of(read_until_close(fd, 2));  // the kubelet's probe timeout
+  return r;
 }
 
 // A header's value in an answer ("" when absent); names compared as sent.
