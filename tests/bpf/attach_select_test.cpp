@@ -1,14 +1,11 @@
 // Attach-mode selection with a fake prober: each kernel profile gets the
 // fallback the chain promises, with a reason that names what was refused.
 #include <cerrno>
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <sys/utsname.h>
 
 #include <gtest/gtest.h>
 
@@ -16,6 +13,7 @@
 #include "bpf/features.hpp"
 #include "bpf/perf_paranoid.hpp"
 #include "bpf/programs.hpp"
+#include "fakes/kernel_release.hpp"
 #include "fakes/privilege.hpp"
 #include "pressured/events.hpp"
 
@@ -465,11 +463,10 @@ TEST(KernelBpfFeaturesHost, ProbesAnswerFromBtfOrReallyAttach) {
   }
   EXPECT_EQ(f->function_arity("no_such_function_xyz"), -1);
   // BPF cmpxchg and fetch arrived in 5.12: older kernels get the _plain twins.
-  struct utsname u {};
-  ASSERT_EQ(::uname(&u), 0);
-  int major = 0, minor = 0;
-  ASSERT_EQ(std::sscanf(u.release, "%d.%d", &major, &minor), 2) << u.release;
-  EXPECT_EQ(f->has_atomics(), major > 5 || (major == 5 && minor >= 12)) << "kernel " << u.release;
+  const auto version = testing::kernel_major_minor();
+  ASSERT_TRUE(version) << "the kernel's release from uname(2)";
+  EXPECT_EQ(f->has_atomics(), testing::kernel_at_least(5, 12))
+      << "kernel " << version->first << "." << version->second;
   // Kprobe: record what this kernel does; on this host the attach must fail even though the program loads.
   std::string kwhy;
   bool kprobe = f->can_attach(AttachKind::Kprobe, "page_counter_try_charge", &kwhy);

@@ -2,12 +2,10 @@
 // (bpf/kernel_symbol.bpf.c) against /proc/kallsyms, the ground truth, and the
 // PID alarm's count where the kernel's nr_threads resolves and where it does not.
 #include <spawn.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -22,6 +20,7 @@
 #include "bpf/features.hpp"
 #include "bpf/kernel_symbol.hpp"
 #include "fakes/event_test_helpers.hpp"
+#include "fakes/kernel_release.hpp"
 #include "fakes/pid_alarm_turn.hpp"
 #include "fakes/privilege.hpp"
 #include "pressured/clock.hpp"
@@ -48,20 +47,12 @@ std::optional<uint64_t> kallsyms_address(const std::string& name) {
   return std::nullopt;
 }
 
-bool kernel_at_least(int major, int minor) {
-  utsname u{};
-  if (::uname(&u) != 0) return false;
-  int ma = 0, mi = 0;
-  if (std::sscanf(u.release, "%d.%d", &ma, &mi) != 2) return false;
-  return ma > major || (ma == major && mi >= minor);
-}
-
 TEST(HostBpfKernelSymbol, AgreesWithKallsyms) {
   PRESSURED_REQUIRE_ROOT();
   auto text = bpf::lookup_kernel_symbol("schedule");
   if (!text) {
     ASSERT_EQ(text.error().code, ENOTSUP) << text.error().message;
-    ASSERT_FALSE(kernel_at_least(5, 16)) << "bpf_kallsyms_lookup_name is in every kernel since 5.16: "
+    ASSERT_FALSE(testing::kernel_at_least(5, 16)) << "bpf_kallsyms_lookup_name is in every kernel since 5.16: "
                                          << text.error().message;
     GTEST_SKIP() << "NOT APPLICABLE before 5.16: " << text.error().message;
   }
